@@ -1,0 +1,151 @@
+"""StreamingFIFO: an elastic buffer between two layers, with occupancy monitoring for FIFO sizing."""
+
+from dataclasses import dataclass
+from typing import Literal
+
+from amaranth.hdl import Cat, Module, Mux, Signal, unsigned
+from amaranth.lib import stream, wiring
+from amaranth.lib.memory import Memory
+from amaranth.lib.wiring import In, Out
+
+__all__ = ["FIFOSpec", "StreamingFIFO"]
+
+RAM_STYLES = ("auto", "distributed", "block")
+SRL_MAX_DEPTH = 32      # one SRLC32E per bit; deeper FIFOs are cheaper as LUTRAM or BRAM
+
+
+@dataclass(frozen=True)
+class FIFOSpec:
+    """Contract of a StreamingFIFO (FINN attributes ``depth``, ``ram_style``; width in bits)."""
+    width: int                  # word width in bits (the producer's folded output width)
+    depth: int                  # words the FIFO holds without stalling its input: 2 .. 65536
+    ram_style: Literal["auto", "distributed", "block"] = "auto"
+
+    def __post_init__(self):
+        if not isinstance(self.width, int) or self.width < 1:
+            raise ValueError(f"FIFO width must be a positive integer, not {self.width!r}")
+        if not isinstance(self.depth, int) or not 2 <= self.depth <= 1 << 16:
+            raise ValueError(f"FIFO depth must be an integer in 2..65536, not {self.depth!r}")
+        if self.ram_style not in RAM_STYLES:
+            raise ValueError(f"FIFO ram_style must be one of {', '.join(RAM_STYLES)}, not {self.ram_style!r}")
+
+    @property
+    def storage(self):
+        """``"srl"`` (shift registers, shallow), or ``"memory"`` (LUTRAM or BRAM, deep or block)."""
+        if self.ram_style != "block" and self.depth <= SRL_MAX_DEPTH:
+            return "srl"
+        return "memory"
+
+    @property
+    def capacity(self):
+        """Words held at most: ``depth`` in storage plus one in the output register."""
+        return self.depth + 1
+
+    @property
+    def latency(self):
+        """Cycles from a word entering an empty FIFO to it being offered at the output."""
+        return 2
+
+    def resource_estimate(self):
+        """Rough 7-series cost, used before synthesis."""
+        if self.storage == "srl":
+            return {"LUT": self.width * ((self.depth + 31) // 32), "FF": self.width + 16, "BRAM18": 0}
+        if self.ram_style == "distributed" or (self.ram_style == "auto" and self.depth * self.width <= 4096):
+            return {"LUT": self.width * ((self.depth + 63) // 64) * 4 // 3, "FF": self.width + 40, "BRAM18": 0}
+        per_bram_width = {512: 36, 1024: 18, 2048: 9, 4096: 4, 8192: 2, 16384: 1}
+        fits = next((w for d, w in per_bram_width.items() if self.depth <= d), 1)
+        brams = -(-self.width // fits) * max(1, -(-self.depth // 16384))
+        return {"LUT": 40, "FF": self.width + 40, "BRAM18": brams}
+
+
+class StreamingFIFO(wiring.Component):
+    """First-in first-out stream buffer.
+
+    Members
+    -------
+    i : In(stream.Signature(width))
+    o : Out(stream.Signature(width))
+    count : Out(range(capacity + 1))
+        Words held now.
+    max_count : Out(range(capacity + 1))
+        Largest ``count`` seen since reset (FIFO sizing reads it after simulating a few frames).
+
+    Moves one word per cycle in and out at the same time. ``i.ready`` and ``o.valid`` come from
+    registers: no combinational path crosses the FIFO, so it cuts timing paths between layers. A word
+    entering an empty FIFO is offered two cycles later. Shallow FIFOs (``depth <= 32``, not ``block``)
+    store words in shift registers (SRLs); deeper ones in a memory with a synchronous read port whose
+    data register is the output register, so it maps to BRAM or LUTRAM (``ram_style`` is passed on as
+    a Verilog attribute).
+    """
+
+    def __init__(self, spec):
+        self._spec = spec
+        super().__init__({
+            "i": In(stream.Signature(spec.width)),
+            "o": Out(stream.Signature(spec.width)),
+            "count": Out(range(spec.capacity + 1)),
+            "max_count": Out(range(spec.capacity + 1)),
+        })
+
+    @property
+    def spec(self):
+        return self._spec
+
+    def elaborate(self, platform):
+        spec = self._spec
+        m = Module()
+
+        level = Signal(range(spec.depth + 1))       # words in storage (not counting the output register)
+        out_full = Signal()
+        do_write = self.i.valid & self.i.ready
+        do_read = (level != 0) & (~out_full | self.o.ready)    # move the oldest word to the output register
+
+        m.d.comb += [
+            self.i.ready.eq(level != spec.depth),
+            self.o.valid.eq(out_full),
+        ]
+        with m.If(do_read):
+            m.d.sync += out_full.eq(1)
+        with m.Elif(self.o.ready):
+            m.d.sync += out_full.eq(0)
+        m.d.sync += level.eq(level + do_write - do_read)
+
+        if spec.storage == "srl":
+            self._srl_storage(m, level, do_write, do_read)
+        else:
+            self._memory_storage(m, do_write, do_read)
+
+        m.d.comb += self.count.eq(level + out_full)
+        with m.If(self.count > self.max_count):
+            m.d.sync += self.max_count.eq(self.count)
+        return m
+
+    def _srl_storage(self, m, level, do_write, do_read):
+        # Words shift in at 0; the oldest sits at level-1. Written as one shift register with a variable
+        # tap so Yosys (xilinx_srl -variable) maps each bit to an SRLC32E.
+        spec = self._spec
+        # No reset on the data: SRLs and their output register have none.
+        chain = Signal(spec.width * spec.depth, reset_less=True)
+        out = Signal(spec.width, reset_less=True)
+        with m.If(do_write):
+            m.d.sync += chain.eq(Cat(self.i.payload, chain[:-spec.width]))
+        with m.If(do_read):
+            m.d.sync += out.eq(chain.word_select((level - 1).as_unsigned(), spec.width))
+        m.d.comb += self.o.payload.eq(out)
+
+    def _memory_storage(self, m, do_write, do_read):
+        spec = self._spec
+        attrs = {} if spec.ram_style == "auto" else {"ram_style": spec.ram_style}
+        m.submodules.storage = storage = Memory(shape=unsigned(spec.width), depth=spec.depth, init=[], attrs=attrs)
+        wr = storage.write_port()
+        rd = storage.read_port(domain="sync")
+        head = Signal(range(spec.depth))    # next slot to write
+        tail = Signal(range(spec.depth))    # oldest word
+        m.d.comb += [
+            wr.addr.eq(head), wr.data.eq(self.i.payload), wr.en.eq(do_write),
+            rd.addr.eq(tail), rd.en.eq(do_read), self.o.payload.eq(rd.data),
+        ]
+        with m.If(do_write):
+            m.d.sync += head.eq(Mux(head == spec.depth - 1, 0, head + 1))
+        with m.If(do_read):
+            m.d.sync += tail.eq(Mux(tail == spec.depth - 1, 0, tail + 1))

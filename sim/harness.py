@@ -1,0 +1,118 @@
+"""Stream words through an Amaranth component in a real simulator: the helper every layer test uses.
+
+>>> result = simulate_streams(StreamingFIFO(spec), inputs={"i": words}, outputs={"o": len(words)},
+...                           backpressure=Backpressure(seed=1))
+>>> result.words("o"), result.steady_cycles("o", words_per_frame=16)
+"""
+
+from dataclasses import dataclass
+
+from sim.runner import SimulationError, build, run_cocotb
+
+__all__ = ["Backpressure", "StreamResult", "simulate_streams", "stream_ports"]
+
+
+@dataclass(frozen=True)
+class Backpressure:
+    """Random valid gaps on inputs and ready stalls on outputs, reproducible from ``seed``."""
+    seed: int = 0
+    valid_prob: float = 0.6     # chance per cycle that a source offers its next word
+    ready_prob: float = 0.6     # chance per cycle that a sink is ready
+
+    def __post_init__(self):
+        for name in ("valid_prob", "ready_prob"):
+            p = getattr(self, name)
+            if not 0.0 < p <= 1.0:
+                raise ValueError(f"Backpressure {name} must be in (0, 1], not {p!r}")
+
+
+FULL_RATE = Backpressure(seed=0, valid_prob=1.0, ready_prob=1.0)
+
+
+@dataclass(frozen=True)
+class StreamResult:
+    """What came out of a simulation: words and transfer cycles per port, probe values at the end."""
+    raw: dict
+
+    def words(self, port):
+        return [int(w, 16) for w in self.raw["sinks"][port]["words"]]
+
+    def extra_words(self, port):
+        return [int(w, 16) for w in self.raw["sinks"][port]["extra"]]
+
+    def out_cycles(self, port):
+        return self.raw["sinks"][port]["cycles"]
+
+    def in_cycles(self, port):
+        return self.raw["sources"][port]["cycles"]
+
+    def consumed(self, port):
+        return self.raw["sources"][port]["consumed"]
+
+    def probe(self, name):
+        return self.raw["probes"][name]
+
+    @property
+    def cycles(self):
+        return self.raw["cycles"]
+
+    def latency(self, in_port, out_port):
+        """Edges from the first input transfer to the last output transfer, inclusive of both."""
+        return self.out_cycles(out_port)[-1] - self.in_cycles(in_port)[0] + 1
+
+    def steady_cycles(self, port, words_per_frame):
+        """Cycles per frame in steady state: spacing of frame ends at ``port``, averaged over frames 2.."""
+        ends = self.out_cycles(port)[words_per_frame - 1::words_per_frame]
+        if len(ends) < 2:
+            raise ValueError(f"steady_cycles needs at least 2 frames at {port!r}, got {len(ends)}")
+        return (ends[-1] - ends[0]) / (len(ends) - 1)
+
+
+def stream_ports(path, *, style="amaranth"):
+    """Verilog names (data, valid, ready) of a stream member: ``i`` -> ``i__payload``...; ``axis``: FINN's."""
+    if style == "amaranth":
+        return [f"{path}__payload", f"{path}__valid", f"{path}__ready"]
+    if style == "axis":
+        return [f"{path}_tdata", f"{path}_tvalid", f"{path}_tready"]
+    raise ValueError(f"port style must be 'amaranth' or 'axis', not {style!r}")
+
+
+def simulate_streams(design, *, inputs, outputs, backpressure=FULL_RATE, simulator=None, toplevel="top",
+                     port_style="amaranth", clock="clk", reset="rst", reset_active_high=True,
+                     probes=(), max_cycles=None, drain=None, check=True):
+    """Simulate ``design`` with ``inputs`` ``{port: [words]}`` until ``outputs`` ``{port: count}`` arrive.
+
+    With ``check`` (the default) a run that times out, leaves input words unconsumed or produces words
+    beyond the expected count raises :class:`SimulationError` naming the port. ``drain`` cycles (default
+    32) run after the last expected word to catch such extra words.
+    """
+    total = sum(len(w) for w in inputs.values()) + sum(outputs.values())
+    slack = 1.0 / min(backpressure.valid_prob, backpressure.ready_prob)
+    job = {
+        "sources": {p: {"ports": stream_ports(p, style=port_style), "words": [hex(int(w)) for w in words]}
+                    for p, words in inputs.items()},
+        "sinks": {p: {"ports": stream_ports(p, style=port_style), "count": int(n)} for p, n in outputs.items()},
+        "clock": clock, "reset": reset, "reset_active_high": reset_active_high,
+        "seed": backpressure.seed, "valid_prob": backpressure.valid_prob, "ready_prob": backpressure.ready_prob,
+        "max_cycles": int(max_cycles or 1000 + 8 * slack * total),
+        "drain": 32 if drain is None else drain, "probes": list(probes),
+    }
+    built = build(design, toplevel=toplevel, simulator=simulator)
+    result = StreamResult(run_cocotb(built, "sim.tb_stream", job))
+    if check:
+        _check_complete(result, inputs, outputs, toplevel)
+    return result
+
+
+def _check_complete(result, inputs, outputs, toplevel):
+    for port, n in outputs.items():
+        got = len(result.words(port))
+        if got < n:
+            raise SimulationError(f"{toplevel}: timed out after {result.cycles} cycles with {got} of {n} "
+                                  f"words at {port!r}")
+        if result.extra_words(port):
+            raise SimulationError(f"{toplevel}: {len(result.extra_words(port))} extra word(s) at {port!r} "
+                                  f"after the expected {n}")
+    for port, words in inputs.items():
+        if result.consumed(port) != len(words):
+            raise SimulationError(f"{toplevel}: consumed {result.consumed(port)} of {len(words)} words at {port!r}")

