@@ -44,18 +44,22 @@ def element_codes(values, dtype):
     dtype = _dtype(dtype)
     _check_packable(dtype)
     values = np.asarray(values)
-    if dtype.is_fixed_point():
-        values = values / dtype.scale_factor()
     bits = dtype.bitwidth()
+    lo, hi = dtype.min(), dtype.max()
+    if dtype.is_fixed_point():      # FIXED<w,i> is stored as INTw of value / scale
+        values = values / dtype.scale_factor()
+        lo, hi = -(1 << (bits - 1)), (1 << (bits - 1)) - 1
     if bits > 64:
         raise ValueError(f"datatype {dtype.name} is wider than 64 bits; legal: up to 64 bits per element")
     as_float = np.asarray(values, dtype=np.float64)
     ints = np.rint(as_float)
-    bad = (ints != as_float) | (ints < dtype.min()) | (ints > dtype.max())
+    bad = (ints != as_float) | (ints < lo) | (ints > hi)
     if dtype == DataType["BIPOLAR"]:
         bad = bad | (ints == 0)
     if bad.any():
-        first = as_float[bad].flat[0]
+        first = float(np.asarray(values, dtype=np.float64)[bad].flat[0])
+        if dtype.is_fixed_point():
+            first *= dtype.scale_factor()
         raise ValueError(f"value {first!r} is not representable in {dtype.name} "
                          f"(legal: {_legal_range(dtype)})")
     if dtype == DataType["BIPOLAR"]:
@@ -84,6 +88,8 @@ def element_values(codes, dtype):
 def _legal_range(dtype):
     if dtype == DataType["BIPOLAR"]:
         return "-1, +1"
+    if dtype.is_fixed_point():
+        return f"multiples of {dtype.scale_factor()} in [{dtype.min()}, {dtype.max()}]"
     return f"integers in [{dtype.min()}, {dtype.max()}]"
 
 

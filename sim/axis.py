@@ -16,9 +16,10 @@ any word that still comes out is reported as extra (a duplicated or invented wor
 import random
 
 from cocotb.clock import Clock
+from cocotb.types import Logic
 from cocotb.triggers import ReadOnly, RisingEdge
 
-__all__ = ["StreamBench", "reset"]
+__all__ = ["StreamBench", "reset", "unsigned_value"]
 
 
 async def reset(dut, *, clock="clk", reset="rst", active_high=True, cycles=2):
@@ -30,6 +31,11 @@ async def reset(dut, *, clock="clk", reset="rst", active_high=True, cycles=2):
     for _ in range(cycles):
         await RisingEdge(clk)
     rst.value = int(not active_high)
+
+
+def unsigned_value(value):
+    # A 1-bit port reads as a Logic, wider ones as a LogicArray.
+    return int(value) if isinstance(value, Logic) else value.to_unsigned()
 
 
 class _Source:
@@ -95,7 +101,7 @@ class StreamBench:
                     s.shown = False
             for k in sinks:
                 if k.ready_now and k.valid.value == 1:
-                    word = k.data.value.to_unsigned()
+                    word = unsigned_value(k.data.value)
                     if len(k.words) < k.count:
                         k.words.append(word)
                         k.cycles.append(cycle)

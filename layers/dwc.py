@@ -1,0 +1,123 @@
+"""StreamingDataWidthConverter: re-cut a stream of words into words of another width, LSB first."""
+
+from dataclasses import dataclass
+from math import gcd, prod
+
+from amaranth.hdl import Array, Module, Mux, Signal
+from amaranth.lib import stream, wiring
+from amaranth.lib.wiring import In, Out
+from qonnx.core.datatype import DataType
+
+__all__ = ["DWCSpec", "StreamingDataWidthConverter"]
+
+
+@dataclass(frozen=True)
+class DWCSpec:
+    """Contract of a width converter (FINN attributes ``shape``, ``inWidth``, ``outWidth``, ``dataType``)."""
+    shape: tuple                # the producer's normal output shape (one frame)
+    in_width: int               # bits per input word (unpadded)
+    out_width: int              # bits per output word (unpadded)
+    dtype: DataType = DataType["BINARY"]
+
+    def __post_init__(self):
+        object.__setattr__(self, "shape", tuple(int(d) for d in self.shape))
+        if isinstance(self.dtype, str):
+            object.__setattr__(self, "dtype", DataType[self.dtype])
+        bits = self.dtype.bitwidth()
+        for name in ("in_width", "out_width"):
+            w = getattr(self, name)
+            if not isinstance(w, int) or w < 1:
+                raise ValueError(f"DWC {name} must be a positive integer, not {w!r}")
+            if w % bits:
+                raise ValueError(f"DWC {name}={w} must be a multiple of the {self.dtype.name} element width {bits}")
+        if not self.shape or min(self.shape) < 1:
+            raise ValueError(f"DWC shape must be non-empty with positive dimensions, not {self.shape!r}")
+        for name in ("in_width", "out_width"):
+            if self.frame_bits % getattr(self, name):
+                raise ValueError(f"DWC {name}={getattr(self, name)} must divide the frame of {self.frame_bits} bits "
+                                 f"(shape {self.shape} x {bits} bits)")
+
+    @property
+    def frame_bits(self):
+        return prod(self.shape) * self.dtype.bitwidth()
+
+    @property
+    def in_words(self):
+        return self.frame_bits // self.in_width
+
+    @property
+    def out_words(self):
+        return self.frame_bits // self.out_width
+
+    @property
+    def exp_cycles(self):
+        """Cycles per frame in steady state: the narrow side moves a word every cycle."""
+        return max(self.in_words, self.out_words)
+
+    @property
+    def buffer_bits(self):
+        """Bits of the shift buffer: the least that lets the narrow side run every cycle with registered ready."""
+        g = gcd(self.in_width, self.out_width)
+        return self.in_width + self.out_width + min(self.in_width, self.out_width) - g
+
+    def resource_estimate(self):
+        positions = (self.buffer_bits - self.in_width) // gcd(self.in_width, self.out_width) + 1
+        return {"LUT": self.buffer_bits * max(1, positions.bit_length()), "FF": self.buffer_bits + 16, "BRAM18": 0}
+
+
+class StreamingDataWidthConverter(wiring.Component):
+    """Width converter for any pair of widths (integer ratios up or down, and ratios like 6->4 or 49->16).
+
+    Members
+    -------
+    i : In(stream.Signature(in_width))
+    o : Out(stream.Signature(out_width))
+
+    Bits leave in the order they came: input bit 0 of the first word is output bit 0 of the first word
+    (down-conversion emits bits [0, out_width) first; up-conversion puts the first input at the LSB).
+    The narrow side transfers one word every cycle when the other side keeps up, so a frame takes
+    ``spec.exp_cycles`` cycles and the wide side runs at the rate the narrow side allows. ``i.ready``
+    and ``o.valid`` come from registers (no combinational path through the converter); a word is
+    offered one cycle after the input that completes it.
+
+    The state is a shift buffer of ``spec.buffer_bits`` bits and its fill level: words are appended at
+    the fill level and leave from the LSB. Bits above the fill level are kept zero so an input can be
+    OR-ed in; the append offset takes only ``(buffer_bits - in_width) / gcd + 1`` values, which keeps
+    the insertion multiplexer small.
+    """
+
+    def __init__(self, spec):
+        self._spec = spec
+        super().__init__({
+            "i": In(stream.Signature(spec.in_width)),
+            "o": Out(stream.Signature(spec.out_width)),
+        })
+
+    @property
+    def spec(self):
+        return self._spec
+
+    def elaborate(self, platform):
+        iw, ow, size = self._spec.in_width, self._spec.out_width, self._spec.buffer_bits
+        step = gcd(iw, ow)
+        m = Module()
+
+        buf = Signal(size)
+        fill = Signal(range(size // step + 1))          # in units of `step` bits
+        m.d.comb += [
+            self.o.valid.eq(fill >= ow // step),
+            self.o.payload.eq(buf[:ow]),
+            self.i.ready.eq(fill <= (size - iw) // step),
+        ]
+        take = self.o.valid & self.o.ready
+        give = self.i.valid & self.i.ready
+
+        kept = Mux(take, buf >> ow, buf)
+        at = Signal.like(fill)                          # where the input lands, after this cycle's take
+        m.d.comb += at.eq(fill - Mux(take, ow // step, 0))
+        placed = Array(self.i.payload << (k * step) for k in range((size - iw) // step + 1))
+        with m.If(give):
+            m.d.sync += [buf.eq(kept | placed[at]), fill.eq(at + iw // step)]
+        with m.Else():
+            m.d.sync += [buf.eq(kept), fill.eq(at)]
+        return m

@@ -1,0 +1,184 @@
+"""MemStream: a DEPTH x WIDTH memory streamed cyclically, optionally rewritten at run time over AXI-Lite."""
+
+from dataclasses import dataclass
+from typing import Literal
+
+from amaranth.hdl import Cat, Const, Module, Mux, Signal, unsigned
+from amaranth.lib import stream, wiring
+from amaranth.lib.memory import Memory
+from amaranth.lib.wiring import In, Out
+
+from memstream.axilite import OKAY, SLVERR, AXILiteSignature
+
+__all__ = ["MemStreamSpec", "MemStream"]
+
+RAM_STYLES = ("auto", "distributed", "block", "ultra")
+
+
+def _clog2(n):
+    return max(0, (n - 1).bit_length())
+
+
+@dataclass(frozen=True)
+class MemStreamSpec:
+    """Contract of a weight streamer (FINN's memstream: DEPTH, WIDTH, INIT_FILE, RAM_STYLE)."""
+    depth: int                  # words in the memory, streamed 0 .. depth-1, then again from 0
+    width: int                  # bits per word
+    init: tuple = ()            # initial words (Python ints), len == depth; empty = all zero
+    ram_style: Literal["auto", "distributed", "block", "ultra"] = "auto"
+    runtime_writeable: bool = False   # add an AXI-Lite slave that reads and writes the memory
+
+    def __post_init__(self):
+        if not isinstance(self.depth, int) or self.depth < 1:
+            raise ValueError(f"memstream depth must be a positive integer, not {self.depth!r}")
+        if not isinstance(self.width, int) or self.width < 1:
+            raise ValueError(f"memstream width must be a positive integer, not {self.width!r}")
+        if self.ram_style not in RAM_STYLES:
+            raise ValueError(f"memstream ram_style must be one of {', '.join(RAM_STYLES)}, not {self.ram_style!r}")
+        init = tuple(int(w) for w in self.init)
+        object.__setattr__(self, "init", init)
+        if init and len(init) != self.depth:
+            raise ValueError(f"memstream init must have depth={self.depth} words, not {len(init)}")
+        bad = next((w for w in init if not 0 <= w < 1 << self.width), None)
+        if bad is not None:
+            raise ValueError(f"memstream init word {bad:#x} does not fit in width={self.width} bits")
+
+    @property
+    def chunks(self):
+        """32-bit AXI-Lite words per memory line."""
+        return (self.width + 31) // 32
+
+    @property
+    def chunk_bits(self):
+        """Address bits selecting a chunk: each line takes the next power of two of 32-bit words."""
+        return _clog2(self.chunks)
+
+    @property
+    def axilite_addr_width(self):
+        """FINN's AXILITE_ADDR_WIDTH: clog2(depth * 2**chunk_bits) + 2."""
+        return _clog2(self.depth * (1 << self.chunk_bits)) + 2
+
+    def address_of(self, line, chunk=0):
+        """Byte address of 32-bit chunk ``chunk`` (0 = least significant) of memory line ``line``."""
+        return ((line << self.chunk_bits) | chunk) << 2
+
+
+class MemStream(wiring.Component):
+    """Streams memory words 0, 1, ..., depth-1, 0, 1, ... forever on ``o``.
+
+    Members
+    -------
+    o : Out(stream.Signature(width))
+    s_axilite : In(AXILiteSignature(spec.axilite_addr_width))
+        Only when ``spec.runtime_writeable``.
+
+    One word per cycle while ``o.ready`` is high; under backpressure no word is skipped or repeated.
+    ``o.valid`` comes from a register and never depends on ``o.ready``. The memory has one synchronous
+    read port (shared by the stream and AXI-Lite reads, which take priority for one cycle) and one write
+    port (AXI-Lite writes), so it maps to a simple dual-port BRAM or LUTRAM (``ram_style`` is passed on as
+    a Verilog attribute). Two output registers hold words already read while the consumer stalls.
+
+    AXI-Lite (FINN's layout): line ``n`` chunk ``c`` is at byte address ``(n << chunk_bits | c) << 2``,
+    chunk 0 holding bits [0, 32). Writes to chunks below the last are staged; the write to the last
+    chunk commits the whole line. ``wstrb`` is ignored (whole 32-bit writes). An address beyond the
+    memory (line >= depth or chunk >= chunks) gets SLVERR and changes nothing. Streaming words
+    already read keep their old value: flush the stream after rewriting, as with FINN.
+    """
+
+    def __init__(self, spec):
+        self._spec = spec
+        members = {"o": Out(stream.Signature(spec.width))}
+        if spec.runtime_writeable:
+            members["s_axilite"] = In(AXILiteSignature(spec.axilite_addr_width))
+        super().__init__(members)
+
+    @property
+    def spec(self):
+        return self._spec
+
+    def elaborate(self, platform):
+        spec = self._spec
+        m = Module()
+        attrs = {} if spec.ram_style == "auto" else {"ram_style": spec.ram_style}
+        m.submodules.mem = mem = Memory(shape=unsigned(spec.width), depth=spec.depth, init=spec.init, attrs=attrs)
+        rd = mem.read_port(domain="sync")
+        steal = Signal()        # an AXI-Lite read uses the read port this cycle
+        if spec.runtime_writeable:
+            self._axilite(m, mem.write_port(), rd, steal)
+        self._stream(m, rd, steal)
+        return m
+
+    def _stream(self, m, rd, steal):
+        spec = self._spec
+        addr = Signal(range(spec.depth))
+        arriving = Signal()                 # a stream read issued last cycle: its word is on rd.data now
+        held = Signal(range(3))             # words in the two output registers
+        head = Signal(spec.width, reset_less=True)
+        spare = Signal(spec.width, reset_less=True)
+
+        m.d.comb += [self.o.valid.eq(held != 0), self.o.payload.eq(head)]
+        taken = self.o.valid & self.o.ready
+        after = Signal(range(4))
+        m.d.comb += after.eq(held - taken + arriving)
+        issue = (after <= 1) & ~steal       # the word read now arrives next cycle: keep a register free
+        with m.If(~steal):
+            m.d.comb += [rd.addr.eq(addr), rd.en.eq(issue)]
+        with m.If(issue):
+            m.d.sync += addr.eq(Mux(addr == spec.depth - 1, 0, addr + 1))
+        m.d.sync += [arriving.eq(issue), held.eq(after)]
+
+        with m.If(taken):
+            m.d.sync += head.eq(spare)
+        with m.If(arriving):
+            with m.If(held - taken == 0):
+                m.d.sync += head.eq(rd.data)
+            with m.Else():
+                m.d.sync += spare.eq(rd.data)
+
+    def _axilite(self, m, wr, rd, steal):
+        spec = self._spec
+        bus = self.s_axilite
+        cb = spec.chunk_bits
+
+        def decode(address):
+            line, chunk = address[2 + cb:], address[2:2 + cb] if cb else Const(0, 1)
+            return line, chunk, (line < spec.depth) & (chunk < spec.chunks)
+
+        # Writes: take AW and W together, one at a time (the response must be accepted first).
+        staged = Signal(32 * spec.chunks, reset_less=True)
+        line, chunk, legal = decode(bus.awaddr)
+        accept = bus.awvalid & bus.wvalid & ~bus.bvalid
+        m.d.comb += [bus.awready.eq(accept), bus.wready.eq(accept)]
+        with m.If(accept):
+            m.d.sync += [bus.bvalid.eq(1), bus.bresp.eq(Mux(legal, OKAY, SLVERR))]
+            with m.If(legal):
+                m.d.sync += staged.word_select(chunk, 32).eq(bus.wdata)
+        with m.Elif(bus.bready):
+            m.d.sync += bus.bvalid.eq(0)
+        commit = accept & legal & (chunk == spec.chunks - 1)
+        m.d.comb += [
+            wr.addr.eq(line), wr.en.eq(commit),
+            wr.data.eq(Cat(staged[:32 * (spec.chunks - 1)], bus.wdata)),   # the last chunk comes straight from W
+        ]
+
+        # Reads: one at a time; a legal read borrows the memory read port for one cycle.
+        r_line, r_chunk, r_legal = decode(bus.araddr)
+        r_pending = Signal()
+        r_chunk_q = Signal.like(r_chunk)
+        m.d.comb += bus.arready.eq(~bus.rvalid & ~r_pending)
+        take_ar = bus.arvalid & bus.arready
+        m.d.comb += steal.eq(take_ar & r_legal)
+        with m.If(steal):
+            m.d.comb += [rd.addr.eq(r_line), rd.en.eq(1)]
+        m.d.sync += r_pending.eq(steal)
+        with m.If(take_ar):
+            m.d.sync += r_chunk_q.eq(r_chunk)
+            with m.If(~r_legal):
+                m.d.sync += [bus.rvalid.eq(1), bus.rresp.eq(SLVERR), bus.rdata.eq(0)]
+        with m.Elif(r_pending):
+            padded = Signal(32 * spec.chunks)
+            m.d.comb += padded.eq(rd.data)
+            m.d.sync += [bus.rvalid.eq(1), bus.rresp.eq(OKAY), bus.rdata.eq(padded.word_select(r_chunk_q, 32))]
+        with m.Elif(bus.rready):
+            m.d.sync += bus.rvalid.eq(0)
+
