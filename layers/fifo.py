@@ -3,7 +3,7 @@
 from dataclasses import dataclass
 from typing import Literal
 
-from amaranth.hdl import Cat, Module, Mux, Signal, unsigned
+from amaranth.hdl import Array, Cat, Module, Mux, Signal, unsigned
 from amaranth.lib import stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
@@ -121,16 +121,17 @@ class StreamingFIFO(wiring.Component):
         return m
 
     def _srl_storage(self, m, level, do_write, do_read):
-        # Words shift in at 0; the oldest sits at level-1. Written as one shift register with a variable
-        # tap so Yosys (xilinx_srl -variable) maps each bit to an SRLC32E.
+        # Words shift in at 0; the oldest sits at level-1. One shift register per bit with a variable
+        # tap is the shape Yosys (xilinx_srl -variable) maps to SRLC32E; no reset, as SRLs have none.
         spec = self._spec
-        # No reset on the data: SRLs and their output register have none.
-        chain = Signal(spec.width * spec.depth, reset_less=True)
+        tap = (level - 1).as_unsigned()[:max(1, (spec.depth - 1).bit_length())]
         out = Signal(spec.width, reset_less=True)
-        with m.If(do_write):
-            m.d.sync += chain.eq(Cat(self.i.payload, chain[:-spec.width]))
-        with m.If(do_read):
-            m.d.sync += out.eq(chain.word_select((level - 1).as_unsigned(), spec.width))
+        for bit in range(spec.width):
+            chain = Signal(spec.depth, reset_less=True, name=f"srl{bit}")
+            with m.If(do_write):
+                m.d.sync += chain.eq(Cat(self.i.payload[bit], chain[:-1]))
+            with m.If(do_read):
+                m.d.sync += out[bit].eq(Array(chain)[tap])     # a case mux: pmux2shiftx -> SRL tap
         m.d.comb += self.o.payload.eq(out)
 
     def _memory_storage(self, m, do_write, do_read):

@@ -1,0 +1,42 @@
+"""Foundation components through Yosys synth_xilinx: memories land in BRAM/LUTRAM/SRL, not in flip-flops."""
+
+import pytest
+
+from boards.yosys import synthesize
+from layers.dwc import DWCSpec, StreamingDataWidthConverter
+from layers.fifo import FIFOSpec, StreamingFIFO
+from memstream import MemStream, MemStreamSpec
+
+
+@pytest.mark.synth
+@pytest.mark.parametrize("ram_style", ["auto", "block", "distributed"])
+def test_deep_fifo_maps_to_ram(ram_style):
+    r = synthesize(StreamingFIFO(FIFOSpec(width=64, depth=512, ram_style=ram_style)))
+    if ram_style == "distributed":
+        assert r.lutram > 0 and r.bram18 + r.bram36 == 0
+    elif ram_style == "block":
+        assert r.bram18 + r.bram36 > 0 and r.lutram == 0
+    else:
+        assert r.bram18 + r.bram36 > 0 or r.lutram > 0
+    assert r.ff < 200        # output register, pointers, levels: not 512 x 64 flip-flops
+
+
+@pytest.mark.synth
+def test_shallow_fifo_maps_to_srl():
+    r = synthesize(StreamingFIFO(FIFOSpec(width=64, depth=32)))
+    assert r.srl >= 64 and r.lutram == 0 and r.bram18 + r.bram36 == 0
+    assert r.ff < 120
+
+
+@pytest.mark.synth
+def test_memstream_maps_to_bram():
+    spec = MemStreamSpec(1024, 36, tuple(range(1024)), "block", runtime_writeable=True)
+    r = synthesize(MemStream(spec))
+    assert r.bram18 + 2 * r.bram36 >= 2 and r.ff < 250
+
+
+@pytest.mark.synth
+def test_dwc_is_small():
+    r = synthesize(StreamingDataWidthConverter(DWCSpec((1, 784), 49, 16)))
+    assert r.ff <= DWCSpec((1, 784), 49, 16).buffer_bits + 16
+    assert r.lut < 400
