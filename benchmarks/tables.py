@@ -1,0 +1,27 @@
+"""Write a named table into BENCHMARKS.md, replacing the previous one of the same name."""
+
+import re
+import shlex
+import sys
+from datetime import date
+from pathlib import Path
+
+BENCHMARKS = Path(__file__).resolve().parent.parent / "BENCHMARKS.md"
+
+
+def markdown_table(rows):
+    keys = list(rows[0])
+    lines = ["| " + " | ".join(keys) + " |", "|" + "---|" * len(keys)]
+    lines += ["| " + " | ".join(str(r[k]) for k in keys) + " |" for r in rows]
+    return "\n".join(lines)
+
+
+def write_section(name, intro, rows):
+    """Replace section ``## name`` of BENCHMARKS.md (or append it) with ``rows`` and the command used."""
+    command = "python -m benchmarks." + Path(sys.argv[0]).stem + "".join(" " + shlex.quote(a) for a in sys.argv[1:])
+    body = (f"## {name}\n\n{intro}\n\nProduced by `{command}` on {date.today().isoformat()}.\n\n"
+            f"{markdown_table(rows)}\n")
+    text = BENCHMARKS.read_text() if BENCHMARKS.exists() else "# rtlgen benchmarks\n\nTables written by the scripts in `benchmarks/`; rerun them to refresh.\n"
+    pattern = re.compile(rf"^## {re.escape(name)}\n.*?(?=^## |\Z)", re.S | re.M)
+    text = pattern.sub(lambda _: body + "\n", text) if pattern.search(text) else text.rstrip("\n") + "\n\n" + body
+    BENCHMARKS.write_text(text)

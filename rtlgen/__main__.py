@@ -1,0 +1,3 @@
+from rtlgen.cli import main
+
+raise SystemExit(main())
