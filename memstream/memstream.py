@@ -9,6 +9,7 @@ from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from memstream.axilite import OKAY, SLVERR, AXILiteSignature
+from memstream.packing import write_memh
 
 __all__ = ["MemStreamSpec", "MemStream"]
 
@@ -57,6 +58,10 @@ class MemStreamSpec:
     def axilite_addr_width(self):
         """FINN's AXILITE_ADDR_WIDTH: clog2(depth * 2**chunk_bits) + 2."""
         return _clog2(self.depth * (1 << self.chunk_bits)) + 2
+
+    def write_init_file(self, path):
+        """Write the initial image as a ``$readmemh`` file (FINN's INIT_FILE), one word per line."""
+        write_memh(path, self.init or (0,) * self.depth, self.width)
 
     def address_of(self, line, chunk=0):
         """Byte address of 32-bit chunk ``chunk`` (0 = least significant) of memory line ``line``."""

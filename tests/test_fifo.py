@@ -103,3 +103,14 @@ def test_storage_choice():
     assert FIFOSpec(8, 33).storage == "memory"
     assert FIFOSpec(8, 16, "block").storage == "memory"
     assert FIFOSpec(8, 65536).capacity == 65537
+
+
+@pytest.mark.sim
+@pytest.mark.slow
+@pytest.mark.parametrize("depth", [4096, 65536])
+def test_deepest_fifo_fills_completely(depth):
+    spec = FIFOSpec(width=8, depth=depth, ram_style="block")
+    words = [k % 251 for k in range(depth + 200)]
+    # The consumer waits until the producer has had time to fill the FIFO, then drains it.
+    slow = run_fifo(spec, words, Backpressure(seed=1, valid_prob=1.0, ready_prob=0.02), "verilator")
+    assert slow.probe("max_count") == spec.capacity

@@ -104,6 +104,15 @@ def test_illegal_specs(kwargs, message):
         MemStreamSpec(**kwargs)
 
 
+def test_init_file_round_trips(tmp_path):
+    from memstream.packing import read_memh
+    spec = MemStreamSpec(5, 70, random_image(5, 70, 4))
+    spec.write_init_file(tmp_path / "mem.dat")
+    assert tuple(read_memh(tmp_path / "mem.dat")) == spec.init
+    MemStreamSpec(3, 8).write_init_file(tmp_path / "zero.dat")
+    assert read_memh(tmp_path / "zero.dat") == [0, 0, 0]
+
+
 def test_finn_address_map():
     # FINN: AXILITE_ADDR_WIDTH = clog2(DEPTH * 2**clog2(ceil(WIDTH/32))) + 2
     spec = MemStreamSpec(13, 70)
