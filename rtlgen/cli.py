@@ -1,7 +1,6 @@
 """The `rtlgen` command line. User errors end as one line on stderr and exit status 2."""
 
 import argparse
-import logging
 import sys
 
 __all__ = ["main"]
@@ -36,10 +35,6 @@ def main(argv=None):
     from sim.runner import SimulationError
 
     args = build_parser().parse_args(argv)
-    # cocotb's runner logs every build and run step; the simulators' own output goes to log files.
-    logging.getLogger("cocotb").setLevel(logging.ERROR)
-    for name in ("Icarus", "Verilator"):
-        logging.getLogger(name).setLevel(logging.ERROR)
     try:
         return COMMANDS[args.command][2](args)
     except (ValueError, SimulationError, FileNotFoundError) as exc:

@@ -15,6 +15,7 @@ by a file lock so parallel test workers never build the same design twice at onc
 import fcntl
 import hashlib
 import json
+import logging
 import os
 import shutil
 import sys
@@ -158,6 +159,8 @@ def _runner_for(simulator, toplevel, build_dir, verilog_path, waves):
     from cocotb_tools.runner import get_runner
 
     runner = get_runner(simulator)
+    # The runner logs every step at INFO and resets its level on creation; failures reach us as exceptions.
+    runner.log.setLevel(logging.INFO if os.environ.get("RTLGEN_SIM_VERBOSE") else logging.ERROR)
     build_args = ["-Wno-fatal", "-Wno-lint", "-Wno-style"] if simulator == "verilator" else []
     try:
         runner.build(sources=[verilog_path], hdl_toplevel=toplevel, build_dir=build_dir, always=False,
