@@ -26,7 +26,7 @@ CASES = [
     ("DWC 49->16", lambda: StreamingDataWidthConverter(DWCSpec((1, 784), 49, 16))),
     ("DWC 16->49", lambda: StreamingDataWidthConverter(DWCSpec((1, 784), 16, 49))),
     ("DWC 512->8", lambda: StreamingDataWidthConverter(DWCSpec((1, 512), 512, 8, "BINARY"))),
-    ("DWC 8->512", lambda: StreamingDataWidthConverter(DWCSpec((1, 512), 8, 512, "BINARY"))),
+    ("DWC 8->64", lambda: StreamingDataWidthConverter(DWCSpec((1, 512), 8, 64, "BINARY"))),
     ("memstream 1024 x 36 block", lambda: MemStream(MemStreamSpec(1024, 36, tuple(range(1024)), "block"))),
     ("memstream 1024 x 36 block + AXI-Lite", lambda: MemStream(MemStreamSpec(1024, 36, tuple(range(1024)), "block", True))),
     ("memstream 64 x 128 distributed", lambda: MemStream(MemStreamSpec(64, 128, tuple(range(64)), "distributed"))),
