@@ -111,6 +111,9 @@ def _run(verilog_text, top, sta, wd, extra_script):
         # Amaranth's alias wires such as `\o__payload[0]` collide with abc9's per-bit names and trip an
         # assertion in Yosys 0.70 (G2); hiding them first avoids it.
         "rename -hide w:*[*",
+        # A distributed ROM is LUT logic in Vivado; Yosys only knows "distributed" as LUTRAM, which
+        # needs a write port, and fails on a ROM forced to it.
+        "setattr -set rom_style \"logic\" a:rom_style=distributed",
         *extra_script,
         f"synth_xilinx -family xc7 -top {top} -flatten",
         "tee -q -o stat.json stat -json",

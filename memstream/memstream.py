@@ -104,7 +104,7 @@ class MemStream(wiring.Component):
     def elaborate(self, platform):
         spec = self._spec
         m = Module()
-        attrs = {} if spec.ram_style == "auto" else {"ram_style": spec.ram_style}
+        attrs = {} if spec.ram_style == "auto" else {("ram_style" if spec.runtime_writeable else "rom_style"): spec.ram_style}
         m.submodules.mem = mem = Memory(shape=unsigned(spec.width), depth=spec.depth, init=spec.init, attrs=attrs)
         rd = mem.read_port(domain="sync")
         steal = Signal()        # an AXI-Lite read uses the read port this cycle

@@ -36,6 +36,17 @@ def test_memstream_maps_to_bram():
 
 
 @pytest.mark.synth
+@pytest.mark.parametrize("writeable", [False, True])
+def test_memstream_distributed_maps_without_bram(writeable):
+    # A read-only memory forced to "distributed" is a LUT ROM (it once failed Yosys' LUTRAM mapping);
+    # a writeable one is LUTRAM.
+    init = tuple((i * 0x9E3779B97F4A7C15) % (1 << 64) for i in range(64))
+    r = synthesize(MemStream(MemStreamSpec(64, 64, init, "distributed", runtime_writeable=writeable)))
+    assert r.bram18 + r.bram36 == 0
+    assert (r.lutram > 0) == writeable
+
+
+@pytest.mark.synth
 def test_dwc_is_small():
     r = synthesize(StreamingDataWidthConverter(DWCSpec((1, 784), 49, 16)))
     assert r.ff <= DWCSpec((1, 784), 49, 16).buffer_bits + 16
