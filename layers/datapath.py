@@ -1,0 +1,142 @@
+"""Building blocks shared by the compute layers: datatype ranges, stall pipelines, products, adder trees.
+
+The compute layers (MVAU, VVAU, Thresholding) are pipelines whose registers all advance on one
+enable, ``advance``, which is the registered ``i.ready`` of a small output FIFO. So no combinational
+path runs from a layer's ``o.ready`` to its ``i.ready``, and a stalled consumer freezes the pipeline
+without losing or repeating anything: memories are read with ``en=advance`` so their data holds too.
+"""
+
+import math
+
+import numpy as np
+from amaranth.hdl import Mux, Signal, signed, unsigned
+from qonnx.core.datatype import DataType
+
+__all__ = ["dtype_range", "shape_for_range", "dtype_for_range", "check_dtype", "check_fits",
+           "legal_divisors", "register", "element_value", "product", "adder_tree"]
+
+
+def check_dtype(owner, attr, dtype, *, allow_fixed=False):
+    """Turn a name into a DataType; integer types (and BIPOLAR) only unless ``allow_fixed``."""
+    if isinstance(dtype, str):
+        try:
+            dtype = DataType[dtype]
+        except KeyError:
+            raise ValueError(f"{owner} {attr}={dtype!r} is not a qonnx DataType name") from None
+    if not hasattr(dtype, "bitwidth"):
+        raise TypeError(f"{owner} {attr} must be a qonnx DataType, not {dtype!r}")
+    if not allow_fixed and not dtype.is_integer():
+        raise ValueError(f"{owner} {attr}={dtype.name} is not supported; legal: BIPOLAR, BINARY, TERNARY, "
+                         f"INTn, UINTn")
+    return dtype
+
+
+def dtype_range(dtype):
+    """(min, max) as Python ints."""
+    return int(dtype.min()), int(dtype.max())
+
+
+def shape_for_range(lo, hi):
+    """The narrowest Amaranth shape holding every integer in [lo, hi]."""
+    if lo >= 0:
+        return unsigned(max(1, int(hi).bit_length()))
+    return signed(max(int(hi).bit_length(), (-int(lo) - 1).bit_length()) + 1)
+
+
+def dtype_for_range(lo, hi):
+    """FINN's accumulator rule: UINTn if lo >= 0, else INTn, n the fewest bits holding [lo, hi]."""
+    shape = shape_for_range(lo, hi)
+    return DataType[f"{'INT' if shape.signed else 'UINT'}{shape.width}"]
+
+
+def check_fits(owner, attr, dtype, lo, hi, what):
+    """Raise if ``dtype`` cannot hold every value in [lo, hi] (``what`` names where they come from)."""
+    dmin, dmax = dtype_range(dtype)
+    if lo < dmin or hi > dmax:
+        raise ValueError(f"{owner} {attr}={dtype.name} holds [{dmin}, {dmax}] but {what} reach [{lo}, {hi}]; "
+                         f"use {dtype_for_range(min(lo, dmin), max(hi, dmax)).name} or wider")
+
+
+def legal_divisors(n):
+    return ", ".join(str(d) for d in range(1, n + 1) if n % d == 0)
+
+
+def register(m, advance, value, *, name, reset_less=True):
+    """A pipeline register that loads ``value`` when ``advance`` (data registers have no reset)."""
+    reg = Signal(value.shape(), name=name, reset_less=reset_less)
+    with m.If(advance):
+        m.d.sync += reg.eq(value)
+    return reg
+
+
+def element_value(bits, dtype):
+    """Raw element bits -> an Amaranth value of the element (BIPOLAR is left as its bit)."""
+    if dtype == DataType["BIPOLAR"]:
+        return bits
+    return bits.as_signed() if dtype.signed() else bits.as_unsigned()
+
+
+def _shift_add(x, y, y_signed):
+    """x * y as a sum of shifted partial products (no $mul cell, so Yosys keeps it in LUTs)."""
+    width = len(y)
+    terms = [Mux(y[j], x << j, 0) for j in range(width)]
+    if y_signed:
+        terms[-1] = -terms[-1]      # the sign bit weighs -2^(n-1)
+    return adder_tree(terms)
+
+
+def product(x, x_dtype, w, w_dtype, *, xnor, res_type):
+    """One element product, from raw bits. ``xnor``: agreement bit of two 1-bit operands.
+
+    BIPOLAR and BINARY operands select +-w or w/0 (no multiplier); otherwise ``res_type`` "dsp" writes
+    ``*`` (Yosys maps it to DSP48E1) and "lut" a shift-add over the narrower operand.
+    """
+    if xnor:
+        return ~(x ^ w)
+    for a, a_dtype, b, b_dtype in ((x, x_dtype, w, w_dtype), (w, w_dtype, x, x_dtype)):
+        if a_dtype == DataType["BIPOLAR"]:
+            v = element_value(b, b_dtype)
+            if b_dtype == DataType["BIPOLAR"]:
+                v = Mux(b, 1, -1)
+            return Mux(a, v, -v)
+        if a_dtype == DataType["BINARY"]:
+            return Mux(a, element_value(b, b_dtype), 0)
+    xv, wv = element_value(x, x_dtype), element_value(w, w_dtype)
+    if res_type == "dsp":
+        return xv * wv
+    if len(w) <= len(x):
+        return _shift_add(xv, w, w_dtype.signed())
+    return _shift_add(wv, x, x_dtype.signed())
+
+
+def adder_tree(terms, *, m=None, advance=None, levels_per_stage=0, name="sum"):
+    """Sum of ``terms``; with ``m``, a register after every ``levels_per_stage`` levels of adders.
+
+    Returns (sum, stages): the value and the number of register stages it went through.
+    Without ``m`` returns only the combinational sum.
+    """
+    terms = list(terms)
+    stages = level = 0
+    while len(terms) > 1:
+        terms = [terms[k] + terms[k + 1] if k + 1 < len(terms) else terms[k] for k in range(0, len(terms), 2)]
+        level += 1
+        if m is not None and levels_per_stage and level % levels_per_stage == 0 and len(terms) > 1:
+            terms = [register(m, advance, t, name=f"{name}_l{level}_{k}") for k, t in enumerate(terms)]
+            stages += 1
+    if m is None:
+        return terms[0]
+    return terms[0], stages
+
+
+def tree_stages(n_terms, levels_per_stage):
+    """Register stages :func:`adder_tree` inserts for ``n_terms`` inputs."""
+    levels = math.ceil(math.log2(n_terms)) if n_terms > 1 else 0
+    return (levels - 1) // levels_per_stage if levels and levels_per_stage else 0
+
+
+def ceil_thresholds(thresholds, owner):
+    """Thresholds as int64; non-integers rounded up (x >= T <=> x >= ceil(T) for integer x)."""
+    t = np.asarray(thresholds, dtype=np.float64)
+    if not np.all(np.isfinite(t)):
+        raise ValueError(f"{owner} thresholds must be finite numbers")
+    return np.ceil(t).astype(np.int64)

@@ -1,0 +1,420 @@
+"""MVAU: matrix-vector-activation unit (FINN ``MVAU``), fully connected layers and lowered convolutions.
+
+Per input vector of MW elements it computes MH accumulators ``acc = x . W`` (or xnor-popcount for
+1-bit operands), optionally followed by multi-thresholding. PE output channels are computed in
+parallel, SIMD input elements per cycle: SF * NF cycles per vector.
+"""
+
+from dataclasses import dataclass, field
+from math import prod
+from typing import Literal
+
+import numpy as np
+from amaranth.hdl import Cat, Module, Mux, Signal
+from amaranth.lib import data, stream, wiring
+from amaranth.lib.memory import Memory
+from amaranth.lib.wiring import In, Out
+from qonnx.core.datatype import DataType
+
+from layers.datapath import (adder_tree, check_dtype, check_fits, dtype_for_range, dtype_range, legal_divisors,
+                             product, register, shape_for_range, tree_stages)
+from layers.fifo import FIFOSpec, StreamingFIFO
+from layers.thresholding import ThresholdTable, activation_lane, check_activation, threshold_search
+from memstream.axilite import AXILiteSignature
+from memstream.memstream import MemStream, MemStreamSpec
+from memstream.packing import element_codes, pack_words
+
+__all__ = ["MVAUSpec", "MVAU", "DotProductUnit"]
+
+MEM_MODES = ("internal_embedded", "internal_decoupled", "external")
+RAM_STYLES = ("auto", "distributed", "block", "ultra")
+RES_TYPES = ("lut", "dsp")
+TREE_LEVELS_PER_STAGE = 2       # adder levels between pipeline registers
+
+
+def _positive(owner, spec, *attrs):
+    for attr in attrs:
+        value = getattr(spec, attr)
+        if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < 1:
+            raise ValueError(f"{owner} {attr} must be a positive integer, not {value!r}")
+
+
+class _UnitSpec:
+    """What MVAU and VVAU specs share: folding checks, datatypes, weights, accumulator, activation.
+
+    Subclasses define ``owner``, ``in_elems`` (rows of W per output channel), ``out_channels``,
+    ``weight_matrix()`` as (out_channels, in_elems) and ``_product_ranges()``.
+    """
+
+    def _validate_common(self):
+        owner = self.owner
+        for attr in ("input_dtype", "weight_dtype"):
+            object.__setattr__(self, attr, check_dtype(owner, attr, getattr(self, attr)))
+        bipolar = DataType["BIPOLAR"]
+        if self.binary_xnor_mode:
+            for attr in ("input_dtype", "weight_dtype"):
+                if getattr(self, attr).bitwidth() != 1:
+                    raise ValueError(f"{owner} binary_xnor_mode needs 1-bit {attr}, not {getattr(self, attr).name}")
+        if self.mem_mode not in MEM_MODES:
+            raise ValueError(f"{owner} mem_mode must be one of {', '.join(MEM_MODES)}, not {self.mem_mode!r}")
+        if self.ram_style not in RAM_STYLES:
+            raise ValueError(f"{owner} ram_style must be one of {', '.join(RAM_STYLES)}, not {self.ram_style!r}")
+        if self.ram_style_thresholds not in RAM_STYLES[:3]:
+            raise ValueError(f"{owner} ram_style_thresholds must be one of auto, distributed, block, "
+                             f"not {self.ram_style_thresholds!r}")
+        if self.res_type not in RES_TYPES:
+            raise ValueError(f"{owner} res_type must be one of {', '.join(RES_TYPES)}, not {self.res_type!r}")
+        if self.runtime_writeable_weights and self.mem_mode != "internal_decoupled":
+            raise ValueError(f"{owner} runtime_writeable_weights needs mem_mode=internal_decoupled, "
+                             f"not {self.mem_mode}")
+        if self.ram_style == "ultra" and not self.runtime_writeable_weights:
+            raise ValueError(f"{owner} ram_style=ultra needs runtime_writeable_weights=True")
+        vecs = tuple(int(v) for v in self.num_input_vectors)
+        if not vecs or min(vecs) < 1:
+            raise ValueError(f"{owner} num_input_vectors must be positive integers, not {self.num_input_vectors!r}")
+        object.__setattr__(self, "num_input_vectors", vecs)
+        # bipolar x bipolar is xnor-popcount in FINN whether or not the flag is set
+        object.__setattr__(self, "xnor", bool(self.binary_xnor_mode) or
+                           (self.input_dtype == bipolar and self.weight_dtype == bipolar))
+        self._validate_weights()
+        lo, hi = self.acc_range()
+        if self.thresholds is None:
+            out = self.output_dtype if self.output_dtype is not None else self.acc_dtype()
+            out = check_dtype(owner, "output_dtype", out)
+            check_fits(owner, "output_dtype", out, lo, hi, "accumulators (noActivation)")
+            object.__setattr__(self, "output_dtype", out)
+            object.__setattr__(self, "table", None)
+        else:
+            if self.output_dtype is None:
+                raise ValueError(f"{owner} output_dtype is required with thresholds")
+            out = check_dtype(owner, "output_dtype", self.output_dtype)
+            object.__setattr__(self, "output_dtype", out)
+            table = ThresholdTable(owner, self.thresholds, self.out_channels, self.pe, (lo, hi))
+            object.__setattr__(self, "table", table)
+            check_activation(owner, table, out, self.act_val)
+
+    def _validate_weights(self):
+        owner = self.owner
+        if self.weights is None:
+            if self.mem_mode != "external":
+                raise ValueError(f"{owner} weights are required for mem_mode={self.mem_mode}")
+            return
+        w = np.asarray(self.weights)
+        if w.shape != self.weights_shape:
+            raise ValueError(f"{owner} weights must have shape {self.weights_shape}, not {w.shape}")
+        element_codes(w, self.weight_dtype)         # raises naming the legal values if any does not fit
+
+    def _product_ranges(self):
+        """(lo, hi) arrays of shape (out_channels, in_elems): the extremes of each product."""
+        xlo, xhi = dtype_range(self.input_dtype)
+        if self.weights is None or self.runtime_writeable_weights:
+            wlo, whi = dtype_range(self.weight_dtype)
+            corners = [a * b for a in (xlo, xhi) for b in (wlo, whi)]
+            shape = (self.out_channels, self.in_elems)
+            return np.full(shape, min(corners)), np.full(shape, max(corners))
+        w = self.weight_matrix().astype(np.int64)
+        return np.minimum(w * xlo, w * xhi), np.maximum(w * xlo, w * xhi)
+
+    def acc_range(self):
+        """(lo, hi) over all output channels of the exact accumulator (FINN's MinimizeAccumulatorWidth)."""
+        if self.xnor:
+            return 0, self.in_elems
+        lo, hi = self._product_ranges()
+        return min(0, int(lo.sum(axis=1).min())), max(0, int(hi.sum(axis=1).max()))
+
+    def acc_dtype(self):
+        return dtype_for_range(*self.acc_range())
+
+    @property
+    def acc_shape(self):
+        return shape_for_range(*self.acc_range())
+
+    @property
+    def sf(self):
+        return self.in_elems // self.simd
+
+    @property
+    def nf(self):
+        return self.out_channels // self.pe
+
+    @property
+    def wmem(self):
+        return self.sf * self.nf
+
+    @property
+    def weight_width(self):
+        return self.pe * self.simd * self.weight_dtype.bitwidth()
+
+    @property
+    def out_width(self):
+        return self.pe * self.output_dtype.bitwidth()
+
+    @property
+    def no_activation(self):
+        return self.thresholds is None
+
+    def weight_memory_image(self):
+        """WMEM words; word ``nf*SF + sf`` has element ``p*SIMD + s`` = W of channel nf*PE+p, row sf*SIMD+s."""
+        w = self.weight_matrix().reshape(self.nf, self.pe, self.sf, self.simd).transpose(0, 2, 1, 3)
+        return [int(v) for v in pack_words(w.reshape(self.wmem, self.pe * self.simd), self.weight_dtype)]
+
+    def weight_stream_spec(self):
+        """The memstream of mem_mode internal_decoupled."""
+        return MemStreamSpec(self.wmem, self.weight_width, tuple(self.weight_memory_image()),
+                             self.ram_style, self.runtime_writeable_weights)
+
+    def external_weight_words(self, vectors):
+        """What a producer must send on ``w`` for ``vectors`` input vectors (the image, once per vector)."""
+        return self.weight_memory_image() * vectors
+
+    @property
+    def pipeline_depth(self):
+        """Register stages from issuing a (vector, nf, sf) step to its output reaching the FIFO."""
+        tree = tree_stages(self.simd, TREE_LEVELS_PER_STAGE)
+        return 1 + 1 + tree + 1 + (self.table.stages if self.table else 0)
+
+    @property
+    def latency(self):
+        """Cycles from the last input word of a vector to its first output word being offered (SF=NF=1)."""
+        return self.pipeline_depth + 2
+
+
+@dataclass(frozen=True, eq=False)
+class MVAUSpec(_UnitSpec):
+    """Contract of an MVAU (FINN attribute names in snake case)."""
+    mw: int                             # MW: input vector length (rows of W)
+    mh: int                             # MH: output channels (columns of W)
+    simd: int                           # SIMD: input elements per cycle, divides MW
+    pe: int                             # PE: output channels per cycle, divides MH
+    input_dtype: object                 # inputDataType
+    weight_dtype: object                # weightDataType
+    weights: np.ndarray = None          # W, shape (MW, MH), y = x . W; None only with mem_mode=external
+    thresholds: np.ndarray = None       # (MH, S) or (1, S) ascending; None = noActivation
+    output_dtype: object = None         # outputDataType (noActivation: default = minimal accumulator type)
+    act_val: int = 0                    # ActVal
+    binary_xnor_mode: bool = False      # binaryXnorMode: 1-bit operands, acc = popcount(xnor)
+    num_input_vectors: tuple = (1,)     # numInputVectors, e.g. (1, OH, OW) for a lowered convolution
+    mem_mode: Literal["internal_embedded", "internal_decoupled", "external"] = "internal_decoupled"
+    res_type: Literal["lut", "dsp"] = "lut"     # resType: multipliers in fabric or DSP48E1
+    ram_style: Literal["auto", "distributed", "block", "ultra"] = "auto"
+    ram_style_thresholds: Literal["auto", "distributed", "block"] = "auto"
+    runtime_writeable_weights: bool = False
+    xnor: bool = field(init=False, repr=False)
+    table: ThresholdTable = field(init=False, repr=False)
+
+    owner = "MVAU"
+
+    def __post_init__(self):
+        _positive(self.owner, self, "mw", "mh", "simd", "pe")
+        if self.mw % self.simd:
+            raise ValueError(f"MVAU simd={self.simd} must divide mw={self.mw}; legal simd: {legal_divisors(self.mw)}")
+        if self.mh % self.pe:
+            raise ValueError(f"MVAU pe={self.pe} must divide mh={self.mh}; legal pe: {legal_divisors(self.mh)}")
+        self._validate_common()
+
+    @property
+    def in_elems(self):
+        return self.mw
+
+    @property
+    def out_channels(self):
+        return self.mh
+
+    @property
+    def weights_shape(self):
+        return (self.mw, self.mh)
+
+    def weight_matrix(self):
+        """(MH, MW): row c holds the weights of output channel c."""
+        return np.asarray(self.weights).T
+
+    @property
+    def in_width(self):
+        return self.simd * self.input_dtype.bitwidth()
+
+    @property
+    def folded_input_shape(self):
+        return (*self.num_input_vectors, self.sf, self.simd)
+
+    @property
+    def folded_output_shape(self):
+        return (*self.num_input_vectors, self.nf, self.pe)
+
+    @property
+    def exp_cycles(self):
+        """Cycles per frame in steady state: SF * NF per input vector."""
+        return self.sf * self.nf * prod(self.num_input_vectors)
+
+    # The dot-product engine's view of the input: MVAU lanes all see element s of the word and the
+    # word is replayed for every nf.
+    replays_input = True
+
+    def lane_input_index(self, pe, s):
+        return s
+
+    def resource_estimate(self):
+        wb, ib = self.weight_dtype.bitwidth(), self.input_dtype.bitwidth()
+        macs = self.pe * self.simd
+        mult_lut = 1 if self.xnor else (0 if self.res_type == "dsp" else max(1, wb * ib // 2))
+        acc = self.acc_shape.width
+        bits = self.wmem * self.weight_width
+        return {"LUT": macs * (mult_lut + 2) + self.pe * acc * 2, "FF": macs * (wb + ib) + self.pe * acc * 4,
+                "DSP": macs if self.res_type == "dsp" and not self.xnor else 0,
+                "BRAM18": 0 if bits <= 16384 else -(-self.weight_width // 36) * -(-self.wmem // 512)}
+
+
+class DotProductUnit(wiring.Component):
+    """The pipelined PE x SIMD dot-product engine with accumulators and optional thresholds.
+
+    Members
+    -------
+    i : In(stream.Signature(spec.in_width))
+    o : Out(stream.Signature(spec.out_width))
+    w : In(stream.Signature(spec.weight_width))
+        Only with ``mem_mode="external"``: the weight image, once per input vector.
+    s_axilite : In(AXILiteSignature(...))
+        Only with ``runtime_writeable_weights`` (the weight memstream's slave, FINN's address map).
+
+    Takes one (nf, sf) step per cycle: ``spec.exp_cycles`` cycles per frame in steady state, with no
+    bubbles between vectors or frames. Loop order per vector: nf outer, sf inner; the input word sf is
+    read at nf = 0 and replayed from an SF-word buffer for nf > 0 (MVAU). Weights come from a memory
+    in the layer (internal_embedded), a memstream beside it (internal_decoupled) or the ``w`` port.
+    Products are registered, the SIMD-wide adder tree has a register every two levels, and the
+    accumulator clears on sf = 0. ``i.ready`` and ``w.ready`` depend on the output FIFO's registered
+    ready and on each other's ``valid`` (both are needed for a step), never on ``o.ready``.
+    """
+
+    def __init__(self, spec):
+        self._spec = spec
+        members = {
+            "i": In(stream.Signature(spec.in_width)),
+            "o": Out(stream.Signature(spec.out_width)),
+        }
+        if spec.mem_mode == "external":
+            members["w"] = In(stream.Signature(spec.weight_width))
+        if spec.runtime_writeable_weights:
+            members["s_axilite"] = In(AXILiteSignature(spec.weight_stream_spec().axilite_addr_width))
+        super().__init__(members)
+
+    @property
+    def spec(self):
+        return self._spec
+
+    def elaborate(self, platform):
+        spec = self._spec
+        m = Module()
+        m.submodules.out_fifo = fifo = StreamingFIFO(FIFOSpec(spec.out_width, 2))
+        wiring.connect(m, wiring.flipped(self.o), fifo.o)
+        advance = fifo.i.ready
+
+        weights = self._weight_stream(m)
+        sf, nf = Signal(range(spec.sf)), Signal(range(spec.nf))
+        reads_input = (nf == 0) if spec.replays_input else 1
+        in_ok = ~reads_input | self.i.valid
+        w_ok = weights.valid if weights is not None else 1
+        issue = advance & in_ok & w_ok
+        m.d.comb += self.i.ready.eq(advance & reads_input & w_ok)
+        if weights is not None:
+            m.d.comb += weights.ready.eq(advance & in_ok)
+        with m.If(issue):
+            m.d.sync += sf.eq(Mux(sf == spec.sf - 1, 0, sf + 1))
+            with m.If(sf == spec.sf - 1):
+                m.d.sync += nf.eq(Mux(nf == spec.nf - 1, 0, nf + 1))
+
+        # Stage 1: operands.
+        v = register(m, advance, issue, name="v1", reset_less=False)
+        x = self._input_word(m, advance, issue, sf, nf)
+        w = self._weight_word(m, advance, issue, weights)
+        first, last = register(m, advance, sf == 0, name="first1"), register(m, advance, sf == spec.sf - 1, name="last1")
+        nfr = register(m, advance, nf, name="nf1")
+
+        # Stage 2: products. Then the adder tree, registered every TREE_LEVELS_PER_STAGE levels.
+        xs = data.View(data.ArrayLayout(spec.input_dtype.bitwidth(), len(x) // spec.input_dtype.bitwidth()), x)
+        ws = data.View(data.ArrayLayout(spec.weight_dtype.bitwidth(), spec.pe * spec.simd), w)
+        sums = []
+        for p in range(spec.pe):
+            prods = [register(m, advance, product(xs[spec.lane_input_index(p, s)], spec.input_dtype,
+                                                   ws[p * spec.simd + s], spec.weight_dtype,
+                                                   xnor=spec.xnor, res_type=spec.res_type), name=f"prod_{p}_{s}")
+                     for s in range(spec.simd)]
+            total, stages = adder_tree(prods, m=m, advance=advance, levels_per_stage=TREE_LEVELS_PER_STAGE,
+                                       name=f"sum{p}")
+            sums.append(total)
+        v, first, last, nfr = (self._delay(m, advance, sig, 1 + stages, name)
+                               for sig, name in ((v, "v"), (first, "first"), (last, "last"), (nfr, "nf")))
+
+        # Accumulate: clear on sf == 0 (acc <= Mux(clr, 0, acc) + sum maps into a DSP48E1 P register).
+        accs = []
+        for p, total in enumerate(sums):
+            acc = Signal(spec.acc_shape, name=f"acc{p}", reset_less=True)
+            with m.If(advance & v):
+                m.d.sync += acc.eq(Mux(first, 0, acc) + total)
+            accs.append(acc)
+        v = register(m, advance, v & last, name="v_acc", reset_less=False)
+        nfr = register(m, advance, nfr, name="nf_acc")
+
+        if spec.table is None:
+            payload = self._extend_lanes(m, accs)
+        else:
+            v, counts = threshold_search(m, advance, v, accs, nfr, spec.table, ram_style=spec.ram_style_thresholds)
+            payload = Cat(activation_lane(c, spec.output_dtype, spec.act_val) for c in counts)
+        m.d.comb += [fifo.i.valid.eq(v), fifo.i.payload.eq(payload)]
+        return m
+
+    def _extend_lanes(self, m, accs):
+        """Accumulators sign- or zero-extended to the output element width."""
+        ob = self._spec.output_dtype.bitwidth()
+        lanes = []
+        for p, acc in enumerate(accs):
+            lane = Signal(ob, name=f"out{p}")
+            m.d.comb += lane.eq(acc)        # Amaranth extends by the accumulator's signedness
+            lanes.append(lane)
+        return Cat(*lanes)
+
+    def _weight_stream(self, m):
+        spec = self._spec
+        if spec.mem_mode == "external":
+            return self.w
+        if spec.mem_mode == "internal_decoupled":
+            m.submodules.weights = streamer = MemStream(spec.weight_stream_spec())
+            if spec.runtime_writeable_weights:
+                wiring.connect(m, wiring.flipped(self.s_axilite), streamer.s_axilite)
+            return streamer.o
+        return None
+
+    def _weight_word(self, m, advance, issue, weights):
+        spec = self._spec
+        if weights is not None:
+            return register(m, advance, weights.payload, name="w1")
+        attrs = {} if spec.ram_style == "auto" else {"rom_style": spec.ram_style}
+        m.submodules.weight_mem = mem = Memory(shape=spec.weight_width, depth=spec.wmem,
+                                               init=spec.weight_memory_image(), attrs=attrs)
+        addr = Signal(range(spec.wmem))
+        with m.If(issue):
+            m.d.sync += addr.eq(Mux(addr == spec.wmem - 1, 0, addr + 1))
+        rd = mem.read_port(domain="sync")
+        m.d.comb += [rd.addr.eq(addr), rd.en.eq(advance)]
+        return rd.data
+
+    def _input_word(self, m, advance, issue, sf, nf):
+        spec = self._spec
+        fresh = register(m, advance, self.i.payload, name="x1")
+        if not spec.replays_input or spec.nf == 1:
+            return fresh
+        # The input vector's SF words, kept for the replays nf = 1 .. NF-1.
+        m.submodules.replay = buf = Memory(shape=spec.in_width, depth=spec.sf, init=[])
+        wr, rd = buf.write_port(), buf.read_port(domain="sync")
+        m.d.comb += [wr.addr.eq(sf), wr.data.eq(self.i.payload), wr.en.eq(issue & (nf == 0)),
+                     rd.addr.eq(sf), rd.en.eq(advance)]
+        from_input = register(m, advance, nf == 0, name="from_input1")
+        return Mux(from_input, fresh, rd.data)
+
+    @staticmethod
+    def _delay(m, advance, signal, stages, name):
+        for k in range(stages):
+            signal = register(m, advance, signal, name=f"{name}_d{k}", reset_less=(name != "v"))
+        return signal
+
+
+class MVAU(DotProductUnit):
+    __doc__ = DotProductUnit.__doc__

@@ -1,0 +1,257 @@
+"""Thresholding: y = ActVal + #{i : T[c, i] <= x} per channel, by a pipelined binary search.
+
+The same search unit follows the MVAU and VVAU accumulators. Each of its N = ceil(log2(S + 1)) stages
+decides one bit of the count (MSB first) with one compare against one threshold read from a small
+per-stage memory, so 255 thresholds cost 8 comparators per lane, not 255.
+"""
+
+from dataclasses import dataclass, field
+from math import prod
+from typing import Literal
+
+import numpy as np
+from amaranth.hdl import Cat, Const, Module, Mux, Signal
+from amaranth.lib import data, stream, wiring
+from amaranth.lib.memory import Memory
+from amaranth.lib.wiring import In, Out
+
+from layers.datapath import (check_dtype, check_fits, ceil_thresholds, dtype_range, element_value, legal_divisors,
+                             register, shape_for_range)
+from layers.fifo import FIFOSpec, StreamingFIFO
+
+__all__ = ["ThresholdTable", "ThresholdingSpec", "Thresholding", "threshold_search"]
+
+RAM_STYLES = ("auto", "distributed", "block")
+
+
+@dataclass(frozen=True, eq=False)
+class ThresholdTable:
+    """Ascending thresholds for ``channels`` channels compared against integers in ``value_range``.
+
+    ``thresholds`` has shape (channels, S) or (1, S) (one row for every channel). The table clips each
+    threshold to [lo, hi + 1] (same counts for every input in range) and pads each row to 2^N - 1
+    entries with hi + 1, which no input reaches.
+    """
+    owner: str                  # layer kind, for error messages
+    thresholds: np.ndarray      # (channels or 1, S) numbers, ascending per row
+    channels: int
+    pe: int
+    value_range: tuple          # (lo, hi): every value the unit will compare
+
+    def __post_init__(self):
+        t = np.asarray(self.thresholds)
+        if t.ndim != 2 or t.shape[0] not in (1, self.channels) or t.shape[1] < 1:
+            raise ValueError(f"{self.owner} thresholds must have shape ({self.channels}, S) or (1, S) with S >= 1, "
+                             f"not {t.shape}")
+        t = ceil_thresholds(t, self.owner)
+        bad = np.flatnonzero(np.any(np.diff(t, axis=1) < 0, axis=1))
+        if len(bad):
+            raise ValueError(f"{self.owner} thresholds row {bad[0]} is not ascending: {t[bad[0]].tolist()}")
+        object.__setattr__(self, "thresholds", np.broadcast_to(t, (self.channels, t.shape[1])))
+
+    @property
+    def steps(self):
+        """S: thresholds per channel, so counts run 0..S."""
+        return self.thresholds.shape[1]
+
+    @property
+    def stages(self):
+        """N: bits of the count, one search stage each."""
+        return self.steps.bit_length()
+
+    @property
+    def cf(self):
+        return self.channels // self.pe
+
+    @property
+    def storage_shape(self):
+        lo, hi = self.value_range
+        return shape_for_range(lo, hi + 1)
+
+    def padded(self):
+        """(channels, 2^N - 1) thresholds clipped to [lo, hi + 1], padded with hi + 1."""
+        lo, hi = self.value_range
+        full = np.full((self.channels, (1 << self.stages) - 1), hi + 1, dtype=np.int64)
+        full[:, :self.steps] = np.clip(self.thresholds, lo, hi + 1)
+        return full
+
+    def stage_images(self):
+        """Memory contents: ``images[s][pe][(cf << s) | i] = T[cf*PE + pe][(2i + 1) * 2^(N-1-s) - 1]``.
+
+        Stage s decides count bit N-1-s, having the s higher bits as ``i`` (FINN's RTL layout).
+        """
+        full, n = self.padded(), self.stages
+        images = []
+        for s in range(n):
+            idx = (2 * np.arange(1 << s) + 1) * (1 << (n - 1 - s)) - 1
+            per_channel = full[:, idx]                                    # (channels, 2^s)
+            lanes = per_channel.reshape(self.cf, self.pe, 1 << s).transpose(1, 0, 2)
+            images.append(lanes.reshape(self.pe, -1))
+        return images
+
+
+def threshold_search(m, advance, valid, values, cf, table, *, ram_style="auto", name="thr"):
+    """Build the search pipeline; returns (valid, counts) ``table.stages`` register stages later.
+
+    ``values`` holds one Amaranth value per lane, ``cf`` the channel fold of this word. ``counts``
+    are combinational from the last stage (compare on the last memory's read data).
+    """
+    attrs = {} if ram_style == "auto" else {"rom_style": ram_style}
+    prefixes = [Const(0, 0)] * table.pe
+    for s, image in enumerate(table.stage_images()):
+        reads = []
+        for lane in range(table.pe):
+            mem = Memory(shape=table.storage_shape, depth=len(image[lane]), init=[int(v) for v in image[lane]],
+                         attrs=attrs)
+            m.submodules[f"{name}_s{s}_pe{lane}"] = mem
+            rd = mem.read_port(domain="sync")
+            m.d.comb += [rd.addr.eq(Cat(prefixes[lane], cf)), rd.en.eq(advance)]
+            reads.append(rd.data)
+        valid = register(m, advance, valid, name=f"{name}_v{s + 1}", reset_less=False)
+        cf = register(m, advance, cf, name=f"{name}_cf{s + 1}")
+        values = [register(m, advance, v, name=f"{name}_x{s + 1}_{lane}") for lane, v in enumerate(values)]
+        prefixes = [Cat(reads[lane] <= values[lane],
+                        register(m, advance, prefixes[lane], name=f"{name}_p{s + 1}_{lane}"))
+                    for lane in range(table.pe)]
+    return valid, prefixes
+
+
+def activation_lane(count, output_dtype, act_val):
+    """Output element bits for a count: the count bit for BIPOLAR, else ActVal + count."""
+    if output_dtype.name == "BIPOLAR":
+        return count[0]
+    return (count + act_val)[:output_dtype.bitwidth()]
+
+
+def check_activation(owner, table, output_dtype, act_val):
+    """The output datatype must hold ActVal .. ActVal + S (BIPOLAR: exactly one threshold, ActVal 0)."""
+    if output_dtype.name == "BIPOLAR":
+        if table.steps != 1 or act_val != 0:
+            raise ValueError(f"{owner} output_dtype=BIPOLAR needs 1 threshold per channel and act_val=0, "
+                             f"not {table.steps} and {act_val}")
+        return
+    check_fits(owner, "output_dtype", output_dtype, act_val, act_val + table.steps,
+               f"act_val + counts (act_val={act_val}, {table.steps} thresholds)")
+
+
+@dataclass(frozen=True, eq=False)
+class ThresholdingSpec:
+    """Contract of a standalone Thresholding layer (FINN ``Thresholding``)."""
+    num_channels: int                   # NumChannels: C
+    pe: int                             # PE: channels per word, divides C
+    input_dtype: object                 # inputDataType
+    output_dtype: object                # outputDataType
+    thresholds: np.ndarray              # (C, S) or (1, S), ascending per channel
+    act_val: int = 0                    # ActVal: added to the count
+    num_input_vectors: tuple = (1,)     # numInputVectors: words per frame = prod(vecs) * C / PE
+    ram_style: Literal["auto", "distributed", "block"] = "auto"
+    table: ThresholdTable = field(init=False, repr=False)
+
+    def __post_init__(self):
+        owner = "Thresholding"
+        for attr in ("num_channels", "pe"):
+            if not isinstance(getattr(self, attr), int) or getattr(self, attr) < 1:
+                raise ValueError(f"{owner} {attr} must be a positive integer, not {getattr(self, attr)!r}")
+        if self.num_channels % self.pe:
+            raise ValueError(f"{owner} pe={self.pe} must divide num_channels={self.num_channels}; "
+                             f"legal pe: {legal_divisors(self.num_channels)}")
+        object.__setattr__(self, "input_dtype", check_dtype(owner, "input_dtype", self.input_dtype))
+        object.__setattr__(self, "output_dtype", check_dtype(owner, "output_dtype", self.output_dtype))
+        vecs = tuple(self.num_input_vectors)
+        if not vecs or any(not isinstance(v, int) or v < 1 for v in vecs):
+            raise ValueError(f"{owner} num_input_vectors must be positive integers, not {self.num_input_vectors!r}")
+        object.__setattr__(self, "num_input_vectors", vecs)
+        if self.ram_style not in RAM_STYLES:
+            raise ValueError(f"{owner} ram_style must be one of {', '.join(RAM_STYLES)}, not {self.ram_style!r}")
+        if self.input_dtype.name == "BIPOLAR":
+            raise ValueError(f"{owner} input_dtype=BIPOLAR is not supported; legal: integer types")
+        table = ThresholdTable(owner, self.thresholds, self.num_channels, self.pe, dtype_range(self.input_dtype))
+        object.__setattr__(self, "table", table)
+        check_activation(owner, table, self.output_dtype, self.act_val)
+
+    @property
+    def cf(self):
+        return self.num_channels // self.pe
+
+    @property
+    def in_width(self):
+        return self.pe * self.input_dtype.bitwidth()
+
+    @property
+    def out_width(self):
+        return self.pe * self.output_dtype.bitwidth()
+
+    @property
+    def folded_input_shape(self):
+        return (*self.num_input_vectors, self.cf, self.pe)
+
+    @property
+    def folded_output_shape(self):
+        return self.folded_input_shape
+
+    @property
+    def exp_cycles(self):
+        """Cycles per frame in steady state: one word per cycle."""
+        return prod(self.num_input_vectors) * self.cf
+
+    @property
+    def latency(self):
+        """Cycles from an input transfer to its output being offered (register, N stages, output FIFO)."""
+        return 1 + self.table.stages + 2
+
+    def resource_estimate(self):
+        n, wt = self.table.stages, self.table.storage_shape.width
+        bits = self.pe * wt * self.cf * ((1 << n) - 1)
+        return {"LUT": self.pe * n * (wt + 4) + bits // 64, "FF": self.pe * n * (wt + n), "BRAM18": 0}
+
+
+class Thresholding(wiring.Component):
+    """Multi-threshold activation of a stream of ``pe``-lane words.
+
+    Members
+    -------
+    i : In(stream.Signature(spec.in_width))
+    o : Out(stream.Signature(spec.out_width))
+
+    One word per cycle (``spec.exp_cycles`` per frame); latency ``spec.latency``. ``i.ready`` is a
+    register (the output FIFO's), not a function of ``o.ready``; under backpressure the pipeline holds
+    still. The thresholds sit in N memories per lane (stage s: CF * 2^s entries) with synchronous reads,
+    LUT ROM or BRAM per ``ram_style``. Lane ``pe`` of word ``f`` is channel ``f * PE + pe``.
+    """
+
+    def __init__(self, spec):
+        self._spec = spec
+        super().__init__({
+            "i": In(stream.Signature(spec.in_width)),
+            "o": Out(stream.Signature(spec.out_width)),
+        })
+
+    @property
+    def spec(self):
+        return self._spec
+
+    def elaborate(self, platform):
+        spec = self._spec
+        m = Module()
+        m.submodules.out_fifo = fifo = StreamingFIFO(FIFOSpec(spec.out_width, 2))
+        wiring.connect(m, wiring.flipped(self.o), fifo.o)
+        advance = fifo.i.ready
+
+        cf = Signal(range(spec.cf))
+        take = self.i.valid & advance
+        m.d.comb += self.i.ready.eq(advance)
+        with m.If(take):
+            m.d.sync += cf.eq(Mux(cf == spec.cf - 1, 0, cf + 1))
+
+        lanes = data.View(data.ArrayLayout(spec.input_dtype.bitwidth(), spec.pe), self.i.payload)
+        v0 = register(m, advance, take, name="v0", reset_less=False)
+        cf0 = register(m, advance, cf, name="cf0")
+        x0 = [register(m, advance, element_value(lanes[p], spec.input_dtype), name=f"x0_{p}")
+              for p in range(spec.pe)]
+        valid, counts = threshold_search(m, advance, v0, x0, cf0, spec.table, ram_style=spec.ram_style)
+        m.d.comb += [
+            fifo.i.valid.eq(valid),
+            fifo.i.payload.eq(Cat(activation_lane(c, spec.output_dtype, spec.act_val) for c in counts)),
+        ]
+        return m
+
