@@ -10,7 +10,7 @@ from math import prod
 from typing import Literal
 
 import numpy as np
-from amaranth.hdl import Cat, Module, Mux, Signal
+from amaranth.hdl import C, Cat, Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
@@ -153,6 +153,17 @@ class _UnitSpec:
     def no_activation(self):
         return self.thresholds is None
 
+    def resource_estimate(self):
+        """Rough 7-series cost before synthesis (multipliers, adder trees, accumulators, weight RAM)."""
+        wb, ib = self.weight_dtype.bitwidth(), self.input_dtype.bitwidth()
+        macs = self.pe * self.simd
+        mult_lut = 1 if self.xnor else (0 if self.res_type == "dsp" else max(1, wb * ib // 2))
+        acc = self.acc_shape.width
+        bits = self.wmem * self.weight_width
+        return {"LUT": macs * (mult_lut + 2) + self.pe * acc * 2, "FF": macs * (wb + ib) + self.pe * acc * 4,
+                "DSP": macs if self.res_type == "dsp" and not self.xnor else 0,
+                "BRAM18": 0 if bits <= 16384 else -(-self.weight_width // 36) * -(-self.wmem // 512)}
+
     def weight_memory_image(self):
         """WMEM words; word ``nf*SF + sf`` has element ``p*SIMD + s`` = W of channel nf*PE+p, row sf*SIMD+s."""
         w = self.weight_matrix().reshape(self.nf, self.pe, self.sf, self.simd).transpose(0, 2, 1, 3)
@@ -252,16 +263,6 @@ class MVAUSpec(_UnitSpec):
     def lane_input_index(self, pe, s):
         return s
 
-    def resource_estimate(self):
-        wb, ib = self.weight_dtype.bitwidth(), self.input_dtype.bitwidth()
-        macs = self.pe * self.simd
-        mult_lut = 1 if self.xnor else (0 if self.res_type == "dsp" else max(1, wb * ib // 2))
-        acc = self.acc_shape.width
-        bits = self.wmem * self.weight_width
-        return {"LUT": macs * (mult_lut + 2) + self.pe * acc * 2, "FF": macs * (wb + ib) + self.pe * acc * 4,
-                "DSP": macs if self.res_type == "dsp" and not self.xnor else 0,
-                "BRAM18": 0 if bits <= 16384 else -(-self.weight_width // 36) * -(-self.wmem // 512)}
-
 
 class DotProductUnit(wiring.Component):
     """The pipelined PE x SIMD dot-product engine with accumulators and optional thresholds.
@@ -309,9 +310,9 @@ class DotProductUnit(wiring.Component):
 
         weights = self._weight_stream(m)
         sf, nf = Signal(range(spec.sf)), Signal(range(spec.nf))
-        reads_input = (nf == 0) if spec.replays_input else 1
+        reads_input = (nf == 0) if spec.replays_input else C(1, 1)
         in_ok = ~reads_input | self.i.valid
-        w_ok = weights.valid if weights is not None else 1
+        w_ok = weights.valid if weights is not None else C(1, 1)
         issue = advance & in_ok & w_ok
         m.d.comb += self.i.ready.eq(advance & reads_input & w_ok)
         if weights is not None:

@@ -107,7 +107,7 @@ def pack_words(folded, dtype):
     lanes = folded.shape[-1]
     flat = codes.reshape(-1, lanes)
     # Vectorised for any word width: spread each code into its bits, then regroup bytes little-endian.
-    code_bytes = flat.astype("<u8").view(np.uint8).reshape(len(flat), lanes, 8)
+    code_bytes = np.ascontiguousarray(flat, dtype="<u8").view(np.uint8).reshape(len(flat), lanes, 8)
     code_bits = np.unpackbits(code_bytes, axis=-1, bitorder="little")[..., :bits]
     word_bits = code_bits.reshape(len(flat), lanes * bits)
     word_bytes = np.packbits(word_bits, axis=-1, bitorder="little")

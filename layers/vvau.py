@@ -1,0 +1,115 @@
+"""VVAU: vector-vector-activation unit (FINN ``VVAU``), the depthwise convolution after a depthwise SWG.
+
+Per output pixel and channel c: acc[c] = sum over the K = kh*kw kernel positions of x[k, c] * W[c, k],
+then optional thresholds. PE channels and SIMD kernel positions per cycle; the same engine as the MVAU
+(``DotProductUnit``) with a different input order and no input replay.
+"""
+
+from dataclasses import dataclass, field
+from math import prod
+from typing import Literal
+
+import numpy as np
+
+from layers.datapath import legal_divisors
+from layers.mvau import DotProductUnit, _positive, _UnitSpec
+from layers.thresholding import ThresholdTable
+
+__all__ = ["VVAUSpec", "VVAU"]
+
+
+@dataclass(frozen=True, eq=False)
+class VVAUSpec(_UnitSpec):
+    """Contract of a VVAU (FINN attribute names in snake case)."""
+    channels: int                       # Channels: C
+    kernel: tuple                       # Kernel: (kh, kw)
+    dim: tuple                          # Dim: output image (OH, OW); one window per output pixel
+    pe: int                             # PE: channels per cycle, divides C
+    simd: int                           # SIMD: kernel positions per cycle, divides kh*kw
+    input_dtype: object                 # inputDataType
+    weight_dtype: object                # weightDataType
+    weights: np.ndarray = None          # W, shape (C, 1, kh, kw); None only with mem_mode=external
+    thresholds: np.ndarray = None       # (C, S) or (1, S) ascending; None = noActivation
+    output_dtype: object = None         # outputDataType (noActivation: default = minimal accumulator type)
+    act_val: int = 0                    # ActVal
+    binary_xnor_mode: bool = False
+    mem_mode: Literal["internal_embedded", "internal_decoupled", "external"] = "internal_embedded"
+    res_type: Literal["lut", "dsp"] = "lut"
+    ram_style: Literal["auto", "distributed", "block", "ultra"] = "auto"
+    ram_style_thresholds: Literal["auto", "distributed", "block"] = "auto"
+    runtime_writeable_weights: bool = False
+    num_input_vectors: tuple = field(init=False, repr=False)
+    xnor: bool = field(init=False, repr=False)
+    table: ThresholdTable = field(init=False, repr=False)
+
+    owner = "VVAU"
+
+    def __post_init__(self):
+        _positive(self.owner, self, "channels", "pe", "simd")
+        for attr in ("kernel", "dim"):
+            value = tuple(getattr(self, attr))
+            if len(value) != 2 or min(value) < 1:
+                raise ValueError(f"VVAU {attr} must be two positive integers (height, width), not {value!r}")
+            object.__setattr__(self, attr, tuple(int(v) for v in value))
+        if self.channels % self.pe:
+            raise ValueError(f"VVAU pe={self.pe} must divide channels={self.channels}; "
+                             f"legal pe: {legal_divisors(self.channels)}")
+        if self.in_elems % self.simd:
+            raise ValueError(f"VVAU simd={self.simd} must divide the {self.in_elems} kernel positions; "
+                             f"legal simd: {legal_divisors(self.in_elems)}")
+        object.__setattr__(self, "num_input_vectors", (1, *self.dim))
+        self._validate_common()
+
+    @property
+    def in_elems(self):
+        return self.kernel[0] * self.kernel[1]
+
+    @property
+    def out_channels(self):
+        return self.channels
+
+    @property
+    def weights_shape(self):
+        return (self.channels, 1, *self.kernel)
+
+    def weight_matrix(self):
+        """(C, K): row c holds channel c's kernel, positions in row-major (ky, kx) order."""
+        return np.asarray(self.weights).reshape(self.channels, self.in_elems)
+
+    @property
+    def in_width(self):
+        return self.simd * self.pe * self.input_dtype.bitwidth()
+
+    @property
+    def folded_input_shape(self):
+        return (*self.num_input_vectors, self.nf * self.sf, self.simd * self.pe)
+
+    @property
+    def folded_output_shape(self):
+        return (*self.num_input_vectors, self.nf, self.pe)
+
+    @property
+    def exp_cycles(self):
+        """Cycles per frame in steady state: C*K / (PE*SIMD) per output pixel."""
+        return self.nf * self.sf * prod(self.dim)
+
+    # The dot-product engine's view of the input (FINN's depthwise SWG order): word nf*SF + sf, element
+    # simd*PE + pe is kernel position sf*SIMD + simd of channel nf*PE + pe. Every word is used once.
+    replays_input = False
+
+    def lane_input_index(self, pe, s):
+        return s * self.pe + pe
+
+    def input_order(self, windows):
+        """Windows (..., K, C) in plain order -> the folded input words' elements (..., NF*SF, SIMD*PE)."""
+        w = np.asarray(windows)
+        lead = w.shape[:-2]
+        w = w.reshape(*lead, self.sf, self.simd, self.nf, self.pe)
+        w = np.moveaxis(w, -2, -4)              # (..., NF, SF, SIMD, PE)
+        return w.reshape(*lead, self.nf * self.sf, self.simd * self.pe)
+
+
+class VVAU(DotProductUnit):
+    __doc__ = DotProductUnit.__doc__.replace(
+        "the input word sf is\n    read at nf = 0 and replayed from an SF-word buffer for nf > 0 (MVAU)",
+        "every step reads a fresh\n    input word (the depthwise SWG order)")
