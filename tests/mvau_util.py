@@ -40,8 +40,10 @@ def run_unit(design, spec, x, expected, backpressure, simulator=None, in_lanes=N
     if spec.mem_mode == "external":
         inputs["w"] = spec.external_weight_words(vectors)
     out_words = vectors * spec.nf
+    slack = 1.0 / min(backpressure.valid_prob, backpressure.ready_prob)
+    max_cycles = int(slack * (frames * spec.exp_cycles + len(inputs["i"]) + out_words)) + 2000
     result = simulate_streams(design, inputs=inputs, outputs={"o": out_words}, backpressure=backpressure,
-                              simulator=simulator)
+                              simulator=simulator, max_cycles=max_cycles)
     y = unpack_words(np.array(result.words("o"), dtype=object), spec.output_dtype, spec.pe)
     y = y.reshape(expected.shape)
     if not np.array_equal(y, expected):

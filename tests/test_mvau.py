@@ -1,0 +1,205 @@
+"""MVAU: bit-exact against sim.golden over FINN's grid and larger shapes, exact SF*NF cycles, clear errors."""
+
+import itertools
+from math import prod
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from qonnx.core.datatype import DataType
+from qonnx.util.basic import gen_finn_dt_tensor
+
+from layers.mvau import MVAU, MVAUSpec
+from sim.harness import FULL_RATE, Backpressure
+from tests.conftest import simulators_under_test
+from tests.mvau_util import activation_args, expected_mvau, random_input, run_unit
+
+
+def make_spec(mw, mh, simd, pe, idt, wdt, act, seed=0, **kwargs):
+    """A spec with random weights (and thresholds for ``act``), as FINN's test_fpgadataflow_mvau does."""
+    rng = np.random.default_rng(seed)
+    np.random.seed(seed)
+    w = gen_finn_dt_tensor(DataType[wdt], (mw, mh))
+    probe = MVAUSpec(mw, mh, simd, pe, idt, wdt, w, mem_mode=kwargs.get("mem_mode", "internal_decoupled"))
+    thresholds, odt, act_val = activation_args(act, rng, mh, probe.acc_range())
+    if act is None:
+        # FINN's grid: no activation -> INT32 outputs (UINT32 for xnor-popcount)
+        odt = DataType["UINT32" if probe.xnor else "INT32"]
+    return MVAUSpec(mw, mh, simd, pe, idt, wdt, w, thresholds, odt, act_val, **kwargs)
+
+
+def check(spec, frames=3, seed=1, simulator=None, backpressure_seed=None):
+    """Full rate (cycles must be exactly SF*NF per vector) and with random backpressure."""
+    x = random_input(spec, frames, seed)
+    expected = expected_mvau(spec, x)
+    full = run_unit(MVAU(spec), spec, x, expected, FULL_RATE, simulator)
+    assert full.steady_cycles("o", spec.nf * prod(spec.num_input_vectors)) == spec.exp_cycles
+    bp = Backpressure(seed=seed if backpressure_seed is None else backpressure_seed)
+    run_unit(MVAU(spec), spec, x, expected, bp, simulator)
+
+
+# FINN's grid (finn-conventions §13): mem_mode x act x wdt x idt x nf x sf with MW = MH = 16;
+# nf/sf = -1 means PE/SIMD = 1, 1 means fully parallel.
+MEM_MODES = ["internal_embedded", "internal_decoupled", "external"]
+ACTS = [None, "BIPOLAR", "INT4"]
+DTYPES = ["BIPOLAR", "INT4"]
+FOLDS = [-1, 2, 1]
+GRID = list(itertools.product(MEM_MODES, ACTS, DTYPES, DTYPES, FOLDS, FOLDS))
+
+
+def _fold(n, f):
+    return 1 if f == -1 else n // f
+
+
+def _grid_params(sample):
+    # The default suite takes every (mem_mode, act, wdt, idt) with the folds cycling through all nine
+    # (nf, sf) pairs; the full 324-case grid is a slow test.
+    folds = list(itertools.product(FOLDS, FOLDS))
+    params = []
+    for k, (mode, act, wdt, idt) in enumerate(itertools.product(MEM_MODES, ACTS, DTYPES, DTYPES)):
+        for j, (nf, sf) in enumerate(folds):
+            chosen = j == k % len(folds)
+            if chosen == sample:
+                params.append(pytest.param(mode, act, wdt, idt, nf, sf, id=f"{mode}-{act}-w{wdt}-i{idt}-nf{nf}-sf{sf}"))
+    return params
+
+
+def _grid_case(mode, act, wdt, idt, nf, sf, simulator):
+    spec = make_spec(16, 16, _fold(16, sf), _fold(16, nf), idt, wdt, act, seed=len(mode) + nf + 3 * sf,
+                     mem_mode=mode)
+    check(spec, frames=3, simulator=simulator)
+
+
+@pytest.mark.sim
+@pytest.mark.parametrize("mode, act, wdt, idt, nf, sf", _grid_params(sample=True))
+def test_finn_grid(mode, act, wdt, idt, nf, sf, simulator):
+    _grid_case(mode, act, wdt, idt, nf, sf, simulator)
+
+
+@pytest.mark.slow
+@pytest.mark.sim
+@pytest.mark.parametrize("mode, act, wdt, idt, nf, sf", _grid_params(sample=False))
+def test_finn_grid_rest(mode, act, wdt, idt, nf, sf, simulator):
+    _grid_case(mode, act, wdt, idt, nf, sf, simulator)
+
+
+@pytest.mark.sim
+@pytest.mark.parametrize("sim_name", simulators_under_test())
+def test_each_simulator(sim_name):
+    check(make_spec(16, 8, 4, 2, "INT4", "INT4", "INT4", num_input_vectors=(1, 2)), simulator=sim_name)
+
+
+@pytest.mark.sim
+def test_large_depth_128x128():
+    # FINN's large-depth variant: WMEM = 16384 words, one MAC.
+    spec = make_spec(128, 128, 1, 1, "INT4", "INT4", "INT4", mem_mode="internal_decoupled")
+    x = random_input(spec, 2, 7)
+    expected = expected_mvau(spec, x)
+    full = run_unit(MVAU(spec), spec, x, expected, FULL_RATE, "verilator")
+    assert full.steady_cycles("o", spec.nf) == spec.exp_cycles == 16384
+    run_unit(MVAU(spec), spec, x[:1], expected[:1], Backpressure(seed=3), "verilator")
+
+
+@pytest.mark.sim
+def test_w1a1_784x64():
+    # The TFC first layer shape: SIMD=49 PE=16, xnor-popcount, bipolar activation.
+    spec = make_spec(784, 64, 49, 16, "BIPOLAR", "BIPOLAR", "BIPOLAR", mem_mode="internal_decoupled")
+    check(spec, frames=4, simulator="verilator")
+
+
+@pytest.mark.sim
+@pytest.mark.parametrize("res_type", ["lut", "dsp"])
+def test_int8_batch_of_vectors(res_type):
+    # A lowered convolution: numInputVectors (1, 3, 3), INT8 operands, raw accumulator output.
+    spec = make_spec(36, 12, 6, 3, "INT8", "INT8", None, num_input_vectors=(1, 3, 3), res_type=res_type,
+                     mem_mode="internal_embedded")
+    check(spec, frames=2, simulator="verilator")
+
+
+@pytest.mark.sim
+def test_binary_xnor_mode():
+    # binaryXnorMode with BINARY (0/1) operands: the accumulator counts agreeing bits, thresholds in [0, MW].
+    spec = make_spec(32, 8, 8, 4, "BINARY", "BINARY", "BIPOLAR", binary_xnor_mode=True, mem_mode="internal_embedded")
+    assert spec.acc_range() == (0, 32)
+    check(spec)
+
+
+@pytest.mark.sim
+def test_unsigned_and_ternary_types():
+    check(make_spec(24, 6, 8, 3, "UINT3", "TERNARY", "UINT2", mem_mode="internal_embedded"))
+    check(make_spec(12, 4, 3, 2, "INT3", "UINT2", None, mem_mode="external"))
+
+
+@pytest.mark.sim
+@settings(max_examples=8)
+@given(sf=st.integers(1, 4), simd=st.sampled_from([1, 2, 3, 5]), nf=st.integers(1, 4), pe=st.sampled_from([1, 2, 4]),
+       idt=st.sampled_from(["BIPOLAR", "INT2", "UINT4", "INT8"]), wdt=st.sampled_from(["BIPOLAR", "INT3", "UINT2"]),
+       act=st.sampled_from([None, "BIPOLAR", "UINT2", "INT4"]), mode=st.sampled_from(MEM_MODES),
+       vecs=st.sampled_from([(1,), (1, 2), (1, 2, 2)]), seed=st.integers(0, 10_000))
+def test_random_specs(sf, simd, nf, pe, idt, wdt, act, mode, vecs, seed):
+    spec = make_spec(sf * simd, nf * pe, simd, pe, idt, wdt, act, seed=seed, mem_mode=mode, num_input_vectors=vecs)
+    check(spec, frames=2, seed=seed)
+
+
+def test_weight_memory_image_layout():
+    # Word nf*SF + sf holds W[sf*SIMD + s, nf*PE + p] at element p*SIMD + s (element 0 at the LSB).
+    w = np.arange(8 * 4).reshape(8, 4) % 7 - 3
+    spec = MVAUSpec(8, 4, 2, 2, "INT4", "INT4", w, mem_mode="internal_embedded")
+    image = spec.weight_memory_image()
+    assert len(image) == spec.wmem == 8
+    for nf, sf, p, s in itertools.product(range(2), range(4), range(2), range(2)):
+        code = (image[nf * 4 + sf] >> (4 * (p * 2 + s))) & 0xF
+        value = code - 16 if code >= 8 else code
+        assert value == w[sf * 2 + s, nf * 2 + p]
+
+
+def test_derived_numbers():
+    spec = make_spec(784, 64, 49, 16, "BIPOLAR", "BIPOLAR", "BIPOLAR", num_input_vectors=(1, 2))
+    assert (spec.sf, spec.nf, spec.wmem) == (16, 4, 64)
+    assert (spec.in_width, spec.out_width, spec.weight_width) == (49, 16, 784)
+    assert spec.exp_cycles == 16 * 4 * 2
+    assert spec.folded_input_shape == (1, 2, 16, 49) and spec.folded_output_shape == (1, 2, 4, 16)
+    assert spec.acc_range() == (0, 784)         # xnor-popcount, not the +-1 dot product
+    int_spec = MVAUSpec(3, 2, 1, 1, "INT2", "INT2", np.array([[1, -2], [1, 1], [-2, 0]]))
+    # x in [-2, 1]. Column 0 (1, 1, -2): lo = -2 - 2 - 2 = -6, hi = 1 + 1 + 4 = 6;
+    # column 1 (-2, 1, 0): lo = -2 - 2 = -4, hi = 4 + 1 = 5.
+    assert int_spec.acc_range() == (-6, 6)
+    assert int_spec.output_dtype == DataType["INT4"]
+
+
+W4 = np.full((16, 8), 3)
+T_OK = np.tile(np.arange(15), (8, 1))
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(mw=16, mh=8, simd=3, pe=1), r"^MVAU simd=3 must divide mw=16; legal simd: 1, 2, 4, 8, 16$"),
+    (dict(mw=16, mh=8, simd=1, pe=3), r"^MVAU pe=3 must divide mh=8; legal pe: 1, 2, 4, 8$"),
+    (dict(mw=16, mh=8, simd=0, pe=1), r"^MVAU simd must be a positive integer, not 0$"),
+    (dict(thresholds=T_OK[:, ::-1], output_dtype="INT4", act_val=-8),
+     r"^MVAU thresholds row 0 is not ascending: \[14, 13,"),
+    (dict(thresholds=T_OK, output_dtype="INT2", act_val=-2),
+     r"^MVAU output_dtype=INT2 holds \[-2, 1\] but act_val \+ counts .* reach \[-2, 13\]; use INT5 or wider$"),
+    (dict(thresholds=T_OK[:3], output_dtype="INT4"), r"^MVAU thresholds must have shape \(8, S\) or \(1, S\)"),
+    (dict(thresholds=T_OK[:, :2], output_dtype="BIPOLAR"), r"^MVAU output_dtype=BIPOLAR needs 1 threshold"),
+    (dict(output_dtype="INT4"), r"^MVAU output_dtype=INT4 holds \[-8, 7\] but accumulators"),
+    (dict(weights=W4 + 9), r"INT4.*\[-8, 7\]"),
+    (dict(weights=W4[:, :4]), r"^MVAU weights must have shape \(16, 8\), not \(16, 4\)$"),
+    (dict(weights=None), r"^MVAU weights are required for mem_mode=internal_decoupled$"),
+    (dict(mem_mode="const"), r"^MVAU mem_mode must be one of internal_embedded, internal_decoupled, external"),
+    (dict(ram_style="ultra"), r"^MVAU ram_style=ultra needs runtime_writeable_weights=True$"),
+    (dict(runtime_writeable_weights=True, mem_mode="internal_embedded"),
+     r"^MVAU runtime_writeable_weights needs mem_mode=internal_decoupled"),
+    (dict(binary_xnor_mode=True), r"^MVAU binary_xnor_mode needs 1-bit input_dtype, not INT4$"),
+    (dict(input_dtype="FLOAT32"), r"^MVAU input_dtype=FLOAT32 is not supported"),
+    (dict(res_type="bram"), r"^MVAU res_type must be one of lut, dsp"),
+    (dict(thresholds=None, output_dtype=None, input_dtype="INT9"), None),      # legal: a control case
+])
+def test_illegal_specs(kwargs, message):
+    args = dict(mw=16, mh=8, simd=4, pe=2, input_dtype="INT4", weight_dtype="INT4", weights=W4)
+    args.update(kwargs)
+    if message is None:
+        MVAUSpec(**args)
+        return
+    with pytest.raises(ValueError, match=message):
+        MVAUSpec(**args)
