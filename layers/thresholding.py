@@ -10,7 +10,7 @@ from math import prod
 from typing import Literal
 
 import numpy as np
-from amaranth.hdl import Cat, Const, Module, Mux, Signal
+from amaranth.hdl import C, Cat, Const, Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
@@ -120,7 +120,8 @@ def activation_lane(count, output_dtype, act_val):
     """Output element bits for a count: the count bit for BIPOLAR, else ActVal + count."""
     if output_dtype.name == "BIPOLAR":
         return count[0]
-    return (count + act_val)[:output_dtype.bitwidth()]
+    ob = output_dtype.bitwidth()
+    return (Cat(count, C(0, ob)) + act_val)[:ob]        # widen first: the count may be narrower than ob
 
 
 def check_activation(owner, table, output_dtype, act_val):

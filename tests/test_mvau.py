@@ -203,3 +203,13 @@ def test_illegal_specs(kwargs, message):
         return
     with pytest.raises(ValueError, match=message):
         MVAUSpec(**args)
+
+
+@pytest.mark.sim
+def test_few_thresholds_into_a_wide_output():
+    # S = 5 steps (not 2^n - 1) into INT8 with a negative ActVal: counts are padded and sign-extended.
+    rng = np.random.default_rng(4)
+    w = rng.integers(-4, 4, size=(12, 6))
+    probe = MVAUSpec(12, 6, 4, 3, "INT3", "INT3", w, mem_mode="internal_embedded")
+    t = np.sort(rng.integers(*probe.acc_range(), size=(6, 5)), axis=1)
+    check(MVAUSpec(12, 6, 4, 3, "INT3", "INT3", w, t, DataType["INT8"], -2, mem_mode="internal_embedded"))
