@@ -50,7 +50,7 @@ def _grid(sample):
     legal = [dict(zip(names, combo)) for combo in itertools.product(*GRID_AXES.values())]
     legal = [c for c in legal if c["channels"] % c["pe"] == 0 and (c["kernel"][0] * c["kernel"][1]) % c["simd"] == 0]
     for k, case in enumerate(legal):
-        if (k % 10 == 0) == sample:
+        if (k % 17 == 0) == sample:     # coprime to the axis sizes: every value of every axis
             params.append(pytest.param(case, id="-".join(str(v) for v in case.values())))
     return params
 
