@@ -15,9 +15,10 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-from layers.datapath import (check_dtype, check_fits, ceil_thresholds, dtype_range, element_value, legal_divisors,
-                             register, shape_for_range)
+from layers.datapath import (check_dtype, check_fits, ceil_thresholds, dtype_for_range, dtype_range, element_value,
+                             legal_divisors, register, shape_for_range)
 from layers.fifo import FIFOSpec, StreamingFIFO
+from memstream.axilite import AXILiteSignature, accept_writes, refuse_reads
 
 __all__ = ["ThresholdTable", "ThresholdingSpec", "Thresholding", "threshold_search"]
 
@@ -37,6 +38,7 @@ class ThresholdTable:
     channels: int
     pe: int
     value_range: tuple          # (lo, hi): every value the unit will compare
+    writable_range: tuple = None    # (lo, hi) of thresholds that may be written at run time
 
     def __post_init__(self):
         t = np.asarray(self.thresholds)
@@ -66,7 +68,13 @@ class ThresholdTable:
     @property
     def storage_shape(self):
         lo, hi = self.value_range
-        return shape_for_range(lo, hi + 1)
+        wlo, whi = self.writable_range or (lo, hi)
+        return shape_for_range(min(lo, wlo), max(hi + 1, whi))
+
+    @property
+    def index_bits(self):
+        """Address bits of a threshold within its channel (FINN's AXI-Lite map: 2^N slots)."""
+        return self.stages
 
     def padded(self):
         """(channels, 2^N - 1) thresholds clipped to [lo, hi + 1], padded with hi + 1."""
@@ -90,13 +98,20 @@ class ThresholdTable:
         return images
 
 
-def threshold_search(m, advance, valid, values, cf, table, *, ram_style="auto", name="thr"):
+def threshold_search(m, advance, valid, values, cf, table, *, ram_style="auto", writer=None, name="thr"):
     """Build the search pipeline; returns (valid, counts) ``table.stages`` register stages later.
 
     ``values`` holds one Amaranth value per lane, ``cf`` the channel fold of this word. ``counts``
-    are combinational from the last stage (compare on the last memory's read data).
+    are combinational from the last stage (compare on the last memory's read data). ``writer``
+    (strobe, lane, cf, index, data) rewrites threshold ``index`` of one channel: the entry of the
+    stage whose search visits it, see :meth:`ThresholdTable.stage_images`.
     """
-    attrs = {} if ram_style == "auto" else {"rom_style": ram_style}
+    style_attr = "rom_style" if writer is None else "ram_style"
+    attrs = {} if ram_style == "auto" else {style_attr: ram_style}
+    n = table.stages
+    if writer is not None:
+        strobe, w_lane, w_cf, w_index, w_data = writer
+        slot = w_index + 1      # threshold i sits at stage s where i + 1 = (2p + 1) * 2^(n-1-s)
     prefixes = [Const(0, 0)] * table.pe
     for s, image in enumerate(table.stage_images()):
         reads = []
@@ -106,6 +121,12 @@ def threshold_search(m, advance, valid, values, cf, table, *, ram_style="auto", 
             m.submodules[f"{name}_s{s}_pe{lane}"] = mem
             rd = mem.read_port(domain="sync")
             m.d.comb += [rd.addr.eq(Cat(prefixes[lane], cf)), rd.en.eq(advance)]
+            if writer is not None:
+                low = n - 1 - s
+                at_stage = slot[low] & (slot[:low] == 0 if low else 1)
+                wr = mem.write_port()
+                m.d.comb += [wr.addr.eq(Cat(slot[low + 1:n], w_cf)), wr.data.eq(w_data),
+                             wr.en.eq(strobe & at_stage & (w_lane == lane))]
             reads.append(rd.data)
         valid = register(m, advance, valid, name=f"{name}_v{s + 1}", reset_less=False)
         cf = register(m, advance, cf, name=f"{name}_cf{s + 1}")
@@ -146,6 +167,8 @@ class ThresholdingSpec:
     act_val: int = 0                    # ActVal: added to the count
     num_input_vectors: tuple = (1,)     # numInputVectors: words per frame = prod(vecs) * C / PE
     ram_style: Literal["auto", "distributed", "block"] = "auto"
+    threshold_dtype: object = None      # weightDataType; default: the smallest type holding inputs and T
+    runtime_writeable: bool = False     # runtime_writeable_weights: AXI-Lite writes of any threshold_dtype value
     table: ThresholdTable = field(init=False, repr=False)
 
     def __post_init__(self):
@@ -166,7 +189,16 @@ class ThresholdingSpec:
             raise ValueError(f"{owner} ram_style must be one of {', '.join(RAM_STYLES)}, not {self.ram_style!r}")
         if self.input_dtype.name == "BIPOLAR":
             raise ValueError(f"{owner} input_dtype=BIPOLAR is not supported; legal: integer types")
-        table = ThresholdTable(owner, self.thresholds, self.num_channels, self.pe, dtype_range(self.input_dtype))
+        lo, hi = dtype_range(self.input_dtype)
+        t = ceil_thresholds(self.thresholds, owner)
+        if self.threshold_dtype is None:
+            tdt = dtype_for_range(min(lo, int(t.min(initial=lo))), max(hi, int(t.max(initial=hi))))
+        else:
+            tdt = check_dtype(owner, "threshold_dtype", self.threshold_dtype)
+            check_fits(owner, "threshold_dtype", tdt, int(t.min(initial=0)), int(t.max(initial=0)), "thresholds")
+        object.__setattr__(self, "threshold_dtype", tdt)
+        writable = dtype_range(tdt) if self.runtime_writeable else None
+        table = ThresholdTable(owner, self.thresholds, self.num_channels, self.pe, (lo, hi), writable)
         object.__setattr__(self, "table", table)
         check_activation(owner, table, self.output_dtype, self.act_val)
 
@@ -196,6 +228,16 @@ class ThresholdingSpec:
         return prod(self.num_input_vectors) * self.cf
 
     @property
+    def axilite_addr_width(self):
+        """FINN's map: word address (cf * 2^ceil(log2 PE) + pe) * 2^N + i, bytes = 4 x word."""
+        return 2 + self.table.index_bits + _clog2(self.pe) + _clog2(self.cf)
+
+    def threshold_address(self, channel, index):
+        """Byte address of threshold ``index`` (0-based, ascending) of ``channel``."""
+        cf, pe = divmod(channel, self.pe)
+        return (((cf << _clog2(self.pe)) + pe) << self.table.index_bits | index) << 2
+
+    @property
     def latency(self):
         """Cycles from an input transfer to its output being offered (register, N stages, output FIFO)."""
         return 1 + self.table.stages + 2
@@ -218,14 +260,22 @@ class Thresholding(wiring.Component):
     register (the output FIFO's), not a function of ``o.ready``; under backpressure the pipeline holds
     still. The thresholds sit in N memories per lane (stage s: CF * 2^s entries) with synchronous reads,
     LUT ROM or BRAM per ``ram_style``. Lane ``pe`` of word ``f`` is channel ``f * PE + pe``.
+
+    With ``runtime_writeable`` an AXI-Lite slave (``s_axilite``, FINN's address map, see
+    ``spec.threshold_address``) rewrites single thresholds: the low bits of ``wdata`` as a
+    ``threshold_dtype`` value; rows must stay ascending. Writes take effect for words entering after
+    the write response. A channel or index out of range gets SLVERR; reads are not supported (SLVERR).
     """
 
     def __init__(self, spec):
         self._spec = spec
-        super().__init__({
+        members = {
             "i": In(stream.Signature(spec.in_width)),
             "o": Out(stream.Signature(spec.out_width)),
-        })
+        }
+        if spec.runtime_writeable:
+            members["s_axilite"] = In(AXILiteSignature(spec.axilite_addr_width))
+        super().__init__(members)
 
     @property
     def spec(self):
@@ -249,10 +299,27 @@ class Thresholding(wiring.Component):
         cf0 = register(m, advance, cf, name="cf0")
         x0 = [register(m, advance, element_value(lanes[p], spec.input_dtype), name=f"x0_{p}")
               for p in range(spec.pe)]
-        valid, counts = threshold_search(m, advance, v0, x0, cf0, spec.table, ram_style=spec.ram_style)
+        writer = self._axilite(m) if spec.runtime_writeable else None
+        valid, counts = threshold_search(m, advance, v0, x0, cf0, spec.table, ram_style=spec.ram_style,
+                                         writer=writer)
         m.d.comb += [
             fifo.i.valid.eq(valid),
             fifo.i.payload.eq(Cat(activation_lane(c, spec.output_dtype, spec.act_val) for c in counts)),
         ]
         return m
 
+
+    def _axilite(self, m):
+        spec, bus = self._spec, self.s_axilite
+        n, pb = spec.table.index_bits, _clog2(spec.pe)
+        index, lane, cf = bus.awaddr[2:2 + n], bus.awaddr[2 + n:2 + n + pb], bus.awaddr[2 + n + pb:]
+        legal = (index != (1 << n) - 1) & (lane < spec.pe) & (cf < spec.cf)
+        accept = accept_writes(m, bus, legal)
+        refuse_reads(m, bus)
+        data = bus.wdata[:spec.table.storage_shape.width]
+        data = data.as_signed() if spec.table.storage_shape.signed else data
+        return accept & legal, lane, cf, index, data
+
+
+def _clog2(n):
+    return max(0, (n - 1).bit_length())

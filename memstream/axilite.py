@@ -1,9 +1,10 @@
 """AXI4-Lite: the signature (seen from the manager) and the response codes our slaves use."""
 
+from amaranth.hdl import Mux
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-__all__ = ["AXILiteSignature", "OKAY", "SLVERR"]
+__all__ = ["AXILiteSignature", "OKAY", "SLVERR", "accept_writes", "refuse_reads"]
 
 OKAY, SLVERR = 0b00, 0b10
 
@@ -35,3 +36,27 @@ class AXILiteSignature(wiring.Signature):
 
     def __repr__(self):
         return f"AXILiteSignature({self.addr_width})"
+
+
+def accept_writes(m, bus, legal):
+    """Take AW and W together, one write at a time, answering OKAY if ``legal`` (of awaddr) else SLVERR.
+
+    Returns the accept strobe: the cycle ``bus.awaddr``/``bus.wdata`` are written (the response must
+    have been taken before the next write is accepted).
+    """
+    accept = bus.awvalid & bus.wvalid & ~bus.bvalid
+    m.d.comb += [bus.awready.eq(accept), bus.wready.eq(accept)]
+    with m.If(accept):
+        m.d.sync += [bus.bvalid.eq(1), bus.bresp.eq(Mux(legal, OKAY, SLVERR))]
+    with m.Elif(bus.bready):
+        m.d.sync += bus.bvalid.eq(0)
+    return accept
+
+
+def refuse_reads(m, bus):
+    """A write-only slave: every read gets SLVERR and zero data."""
+    m.d.comb += [bus.arready.eq(~bus.rvalid), bus.rdata.eq(0), bus.rresp.eq(SLVERR)]
+    with m.If(bus.arvalid & ~bus.rvalid):
+        m.d.sync += bus.rvalid.eq(1)
+    with m.Elif(bus.rready):
+        m.d.sync += bus.rvalid.eq(0)

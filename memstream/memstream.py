@@ -8,7 +8,7 @@ from amaranth.lib import stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-from memstream.axilite import OKAY, SLVERR, AXILiteSignature
+from memstream.axilite import OKAY, SLVERR, AXILiteSignature, accept_writes
 from memstream.packing import write_memh
 
 __all__ = ["MemStreamSpec", "MemStream"]
@@ -152,14 +152,9 @@ class MemStream(wiring.Component):
         # Writes: take AW and W together, one at a time (the response must be accepted first).
         staged = Signal(32 * spec.chunks, reset_less=True)
         line, chunk, legal = decode(bus.awaddr)
-        accept = bus.awvalid & bus.wvalid & ~bus.bvalid
-        m.d.comb += [bus.awready.eq(accept), bus.wready.eq(accept)]
-        with m.If(accept):
-            m.d.sync += [bus.bvalid.eq(1), bus.bresp.eq(Mux(legal, OKAY, SLVERR))]
-            with m.If(legal):
-                m.d.sync += staged.word_select(chunk, 32).eq(bus.wdata)
-        with m.Elif(bus.bready):
-            m.d.sync += bus.bvalid.eq(0)
+        accept = accept_writes(m, bus, legal)
+        with m.If(accept & legal):
+            m.d.sync += staged.word_select(chunk, 32).eq(bus.wdata)
         commit = accept & legal & (chunk == spec.chunks - 1)
         m.d.comb += [
             wr.addr.eq(line), wr.en.eq(commit),

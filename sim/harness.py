@@ -49,6 +49,10 @@ class StreamResult:
     def consumed(self, port):
         return self.raw["sources"][port]["consumed"]
 
+    def axilite_responses(self):
+        """BRESP of each write in ``axilite_writes``, in order (0 = OKAY, 2 = SLVERR)."""
+        return self.raw["axilite_responses"]
+
     def probe(self, name):
         return self.raw["probes"][name]
 
@@ -79,8 +83,12 @@ def stream_ports(path, *, style="amaranth"):
 
 def simulate_streams(design, *, inputs, outputs, backpressure=FULL_RATE, simulator=None, toplevel="top",
                      port_style="amaranth", clock="clk", reset="rst", reset_active_high=True,
-                     probes=(), max_cycles=None, drain=None, check=True):
+                     probes=(), max_cycles=None, drain=None, check=True, axilite_writes=(),
+                     axilite_prefix="s_axilite_"):
     """Simulate ``design`` with ``inputs`` ``{port: [words]}`` until ``outputs`` ``{port: count}`` arrive.
+
+    ``axilite_writes`` ``[(byte address, 32-bit data)]`` are written (cocotbext-axi manager on the
+    ports starting with ``axilite_prefix``) after reset and before the streams start.
 
     With ``check`` (the default) a run that times out, leaves input words unconsumed or produces words
     beyond the expected count raises :class:`SimulationError` naming the port. ``drain`` cycles (default
@@ -97,6 +105,7 @@ def simulate_streams(design, *, inputs, outputs, backpressure=FULL_RATE, simulat
         "max_cycles": int(max_cycles or 1000 + 8 * slack * total),
         "drain": 32 if drain is None else drain, "probes": list(probes),
         "tie_low": _idle_inputs(design, {n for p in inputs for n in stream_ports(p, style=port_style)}),
+        "axilite_writes": [[int(a), int(d)] for a, d in axilite_writes], "axilite_prefix": axilite_prefix,
     }
     built = build(design, toplevel=toplevel, simulator=simulator)
     result = StreamResult(run_cocotb(built, "sim.tb_stream", job))

@@ -18,6 +18,24 @@ async def stream_words(dut):
         clock=job["clock"], seed=job["seed"], valid_prob=job["valid_prob"], ready_prob=job["ready_prob"],
     )
     await reset(dut, clock=job["clock"], reset=job["reset"], active_high=job["reset_active_high"])
+    responses = await _axilite_writes(dut, job)
     result = await bench.run(max_cycles=job["max_cycles"], drain=job["drain"])
+    result["axilite_responses"] = responses
     result["probes"] = {name: unsigned_value(getattr(dut, name).value) for name in job["probes"]}
     tb_job.store(result)
+
+
+async def _axilite_writes(dut, job):
+    """Runtime writes before streaming (e.g. weights or thresholds); returns the BRESP of each."""
+    if not job.get("axilite_writes"):
+        return []
+    from cocotbext.axi import AxiLiteBus, AxiLiteMaster     # test extra: only benches with writes need it
+
+    clock, reset_signal = getattr(dut, job["clock"]), getattr(dut, job["reset"])
+    master = AxiLiteMaster(AxiLiteBus.from_prefix(dut, job["axilite_prefix"]), clock, reset_signal,
+                           reset_active_level=job["reset_active_high"])
+    responses = []
+    for addr, data in job["axilite_writes"]:
+        resp = await master.write(addr, int(data).to_bytes(4, "little"))
+        responses.append(int(resp.resp))
+    return responses

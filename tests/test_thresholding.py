@@ -155,3 +155,32 @@ def test_exp_cycles():
     spec = make_spec(16, 4, "INT8", "INT8", "INT4", (1, 2, 2))
     assert spec.exp_cycles == prod((1, 2, 2)) * 4
     assert spec.table.stages == 4
+
+
+@pytest.mark.sim
+@pytest.mark.parametrize("sim_name", simulators_under_test())
+def test_runtime_writeable_thresholds(sim_name):
+    # Rewrite every threshold over AXI-Lite (FINN's address map), including values beyond the input
+    # range that the threshold datatype allows; then the stream must follow the new thresholds.
+    spec = make_spec(6, 2, "INT8", "INT10", "INT4", (1, 2), runtime_writeable=True, threshold_dtype="INT10")
+    new = np.sort(np.random.default_rng(5).integers(-512, 512, size=(6, 15)), axis=1)
+    writes = [(spec.threshold_address(c, i), int(new[c, i]) & 0xFFFFFFFF) for c in range(6) for i in range(15)]
+    illegal = [spec.threshold_address(0, 15), spec.threshold_address(6, 0)]    # index 2^N - 1; cf = 3
+    writes += [(addr, 0) for addr in illegal]
+    np.random.seed(2)
+    x = gen_finn_dt_tensor(spec.input_dtype, (3, 1, 2, 6))
+    expected = golden.multithreshold(x, new, spec.act_val)
+    words = pack_words(x.reshape(-1, spec.pe), spec.input_dtype)
+    result = simulate_streams(Thresholding(spec), inputs={"i": list(words)}, outputs={"o": len(words)},
+                              backpressure=Backpressure(seed=4), simulator=sim_name, axilite_writes=writes)
+    assert result.axilite_responses() == [0] * 90 + [2, 2]
+    y = unpack_words(np.array(result.words("o"), dtype=object), spec.output_dtype, spec.pe).reshape(x.shape)
+    assert np.array_equal(y, expected)
+
+
+def test_threshold_address_map():
+    spec = make_spec(12, 4, "INT8", "INT8", "INT4")         # N = 4, PE = 4 (2 bits), CF = 3 (2 bits)
+    assert spec.axilite_addr_width == 2 + 4 + 2 + 2
+    assert spec.threshold_address(0, 0) == 0
+    assert spec.threshold_address(1, 3) == ((1 << 4) | 3) * 4
+    assert spec.threshold_address(9, 14) == (((2 << 2) + 1) << 4 | 14) * 4
