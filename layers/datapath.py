@@ -10,10 +10,14 @@ import math
 
 import numpy as np
 from amaranth.hdl import Mux, Signal, signed, unsigned
+from amaranth.lib import wiring
 from qonnx.core.datatype import DataType
 
+from layers.fifo import FIFOSpec, StreamingFIFO
+
 __all__ = ["dtype_range", "shape_for_range", "dtype_for_range", "check_dtype", "check_fits",
-           "legal_divisors", "register", "element_value", "product", "adder_tree"]
+           "legal_divisors", "register", "wrapping_increment", "output_stage", "element_value", "product",
+           "adder_tree"]
 
 
 def check_dtype(owner, attr, dtype, *, allow_fixed=False):
@@ -67,6 +71,22 @@ def register(m, advance, value, *, name, reset_less=True):
     with m.If(advance):
         m.d.sync += reg.eq(value)
     return reg
+
+
+def wrapping_increment(counter, modulus):
+    """counter + 1, back to 0 after modulus - 1."""
+    return Mux(counter == modulus - 1, 0, counter + 1)
+
+
+def output_stage(m, o, width):
+    """End a stall pipeline in a depth-2 FIFO driving stream ``o``.
+
+    Returns (advance, fifo input): ``advance`` is the FIFO's registered ``i.ready``, the pipeline's
+    enable; the pipeline drives the FIFO input's valid and payload from its last stage.
+    """
+    m.submodules.out_fifo = fifo = StreamingFIFO(FIFOSpec(width, 2))
+    wiring.connect(m, wiring.flipped(o), fifo.o)
+    return fifo.i.ready, fifo.i
 
 
 def element_value(bits, dtype):

@@ -17,8 +17,7 @@ from amaranth.lib.wiring import In, Out
 from qonnx.core.datatype import DataType
 
 from layers.datapath import (adder_tree, check_dtype, check_fits, dtype_for_range, dtype_range, legal_divisors,
-                             product, register, shape_for_range, tree_stages)
-from layers.fifo import FIFOSpec, StreamingFIFO
+                             output_stage, product, register, shape_for_range, tree_stages, wrapping_increment)
 from layers.thresholding import ThresholdTable, activation_lane, check_activation, threshold_search
 from memstream.axilite import AXILiteSignature
 from memstream.memstream import MemStream, MemStreamSpec
@@ -304,9 +303,7 @@ class DotProductUnit(wiring.Component):
     def elaborate(self, platform):
         spec = self._spec
         m = Module()
-        m.submodules.out_fifo = fifo = StreamingFIFO(FIFOSpec(spec.out_width, 2))
-        wiring.connect(m, wiring.flipped(self.o), fifo.o)
-        advance = fifo.i.ready
+        advance, fifo_in = output_stage(m, self.o, spec.out_width)
 
         weights = self._weight_stream(m)
         sf, nf = Signal(range(spec.sf)), Signal(range(spec.nf))
@@ -318,9 +315,9 @@ class DotProductUnit(wiring.Component):
         if weights is not None:
             m.d.comb += weights.ready.eq(advance & in_ok)
         with m.If(issue):
-            m.d.sync += sf.eq(Mux(sf == spec.sf - 1, 0, sf + 1))
+            m.d.sync += sf.eq(wrapping_increment(sf, spec.sf))
             with m.If(sf == spec.sf - 1):
-                m.d.sync += nf.eq(Mux(nf == spec.nf - 1, 0, nf + 1))
+                m.d.sync += nf.eq(wrapping_increment(nf, spec.nf))
 
         # Stage 1: operands.
         v = register(m, advance, issue, name="v1", reset_less=False)
@@ -359,7 +356,7 @@ class DotProductUnit(wiring.Component):
         else:
             v, counts = threshold_search(m, advance, v, accs, nfr, spec.table, ram_style=spec.ram_style_thresholds)
             payload = Cat(activation_lane(c, spec.output_dtype, spec.act_val) for c in counts)
-        m.d.comb += [fifo.i.valid.eq(v), fifo.i.payload.eq(payload)]
+        m.d.comb += [fifo_in.valid.eq(v), fifo_in.payload.eq(payload)]
         return m
 
     def _extend_lanes(self, m, accs):
@@ -392,7 +389,7 @@ class DotProductUnit(wiring.Component):
                                                init=spec.weight_memory_image(), attrs=attrs)
         addr = Signal(range(spec.wmem))
         with m.If(issue):
-            m.d.sync += addr.eq(Mux(addr == spec.wmem - 1, 0, addr + 1))
+            m.d.sync += addr.eq(wrapping_increment(addr, spec.wmem))
         rd = mem.read_port(domain="sync")
         m.d.comb += [rd.addr.eq(addr), rd.en.eq(advance)]
         return rd.data

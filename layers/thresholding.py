@@ -10,14 +10,13 @@ from math import prod
 from typing import Literal
 
 import numpy as np
-from amaranth.hdl import C, Cat, Const, Module, Mux, Signal
+from amaranth.hdl import C, Cat, Const, Module, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from layers.datapath import (check_dtype, check_fits, ceil_thresholds, dtype_for_range, dtype_range, element_value,
-                             legal_divisors, register, shape_for_range)
-from layers.fifo import FIFOSpec, StreamingFIFO
+                             legal_divisors, output_stage, register, shape_for_range, wrapping_increment)
 from memstream.axilite import AXILiteSignature, accept_writes, refuse_reads
 
 __all__ = ["ThresholdTable", "ThresholdingSpec", "Thresholding", "threshold_search"]
@@ -284,15 +283,13 @@ class Thresholding(wiring.Component):
     def elaborate(self, platform):
         spec = self._spec
         m = Module()
-        m.submodules.out_fifo = fifo = StreamingFIFO(FIFOSpec(spec.out_width, 2))
-        wiring.connect(m, wiring.flipped(self.o), fifo.o)
-        advance = fifo.i.ready
+        advance, fifo_in = output_stage(m, self.o, spec.out_width)
 
         cf = Signal(range(spec.cf))
         take = self.i.valid & advance
         m.d.comb += self.i.ready.eq(advance)
         with m.If(take):
-            m.d.sync += cf.eq(Mux(cf == spec.cf - 1, 0, cf + 1))
+            m.d.sync += cf.eq(wrapping_increment(cf, spec.cf))
 
         lanes = data.View(data.ArrayLayout(spec.input_dtype.bitwidth(), spec.pe), self.i.payload)
         v0 = register(m, advance, take, name="v0", reset_less=False)
@@ -303,8 +300,8 @@ class Thresholding(wiring.Component):
         valid, counts = threshold_search(m, advance, v0, x0, cf0, spec.table, ram_style=spec.ram_style,
                                          writer=writer)
         m.d.comb += [
-            fifo.i.valid.eq(valid),
-            fifo.i.payload.eq(Cat(activation_lane(c, spec.output_dtype, spec.act_val) for c in counts)),
+            fifo_in.valid.eq(valid),
+            fifo_in.payload.eq(Cat(activation_lane(c, spec.output_dtype, spec.act_val) for c in counts)),
         ]
         return m
 

@@ -1,7 +1,7 @@
 """Yosys xc7 flow: a tiny design goes through synth_xilinx and the stat/sta output is parsed."""
 
 import pytest
-from amaranth import Module, Signal
+from amaranth import Module
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
