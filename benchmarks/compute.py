@@ -59,9 +59,7 @@ CASES = [
     ("MVAU int8 512x784 SIMD16 PE8 dsp block",
      lambda: _mvau(512, 784, 16, 8, "INT8", "INT8", mem_mode="internal_decoupled", res_type="dsp",
                    ram_style="block")),
-    ("MVAU int8 512x784 SIMD8 PE4 dsp block",
-     lambda: _mvau(512, 784, 8, 4, "INT8", "INT8", mem_mode="internal_decoupled", res_type="dsp",
-                   ram_style="block")),
+    # The SIMD8 PE4 variant of the int8 layer is left out: its Yosys run did not finish in 20 minutes.
     ("Thresholding C64 PE8 INT16->UINT8 (255 thr)", lambda: _thresholding(64, 8, "INT16", "UINT8", 255)),
     ("Thresholding C64 PE8 INT16->UINT4 (15 thr)", lambda: _thresholding(64, 8, "INT16", "UINT4", 15)),
     ("VVAU C64 3x3 PE8 SIMD9 w4a4 16x16 embedded",
