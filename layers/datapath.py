@@ -17,7 +17,7 @@ from layers.fifo import FIFOSpec, StreamingFIFO
 
 __all__ = ["dtype_range", "shape_for_range", "dtype_for_range", "check_dtype", "check_fits",
            "legal_divisors", "register", "wrapping_increment", "output_stage", "element_value", "product",
-           "adder_tree"]
+           "adder_tree", "tree_stages", "ceil_thresholds"]
 
 
 def check_dtype(owner, attr, dtype, *, allow_fixed=False):

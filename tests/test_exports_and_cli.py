@@ -6,7 +6,8 @@ import pytest
 
 from rtlgen.cli import main
 
-MODULES = ["layers.fifo", "layers.dwc", "memstream", "memstream.memstream", "memstream.packing",
+MODULES = ["layers.fifo", "layers.dwc", "layers.datapath", "layers.thresholding", "layers.mvau", "layers.vvau",
+           "sim.golden", "memstream", "memstream.memstream", "memstream.packing",
            "memstream.axilite", "sim.runner", "sim.harness", "sim.axis", "sim.tb_job", "boards.yosys", "rtlgen.demo"]
 
 
