@@ -131,6 +131,12 @@ def _locked(path):
             fcntl.flock(lock, fcntl.LOCK_UN)
 
 
+def _environment_id():
+    import cocotb
+
+    return [sys.prefix, os.path.dirname(cocotb.__file__), shutil.which("verilator") or "", shutil.which("iverilog") or ""]
+
+
 def build(design, *, toplevel="top", simulator=None, waves=False):
     """Compile ``design`` (an Amaranth component or Verilog text) for ``simulator``; cached by content."""
     simulator = simulator or default_simulator()
@@ -141,7 +147,10 @@ def build(design, *, toplevel="top", simulator=None, waves=False):
     elif "icarus" not in available_simulators():
         raise SimulationError("simulator 'icarus' is not installed (apt-get install iverilog)")
     text = design if isinstance(design, str) else to_verilog(design, toplevel)
-    key = hashlib.sha256(json.dumps([_BUILD_FORMAT, simulator, toplevel, waves, text]).encode()).hexdigest()[:20]
+    # Builds embed absolute paths of this environment (cocotb's share dir, the simulator), so two
+    # virtualenvs sharing the cache must not share a build.
+    key = hashlib.sha256(json.dumps([_BUILD_FORMAT, simulator, toplevel, waves, text, _environment_id()])
+                         .encode()).hexdigest()[:20]
     build_dir = cache_dir() / "sim" / f"{toplevel}-{simulator}-{key}"
     verilog_path = build_dir / f"{toplevel}.v"
     with _locked(cache_dir() / "sim" / f".{key}.lock"):
