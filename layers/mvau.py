@@ -178,10 +178,19 @@ class _UnitSpec:
         return self.weight_memory_image() * vectors
 
     @property
+    def registers_products(self):
+        """Products get a register of their own when they come from a DSP48 (its M register) or a
+        multiplier of 4x4 bits or more; narrower ones (xnor, +-w, 2-bit) merge into the adder LUTs."""
+        if self.xnor:
+            return False
+        narrow = min(self.input_dtype.bitwidth(), self.weight_dtype.bitwidth())
+        return self.res_type == "dsp" or (narrow > 1 and self.input_dtype.bitwidth() * self.weight_dtype.bitwidth() >= 16)
+
+    @property
     def pipeline_depth(self):
         """Register stages from issuing a (vector, nf, sf) step to its output reaching the FIFO."""
         tree = tree_stages(self.simd, TREE_LEVELS_PER_STAGE)
-        return 1 + 1 + tree + 1 + (self.table.stages if self.table else 0)
+        return 1 + int(self.registers_products) + tree + 1 + (self.table.stages if self.table else 0)
 
     @property
     def latency(self):
@@ -331,14 +340,14 @@ class DotProductUnit(wiring.Component):
         ws = data.View(data.ArrayLayout(spec.weight_dtype.bitwidth(), spec.pe * spec.simd), w)
         sums = []
         for p in range(spec.pe):
-            prods = [register(m, advance, product(xs[spec.lane_input_index(p, s)], spec.input_dtype,
-                                                   ws[p * spec.simd + s], spec.weight_dtype,
-                                                   xnor=spec.xnor, res_type=spec.res_type), name=f"prod_{p}_{s}")
-                     for s in range(spec.simd)]
+            prods = [product(xs[spec.lane_input_index(p, s)], spec.input_dtype, ws[p * spec.simd + s],
+                             spec.weight_dtype, xnor=spec.xnor, res_type=spec.res_type) for s in range(spec.simd)]
+            if spec.registers_products:
+                prods = [register(m, advance, x, name=f"prod_{p}_{s}") for s, x in enumerate(prods)]
             total, stages = adder_tree(prods, m=m, advance=advance, levels_per_stage=TREE_LEVELS_PER_STAGE,
                                        name=f"sum{p}")
             sums.append(total)
-        v, first, last, nfr = (self._delay(m, advance, sig, 1 + stages, name)
+        v, first, last, nfr = (self._delay(m, advance, sig, int(spec.registers_products) + stages, name)
                                for sig, name in ((v, "v"), (first, "first"), (last, "last"), (nfr, "nf")))
 
         # Accumulate: clear on sf == 0 (acc <= Mux(clr, 0, acc) + sum maps into a DSP48E1 P register).
