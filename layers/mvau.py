@@ -153,15 +153,29 @@ class _UnitSpec:
         return self.thresholds is None
 
     def resource_estimate(self):
-        """Rough 7-series cost before synthesis (multipliers, adder trees, accumulators, weight RAM)."""
+        """7-series cost before synthesis, a model of what this engine builds (fitted to Yosys counts
+        in BENCHMARKS.md within about 30 %): multipliers, adder trees at about one LUT per sum bit,
+        accumulators, thresholds, and weights in BRAM or LUT ROM."""
         wb, ib = self.weight_dtype.bitwidth(), self.input_dtype.bitwidth()
-        macs = self.pe * self.simd
-        mult_lut = 1 if self.xnor else (0 if self.res_type == "dsp" else max(1, wb * ib // 2))
-        acc = self.acc_shape.width
-        bits = self.wmem * self.weight_width
-        return {"LUT": macs * (mult_lut + 2) + self.pe * acc * 2, "FF": macs * (wb + ib) + self.pe * acc * 4,
-                "DSP": macs if self.res_type == "dsp" and not self.xnor else 0,
-                "BRAM18": 0 if bits <= 16384 else -(-self.weight_width // 36) * -(-self.wmem // 512)}
+        macs, acc = self.pe * self.simd, self.acc_shape.width
+        dsp = self.res_type == "dsp" and not self.xnor and min(wb, ib) > 1
+        product_bits = 1 if self.xnor else wb + ib
+        mult_lut = 0 if dsp or self.xnor or min(wb, ib) == 1 else wb * ib
+        tree_lut = (self.simd - 1) * (product_bits + self.simd.bit_length() // 2)
+        lut = macs * mult_lut + self.pe * (tree_lut + acc)
+        ff = self.pe * (acc * 2 + (self.simd * product_bits if self.registers_products else 0))
+        bram18 = 0
+        if self.table is not None:
+            t_lut, t_ff, bram18 = self.table.resource_estimate()
+            lut, ff = lut + t_lut, ff + t_ff
+        if self.ram_style in ("block", "ultra") or (self.ram_style == "auto" and self.wmem > 64):
+            bram18 += -(-self.weight_width // 36) * -(-self.wmem // 512)
+        else:
+            lut += self.weight_width * -(-self.wmem // 64)
+        if self.mem_mode == "internal_decoupled":
+            lut += self.weight_width
+            ff += 3 * self.weight_width
+        return {"LUT": lut, "FF": ff + self.weight_width + self.in_width, "DSP": macs if dsp else 0, "BRAM18": bram18}
 
     def weight_memory_image(self):
         """WMEM words; word ``nf*SF + sf`` has element ``p*SIMD + s`` = W of channel nf*PE+p, row sf*SIMD+s."""

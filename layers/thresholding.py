@@ -75,6 +75,20 @@ class ThresholdTable:
         """Address bits of a threshold within its channel (FINN's AXI-Lite map: 2^N slots)."""
         return self.stages
 
+    def resource_estimate(self):
+        """(LUT, FF, BRAM18) of the search unit: a compare per stage and lane, each stage's thresholds
+        in LUT ROM (up to 256 entries) or BRAM18 (Yosys' choice for deeper ones)."""
+        width, lut, bram18 = self.storage_shape.width, 0, 0
+        for s in range(self.stages):
+            depth = self.cf << s
+            if depth >= 512:
+                bram18 += self.pe * -(-width // 18) * -(-depth // 1024)
+            else:
+                lut += self.pe * width * -(-depth // 64)
+            lut += self.pe * width
+        ff = self.pe * self.stages * (width + self.stages)
+        return lut, ff, bram18
+
     def padded(self):
         """(channels, 2^N - 1) thresholds clipped to [lo, hi + 1], padded with hi + 1."""
         lo, hi = self.value_range
@@ -242,9 +256,8 @@ class ThresholdingSpec:
         return 1 + self.table.stages + 2
 
     def resource_estimate(self):
-        n, wt = self.table.stages, self.table.storage_shape.width
-        bits = self.pe * wt * self.cf * ((1 << n) - 1)
-        return {"LUT": self.pe * n * (wt + 4) + bits // 64, "FF": self.pe * n * (wt + n), "BRAM18": 0}
+        lut, ff, bram18 = self.table.resource_estimate()
+        return {"LUT": lut + self.out_width, "FF": ff + self.in_width + 3 * self.out_width, "BRAM18": bram18}
 
 
 class Thresholding(wiring.Component):
