@@ -102,7 +102,7 @@ def _shift_add(x, y, y_signed):
     terms = [Mux(y[j], x << j, 0) for j in range(width)]
     if y_signed:
         terms[-1] = -terms[-1]      # the sign bit weighs -2^(n-1)
-    return adder_tree(terms)
+    return adder_tree(terms)[0]
 
 
 def product(x, x_dtype, w, w_dtype, *, xnor, res_type):
@@ -130,10 +130,10 @@ def product(x, x_dtype, w, w_dtype, *, xnor, res_type):
 
 
 def adder_tree(terms, *, m=None, advance=None, levels_per_stage=0, name="sum"):
-    """Sum of ``terms``; with ``m``, a register after every ``levels_per_stage`` levels of adders.
+    """Sum of ``terms`` as a balanced tree; returns (sum, register stages).
 
-    Returns (sum, stages): the value and the number of register stages it went through.
-    Without ``m`` returns only the combinational sum.
+    With ``m`` and ``levels_per_stage``, a pipeline register (loading on ``advance``) follows every
+    ``levels_per_stage`` levels of adders, except after the last; without them the sum is combinational.
     """
     terms = list(terms)
     stages = level = 0
@@ -143,8 +143,6 @@ def adder_tree(terms, *, m=None, advance=None, levels_per_stage=0, name="sum"):
         if m is not None and levels_per_stage and level % levels_per_stage == 0 and len(terms) > 1:
             terms = [register(m, advance, t, name=f"{name}_l{level}_{k}") for k, t in enumerate(terms)]
             stages += 1
-    if m is None:
-        return terms[0]
     return terms[0], stages
 
 

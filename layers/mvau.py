@@ -361,8 +361,10 @@ class DotProductUnit(wiring.Component):
             total, stages = adder_tree(prods, m=m, advance=advance, levels_per_stage=TREE_LEVELS_PER_STAGE,
                                        name=f"sum{p}")
             sums.append(total)
-        v, first, last, nfr = (self._delay(m, advance, sig, int(spec.registers_products) + stages, name)
-                               for sig, name in ((v, "v"), (first, "first"), (last, "last"), (nfr, "nf")))
+        depth = int(spec.registers_products) + stages
+        v = self._delay(m, advance, v, depth, "v", reset_less=False)
+        first, last, nfr = (self._delay(m, advance, sig, depth, name)
+                            for sig, name in ((first, "first"), (last, "last"), (nfr, "nf")))
 
         # Accumulate: clear on sf == 0 (acc <= Mux(clr, 0, acc) + sum maps into a DSP48E1 P register).
         accs = []
@@ -431,9 +433,9 @@ class DotProductUnit(wiring.Component):
         return Mux(from_input, fresh, rd.data)
 
     @staticmethod
-    def _delay(m, advance, signal, stages, name):
+    def _delay(m, advance, signal, stages, name, reset_less=True):
         for k in range(stages):
-            signal = register(m, advance, signal, name=f"{name}_d{k}", reset_less=(name != "v"))
+            signal = register(m, advance, signal, name=f"{name}_d{k}", reset_less=reset_less)
         return signal
 
 

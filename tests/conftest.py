@@ -12,6 +12,20 @@ def simulators_under_test():
     return available_simulators()
 
 
+def sampled_grid(axes, *, stride, sample, legal=lambda case: True):
+    """pytest params for the product of ``axes`` ({name: values}) that ``legal`` accepts.
+
+    ``sample=True`` gives every ``stride``-th case (the default suite; a stride coprime to the axis
+    sizes reaches every value of every axis), ``sample=False`` the rest (the slow suite).
+    """
+    import itertools
+
+    cases = [dict(zip(axes, combo)) for combo in itertools.product(*axes.values())]
+    cases = [case for case in cases if legal(case)]
+    return [pytest.param(case, id="-".join(str(v) for v in case.values()))
+            for k, case in enumerate(cases) if (k % stride == 0) == sample]
+
+
 @pytest.fixture
 def simulator():
     """The simulator for grid tests: RTLGEN_SIM, else Icarus when installed (fast builds), else Verilator."""

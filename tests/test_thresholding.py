@@ -1,6 +1,5 @@
 """Thresholding: bit-exact against sim.golden over FINN's grid, one word per cycle, clear errors."""
 
-import itertools
 from math import prod
 
 import numpy as np
@@ -14,7 +13,7 @@ from layers.thresholding import Thresholding, ThresholdingSpec, ThresholdTable
 from memstream.packing import pack_words, unpack_words
 from sim import golden
 from sim.harness import FULL_RATE, Backpressure, simulate_streams
-from tests.conftest import simulators_under_test
+from tests.conftest import sampled_grid, simulators_under_test
 
 
 def make_spec(channels, pe, idt, tdt, act, vecs=(1,), narrow=False, per_tensor=False, seed=0, **kwargs):
@@ -53,17 +52,8 @@ GRID_AXES = dict(channels=[6, 16], vecs=[(1,), (1, 2, 2)], act=["INT4", "BIPOLAR
 
 
 def _grid(sample):
-    params = []
-    names = list(GRID_AXES)
-    for k, combo in enumerate(itertools.product(*GRID_AXES.values())):
-        case = dict(zip(names, combo))
-        if case["act"] == "BIPOLAR" and case["narrow"]:
-            continue            # a 1-step quantizer has no narrow form
-        # Default suite: every 13th case (a stride coprime to the axis sizes reaches every value of
-        # every axis); the rest is slow.
-        if (k % 13 == 0) == sample:
-            params.append(pytest.param(case, id="-".join(str(v) for v in combo)))
-    return params
+    # a 1-step (BIPOLAR) quantizer has no narrow form
+    return sampled_grid(GRID_AXES, stride=13, sample=sample, legal=lambda c: not (c["act"] == "BIPOLAR" and c["narrow"]))
 
 
 def _grid_case(case, simulator):

@@ -12,6 +12,7 @@ from qonnx.util.basic import gen_finn_dt_tensor
 from layers.vvau import VVAU, VVAUSpec
 from sim import golden
 from sim.harness import FULL_RATE, Backpressure
+from tests.conftest import sampled_grid
 from tests.mvau_util import activation_args, run_unit
 
 
@@ -45,14 +46,8 @@ GRID_AXES = dict(idt=["BIPOLAR", "UINT4"], wdt=["BIPOLAR", "UINT4"], act=["BIPOL
 
 
 def _grid(sample):
-    params = []
-    names = list(GRID_AXES)
-    legal = [dict(zip(names, combo)) for combo in itertools.product(*GRID_AXES.values())]
-    legal = [c for c in legal if c["channels"] % c["pe"] == 0 and (c["kernel"][0] * c["kernel"][1]) % c["simd"] == 0]
-    for k, case in enumerate(legal):
-        if (k % 17 == 0) == sample:     # coprime to the axis sizes: every value of every axis
-            params.append(pytest.param(case, id="-".join(str(v) for v in case.values())))
-    return params
+    return sampled_grid(GRID_AXES, stride=17, sample=sample,
+                        legal=lambda c: c["channels"] % c["pe"] == 0 and (c["kernel"][0] * c["kernel"][1]) % c["simd"] == 0)
 
 
 def _grid_case(case, simulator):
