@@ -73,3 +73,42 @@ def vvau(windows, w, thresholds=None, act_val=0, xnor=False, bipolar_out=False):
     if thresholds is None:
         return acc
     return multithreshold(acc, thresholds, act_val, bipolar_out)
+
+
+def maxpool_nhwc(x, k, ceil_mode=False):
+    """Max pooling with stride = kernel on (N, H, W, C); ``k`` is an int or (kh, kw).
+
+    Without ``ceil_mode`` the output has floor(H/kh) x floor(W/kw) pixels (trailing rows and columns
+    are dropped); with it ceil(...) pixels, a partial window taking the max of its valid elements.
+    BIPOLAR inputs (-1/+1) need nothing special.
+    """
+    x = _int(x)
+    kh, kw = (k, k) if np.isscalar(k) else (int(k[0]), int(k[1]))
+    _, h, w, _ = x.shape
+    oh, ow = (-(-h // kh), -(-w // kw)) if ceil_mode else (h // kh, w // kw)
+    y = np.empty((x.shape[0], oh, ow, x.shape[3]), dtype=np.int64)
+    for r in range(oh):
+        for c in range(ow):
+            y[:, r, c, :] = x[:, r * kh:(r + 1) * kh, c * kw:(c + 1) * kw, :].max(axis=(1, 2))
+    return y
+
+
+def label_select(x, k, dtype_min):
+    """Indices of the ``k`` largest values of the last axis, largest first: (..., L) -> (..., k).
+
+    Equal values rank by lower index first (ONNX TopK). Only values strictly above ``dtype_min`` are
+    ranked; if fewer than ``k`` are, the remaining outputs are index 0 (FINN's LabelSelect starts its
+    list as k entries of (dtype_min, index 0) and inserts with a strict >).
+    """
+    x = _int(x)
+    flat = x.reshape(-1, x.shape[-1])
+    out = np.zeros((flat.shape[0], k), dtype=np.int64)
+    for r, row in enumerate(flat):
+        ranked = [i for i in np.argsort(-row, kind="stable") if row[i] > dtype_min][:k]
+        out[r, :len(ranked)] = ranked
+    return out.reshape(*x.shape[:-1], k)
+
+
+def global_acc_pool(x):
+    """Sum over the spatial axes: (N, H, W, C) -> (N, 1, 1, C)."""
+    return _int(x).sum(axis=(1, 2), keepdims=True)
