@@ -74,7 +74,8 @@ class StreamBench:
         self.valid_prob, self.ready_prob = valid_prob, ready_prob
 
     async def run(self, *, max_cycles, drain=0):
-        """Run until every sink has its words (plus ``drain`` cycles) or ``max_cycles`` pass."""
+        """Run until every sink has its words and every source is consumed (plus ``drain`` cycles), or
+        ``max_cycles`` pass."""
         rng, vp, rp = self.rng, self.valid_prob, self.ready_prob
         sources, sinks = list(self.sources.values()), list(self.sinks.values())
         cycle, done_at, timed_out = 0, None, False
@@ -107,7 +108,10 @@ class StreamBench:
                         k.cycles.append(cycle)
                     else:
                         k.extra.append(word)
-            if done_at is None and all(len(k.words) >= k.count for k in sinks):
+            # done once every sink has its words and every source is consumed (a layer may still be
+            # swallowing a frame's unused tail after its last output)
+            if done_at is None and all(len(k.words) >= k.count for k in sinks) and \
+                    all(s.pos == len(s.words) for s in sources):
                 done_at = cycle
             if done_at is not None and cycle - done_at >= drain:
                 break

@@ -1,0 +1,114 @@
+"""Parallel-window sliding-window generator: line buffers and a register window, one window per word."""
+
+from amaranth.hdl import Array, Cat, Const, Module, Signal, unsigned
+from amaranth.lib import stream, wiring
+from amaranth.lib.memory import Memory
+from amaranth.lib.wiring import In, Out
+
+from layers.datapath import output_stage, wrapping_increment
+
+__all__ = ["SlidingWindowRegisters"]
+
+SHIFT_REGISTER_MAX = 4      # gaps up to this many words are register chains; longer ones are line buffers
+
+
+class SlidingWindowRegisters(wiring.Component):
+    """ConvolutionInputGenerator, parallel-window style: one input word per cycle, whole windows out.
+
+    Members
+    -------
+    i : In(stream.Signature(spec.in_width))
+    o : Out(stream.Signature(spec.out_width))
+
+    The input runs through one delay line of ``spec.window_span`` words with a tap at each kernel
+    position's distance from the window's bottom-right word: registers where taps are close, line
+    buffers (circular memories, ``ram_style``) across the rest of a row. When the word just accepted is
+    the bottom-right word of a window (the right row and column for the stride and dilation), the taps
+    hold that window and it is emitted as one word, kernel position 0 (top-left) at the LSB.
+
+    So the layer consumes one word per cycle whatever the stride (``spec.exp_cycles`` = input words per
+    frame), frames follow each other without a gap, and the output is at most one word per input word.
+    ``i.ready`` is the registered enable of the output stage: a stall freezes the delay line.
+    """
+
+    def __init__(self, spec):
+        if not spec.parallel_window:
+            raise ValueError("SlidingWindowRegisters is the parallel_window style; use SlidingWindowBuffer")
+        self._spec = spec
+        super().__init__({
+            "i": In(stream.Signature(spec.in_width)),
+            "o": Out(stream.Signature(spec.out_width)),
+        })
+
+    @property
+    def spec(self):
+        return self._spec
+
+    def elaborate(self, platform):
+        spec = self._spec
+        m = Module()
+        advance, out = output_stage(m, self.o, spec.out_width)
+        shift = Signal()
+        m.d.comb += [shift.eq(advance & self.i.valid), self.i.ready.eq(advance)]
+
+        kh, kw = spec.kernel
+        span = spec.window_span - spec.cf          # distance of the top-left word from the bottom-right
+        delays = {(ky, kx): span - spec.tap_offset(ky, kx) for ky in range(kh) for kx in range(kw)}
+        taps = self._delay_line(m, shift, sorted(set(delays.values())))
+        m.d.comb += out.payload.eq(Cat(taps[delays[ky, kx]] for ky in range(kh) for kx in range(kw)))
+
+        # Is the word just accepted the bottom-right word of a window? Per-row and per-column tables.
+        (h, w), (oh, ow), (sh, sw) = spec.ifm_dim, spec.ofm_dim, spec.stride
+        reach = [d * (k - 1) for d, k in zip(spec.dilation, spec.kernel)]
+        row_ends = [y >= reach[0] and (y - reach[0]) % sh == 0 and (y - reach[0]) // sh < oh for y in range(h)]
+        col_ends = [x >= reach[1] and (x - reach[1]) % sw == 0 and (x - reach[1]) // sw < ow for x in range(w)]
+        y, x, cf = Signal(range(h)), Signal(range(w)), Signal(range(spec.cf))
+        with m.If(shift):
+            m.d.sync += cf.eq(wrapping_increment(cf, spec.cf))
+            with m.If(cf == spec.cf - 1):
+                m.d.sync += x.eq(wrapping_increment(x, w))
+                with m.If(x == w - 1):
+                    m.d.sync += y.eq(wrapping_increment(y, h))
+        window_end = Array(Const(int(v), 1) for v in row_ends)[y] & Array(Const(int(v), 1) for v in col_ends)[x]
+        valid = Signal()
+        with m.If(advance):
+            m.d.sync += valid.eq(shift & window_end)
+        m.d.comb += out.valid.eq(valid)
+        return m
+
+    def _delay_line(self, m, shift, delays):
+        """{delay: signal holding the input word from ``delay`` accepted words ago} for each tap delay.
+
+        Each signal holds its value between shifts. A gap of g words between taps is a register chain
+        (small g) or a memory of g - 1 words read and written at the same address (non-transparent),
+        whose read register is the next tap.
+        """
+        spec = self._spec
+        width = spec.in_width
+        attrs = {} if spec.ram_style == "auto" else {"ram_style": spec.ram_style}
+        head = Signal(width, name="tap0", reset_less=True)
+        with m.If(shift):
+            m.d.sync += head.eq(self.i.payload)
+        taps, prev, prev_delay = {0: head}, head, 0
+        for delay in delays:
+            gap = delay - prev_delay
+            if gap == 0:
+                continue
+            if gap <= SHIFT_REGISTER_MAX:
+                for k in range(gap):
+                    reg = Signal(width, name=f"tap{prev_delay + k + 1}", reset_less=True)
+                    with m.If(shift):
+                        m.d.sync += reg.eq(prev)
+                    prev = reg
+            else:
+                mem = Memory(shape=unsigned(width), depth=gap - 1, init=[], attrs=attrs)
+                m.submodules[f"line{delay}"] = mem
+                wr, rd = mem.write_port(), mem.read_port(domain="sync")
+                pointer = Signal(range(gap - 1), name=f"line{delay}_at")
+                with m.If(shift):
+                    m.d.sync += pointer.eq(wrapping_increment(pointer, gap - 1))
+                m.d.comb += [wr.addr.eq(pointer), rd.addr.eq(pointer), wr.data.eq(prev),
+                             wr.en.eq(shift), rd.en.eq(shift)]
+                prev = rd.data
+            taps[delay], prev_delay = prev, delay
+        return taps

@@ -1,0 +1,192 @@
+"""The contract of a sliding-window generator (FINN ``ConvolutionInputGenerator``), shared by both styles."""
+
+from dataclasses import dataclass
+from typing import Literal
+
+from layers.datapath import check_dtype, legal_divisors
+
+__all__ = ["SWGSpec"]
+
+RAM_STYLES = ("auto", "distributed", "block")
+
+
+def _pair(owner, attr, value):
+    value = (value, value) if isinstance(value, int) else tuple(value)
+    if len(value) != 2 or any(not isinstance(v, int) or v < 1 for v in value):
+        raise ValueError(f"{owner} {attr} must be a positive integer or a (height, width) pair, not {value!r}")
+    return value
+
+
+@dataclass(frozen=True)
+class SWGSpec:
+    """Contract of a ConvolutionInputGenerator (FINN attribute names in snake case).
+
+    The generator turns an (H, W, C) image, streamed pixel by pixel in words of ``simd`` channels, into
+    the windows of a kernel sliding with ``stride`` and ``dilation`` over it (no padding: that is a
+    separate FMPadding). Output order per output pixel, row-major:
+
+    - standard: for ky, kx, channel fold cf: one word of SIMD channels (qonnx ``Im2Col`` order);
+    - depthwise: for cf, ky, kx (what a VVAU with PE = ``simd`` reads);
+    - parallel window: one word per (pixel, cf) holding all kh*kw*SIMD elements, kernel position 0
+      (top-left) at the LSB.
+
+    Every input frame is consumed whole, unused trailing rows and columns included.
+    """
+    ifm_dim: tuple                      # IFMDim: (H, W); 1D is H = 1 with kh = 1
+    ifm_channels: int                   # IFMChannels: C
+    kernel: tuple                       # ConvKernelDim: (kh, kw)
+    input_dtype: object                 # inputDataType (= outputDataType)
+    simd: int = 1                       # SIMD: channels per input word, divides C
+    stride: tuple = (1, 1)              # Stride: (sh, sw)
+    dilation: tuple = (1, 1)            # Dilation: (dh, dw)
+    depthwise: bool = False
+    parallel_window: bool = False
+    ram_style: Literal["auto", "distributed", "block"] = "auto"
+
+    owner = "ConvolutionInputGenerator"
+
+    def __post_init__(self):
+        owner = self.owner
+        for attr in ("ifm_dim", "kernel", "stride", "dilation"):
+            object.__setattr__(self, attr, _pair(owner, attr, getattr(self, attr)))
+        for attr in ("ifm_channels", "simd"):
+            if not isinstance(getattr(self, attr), int) or getattr(self, attr) < 1:
+                raise ValueError(f"{owner} {attr} must be a positive integer, not {getattr(self, attr)!r}")
+        if self.ifm_channels % self.simd:
+            raise ValueError(f"{owner} simd={self.simd} must divide ifm_channels={self.ifm_channels}; "
+                             f"legal simd: {legal_divisors(self.ifm_channels)}")
+        object.__setattr__(self, "input_dtype", check_dtype(owner, "input_dtype", self.input_dtype))
+        if self.ram_style not in RAM_STYLES:
+            raise ValueError(f"{owner} ram_style must be one of {', '.join(RAM_STYLES)}, not {self.ram_style!r}")
+        for axis, name in enumerate(("height", "width")):
+            span = self.dilation[axis] * (self.kernel[axis] - 1) + 1
+            if span > self.ifm_dim[axis]:
+                raise ValueError(f"{owner} kernel {name} {self.kernel[axis]} with dilation {self.dilation[axis]} "
+                                 f"spans {span} pixels but ifm_dim {name} is {self.ifm_dim[axis]}")
+        if self.parallel_window and not (self.depthwise or self.kernel == (1, 1)) and self.simd != self.ifm_channels:
+            raise ValueError(f"{owner} parallel_window needs simd=ifm_channels={self.ifm_channels} "
+                             f"(got simd={self.simd}) unless depthwise or the kernel is 1x1: each output word is "
+                             f"a whole window, so all channels of a pixel must arrive in one word")
+
+    # ---- shapes and widths ----
+    @property
+    def ofm_dim(self):
+        """OFM = floor((IFM - d(k-1) - 1) / s) + 1 per axis."""
+        return tuple((self.ifm_dim[a] - self.dilation[a] * (self.kernel[a] - 1) - 1) // self.stride[a] + 1
+                     for a in range(2))
+
+    @property
+    def cf(self):
+        """Channel folds: words per pixel."""
+        return self.ifm_channels // self.simd
+
+    @property
+    def kernel_positions(self):
+        return self.kernel[0] * self.kernel[1]
+
+    @property
+    def in_width(self):
+        return self.simd * self.input_dtype.bitwidth()
+
+    @property
+    def out_lanes(self):
+        return self.simd * (self.kernel_positions if self.parallel_window else 1)
+
+    @property
+    def out_width(self):
+        return self.out_lanes * self.input_dtype.bitwidth()
+
+    @property
+    def folded_input_shape(self):
+        return (1, *self.ifm_dim, self.cf, self.simd)
+
+    @property
+    def folded_output_shape(self):
+        if self.parallel_window:
+            return (1, *self.ofm_dim, self.cf, self.out_lanes)
+        return (1, *self.ofm_dim, self.kernel_positions * self.cf, self.simd)
+
+    @property
+    def in_words(self):
+        """Input words per frame."""
+        return self.ifm_dim[0] * self.ifm_dim[1] * self.cf
+
+    @property
+    def out_words(self):
+        """Output words per frame."""
+        oh, ow = self.ofm_dim
+        return oh * ow * self.cf * (1 if self.parallel_window else self.kernel_positions)
+
+    # ---- the window in input-word indices (both styles derive their addressing from these) ----
+    def tap_offset(self, ky, kx, cf=0):
+        """Input-word index of window element (ky, kx, cf) relative to the window's top-left word."""
+        (_, w), (dh, dw) = self.ifm_dim, self.dilation
+        return ((ky * dh * w) + kx * dw) * self.cf + cf
+
+    @property
+    def window_span(self):
+        """BUF_min: input words from a window's top-left word to its bottom-right word, inclusive."""
+        kh, kw = self.kernel
+        return self.tap_offset(kh - 1, kw - 1, self.cf - 1) + 1
+
+    @property
+    def pixel_steps(self):
+        """How far the window's top-left word moves: to the next column, next row, next frame's first window."""
+        (h, w), (oh, ow), (sh, sw) = self.ifm_dim, self.ofm_dim, self.stride
+        column = sw * self.cf
+        row = (sh * w - (ow - 1) * sw) * self.cf
+        frame = h * w * self.cf - ((oh - 1) * sh * w + (ow - 1) * sw) * self.cf
+        return column, row, frame
+
+    @property
+    def buffer_words(self):
+        """Default style: circular buffer depth. BUF_min plus the headroom that lets the next window's
+        words arrive while the current window is read (a column step, or a row step when larger)."""
+        column, row, _ = self.pixel_steps
+        headroom = max(column, row if self.ofm_dim[0] > 1 else 0)
+        return self.window_span + headroom
+
+    def read_offsets(self):
+        """Default style: the window's elements in read order, as input-word offsets from its top-left."""
+        kh, kw = self.kernel
+        if self.depthwise:
+            return [self.tap_offset(ky, kx, cf) for cf in range(self.cf) for ky in range(kh) for kx in range(kw)]
+        return [self.tap_offset(ky, kx, cf) for ky in range(kh) for kx in range(kw) for cf in range(self.cf)]
+
+    @property
+    def exp_cycles(self):
+        """Cycles per frame in steady state (frames back to back, no backpressure).
+
+        Parallel: one input word per cycle. Default: one output word per cycle, unless the input is the
+        bottleneck, plus the stalls where a window needs words the writer could not fetch early. While
+        window k is read, the writer may run X = buffer_words - window_span words past its bottom-right
+        word; when the reader moves on (the window's top-left steps by D words), element j (offset o_j
+        from the top-left) waits for its word, which arrives D - span - X + 1 + o_j - j cycles after
+        the reader would have read it. That happens at most once per step kind (column, row, frame).
+        """
+        if self.parallel_window:
+            return self.in_words
+        oh, ow = self.ofm_dim
+        headroom = self.buffer_words - self.window_span
+        lag = max(o - j for j, o in enumerate(self.read_offsets()))
+
+        def stall(step):
+            return max(0, step - self.window_span - headroom + 1 + lag)
+
+        column, row, frame = self.pixel_steps
+        stalls = oh * (ow - 1) * stall(column) + (oh - 1) * stall(row) + stall(frame)
+        return max(self.in_words, self.out_words + stalls)
+
+    def resource_estimate(self):
+        """LUT/FF/BRAM18 of the buffer and controller (LUTRAM up to 64 deep and 4 kbit, else BRAM18)."""
+        bits = self.input_dtype.bitwidth()
+        if self.parallel_window:
+            depth, registers = self.window_span, self.kernel_positions * self.simd * bits
+        else:
+            depth, registers = self.buffer_words, self.simd * bits
+        width = self.simd * bits
+        block = self.ram_style == "block" or (self.ram_style == "auto" and depth * width > 4096)
+        brams = -(-width // 36) * -(-depth // 512) if block else 0   # 512x36 per BRAM18, wider = more
+        lutram = 0 if block else -(-depth // 64) * width
+        counters = 8 * max(depth, self.in_words).bit_length()
+        return {"LUT": lutram + counters + width, "FF": registers + counters + 2 * width, "BRAM18": brams}
