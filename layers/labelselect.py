@@ -1,0 +1,204 @@
+"""LabelSelect: the indices of the K largest of Labels values per vector, largest first (FINN ``LabelSelect``).
+
+A sorted list of K (value, index) entries is updated by every input word, PE insertions per cycle; at
+the last word of a vector the K indices move to an output register and leave one per cycle while the
+next vector streams in.
+"""
+
+from dataclasses import dataclass, field
+from math import prod
+
+from amaranth.hdl import Cat, Const, Module, Mux, Signal
+from amaranth.lib import data, stream, wiring
+from amaranth.lib.wiring import In, Out
+from qonnx.core.datatype import DataType
+
+from layers.datapath import check_dtype, element_value, legal_divisors, output_stage, wrapping_increment
+
+__all__ = ["LabelSelectSpec", "LabelSelect"]
+
+OWNER = "LabelSelect"
+
+
+@dataclass(frozen=True)
+class LabelSelectSpec:
+    """Contract of a top-K label selector (FINN attributes Labels, PE, K, inputDataType, outputDataType,
+    numInputVectors; outputDataType is derived).
+
+    Ranking follows FINN's insertion list exactly: equal values rank by lower index first (as ONNX
+    TopK), and only values strictly above ``input_dtype.min`` are ranked, so if fewer than K are, the
+    remaining outputs are index 0.
+    """
+    labels: int                         # Labels: values per vector
+    pe: int                             # PE: values per input word, divides Labels
+    k: int                              # K: indices out per vector, 1..Labels
+    input_dtype: object                 # inputDataType
+    num_input_vectors: tuple = (1,)     # numInputVectors: vectors per frame = prod
+    output_dtype: DataType = field(init=False)  # outputDataType: UINT of ceil8(bits of Labels - 1)
+
+    def __post_init__(self):
+        for attr in ("labels", "pe", "k"):
+            v = getattr(self, attr)
+            if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+                raise ValueError(f"{OWNER} {attr} must be a positive integer, not {v!r}")
+        if self.labels % self.pe:
+            raise ValueError(f"{OWNER} pe={self.pe} must divide labels={self.labels}; "
+                             f"legal pe: {legal_divisors(self.labels)}")
+        if self.k > self.labels:
+            raise ValueError(f"{OWNER} k={self.k} must not exceed labels={self.labels}")
+        object.__setattr__(self, "input_dtype", check_dtype(OWNER, "input_dtype", self.input_dtype))
+        vecs = (self.num_input_vectors,) if isinstance(self.num_input_vectors, int) else tuple(self.num_input_vectors)
+        if not vecs or any(not isinstance(v, int) or v < 1 for v in vecs):
+            raise ValueError(f"{OWNER} num_input_vectors must be positive integers, not {self.num_input_vectors!r}")
+        object.__setattr__(self, "num_input_vectors", vecs)
+        bits = max(1, (self.labels - 1).bit_length())
+        object.__setattr__(self, "output_dtype", DataType[f"UINT{-(-bits // 8) * 8}"])
+
+    @property
+    def nf(self):
+        """Input words per vector."""
+        return self.labels // self.pe
+
+    @property
+    def vectors(self):
+        return prod(self.num_input_vectors)
+
+    @property
+    def in_width(self):
+        return self.pe * self.input_dtype.bitwidth()
+
+    @property
+    def out_width(self):
+        return self.output_dtype.bitwidth()
+
+    @property
+    def normal_input_shape(self):
+        return (*self.num_input_vectors, self.labels)
+
+    @property
+    def normal_output_shape(self):
+        return (*self.num_input_vectors, self.k)
+
+    @property
+    def folded_input_shape(self):
+        return (*self.num_input_vectors, self.nf, self.pe)
+
+    @property
+    def folded_output_shape(self):
+        return (*self.num_input_vectors, self.k, 1)
+
+    @property
+    def in_words(self):
+        return self.vectors * self.nf
+
+    @property
+    def out_words(self):
+        return self.vectors * self.k
+
+    @property
+    def exp_cycles(self):
+        """Cycles per frame in steady state: a vector takes Labels/PE cycles, or K when its K output words
+        (which overlap the next vector's input) take longer."""
+        return self.vectors * max(self.nf, self.k)
+
+    @property
+    def min_code(self):
+        """The list's initial value, as the hardware compares it (BIPOLAR: bit 0 = -1)."""
+        return 0 if self.input_dtype.name == "BIPOLAR" else int(self.input_dtype.min())
+
+    def resource_estimate(self):
+        """Per insertion (PE per cycle) and list entry: two compares and the value and index selects;
+        FFs of the list, the output register, the 2-word output FIFO and the counters."""
+        vb, ob = self.input_dtype.bitwidth(), self.out_width
+        lut = self.pe * self.k * (2 * vb + vb + ob) // 2 + self.k * ob + 16
+        ff = self.k * (vb + ob) + self.k * ob + 2 * ob + 2 * ob.bit_length() + 16
+        return {"LUT": lut, "FF": ff, "BRAM18": 0}
+
+
+class LabelSelect(wiring.Component):
+    """Top-K indices of each vector of ``labels`` values.
+
+    Members
+    -------
+    i : In(stream.Signature(spec.in_width))
+    o : Out(stream.Signature(spec.out_width))
+
+    Input: each vector as ``spec.nf`` words; lane p of word f is label f * PE + p. Output: K words per
+    vector, each one index (``spec.output_dtype``), the largest value's first. The list keeps K
+    (value, index) entries in ascending order, starts each vector as K copies of (input_dtype.min, 0)
+    and takes the PE values of a word in lane order, each by FINN's insertion with a strict ``>``
+    (so ties keep the earlier label ahead and values equal to the minimum never enter).
+
+    The input takes a word every cycle except the last word of a vector while the previous vector
+    still has more than one index to send; the K indices then leave one per cycle from the cycle after
+    that word, so a frame takes ``spec.exp_cycles`` cycles. ``i.ready`` depends on registers only
+    (a counter, the output count and the output FIFO's registered ready). The PE insertions of a word
+    form one combinational chain of PE compare-and-select levels.
+    """
+
+    def __init__(self, spec):
+        self._spec = spec
+        super().__init__({
+            "i": In(stream.Signature(spec.in_width)),
+            "o": Out(stream.Signature(spec.out_width)),
+        })
+
+    @property
+    def spec(self):
+        return self._spec
+
+    def elaborate(self, platform):
+        spec = self._spec
+        k, pe, ob = spec.k, spec.pe, spec.out_width
+        vshape = element_value(Signal(spec.input_dtype.bitwidth()), spec.input_dtype).shape()
+        m = Module()
+        advance, fifo_in = output_stage(m, self.o, ob)
+
+        word = Signal(range(spec.nf))           # word of the vector
+        base = Signal(ob)                       # label of lane 0 of this word
+        vals = [Signal(vshape, name=f"val{t}") for t in range(k)]      # ascending: vals[k-1] is the largest
+        idxs = [Signal(ob, name=f"idx{t}") for t in range(k)]
+        out_idx = [Signal(ob, name=f"out{t}") for t in range(k)]       # out_idx[0] leaves next
+        left = Signal(range(k + 1))             # indices of the finished vector still to send
+
+        last_word = word == spec.nf - 1
+        # The last word loads the output register, which must be empty or sending its last index now.
+        m.d.comb += self.i.ready.eq(~last_word | (left == 0) | ((left == 1) & advance))
+        take = self.i.valid & self.i.ready
+
+        # Output register -> FIFO, one index per cycle.
+        m.d.comb += [fifo_in.valid.eq(left != 0), fifo_in.payload.eq(out_idx[0])]
+        with m.If(advance & (left != 0)):
+            m.d.sync += [left.eq(left - 1)] + [out_idx[t].eq(out_idx[t + 1]) for t in range(k - 1)]
+
+        # The list after this word's PE insertions (a vector starts from K x (min, 0)).
+        first = word == 0
+        cur_v = [Mux(first, Const(spec.min_code, vshape), v) for v in vals]
+        cur_i = [Mux(first, 0, i) for i in idxs]
+        lanes = data.View(data.ArrayLayout(spec.input_dtype.bitwidth(), pe), self.i.payload)
+        for p in range(pe):
+            new_v, new_i = _insert(cur_v, cur_i, element_value(lanes[p], spec.input_dtype), (base + p)[:ob])
+            # Named signals keep the chain linear (nested expressions would repeat every earlier level).
+            cur_v = [Signal(vshape, name=f"ins{p}_val{t}") for t in range(k)]
+            cur_i = [Signal(ob, name=f"ins{p}_idx{t}") for t in range(k)]
+            m.d.comb += [c.eq(n) for c, n in zip(cur_v + cur_i, new_v + new_i)]
+
+        with m.If(take):
+            m.d.sync += [word.eq(wrapping_increment(word, spec.nf)), base.eq(Mux(last_word, 0, base + pe))]
+            m.d.sync += [v.eq(c) for v, c in zip(vals, cur_v)] + [i.eq(c) for i, c in zip(idxs, cur_i)]
+            with m.If(last_word):
+                m.d.sync += [left.eq(k)] + [out_idx[t].eq(cur_i[k - 1 - t]) for t in range(k)]
+        return m
+
+
+def _insert(vals, idxs, value, index):
+    """FINN's insertion of (value, index) into an ascending list, all entries compared at once:
+    entry t takes its upper neighbour when the value also beats that one, else the value itself."""
+    k = len(vals)
+    new_v, new_i = [], []
+    for t in range(k):
+        beats = value > vals[t]
+        climbs = (value > vals[t + 1]) if t < k - 1 else Const(0, 1)
+        new_v.append(Mux(beats, Mux(climbs, vals[t + 1] if t < k - 1 else value, value), vals[t]))
+        new_i.append(Mux(beats, Mux(climbs, idxs[t + 1] if t < k - 1 else index, index), idxs[t]))
+    return new_v, new_i
