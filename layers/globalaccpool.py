@@ -1,0 +1,184 @@
+"""GlobalAccPool: per-channel sum over all pixels of an image (FINN ``GlobalAccPool``).
+
+One accumulator word (PE lanes) per channel fold sits in a small memory; every input word adds to
+its fold's entry, and the last pixel's words leave as the sums, so outputs overlap the input.
+"""
+
+from dataclasses import dataclass, field
+from math import prod
+
+from amaranth.hdl import Cat, Module, Mux, Signal
+from amaranth.lib import data, stream, wiring
+from amaranth.lib.memory import Memory
+from amaranth.lib.wiring import In, Out
+from qonnx.core.datatype import DataType
+
+from layers.datapath import (check_dtype, dtype_for_range, dtype_range, element_value, legal_divisors, output_stage,
+                             register, wrapping_increment)
+
+__all__ = ["GlobalAccPoolSpec", "GlobalAccPool"]
+
+OWNER = "GlobalAccPool"
+
+
+@dataclass(frozen=True)
+class GlobalAccPoolSpec:
+    """Contract of a global sum pool (FINN attributes NumChannels, PE, inputDataType, numInputVectors;
+    the output datatype is derived as FINN does: the smallest INT holding H*W*min for signed inputs,
+    else the smallest UINT holding H*W*max)."""
+    num_channels: int                       # NumChannels: C
+    pe: int                                 # PE: channels per word, divides C
+    input_dtype: object                     # inputDataType
+    num_input_vectors: tuple = (1, 1, 1)    # numInputVectors: (N, H, W), input (N, H, W, C)
+    output_dtype: DataType = field(init=False)
+
+    def __post_init__(self):
+        for attr in ("num_channels", "pe"):
+            v = getattr(self, attr)
+            if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+                raise ValueError(f"{OWNER} {attr} must be a positive integer, not {v!r}")
+        if self.num_channels % self.pe:
+            raise ValueError(f"{OWNER} pe={self.pe} must divide num_channels={self.num_channels}; "
+                             f"legal pe: {legal_divisors(self.num_channels)}")
+        idt = check_dtype(OWNER, "input_dtype", self.input_dtype)
+        object.__setattr__(self, "input_dtype", idt)
+        vecs = tuple(self.num_input_vectors)
+        if len(vecs) != 3 or any(not isinstance(v, int) or isinstance(v, bool) or v < 1 for v in vecs):
+            raise ValueError(f"{OWNER} num_input_vectors must be (N, H, W) of positive integers, "
+                             f"not {self.num_input_vectors!r}")
+        object.__setattr__(self, "num_input_vectors", vecs)
+        # FINN's rule (INT for H*W*min if signed, else UINT for H*W*max) is the type of this range for
+        # INTn and UINTn; for BIPOLAR it also covers +H*W.
+        lo, hi = dtype_range(idt)
+        object.__setattr__(self, "output_dtype", dtype_for_range(self.pixels * min(lo, 0), self.pixels * hi))
+
+    @property
+    def pixels(self):
+        """H * W: values summed per output element."""
+        return self.num_input_vectors[1] * self.num_input_vectors[2]
+
+    @property
+    def nf(self):
+        return self.num_channels // self.pe
+
+    @property
+    def in_width(self):
+        return self.pe * self.input_dtype.bitwidth()
+
+    @property
+    def out_width(self):
+        return self.pe * self.output_dtype.bitwidth()
+
+    @property
+    def normal_input_shape(self):
+        return (*self.num_input_vectors, self.num_channels)
+
+    @property
+    def normal_output_shape(self):
+        return (self.num_input_vectors[0], 1, 1, self.num_channels)
+
+    @property
+    def folded_input_shape(self):
+        return (*self.num_input_vectors, self.nf, self.pe)
+
+    @property
+    def folded_output_shape(self):
+        return (self.num_input_vectors[0], 1, 1, self.nf, self.pe)
+
+    @property
+    def in_words(self):
+        return prod(self.num_input_vectors) * self.nf
+
+    @property
+    def out_words(self):
+        return self.num_input_vectors[0] * self.nf
+
+    @property
+    def exp_cycles(self):
+        """Cycles per frame in steady state: one input word per cycle, the sums leaving alongside the last
+        pixel's words (FINN: N*H*W*C/PE + N*C/PE)."""
+        return self.in_words
+
+    def resource_estimate(self):
+        """An adder per output bit, the accumulator memory (LUT RAM below 512 entries, else BRAM18; a
+        register when NF = 1), the pipeline and read registers and the 2-word output FIFO."""
+        ow, depth = self.out_width, self.nf
+        lut, ff, bram18 = ow + ow + 24, self.in_width + 3 * ow + 24, 0
+        if depth == 1:
+            ff += ow
+        elif depth >= 512:
+            bram18 += -(-ow // 18) * -(-depth // 1024)
+        else:
+            lut += ow * -(-depth // 64)
+        return {"LUT": lut, "FF": ff, "BRAM18": bram18}
+
+
+class GlobalAccPool(wiring.Component):
+    """Sum of every pixel of each image, per channel.
+
+    Members
+    -------
+    i : In(stream.Signature(spec.in_width))
+    o : Out(stream.Signature(spec.out_width))
+
+    Input: images of H*W pixels, each as ``spec.nf`` words of PE channels (lane p of word f is channel
+    f * PE + p). Output: per image ``spec.nf`` words of PE sums (``spec.output_dtype``), same channel
+    order; sum word f is offered two cycles after the last pixel's word f is taken (a register stage,
+    then the output FIFO). One input word per cycle whenever the consumer keeps up, so a frame takes
+    ``spec.exp_cycles`` cycles, and images and frames follow back to back. ``i.ready`` is the output
+    FIFO's registered ready; a stall freezes the pipeline (memory reads included), losing nothing.
+
+    The partial sums sit in a memory of NF words; the read for a word is issued when it is taken and
+    is transparent to the write-back of the word before it (the same entry when NF = 1).
+    """
+
+    def __init__(self, spec):
+        self._spec = spec
+        super().__init__({
+            "i": In(stream.Signature(spec.in_width)),
+            "o": Out(stream.Signature(spec.out_width)),
+        })
+
+    @property
+    def spec(self):
+        return self._spec
+
+    def elaborate(self, platform):
+        spec = self._spec
+        idt, ob, pe = spec.input_dtype, spec.output_dtype.bitwidth(), spec.pe
+        m = Module()
+        advance, fifo_in = output_stage(m, self.o, spec.out_width)
+
+        f, pixel = Signal(range(spec.nf)), Signal(range(spec.pixels))
+        take = self.i.valid & advance
+        m.d.comb += self.i.ready.eq(advance)
+        with m.If(take):
+            m.d.sync += f.eq(wrapping_increment(f, spec.nf))
+            with m.If(f == spec.nf - 1):
+                m.d.sync += pixel.eq(wrapping_increment(pixel, spec.pixels))
+
+        mem = Memory(shape=spec.out_width, depth=spec.nf, init=[])
+        m.submodules.sums = mem
+        wr = mem.write_port()
+        rd = mem.read_port(domain="sync", transparent_for=(wr,))
+        m.d.comb += [rd.addr.eq(f), rd.en.eq(advance)]
+
+        v1 = register(m, advance, take, name="v1", reset_less=False)
+        x1 = register(m, advance, self.i.payload, name="x1")
+        first1 = register(m, advance, pixel == 0, name="first1")
+        last1 = register(m, advance, pixel == spec.pixels - 1, name="last1")
+        f1 = register(m, advance, f, name="f1")
+
+        xs = data.View(data.ArrayLayout(idt.bitwidth(), pe), x1)
+        sums = data.View(data.ArrayLayout(ob, pe), rd.data)
+        lanes = []
+        for p in range(pe):
+            x = Mux(xs[p], 1, -1) if idt.name == "BIPOLAR" else element_value(xs[p], idt)
+            old = sums[p].as_signed() if spec.output_dtype.signed() else sums[p]
+            lanes.append(Mux(first1, x, old + x)[:ob])      # the sum fits ob bits by construction
+        total = Cat(lanes)
+        m.d.comb += [
+            wr.addr.eq(f1), wr.data.eq(total), wr.en.eq(advance & v1 & ~last1),
+            fifo_in.valid.eq(v1 & last1), fifo_in.payload.eq(total),
+        ]
+        return m
