@@ -75,6 +75,38 @@ def vvau(windows, w, thresholds=None, act_val=0, xnor=False, bipolar_out=False):
     return multithreshold(acc, thresholds, act_val, bipolar_out)
 
 
+# --- FMPadding, AddStreams, StreamingConcat, ChannelwiseOp (channels last, NHWC) ---
+
+def fm_padding(x, padding, value=0):
+    """Pad the two spatial axes of x (N, H, W, C) by padding = [top, left, bottom, right] with ``value``."""
+    top, left, bottom, right = (int(p) for p in padding)
+    x = np.asarray(x)
+    out = np.full((x.shape[0], x.shape[1] + top + bottom, x.shape[2] + left + right, *x.shape[3:]), value,
+                  dtype=x.dtype)
+    out[:, top:top + x.shape[1], left:left + x.shape[2]] = x
+    return out
+
+
+def add_streams(a, b):
+    """Elementwise a + b, exact."""
+    return _int(a) + _int(b)
+
+
+def concat_channels(xs):
+    """Concatenate tensors along the last (channel) axis."""
+    return np.concatenate([np.asarray(x) for x in xs], axis=-1)
+
+
+def channelwise(x, params, func):
+    """p[c] OP x[..., c] with channels last: cmp_le -> [p <= x], cmp_ge -> [p >= x] (0/1), add, mul."""
+    x, p = _int(x), _int(params)
+    ops = {"cmp_le": lambda: (p <= x).astype(np.int64), "cmp_ge": lambda: (p >= x).astype(np.int64),
+           "add": lambda: p + x, "mul": lambda: p * x}
+    if func not in ops:
+        raise ValueError(f"channelwise func must be one of {', '.join(ops)}, not {func!r}")
+    return ops[func]()
+
+
 def maxpool_nhwc(x, k, ceil_mode=False):
     """Max pooling with stride = kernel on (N, H, W, C); ``k`` is an int or (kh, kw).
 
@@ -112,3 +144,27 @@ def label_select(x, k, dtype_min):
 def global_acc_pool(x):
     """Sum over the spatial axes: (N, H, W, C) -> (N, 1, 1, C)."""
     return _int(x).sum(axis=(1, 2), keepdims=True)
+
+
+def im2col(x, kernel, stride=(1, 1), dilation=(1, 1)):
+    """Sliding windows of an NHWC tensor, no padding: (N, OH, OW, kh*kw*C), element (ky*kw + kx)*C + c."""
+    x = np.asarray(x)
+    n, h, w, c = x.shape
+    (kh, kw), (sh, sw), (dh, dw) = kernel, stride, dilation
+    oh, ow = (h - dh * (kh - 1) - 1) // sh + 1, (w - dw * (kw - 1) - 1) // sw + 1
+    out = np.empty((n, oh, ow, kh * kw, c), dtype=x.dtype)
+    for ky in range(kh):
+        for kx in range(kw):
+            rows = slice(ky * dh, ky * dh + (oh - 1) * sh + 1, sh)
+            cols = slice(kx * dw, kx * dw + (ow - 1) * sw + 1, sw)
+            out[:, :, :, ky * kw + kx, :] = x[:, rows, cols, :]
+    return out.reshape(n, oh, ow, kh * kw * c)
+
+
+def depthwise_windows(x, kernel, simd, stride=(1, 1), dilation=(1, 1)):
+    """Windows in FINN's depthwise order: (N, OH, OW, C/simd, kh*kw, simd), flattened per pixel."""
+    cols = im2col(x, kernel, stride, dilation)
+    n, oh, ow, _ = cols.shape
+    c = x.shape[-1]
+    k = kernel[0] * kernel[1]
+    return cols.reshape(n, oh, ow, k, c // simd, simd).transpose(0, 1, 2, 4, 3, 5).reshape(n, oh, ow, -1)

@@ -1,0 +1,163 @@
+"""FMPadding: zero-pad the two spatial dimensions of a folded NHWC feature-map stream."""
+
+from dataclasses import dataclass
+
+from amaranth.hdl import Module, Mux, Signal
+from amaranth.lib import stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from layers.datapath import check_dtype, legal_divisors, output_stage, wrapping_increment
+from layers.fifo import FIFOSpec
+
+__all__ = ["FMPaddingSpec", "FMPadding"]
+
+
+def _positive(owner, attr, value):
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise ValueError(f"{owner} {attr} must be a positive integer, not {value!r}")
+    return value
+
+
+@dataclass(frozen=True)
+class FMPaddingSpec:
+    """Contract of a padding layer (FINN ``FMPadding``: ImgDim, Padding, NumChannels, SIMD, inputDataType).
+
+    ``padding`` is FINN's order [top, left, bottom, right]; any non-negative amounts, asymmetric
+    allowed. The pad value is the all-zero element code: 0 for INT/UINT/BINARY/TERNARY and -1 for
+    BIPOLAR (code 0), which is what FINN pads with too.
+    """
+    img_dim: tuple              # ImgDim: (H, W) of the input; an int means square
+    padding: tuple              # Padding: (top, left, bottom, right)
+    num_channels: int           # NumChannels: C
+    simd: int                   # SIMD: channels per word, divides C
+    dtype: object = "INT8"      # inputDataType (= output datatype)
+
+    def __post_init__(self):
+        owner = "FMPadding"
+        dim = self.img_dim
+        if isinstance(dim, int):
+            dim = (dim, dim)
+        dim = tuple(dim)
+        if len(dim) != 2:
+            raise ValueError(f"{owner} img_dim must be (h, w), not {self.img_dim!r}")
+        for d in dim:
+            _positive(owner, "img_dim", d)
+        object.__setattr__(self, "img_dim", dim)
+        pad = tuple(self.padding)
+        if len(pad) != 4 or any(not isinstance(p, int) or isinstance(p, bool) or p < 0 for p in pad):
+            raise ValueError(f"{owner} padding must be 4 non-negative integers [top, left, bottom, right], "
+                             f"not {self.padding!r}")
+        object.__setattr__(self, "padding", pad)
+        _positive(owner, "num_channels", self.num_channels)
+        _positive(owner, "simd", self.simd)
+        if self.num_channels % self.simd:
+            raise ValueError(f"{owner} simd={self.simd} must divide num_channels={self.num_channels}; "
+                             f"legal: {legal_divisors(self.num_channels)}")
+        object.__setattr__(self, "dtype", check_dtype(owner, "dtype", self.dtype))
+
+    @property
+    def out_dim(self):
+        top, left, bottom, right = self.padding
+        return self.img_dim[0] + top + bottom, self.img_dim[1] + left + right
+
+    @property
+    def cf(self):
+        """Words per pixel."""
+        return self.num_channels // self.simd
+
+    @property
+    def width(self):
+        """Bits per word, in and out."""
+        return self.simd * self.dtype.bitwidth()
+
+    @property
+    def folded_input_shape(self):
+        return (1, *self.img_dim, self.cf, self.simd)
+
+    @property
+    def folded_output_shape(self):
+        return (1, *self.out_dim, self.cf, self.simd)
+
+    @property
+    def in_words(self):
+        return self.img_dim[0] * self.img_dim[1] * self.cf
+
+    @property
+    def out_words(self):
+        return self.out_dim[0] * self.out_dim[1] * self.cf
+
+    @property
+    def exp_cycles(self):
+        """Cycles per frame in steady state: one output word per cycle, frames back to back."""
+        return self.out_words
+
+    @property
+    def latency(self):
+        """Cycles from an input transfer (or a pad position's turn) to the word being offered (output FIFO)."""
+        return 2
+
+    def resource_estimate(self):
+        """The zero-select per bit, three position counters with their compares, and the output FIFO."""
+        counter_bits = sum(max(1, (n - 1).bit_length()) for n in (*self.out_dim, self.cf))
+        fifo = FIFOSpec(self.width, 2).resource_estimate()
+        return {"LUT": self.width + 3 * counter_bits + fifo["LUT"], "FF": counter_bits + fifo["FF"], "BRAM18": 0}
+
+
+class FMPadding(wiring.Component):
+    """Pads each frame of an NHWC stream with zero pixels around the image.
+
+    Members
+    -------
+    i : In(stream.Signature(spec.width))
+    o : Out(stream.Signature(spec.width))
+
+    The output is the padded tensor in row-major order (rows, then columns, then channel folds), one
+    word per cycle: a frame takes ``spec.exp_cycles`` = padded pixels x C/SIMD cycles, and the next
+    frame follows with no gap. A walker steps through the output positions; at a pad position it
+    emits a zero word without touching the input, inside the image it forwards the next input word
+    (waiting for it if needed). A frame's first output word waits until the frame's first input word
+    is offered (not taken, unless it is the first inside word), so padding never runs ahead into a
+    frame that has not started; the bottom padding of a frame follows its last input word. Words are offered ``spec.latency`` cycles after their turn. ``i.ready``
+    is the output FIFO's registered ready gated by position, never a function of ``o.ready``; a stall
+    freezes the walker, so nothing is lost or repeated.
+    """
+
+    def __init__(self, spec):
+        self._spec = spec
+        super().__init__({
+            "i": In(stream.Signature(spec.width)),
+            "o": Out(stream.Signature(spec.width)),
+        })
+
+    @property
+    def spec(self):
+        return self._spec
+
+    def elaborate(self, platform):
+        spec = self._spec
+        (h, w), (oh, ow) = spec.img_dim, spec.out_dim
+        top, left, _, _ = spec.padding
+        m = Module()
+        advance, fifo_in = output_stage(m, self.o, spec.width)
+
+        row = Signal(range(oh))
+        col = Signal(range(ow))
+        fold = Signal(range(spec.cf))
+        inside = (row >= top) & (row < top + h) & (col >= left) & (col < left + w)
+        # A frame starts only once its first input word is there, so the walker never pads ahead into
+        # a frame that may not come (and after the last frame the stream stays quiet).
+        at_start = (row == 0) & (col == 0) & (fold == 0)
+        ready_to_emit = Mux(inside | at_start, self.i.valid, 1)
+        step = advance & ready_to_emit                 # this output position is done this cycle
+        m.d.comb += [
+            self.i.ready.eq(advance & inside),
+            fifo_in.valid.eq(ready_to_emit),
+            fifo_in.payload.eq(Mux(inside, self.i.payload, 0)),
+        ]
+        with m.If(step):
+            m.d.sync += fold.eq(wrapping_increment(fold, spec.cf))
+            with m.If(fold == spec.cf - 1):
+                m.d.sync += col.eq(wrapping_increment(col, ow))
+                with m.If(col == ow - 1):
+                    m.d.sync += row.eq(wrapping_increment(row, oh))
+        return m

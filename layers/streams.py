@@ -1,0 +1,394 @@
+"""Stream plumbing: AddStreams (lane-wise sum of two streams), DuplicateStreams (fan-out), StreamingConcat
+(channel concatenation). Each moves one word per cycle with registered ready signals."""
+
+from dataclasses import dataclass
+from math import prod
+
+from amaranth.hdl import Array, Cat, Module, Mux, Signal
+from amaranth.lib import data, stream, wiring
+from amaranth.lib.wiring import In, Out
+from qonnx.core.datatype import DataType
+
+from layers.datapath import (check_dtype, dtype_for_range, dtype_range, element_value, legal_divisors,
+                             output_stage, register, wrapping_increment)
+from layers.fifo import FIFOSpec, StreamingFIFO
+
+__all__ = ["AddStreamsSpec", "AddStreams", "DuplicateStreamsSpec", "DuplicateStreams",
+           "StreamingConcatSpec", "StreamingConcat"]
+
+
+def _positive(owner, attr, value):
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise ValueError(f"{owner} {attr} must be a positive integer, not {value!r}")
+    return value
+
+
+def _vectors(owner, vecs):
+    """numInputVectors as a tuple of positive ints (an int is one dimension)."""
+    t = (vecs,) if isinstance(vecs, int) else tuple(vecs)
+    if not t or any(not isinstance(v, int) or isinstance(v, bool) or v < 1 for v in t):
+        raise ValueError(f"{owner} num_input_vectors must be positive integers, not {vecs!r}")
+    return t
+
+
+def _check_fold(owner, attr, fold, channels, channels_attr="num_channels"):
+    _positive(owner, attr, fold)
+    if channels % fold:
+        raise ValueError(f"{owner} {attr}={fold} must divide {channels_attr}={channels}; "
+                         f"legal: {legal_divisors(channels)}")
+
+
+def _fifo_cost(width):
+    return FIFOSpec(width, 2).resource_estimate()
+
+
+# --- AddStreams ----------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class AddStreamsSpec:
+    """Contract of a lane-wise adder of two streams (FINN ``AddStreams``: NumChannels, PE, inputDataType,
+    numInputVectors). Both inputs have the same datatype; the output datatype follows FINN: the
+    smallest INTn holding 2*min and 2*max if signed, else the smallest UINTn holding 2*max."""
+    num_channels: int           # NumChannels: C
+    pe: int                     # PE: channels per word, divides C
+    input_dtype: object         # inputDataType (both inputs)
+    num_input_vectors: tuple = (1,)     # numInputVectors: words per frame = prod(vecs) * C / PE
+
+    def __post_init__(self):
+        owner = "AddStreams"
+        _positive(owner, "num_channels", self.num_channels)
+        _check_fold(owner, "pe", self.pe, self.num_channels)
+        object.__setattr__(self, "input_dtype", check_dtype(owner, "input_dtype", self.input_dtype))
+        object.__setattr__(self, "num_input_vectors", _vectors(owner, self.num_input_vectors))
+
+    @property
+    def output_dtype(self):
+        lo, hi = dtype_range(self.input_dtype)
+        return dtype_for_range(2 * lo, 2 * hi)
+
+    @property
+    def cf(self):
+        return self.num_channels // self.pe
+
+    @property
+    def in_width(self):
+        return self.pe * self.input_dtype.bitwidth()
+
+    @property
+    def out_width(self):
+        return self.pe * self.output_dtype.bitwidth()
+
+    @property
+    def folded_input_shape(self):
+        return (*self.num_input_vectors, self.cf, self.pe)
+
+    @property
+    def folded_output_shape(self):
+        return self.folded_input_shape
+
+    @property
+    def words(self):
+        return prod(self.num_input_vectors) * self.cf
+
+    @property
+    def exp_cycles(self):
+        """Cycles per frame in steady state: one word of each input and of the output per cycle."""
+        return self.words
+
+    @property
+    def latency(self):
+        """Cycles from the input pair's transfer to the sum being offered (sum register, output FIFO)."""
+        return 3
+
+    def resource_estimate(self):
+        """An adder per lane (a LUT per output bit), the sum register and the output FIFO."""
+        fifo = _fifo_cost(self.out_width)
+        return {"LUT": self.out_width + fifo["LUT"] + 2, "FF": self.out_width + 1 + fifo["FF"], "BRAM18": 0}
+
+
+def _lane_value(bits, dtype):
+    """Element value of raw bits, with BIPOLAR as -1/+1."""
+    if dtype == DataType["BIPOLAR"]:
+        return Mux(bits[0], 1, -1)
+    return element_value(bits, dtype)
+
+
+class AddStreams(wiring.Component):
+    """Lane-wise sum of two streams of ``pe``-lane words: ``o`` lane j = ``i0`` lane j + ``i1`` lane j.
+
+    Members
+    -------
+    i0, i1 : In(stream.Signature(spec.in_width))
+    o : Out(stream.Signature(spec.out_width))
+
+    Words are paired in order: the n-th output word is the sum of the n-th words of ``i0`` and ``i1``,
+    and a word is taken from both inputs in the same cycle (each input's ``ready`` waits for the other's
+    ``valid``). One word per cycle when both inputs keep up (``spec.exp_cycles`` per frame); latency
+    ``spec.latency``. The readies come from the output FIFO's registered ready, never from ``o.ready``;
+    a stall holds the pipeline still.
+    """
+
+    def __init__(self, spec):
+        self._spec = spec
+        super().__init__({
+            "i0": In(stream.Signature(spec.in_width)),
+            "i1": In(stream.Signature(spec.in_width)),
+            "o": Out(stream.Signature(spec.out_width)),
+        })
+
+    @property
+    def spec(self):
+        return self._spec
+
+    def elaborate(self, platform):
+        spec = self._spec
+        idt, ob = spec.input_dtype, spec.output_dtype.bitwidth()
+        m = Module()
+        advance, fifo_in = output_stage(m, self.o, spec.out_width)
+
+        m.d.comb += [
+            self.i0.ready.eq(advance & self.i1.valid),
+            self.i1.ready.eq(advance & self.i0.valid),
+        ]
+        take = self.i0.valid & self.i1.valid & advance
+        layout = data.ArrayLayout(idt.bitwidth(), spec.pe)
+        a, b = data.View(layout, self.i0.payload), data.View(layout, self.i1.payload)
+        # the sum is exact in ob bits (ob holds 2*min .. 2*max), so its low ob bits are the element code
+        sums = Cat((_lane_value(a[j], idt) + _lane_value(b[j], idt))[:ob] for j in range(spec.pe))
+        valid = register(m, advance, take, name="sum_valid", reset_less=False)
+        total = register(m, advance, sums, name="sum")
+        m.d.comb += [fifo_in.valid.eq(valid), fifo_in.payload.eq(total)]
+        return m
+
+
+# --- DuplicateStreams ----------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class DuplicateStreamsSpec:
+    """Contract of a fan-out to several consumers (FINN ``DuplicateStreams``: NumChannels, PE,
+    NumOutputStreams, inputDataType, numInputVectors)."""
+    num_channels: int           # NumChannels: C
+    pe: int                     # PE: channels per word, divides C
+    num_output_streams: int = 2     # NumOutputStreams: n >= 2
+    dtype: object = "INT8"      # inputDataType (= output datatype)
+    num_input_vectors: tuple = (1,)
+
+    def __post_init__(self):
+        owner = "DuplicateStreams"
+        _positive(owner, "num_channels", self.num_channels)
+        _check_fold(owner, "pe", self.pe, self.num_channels)
+        n = self.num_output_streams
+        if not isinstance(n, int) or isinstance(n, bool) or n < 2:
+            raise ValueError(f"{owner} num_output_streams must be an integer >= 2, not {n!r}")
+        object.__setattr__(self, "dtype", check_dtype(owner, "dtype", self.dtype))
+        object.__setattr__(self, "num_input_vectors", _vectors(owner, self.num_input_vectors))
+
+    @property
+    def cf(self):
+        return self.num_channels // self.pe
+
+    @property
+    def width(self):
+        return self.pe * self.dtype.bitwidth()
+
+    @property
+    def folded_input_shape(self):
+        return (*self.num_input_vectors, self.cf, self.pe)
+
+    @property
+    def folded_output_shape(self):
+        return self.folded_input_shape
+
+    @property
+    def words(self):
+        return prod(self.num_input_vectors) * self.cf
+
+    @property
+    def exp_cycles(self):
+        """Cycles per frame in steady state: one word per cycle in and on every output."""
+        return self.words
+
+    @property
+    def buffer_words(self):
+        """Words an output may fall behind the fastest one before the input stalls (its FIFO's capacity)."""
+        return FIFOSpec(self.width, 2).capacity
+
+    @property
+    def latency(self):
+        return FIFOSpec(self.width, 2).latency
+
+    def resource_estimate(self):
+        """A depth-2 FIFO per output and the AND of their readies."""
+        fifo = _fifo_cost(self.width)
+        n = self.num_output_streams
+        return {"LUT": n * fifo["LUT"] + n, "FF": n * fifo["FF"], "BRAM18": 0}
+
+
+class DuplicateStreams(wiring.Component):
+    """Every input word goes to every output ``o0`` .. ``o{n-1}``, in order, exactly once each.
+
+    Members
+    -------
+    i : In(stream.Signature(spec.width))
+    o0 .. o{n-1} : Out(stream.Signature(spec.width))
+
+    Each output has its own depth-2 FIFO (``spec.buffer_words`` words with its output register); a word
+    is taken only when every FIFO has room and then written to all of them in that cycle. So outputs
+    run independently up to ``spec.buffer_words`` words apart; a stalled output stalls the input once
+    its FIFO is full, and no output ever gets a word twice. ``i.ready`` is the AND of the FIFOs'
+    registered readies, not a function of any ``o*.ready``. One word per cycle (``spec.exp_cycles`` per
+    frame) when all consumers keep up; latency ``spec.latency``.
+    """
+
+    def __init__(self, spec):
+        self._spec = spec
+        members = {"i": In(stream.Signature(spec.width))}
+        members.update({f"o{k}": Out(stream.Signature(spec.width)) for k in range(spec.num_output_streams)})
+        super().__init__(members)
+
+    @property
+    def spec(self):
+        return self._spec
+
+    def elaborate(self, platform):
+        spec = self._spec
+        m = Module()
+        fifos = []
+        for k in range(spec.num_output_streams):
+            fifo = StreamingFIFO(FIFOSpec(spec.width, 2))
+            m.submodules[f"out_fifo{k}"] = fifo
+            wiring.connect(m, wiring.flipped(getattr(self, f"o{k}")), fifo.o)
+            fifos.append(fifo)
+        all_room = Signal()
+        m.d.comb += [all_room.eq(Cat(f.i.ready for f in fifos).all()), self.i.ready.eq(all_room)]
+        for fifo in fifos:
+            m.d.comb += [fifo.i.valid.eq(self.i.valid & all_room), fifo.i.payload.eq(self.i.payload)]
+        return m
+
+
+# --- StreamingConcat -----------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class StreamingConcatSpec:
+    """Contract of a channel concatenation (FINN ``StreamingConcat``: ChannelsPerStream, SIMD,
+    inputDataTypes (one common type here), numInputVectors)."""
+    channels_per_stream: tuple  # ChannelsPerStream: (C0, C1, ...), at least 2 inputs
+    simd: int                   # SIMD: channels per word, divides every Ci
+    dtype: object = "INT8"      # the common input datatype (= output datatype)
+    num_input_vectors: tuple = (1,)
+
+    def __post_init__(self):
+        owner = "StreamingConcat"
+        chans = tuple(self.channels_per_stream)
+        if len(chans) < 2 or any(not isinstance(c, int) or isinstance(c, bool) or c < 1 for c in chans):
+            raise ValueError(f"{owner} channels_per_stream must be at least 2 positive integers, "
+                             f"not {self.channels_per_stream!r}")
+        object.__setattr__(self, "channels_per_stream", chans)
+        _positive(owner, "simd", self.simd)
+        for k, c in enumerate(chans):
+            if c % self.simd:
+                common = [d for d in range(1, min(chans) + 1) if all(x % d == 0 for x in chans)]
+                raise ValueError(f"{owner} simd={self.simd} must divide every channel count, but input {k} has "
+                                 f"{c} channels; legal: {', '.join(map(str, common))}")
+        object.__setattr__(self, "dtype", check_dtype(owner, "dtype", self.dtype))
+        object.__setattr__(self, "num_input_vectors", _vectors(owner, self.num_input_vectors))
+
+    @property
+    def num_inputs(self):
+        return len(self.channels_per_stream)
+
+    @property
+    def num_channels(self):
+        """Output channels: the sum of the inputs'."""
+        return sum(self.channels_per_stream)
+
+    @property
+    def input_folds(self):
+        """Words per pixel of each input."""
+        return tuple(c // self.simd for c in self.channels_per_stream)
+
+    @property
+    def width(self):
+        return self.simd * self.dtype.bitwidth()
+
+    def folded_input_shape(self, k):
+        return (*self.num_input_vectors, self.input_folds[k], self.simd)
+
+    @property
+    def folded_output_shape(self):
+        return (*self.num_input_vectors, self.num_channels // self.simd, self.simd)
+
+    @property
+    def pixels(self):
+        return prod(self.num_input_vectors)
+
+    @property
+    def out_words(self):
+        return self.pixels * self.num_channels // self.simd
+
+    @property
+    def exp_cycles(self):
+        """Cycles per frame in steady state: one output word per cycle."""
+        return self.out_words
+
+    @property
+    def latency(self):
+        """Cycles from an input transfer to the word being offered (output FIFO)."""
+        return 2
+
+    def resource_estimate(self):
+        """An n-way word multiplexer, the input/fold counters and the output FIFO."""
+        n = self.num_inputs
+        counter_bits = max(1, (n - 1).bit_length()) + max(1, (max(self.input_folds) - 1).bit_length())
+        fifo = _fifo_cost(self.width)
+        mux_lut = self.width * -(-(n - 1) // 3) if n > 1 else 0     # a LUT6 selects from 4 inputs
+        return {"LUT": mux_lut + 2 * counter_bits + fifo["LUT"], "FF": counter_bits + fifo["FF"], "BRAM18": 0}
+
+
+class StreamingConcat(wiring.Component):
+    """Concatenates the channels of ``n`` streams, pixel by pixel.
+
+    Members
+    -------
+    i0 .. i{n-1} : In(stream.Signature(spec.width))
+    o : Out(stream.Signature(spec.width))
+
+    For each pixel the output carries ``C0/SIMD`` words of ``i0``, then ``C1/SIMD`` words of ``i1``, and
+    so on, so output channel order is i0's channels, then i1's... Only the input whose turn it is sees
+    ``ready``; the others wait. One output word per cycle (``spec.exp_cycles`` per frame) when the
+    inputs keep up; latency ``spec.latency``. The readies are the output FIFO's registered ready gated
+    by the turn, never a function of ``o.ready``.
+    """
+
+    def __init__(self, spec):
+        self._spec = spec
+        members = {f"i{k}": In(stream.Signature(spec.width)) for k in range(spec.num_inputs)}
+        members["o"] = Out(stream.Signature(spec.width))
+        super().__init__(members)
+
+    @property
+    def spec(self):
+        return self._spec
+
+    def elaborate(self, platform):
+        spec = self._spec
+        n, folds = spec.num_inputs, spec.input_folds
+        inputs = [getattr(self, f"i{k}") for k in range(n)]
+        m = Module()
+        advance, fifo_in = output_stage(m, self.o, spec.width)
+
+        turn = Signal(range(n))                     # the input whose words go out now
+        fold = Signal(range(max(folds)))            # words of this pixel taken from it so far
+        # (a compare per input rather than an Array of constants, which Icarus evaluates only once)
+        last_fold = Cat((turn == k) & (fold == f - 1) for k, f in enumerate(folds)).any()
+        valid = Array(s.valid for s in inputs)[turn]
+        take = valid & advance
+        m.d.comb += [fifo_in.valid.eq(valid), fifo_in.payload.eq(Array(s.payload for s in inputs)[turn])]
+        for k, s in enumerate(inputs):
+            m.d.comb += s.ready.eq(advance & (turn == k))
+        with m.If(take):
+            with m.If(last_fold):
+                m.d.sync += [fold.eq(0), turn.eq(wrapping_increment(turn, n))]
+            with m.Else():
+                m.d.sync += fold.eq(fold + 1)
+        return m
