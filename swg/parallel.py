@@ -1,6 +1,6 @@
 """Parallel-window sliding-window generator: line buffers and a register window, one window per word."""
 
-from amaranth.hdl import Array, Cat, Const, Module, Signal, unsigned
+from amaranth.hdl import Cat, Const, Module, Signal, unsigned
 from amaranth.lib import stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
@@ -62,14 +62,16 @@ class SlidingWindowRegisters(wiring.Component):
         reach = [d * (k - 1) for d, k in zip(spec.dilation, spec.kernel)]
         row_ends = [y >= reach[0] and (y - reach[0]) % sh == 0 and (y - reach[0]) // sh < oh for y in range(h)]
         col_ends = [x >= reach[1] and (x - reach[1]) % sw == 0 and (x - reach[1]) // sw < ow for x in range(w)]
-        y, x, cf = Signal(range(h)), Signal(range(w)), Signal(range(spec.cf))
+        y, x, cf = Signal(range(h), name="y"), Signal(range(w), name="x"), Signal(range(spec.cf), name="cf")
         with m.If(shift):
             m.d.sync += cf.eq(wrapping_increment(cf, spec.cf))
             with m.If(cf == spec.cf - 1):
                 m.d.sync += x.eq(wrapping_increment(x, w))
                 with m.If(x == w - 1):
                     m.d.sync += y.eq(wrapping_increment(y, h))
-        window_end = Array(Const(int(v), 1) for v in row_ends)[y] & Array(Const(int(v), 1) for v in col_ends)[x]
+        row_mask = Const(sum(1 << k for k, v in enumerate(row_ends) if v), h)
+        col_mask = Const(sum(1 << k for k, v in enumerate(col_ends) if v), w)
+        window_end = row_mask.bit_select(y, 1) & col_mask.bit_select(x, 1)
         valid = Signal()
         with m.If(advance):
             m.d.sync += valid.eq(shift & window_end)
