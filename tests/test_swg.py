@@ -5,7 +5,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from qonnx.core.datatype import DataType
-from qonnx.util.basic import gen_finn_dt_tensor
+from qonnx.util.basic import gen_finn_dt_tensor, qonnx_make_model
 
 from memstream.packing import pack_words, unpack_words
 from sim import golden
@@ -133,7 +133,7 @@ def test_golden_matches_qonnx_im2col():
                                 kernel_size=list(kernel), input_shape=str((1, 9, 7, 3)), dilations=list(dilation))
         graph = helper.make_graph([node], "im2col", [helper.make_tensor_value_info("x", TensorProto.FLOAT, x[:1].shape)],
                                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, want[:1].shape)])
-        model = ModelWrapper(helper.make_model(graph))
+        model = ModelWrapper(qonnx_make_model(graph))
         model.set_tensor_datatype("x", DataType["INT4"])
         for n in range(2):
             got = execute_onnx(model, {"x": x[n:n + 1]})["y"]
