@@ -70,8 +70,8 @@ def test_finn_grid_rest(case, simulator):
 
 
 # Beyond the grid: non-square images and kernels, other datatypes.
-CASES_2D = [((8, 8), 2, 3, "INT4"), ((6, 6), 3, 2, "UINT3"), ((4, 8), 2, 2, "INT4"), ((6, 4), (3, 2), 2, "INT8")]
-SLOW_2D = [((4, 4), 2, 1, "INT4"), ((4, 4), 2, 3, "BIPOLAR"), ((4, 6), (2, 1), 1, "INT3"), ((4, 4), 4, 2, "BINARY"),
+CASES_2D = [((6, 6), 3, 2, "UINT3"), ((4, 8), 2, 2, "INT4")]
+SLOW_2D = [((8, 8), 2, 3, "INT4"), ((6, 4), (3, 2), 2, "INT8"), ((4, 4), 2, 1, "INT4"), ((4, 4), 2, 3, "BIPOLAR"), ((4, 6), (2, 1), 1, "INT3"), ((4, 4), 4, 2, "BINARY"),
            ((16, 16), 2, 8, "INT8"), ((9, 9), 3, 4, "BIPOLAR"), ((12, 8), 4, 3, "UINT4")]
 
 
@@ -123,7 +123,8 @@ def test_random_specs(one_d, rows, k, extra, pe, nf, ceil, dtype, seed):
         spec = StreamingMaxPoolSpec((1, k * 2 + extra), (1, k), pe * nf, pe, ceil, dtype)
     else:
         spec = StreamingMaxPoolSpec((rows * k, (rows + extra) * k), k, pe, 1, False, dtype)
-    check(spec, seed=seed)
+    # One run under random backpressure (the grid cases measure cycles).
+    run(spec, 3, Backpressure(seed=seed), seed=seed)
 
 
 def _onnx_maxpool(x, k, ceil_mode):
