@@ -128,8 +128,8 @@ def test_random_specs(one_d, rows, k, extra, pe, nf, ceil, dtype, seed):
 
 
 def _onnx_maxpool(x, k, ceil_mode):
-    """ONNX MaxPool run by onnxruntime on NCHW, as qonnx's MaxPoolNHWC does. (qonnx's execute_onnx wraps
-    each node in an IR-version-14 model, which this onnxruntime refuses, so the model is run directly.)"""
+    """ONNX MaxPool run by onnxruntime on NCHW, which is what qonnx's MaxPoolNHWC executes. The model is
+    built with an explicit IR version and run directly, so no onnx/onnxruntime IR mismatch can hit it."""
     import onnxruntime as rt
     from onnx import TensorProto, helper
     from qonnx.custom_op.general.maxpoolnhwc import compute_pool_output_dim
