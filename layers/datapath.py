@@ -158,3 +158,4 @@ def ceil_thresholds(thresholds, owner):
     if not np.all(np.isfinite(t)):
         raise ValueError(f"{owner} thresholds must be finite numbers")
     return np.ceil(t).astype(np.int64)
+

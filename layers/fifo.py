@@ -8,10 +8,19 @@ from amaranth.lib import stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-__all__ = ["FIFOSpec", "StreamingFIFO"]
+__all__ = ["FIFOSpec", "StreamingFIFO", "bram18_count"]
 
 RAM_STYLES = ("auto", "distributed", "block")
 SRL_MAX_DEPTH = 32      # one SRLC32E per bit; deeper FIFOs are cheaper as LUTRAM or BRAM
+
+
+# RAMB18E1 aspect ratios (depth, width) on 7-series, simple dual port.
+BRAM18_SHAPES = ((512, 36), (1024, 18), (2048, 9), (4096, 4), (8192, 2), (16384, 1))
+
+
+def bram18_count(width, depth):
+    """Fewest RAMB18s holding ``depth`` words of ``width`` bits, over the block's aspect ratios."""
+    return min(-(-width // w) * -(-depth // d) for d, w in BRAM18_SHAPES)
 
 
 @dataclass(frozen=True)
@@ -52,10 +61,7 @@ class FIFOSpec:
             return {"LUT": self.width * ((self.depth + 31) // 32), "FF": self.width + 16, "BRAM18": 0}
         if self.ram_style == "distributed" or (self.ram_style == "auto" and self.depth * self.width <= 4096):
             return {"LUT": self.width * ((self.depth + 63) // 64) * 4 // 3, "FF": self.width + 40, "BRAM18": 0}
-        per_bram_width = {512: 36, 1024: 18, 2048: 9, 4096: 4, 8192: 2, 16384: 1}
-        fits = next((w for d, w in per_bram_width.items() if self.depth <= d), 1)
-        brams = -(-self.width // fits) * max(1, -(-self.depth // 16384))
-        return {"LUT": 40, "FF": self.width + 40, "BRAM18": brams}
+        return {"LUT": 40, "FF": self.width + 40, "BRAM18": bram18_count(self.width, self.depth)}
 
 
 class StreamingFIFO(wiring.Component):

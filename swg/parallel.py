@@ -5,7 +5,7 @@ from amaranth.lib import stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-from layers.datapath import output_stage, wrapping_increment
+from layers.datapath import wrapping_increment
 
 __all__ = ["SlidingWindowRegisters"]
 
@@ -28,7 +28,8 @@ class SlidingWindowRegisters(wiring.Component):
 
     So the layer consumes one word per cycle whatever the stride (``spec.exp_cycles`` = input words per
     frame), frames follow each other without a gap, and the output is at most one word per input word.
-    ``i.ready`` is the registered enable of the output stage: a stall freezes the delay line.
+    A window stays on ``o`` until taken; meanwhile the delay line is frozen. ``i.ready`` is
+    ``~o.valid | o.ready`` (one gate from ``o.ready``; see ``elaborate``).
     """
 
     def __init__(self, spec):
@@ -47,15 +48,18 @@ class SlidingWindowRegisters(wiring.Component):
     def elaborate(self, platform):
         spec = self._spec
         m = Module()
-        advance, out = output_stage(m, self.o, spec.out_width)
+        # The taps are the output register: a window stays on ``o`` until taken, and the line moves
+        # when the output is free or being taken. A skid buffer would break the o.ready -> i.ready
+        # path but costs a whole window of flip-flops (and a window-wide mux); the stitched design's
+        # FIFO in front of the consumer breaks it instead.
         shift = Signal()
-        m.d.comb += [shift.eq(advance & self.i.valid), self.i.ready.eq(advance)]
+        m.d.comb += [self.i.ready.eq(~self.o.valid | self.o.ready), shift.eq(self.i.valid & self.i.ready)]
 
         kh, kw = spec.kernel
         span = spec.window_span - spec.cf          # distance of the top-left word from the bottom-right
         delays = {(ky, kx): span - spec.tap_offset(ky, kx) for ky in range(kh) for kx in range(kw)}
         taps = self._delay_line(m, shift, sorted(set(delays.values())))
-        m.d.comb += out.payload.eq(Cat(taps[delays[ky, kx]] for ky in range(kh) for kx in range(kw)))
+        m.d.comb += self.o.payload.eq(Cat(taps[delays[ky, kx]] for ky in range(kh) for kx in range(kw)))
 
         # Is the word just accepted the bottom-right word of a window? Per-row and per-column tables.
         (h, w), (oh, ow), (sh, sw) = spec.ifm_dim, spec.ofm_dim, spec.stride
@@ -72,10 +76,10 @@ class SlidingWindowRegisters(wiring.Component):
         row_mask = Const(sum(1 << k for k, v in enumerate(row_ends) if v), h)
         col_mask = Const(sum(1 << k for k, v in enumerate(col_ends) if v), w)
         window_end = row_mask.bit_select(y, 1) & col_mask.bit_select(x, 1)
-        valid = Signal()
-        with m.If(advance):
-            m.d.sync += valid.eq(shift & window_end)
-        m.d.comb += out.valid.eq(valid)
+        with m.If(shift):
+            m.d.sync += self.o.valid.eq(window_end)
+        with m.Elif(self.o.ready):
+            m.d.sync += self.o.valid.eq(0)
         return m
 
     def _delay_line(self, m, shift, delays):

@@ -4,6 +4,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from layers.datapath import check_dtype, legal_divisors
+from layers.fifo import bram18_count
 
 __all__ = ["SWGSpec"]
 
@@ -178,15 +179,19 @@ class SWGSpec:
         return max(self.in_words, self.out_words + stalls)
 
     def resource_estimate(self):
-        """LUT/FF/BRAM18 of the buffer and controller (LUTRAM up to 64 deep and 4 kbit, else BRAM18)."""
-        bits = self.input_dtype.bitwidth()
+        """LUT/FF/BRAM18 of buffer and controller: LUTRAM up to 64 words deep and 4 kbit, else BRAM18.
+
+        Default: the circular buffer, ~8 LUT/FF per index bit for the loop counters and compares, and
+        the depth-2 output FIFO. Parallel: the kh*kw taps are registers (they are the output word),
+        the row gaps between them line buffers.
+        """
+        width = self.simd * self.input_dtype.bitwidth()
         if self.parallel_window:
-            depth, registers = self.window_span, self.kernel_positions * self.simd * bits
+            lines = self.window_span - self.kernel_positions * self.cf
+            depth, registers, control = lines, self.kernel_positions * width, 4 * self.in_words.bit_length()
         else:
-            depth, registers = self.buffer_words, self.simd * bits
-        width = self.simd * bits
+            depth, registers, control = self.buffer_words, 3 * width, 12 * (self.in_words + self.buffer_words).bit_length()
         block = self.ram_style == "block" or (self.ram_style == "auto" and depth * width > 4096)
-        brams = -(-width // 36) * -(-depth // 512) if block else 0   # 512x36 per BRAM18, wider = more
+        bram18 = bram18_count(width, depth) if block else 0
         lutram = 0 if block else -(-depth // 64) * width
-        counters = 8 * max(depth, self.in_words).bit_length()
-        return {"LUT": lutram + counters + width, "FF": registers + counters + 2 * width, "BRAM18": brams}
+        return {"LUT": lutram + control + width, "FF": registers + control, "BRAM18": bram18}
