@@ -7,7 +7,9 @@ are exact (int64 accumulation; object arrays would be needed only beyond 63 bits
 
 import numpy as np
 
-__all__ = ["matmul", "xnor_popcount", "multithreshold", "mvau", "depthwise_dot", "vvau"]
+__all__ = ["matmul", "xnor_popcount", "multithreshold", "mvau", "depthwise_dot", "vvau", "fm_padding", "add_streams",
+           "concat_channels", "channelwise", "maxpool_nhwc", "label_select", "global_acc_pool", "im2col",
+           "depthwise_windows"]
 
 
 def _int(a):
