@@ -117,9 +117,10 @@ class FMPadding(wiring.Component):
     emits a zero word without touching the input, inside the image it forwards the next input word
     (waiting for it if needed). A frame's first output word waits until the frame's first input word
     is offered (not taken, unless it is the first inside word), so padding never runs ahead into a
-    frame that has not started; the bottom padding of a frame follows its last input word. Words are offered ``spec.latency`` cycles after their turn. ``i.ready``
-    is the output FIFO's registered ready gated by position, never a function of ``o.ready``; a stall
-    freezes the walker, so nothing is lost or repeated.
+    frame that has not started; the bottom padding of a frame follows its last input word. Words are
+    offered ``spec.latency`` cycles after their turn. ``i.ready`` is the output FIFO's registered ready
+    gated by position, never a function of ``o.ready``; a stall freezes the walker, so nothing is lost
+    or repeated.
     """
 
     def __init__(self, spec):
