@@ -6,10 +6,10 @@ from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from layers.datapath import wrapping_increment
+from swg.spec import SHIFT_REGISTER_MAX
 
 __all__ = ["SlidingWindowRegisters"]
 
-SHIFT_REGISTER_MAX = 4      # gaps up to this many words are register chains; longer ones are line buffers
 
 
 class SlidingWindowRegisters(wiring.Component):
@@ -56,8 +56,7 @@ class SlidingWindowRegisters(wiring.Component):
         m.d.comb += [self.i.ready.eq(~self.o.valid | self.o.ready), shift.eq(self.i.valid & self.i.ready)]
 
         kh, kw = spec.kernel
-        span = spec.window_span - spec.cf          # distance of the top-left word from the bottom-right
-        delays = {(ky, kx): span - spec.tap_offset(ky, kx) for ky in range(kh) for kx in range(kw)}
+        delays = spec.tap_delays()
         taps = self._delay_line(m, shift, sorted(set(delays.values())))
         m.d.comb += self.o.payload.eq(Cat(taps[delays[ky, kx]] for ky in range(kh) for kx in range(kw)))
 

@@ -9,6 +9,7 @@ from layers.fifo import bram18_count
 __all__ = ["SWGSpec"]
 
 RAM_STYLES = ("auto", "distributed", "block")
+SHIFT_REGISTER_MAX = 4      # parallel style: gaps up to this many words are register chains, longer ones line buffers
 
 
 def _pair(owner, attr, value):
@@ -130,6 +131,17 @@ class SWGSpec:
         kh, kw = self.kernel
         return self.tap_offset(kh - 1, kw - 1, self.cf - 1) + 1
 
+    def tap_delays(self):
+        """Parallel style: {(ky, kx): input words between that window element and the bottom-right one}."""
+        kh, kw = self.kernel
+        last = self.tap_offset(kh - 1, kw - 1)
+        return {(ky, kx): last - self.tap_offset(ky, kx) for ky in range(kh) for kx in range(kw)}
+
+    def line_buffer_depths(self):
+        """Parallel style: depth of each memory in the delay line (a gap of g words is g - 1 words + a tap)."""
+        delays = sorted(set(self.tap_delays().values()))
+        return [b - a - 1 for a, b in zip([0] + delays, delays) if b - a > SHIFT_REGISTER_MAX]
+
     @property
     def pixel_steps(self):
         """How far the window's top-left word moves: to the next column, next row, next frame's first window."""
@@ -179,19 +191,24 @@ class SWGSpec:
         return max(self.in_words, self.out_words + stalls)
 
     def resource_estimate(self):
-        """LUT/FF/BRAM18 of buffer and controller: LUTRAM up to 64 words deep and 4 kbit, else BRAM18.
+        """LUT/FF/BRAM18 of buffers and controller: with ``auto`` a memory is LUTRAM up to 64 words or
+        4 kbit (as Yosys maps it), else BRAM18.
 
-        Default: the circular buffer, ~8 LUT/FF per index bit for the loop counters and compares, and
+        Default: the circular buffer, ~12 LUT/FF per index bit for the loop counters and compares, and
         the depth-2 output FIFO. Parallel: the kh*kw taps are registers (they are the output word),
-        the row gaps between them line buffers.
+        the gaps between them register chains or line buffers.
         """
         width = self.simd * self.input_dtype.bitwidth()
         if self.parallel_window:
-            lines = self.window_span - self.kernel_positions * self.cf
-            depth, registers, control = lines, self.kernel_positions * width, 4 * self.in_words.bit_length()
+            memories = self.line_buffer_depths()
+            registers, control = (self.window_span - sum(memories)) * width, 4 * self.in_words.bit_length()
         else:
-            depth, registers, control = self.buffer_words, 3 * width, 12 * (self.in_words + self.buffer_words).bit_length()
-        block = self.ram_style == "block" or (self.ram_style == "auto" and depth * width > 4096)
-        bram18 = bram18_count(width, depth) if block else 0
-        lutram = 0 if block else -(-depth // 64) * width
-        return {"LUT": lutram + control + width, "FF": registers + control, "BRAM18": bram18}
+            memories = [self.buffer_words]
+            registers, control = 3 * width, 12 * (self.in_words + self.buffer_words).bit_length()
+        lut, bram18 = control + width, 0
+        for depth in memories:
+            if self.ram_style == "block" or (self.ram_style == "auto" and depth > 64 and depth * width > 4096):
+                bram18 += bram18_count(width, depth)
+            else:
+                lut += -(-depth // 64) * width
+        return {"LUT": lut, "FF": registers + control, "BRAM18": bram18}
