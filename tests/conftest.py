@@ -1,8 +1,9 @@
+import functools
 import os
 
 import pytest
 
-from sim.runner import available_simulators, default_simulator
+from sim.runner import available_simulators, default_simulator, to_verilog
 
 
 def simulators_under_test():
@@ -24,6 +25,13 @@ def sampled_grid(axes, *, stride, sample, legal=lambda case: True):
     cases = [case for case in cases if legal(case)]
     return [pytest.param(case, id="-".join(str(v) for v in case.values()))
             for k, case in enumerate(cases) if (k % stride == 0) == sample]
+
+
+@functools.lru_cache(maxsize=None)
+def verilog_once(component_class, spec):
+    """Verilog of ``component_class(spec)``, converted once per spec: a test's full-rate and backpressure
+    runs share it (for wide words the conversion costs more than the simulation)."""
+    return to_verilog(component_class(spec), "top")
 
 
 @pytest.fixture

@@ -1,7 +1,5 @@
 """ChannelwiseOp: bit-exact against sim.golden over FINN's grid, one word per cycle, clear errors."""
 
-import functools
-
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -14,15 +12,9 @@ from layers.datapath import dtype_for_range
 from memstream.packing import pack_words, unpack_words
 from sim import golden
 from sim.harness import FULL_RATE, Backpressure, simulate_streams
-from sim.runner import to_verilog
-from tests.conftest import sampled_grid, simulators_under_test
+from tests.conftest import sampled_grid, simulators_under_test, verilog_once
 
 
-@functools.lru_cache(maxsize=None)
-def design_text(component_class, spec):
-    """Verilog of a layer, converted once per spec: the FULL_RATE and backpressure runs share it (for wide
-    words the conversion costs more than the simulation)."""
-    return to_verilog(component_class(spec), "top")
 
 
 def make_spec(func, channels, pe, idt, pdt, odt=None, vecs=(1,), seed=0):
@@ -40,7 +32,7 @@ def run(spec, frames, backpressure, simulator=None, seed=1):
     x = gen_finn_dt_tensor(spec.input_dtype, (frames, *spec.num_input_vectors, spec.num_channels))
     expected = golden.channelwise(x, spec.params, spec.func)
     words = pack_words(x.reshape(-1, spec.pe), spec.input_dtype)
-    result = simulate_streams(design_text(ChannelwiseOp, spec), inputs={"i": list(words)}, outputs={"o": len(words)},
+    result = simulate_streams(verilog_once(ChannelwiseOp, spec), inputs={"i": list(words)}, outputs={"o": len(words)},
                               backpressure=backpressure, simulator=simulator)
     y = unpack_words(np.array(result.words("o"), dtype=object), spec.output_dtype, spec.pe).reshape(x.shape)
     assert np.array_equal(y, expected)

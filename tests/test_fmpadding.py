@@ -1,7 +1,5 @@
 """FMPadding: bit-exact against sim.golden (itself checked against ONNX Pad), one word per cycle."""
 
-import functools
-
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -12,15 +10,9 @@ from layers.fmpadding import FMPadding, FMPaddingSpec
 from memstream.packing import pack_words, unpack_words
 from sim import golden
 from sim.harness import FULL_RATE, Backpressure, simulate_streams
-from sim.runner import to_verilog
-from tests.conftest import sampled_grid, simulators_under_test
+from tests.conftest import sampled_grid, simulators_under_test, verilog_once
 
 
-@functools.lru_cache(maxsize=None)
-def design_text(component_class, spec):
-    """Verilog of a layer, converted once per spec: the FULL_RATE and backpressure runs share it (for wide
-    words the conversion costs more than the simulation)."""
-    return to_verilog(component_class(spec), "top")
 
 
 def pad_value(dtype):
@@ -33,7 +25,7 @@ def run(spec, frames, backpressure, simulator=None, seed=1):
     x = gen_finn_dt_tensor(spec.dtype, (frames, *spec.img_dim, spec.num_channels))
     expected = golden.fm_padding(x, spec.padding, pad_value(spec.dtype))
     words = pack_words(x.reshape(-1, spec.simd), spec.dtype)
-    result = simulate_streams(design_text(FMPadding, spec), inputs={"i": list(words)},
+    result = simulate_streams(verilog_once(FMPadding, spec), inputs={"i": list(words)},
                               outputs={"o": frames * spec.out_words}, backpressure=backpressure, simulator=simulator)
     y = unpack_words(np.array(result.words("o"), dtype=object), spec.dtype, spec.simd).reshape(expected.shape)
     assert np.array_equal(y, expected)

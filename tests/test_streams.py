@@ -1,8 +1,6 @@
 """AddStreams, DuplicateStreams, StreamingConcat: bit-exact against sim.golden (itself checked against ONNX
 Add and Concat), one word per cycle, independent backpressure on every port."""
 
-import functools
-
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -15,15 +13,9 @@ from layers.streams import (AddStreams, AddStreamsSpec, DuplicateStreams, Duplic
 from memstream.packing import pack_words, unpack_words
 from sim import golden
 from sim.harness import FULL_RATE, Backpressure, simulate_streams
-from sim.runner import to_verilog
-from tests.conftest import sampled_grid, simulators_under_test
+from tests.conftest import sampled_grid, simulators_under_test, verilog_once
 
 
-@functools.lru_cache(maxsize=None)
-def design_text(component_class, spec):
-    """Verilog of a layer, converted once per spec: the FULL_RATE and backpressure runs share it (for wide
-    words the conversion costs more than the simulation)."""
-    return to_verilog(component_class(spec), "top")
 
 
 def _unpack(result, port, dtype, lanes, shape):
@@ -39,7 +31,7 @@ def run_add(spec, frames, backpressure, simulator=None, seed=1):
     expected = golden.add_streams(a, b)
     inputs = {"i0": list(pack_words(a.reshape(-1, spec.pe), spec.input_dtype)),
               "i1": list(pack_words(b.reshape(-1, spec.pe), spec.input_dtype))}
-    result = simulate_streams(design_text(AddStreams, spec), inputs=inputs, outputs={"o": frames * spec.words},
+    result = simulate_streams(verilog_once(AddStreams, spec), inputs=inputs, outputs={"o": frames * spec.words},
                               backpressure=backpressure, simulator=simulator)
     assert np.array_equal(_unpack(result, "o", spec.output_dtype, spec.pe, shape), expected)
     return result
@@ -102,7 +94,7 @@ def run_dup(spec, frames, backpressure, simulator=None, seed=1):
     x = gen_finn_dt_tensor(spec.dtype, shape)
     outs = [f"o{k}" for k in range(spec.num_output_streams)]
     words = list(pack_words(x.reshape(-1, spec.pe), spec.dtype))
-    result = simulate_streams(design_text(DuplicateStreams, spec), inputs={"i": words},
+    result = simulate_streams(verilog_once(DuplicateStreams, spec), inputs={"i": words},
                               outputs={o: frames * spec.words for o in outs}, backpressure=backpressure,
                               simulator=simulator)
     for o in outs:
@@ -159,7 +151,7 @@ def run_concat(spec, frames, backpressure, simulator=None, seed=1):
     xs = [gen_finn_dt_tensor(spec.dtype, (frames, *spec.num_input_vectors, c)) for c in spec.channels_per_stream]
     expected = golden.concat_channels(xs)
     inputs = {f"i{k}": list(pack_words(x.reshape(-1, spec.simd), spec.dtype)) for k, x in enumerate(xs)}
-    result = simulate_streams(design_text(StreamingConcat, spec), inputs=inputs,
+    result = simulate_streams(verilog_once(StreamingConcat, spec), inputs=inputs,
                               outputs={"o": frames * spec.out_words}, backpressure=backpressure, simulator=simulator)
     assert np.array_equal(_unpack(result, "o", spec.dtype, spec.simd, expected.shape), expected)
     return result

@@ -11,7 +11,7 @@ from memstream.packing import pack_words, unpack_words
 from sim import golden
 from sim.harness import FULL_RATE, Backpressure, simulate_streams
 from swg import ConvolutionInputGenerator, SWGSpec
-from tests.conftest import sampled_grid, simulators_under_test
+from tests.conftest import sampled_grid, simulators_under_test, verilog_once
 
 
 def expected_windows(spec, x):
@@ -25,7 +25,7 @@ def run(spec, frames, backpressure, simulator=None, seed=1):
     np.random.seed(seed)
     x = gen_finn_dt_tensor(spec.input_dtype, (frames, *spec.ifm_dim, spec.ifm_channels))
     words = pack_words(x.reshape(-1, spec.simd), spec.input_dtype)
-    result = simulate_streams(ConvolutionInputGenerator(spec), inputs={"i": list(words)},
+    result = simulate_streams(verilog_once(ConvolutionInputGenerator, spec), inputs={"i": list(words)},
                               outputs={"o": frames * spec.out_words}, backpressure=backpressure,
                               simulator=simulator)
     y = unpack_words(np.array(result.words("o"), dtype=object), spec.input_dtype, spec.out_lanes)
