@@ -6,9 +6,18 @@
 
 import sys
 
+import numpy as np
+
 from benchmarks.tables import write_section
 from boards.yosys import synthesize
 from swg import ConvolutionInputGenerator, SWGSpec
+from layers.channelwise import ChannelwiseOp, ChannelwiseOpSpec
+from layers.fmpadding import FMPadding, FMPaddingSpec
+from layers.globalaccpool import GlobalAccPool, GlobalAccPoolSpec
+from layers.labelselect import LabelSelect, LabelSelectSpec
+from layers.maxpool import StreamingMaxPool, StreamingMaxPoolSpec
+from layers.streams import (AddStreams, AddStreamsSpec, DuplicateStreams, DuplicateStreamsSpec, StreamingConcat,
+                            StreamingConcatSpec)
 
 
 def _swg(simd, parallel=False, ram_style="auto", depthwise=False, dtype="UINT4"):
@@ -28,6 +37,33 @@ SWG_CASES = [
     ("parallel SIMD64 UINT4", lambda: _swg(64, parallel=True)),
     ("parallel SIMD64 UINT4 block", lambda: _swg(64, parallel=True, ram_style="block")),
     ("parallel SIMD8 UINT4 depthwise", lambda: _swg(8, parallel=True, depthwise=True)),
+]
+
+
+def _layer(component_class, spec):
+    return spec, component_class(spec)
+
+
+# Sizes from CNV / ResNet-like networks at 4-bit activations.
+SMALL_CASES = [
+    ("StreamingMaxPool 2D 28x28x64 k2 UINT4",
+     lambda: _layer(StreamingMaxPool, StreamingMaxPoolSpec((28, 28), 2, 64, dtype="UINT4"))),
+    ("StreamingMaxPool 1D 1x64 C64 PE8 k4 UINT4",
+     lambda: _layer(StreamingMaxPool, StreamingMaxPoolSpec((1, 64), (1, 4), 64, pe=8, dtype="UINT4"))),
+    ("FMPadding 30x30x64 pad 1 SIMD8 UINT4",
+     lambda: _layer(FMPadding, FMPaddingSpec((30, 30), (1, 1, 1, 1), 64, simd=8, dtype="UINT4"))),
+    ("LabelSelect 10 labels PE1 K1 INT16", lambda: _layer(LabelSelect, LabelSelectSpec(10, 1, 1, "INT16"))),
+    ("LabelSelect 100 labels PE10 K5 UINT8", lambda: _layer(LabelSelect, LabelSelectSpec(100, 10, 5, "UINT8"))),
+    ("AddStreams C64 PE8 UINT4", lambda: _layer(AddStreams, AddStreamsSpec(64, 8, "UINT4", (1, 16, 16)))),
+    ("DuplicateStreams C64 PE8 UINT4 x2",
+     lambda: _layer(DuplicateStreams, DuplicateStreamsSpec(64, 8, 2, "UINT4"))),
+    ("StreamingConcat 32+32 SIMD8 UINT4",
+     lambda: _layer(StreamingConcat, StreamingConcatSpec((32, 32), 8, "UINT4"))),
+    ("ChannelwiseOp add C64 PE8 INT8+INT8",
+     lambda: _layer(ChannelwiseOp, ChannelwiseOpSpec("add", 64, 8, "INT8", "INT8", "INT9",
+                                                     np.arange(-32, 32)))),
+    ("GlobalAccPool 7x7x64 PE8 UINT4",
+     lambda: _layer(GlobalAccPool, GlobalAccPoolSpec(64, 8, "UINT4", (1, 7, 7)))),
 ]
 
 
@@ -57,5 +93,13 @@ def swg():
                   "the delay line (parallel), in input words.", rows)
 
 
+def small_layers():
+    write_section("Small streaming layers: Yosys resources",
+                  "Yosys 0.70 `synth_xilinx -family xc7 -flatten`, cell counts, next to the spec's "
+                  "`resource_estimate()` (`est`). `cycles` is `spec.exp_cycles` per frame.", _rows(SMALL_CASES))
+
+
 if __name__ == "__main__":
     swg()
+    if sys.argv[1:] != ["swg"]:
+        small_layers()
