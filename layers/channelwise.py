@@ -1,7 +1,6 @@
 """ChannelwiseOp: one per-channel parameter applied to every element, p[c] OP x (compare, add or multiply)."""
 
 from dataclasses import dataclass
-from math import prod
 
 import numpy as np
 from amaranth.hdl import Cat, Const, Module, Signal
@@ -9,7 +8,7 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-from layers.datapath import (check_dtype, check_fits, dtype_range, element_value, legal_divisors, output_stage,
+from layers.datapath import (ChannelFolded, check_dtype, check_fits, dtype_range, element_value, legal_divisors, output_stage,
                              register, wrapping_increment)
 from memstream.packing import pack_words
 
@@ -25,7 +24,7 @@ def _positive(owner, attr, value):
 
 
 @dataclass(frozen=True, eq=False)
-class ChannelwiseOpSpec:
+class ChannelwiseOpSpec(ChannelFolded):
     """Contract of a channelwise operation (FINN ``ChannelwiseOp``: Func, PE, NumChannels, inputDataType,
     paramDataType, outputDataType, numInputVectors; the parameter tensor of C values).
 
@@ -87,34 +86,9 @@ class ChannelwiseOpSpec:
         return min(ends), max(ends)
 
     @property
-    def cf(self):
-        return self.num_channels // self.pe
-
-    @property
-    def in_width(self):
-        return self.pe * self.input_dtype.bitwidth()
-
-    @property
-    def out_width(self):
-        return self.pe * self.output_dtype.bitwidth()
-
-    @property
     def param_width(self):
         """Bits of one parameter word (PE parameters, lane 0 at the LSB)."""
         return self.pe * self.param_dtype.bitwidth()
-
-    @property
-    def folded_input_shape(self):
-        return (*self.num_input_vectors, self.cf, self.pe)
-
-    @property
-    def folded_output_shape(self):
-        return self.folded_input_shape
-
-    @property
-    def exp_cycles(self):
-        """Cycles per frame in steady state: one word per cycle."""
-        return prod(self.num_input_vectors) * self.cf
 
     @property
     def latency(self):

@@ -7,6 +7,7 @@ without losing or repeating anything: memories are read with ``en=advance`` so t
 """
 
 import math
+from math import prod
 
 import numpy as np
 from amaranth.hdl import Mux, Signal, signed, unsigned
@@ -17,7 +18,7 @@ from layers.fifo import FIFOSpec, StreamingFIFO
 
 __all__ = ["dtype_range", "shape_for_range", "dtype_for_range", "check_dtype", "check_fits",
            "legal_divisors", "register", "wrapping_increment", "output_stage", "element_value", "product",
-           "adder_tree", "tree_stages", "ceil_thresholds"]
+           "adder_tree", "tree_stages", "ceil_thresholds", "ChannelFolded"]
 
 
 def check_dtype(owner, attr, dtype, *, allow_fixed=False):
@@ -159,3 +160,42 @@ def ceil_thresholds(thresholds, owner):
         raise ValueError(f"{owner} thresholds must be finite numbers")
     return np.ceil(t).astype(np.int64)
 
+
+
+class ChannelFolded:
+    """Geometry of a layer that maps (vectors..., C) to (vectors..., C) word for word.
+
+    For spec dataclasses with ``num_channels``, ``pe``, ``input_dtype``, ``output_dtype`` and
+    ``num_input_vectors``: each vector streams as C/PE words of PE lanes (lane p of word f is channel
+    f*PE + p), one word per cycle in and out.
+    """
+
+    @property
+    def cf(self):
+        return self.num_channels // self.pe
+
+    @property
+    def in_width(self):
+        return self.pe * self.input_dtype.bitwidth()
+
+    @property
+    def out_width(self):
+        return self.pe * self.output_dtype.bitwidth()
+
+    @property
+    def folded_input_shape(self):
+        return (*self.num_input_vectors, self.cf, self.pe)
+
+    @property
+    def folded_output_shape(self):
+        return self.folded_input_shape
+
+    @property
+    def words(self):
+        """Words per frame, on the input and on the output."""
+        return prod(self.num_input_vectors) * self.cf
+
+    @property
+    def exp_cycles(self):
+        """Cycles per frame in steady state: one word per cycle."""
+        return self.words

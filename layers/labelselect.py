@@ -8,7 +8,7 @@ next vector streams in.
 from dataclasses import dataclass, field
 from math import prod
 
-from amaranth.hdl import Cat, Const, Module, Mux, Signal
+from amaranth.hdl import Const, Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 from qonnx.core.datatype import DataType

@@ -9,7 +9,7 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 from qonnx.core.datatype import DataType
 
-from layers.datapath import (check_dtype, dtype_for_range, dtype_range, element_value, legal_divisors,
+from layers.datapath import (ChannelFolded, check_dtype, dtype_for_range, dtype_range, element_value, legal_divisors,
                              output_stage, register, wrapping_increment)
 from layers.fifo import FIFOSpec, StreamingFIFO
 
@@ -45,7 +45,7 @@ def _fifo_cost(width):
 # --- AddStreams ----------------------------------------------------------------------------------
 
 @dataclass(frozen=True)
-class AddStreamsSpec:
+class AddStreamsSpec(ChannelFolded):
     """Contract of a lane-wise adder of two streams (FINN ``AddStreams``: NumChannels, PE, inputDataType,
     numInputVectors). Both inputs have the same datatype; the output datatype follows FINN: the
     smallest INTn holding 2*min and 2*max if signed, else the smallest UINTn holding 2*max."""
@@ -65,35 +65,6 @@ class AddStreamsSpec:
     def output_dtype(self):
         lo, hi = dtype_range(self.input_dtype)
         return dtype_for_range(2 * lo, 2 * hi)
-
-    @property
-    def cf(self):
-        return self.num_channels // self.pe
-
-    @property
-    def in_width(self):
-        return self.pe * self.input_dtype.bitwidth()
-
-    @property
-    def out_width(self):
-        return self.pe * self.output_dtype.bitwidth()
-
-    @property
-    def folded_input_shape(self):
-        return (*self.num_input_vectors, self.cf, self.pe)
-
-    @property
-    def folded_output_shape(self):
-        return self.folded_input_shape
-
-    @property
-    def words(self):
-        return prod(self.num_input_vectors) * self.cf
-
-    @property
-    def exp_cycles(self):
-        """Cycles per frame in steady state: one word of each input and of the output per cycle."""
-        return self.words
 
     @property
     def latency(self):
@@ -164,7 +135,7 @@ class AddStreams(wiring.Component):
 # --- DuplicateStreams ----------------------------------------------------------------------------
 
 @dataclass(frozen=True)
-class DuplicateStreamsSpec:
+class DuplicateStreamsSpec(ChannelFolded):
     """Contract of a fan-out to several consumers (FINN ``DuplicateStreams``: NumChannels, PE,
     NumOutputStreams, inputDataType, numInputVectors)."""
     num_channels: int           # NumChannels: C
@@ -184,42 +155,25 @@ class DuplicateStreamsSpec:
         object.__setattr__(self, "num_input_vectors", _vectors(owner, self.num_input_vectors))
 
     @property
-    def cf(self):
-        return self.num_channels // self.pe
+    def input_dtype(self):
+        return self.dtype
 
     @property
-    def width(self):
-        return self.pe * self.dtype.bitwidth()
-
-    @property
-    def folded_input_shape(self):
-        return (*self.num_input_vectors, self.cf, self.pe)
-
-    @property
-    def folded_output_shape(self):
-        return self.folded_input_shape
-
-    @property
-    def words(self):
-        return prod(self.num_input_vectors) * self.cf
-
-    @property
-    def exp_cycles(self):
-        """Cycles per frame in steady state: one word per cycle in and on every output."""
-        return self.words
+    def output_dtype(self):
+        return self.dtype
 
     @property
     def buffer_words(self):
         """Words an output may fall behind the fastest one before the input stalls (its FIFO's capacity)."""
-        return FIFOSpec(self.width, 2).capacity
+        return FIFOSpec(self.in_width, 2).capacity
 
     @property
     def latency(self):
-        return FIFOSpec(self.width, 2).latency
+        return FIFOSpec(self.in_width, 2).latency
 
     def resource_estimate(self):
         """A depth-2 FIFO per output and the AND of their readies."""
-        fifo = _fifo_cost(self.width)
+        fifo = _fifo_cost(self.in_width)
         n = self.num_output_streams
         return {"LUT": n * fifo["LUT"] + n, "FF": n * fifo["FF"], "BRAM18": 0}
 
@@ -229,8 +183,8 @@ class DuplicateStreams(wiring.Component):
 
     Members
     -------
-    i : In(stream.Signature(spec.width))
-    o0 .. o{n-1} : Out(stream.Signature(spec.width))
+    i : In(stream.Signature(spec.in_width))
+    o0 .. o{n-1} : Out(stream.Signature(spec.in_width))
 
     Each output has its own depth-2 FIFO (``spec.buffer_words`` words with its output register); a word
     is taken only when every FIFO has room and then written to all of them in that cycle. So outputs
@@ -242,8 +196,8 @@ class DuplicateStreams(wiring.Component):
 
     def __init__(self, spec):
         self._spec = spec
-        members = {"i": In(stream.Signature(spec.width))}
-        members.update({f"o{k}": Out(stream.Signature(spec.width)) for k in range(spec.num_output_streams)})
+        members = {"i": In(stream.Signature(spec.in_width))}
+        members.update({f"o{k}": Out(stream.Signature(spec.in_width)) for k in range(spec.num_output_streams)})
         super().__init__(members)
 
     @property
@@ -255,7 +209,7 @@ class DuplicateStreams(wiring.Component):
         m = Module()
         fifos = []
         for k in range(spec.num_output_streams):
-            fifo = StreamingFIFO(FIFOSpec(spec.width, 2))
+            fifo = StreamingFIFO(FIFOSpec(spec.in_width, 2))
             m.submodules[f"out_fifo{k}"] = fifo
             wiring.connect(m, wiring.flipped(getattr(self, f"o{k}")), fifo.o)
             fifos.append(fifo)

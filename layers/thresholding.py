@@ -6,7 +6,6 @@ per-stage memory, so 255 thresholds cost 8 comparators per lane, not 255.
 """
 
 from dataclasses import dataclass, field
-from math import prod
 from typing import Literal
 
 import numpy as np
@@ -15,7 +14,7 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-from layers.datapath import (check_dtype, check_fits, ceil_thresholds, dtype_for_range, dtype_range, element_value,
+from layers.datapath import (ChannelFolded, check_dtype, check_fits, ceil_thresholds, dtype_for_range, dtype_range, element_value,
                              legal_divisors, output_stage, register, shape_for_range, wrapping_increment)
 from memstream.axilite import AXILiteSignature, accept_writes, refuse_reads
 
@@ -170,7 +169,7 @@ def check_activation(owner, table, output_dtype, act_val):
 
 
 @dataclass(frozen=True, eq=False)
-class ThresholdingSpec:
+class ThresholdingSpec(ChannelFolded):
     """Contract of a standalone Thresholding layer (FINN ``Thresholding``)."""
     num_channels: int                   # NumChannels: C
     pe: int                             # PE: channels per word, divides C
@@ -214,31 +213,6 @@ class ThresholdingSpec:
         table = ThresholdTable(owner, self.thresholds, self.num_channels, self.pe, (lo, hi), writable)
         object.__setattr__(self, "table", table)
         check_activation(owner, table, self.output_dtype, self.act_val)
-
-    @property
-    def cf(self):
-        return self.num_channels // self.pe
-
-    @property
-    def in_width(self):
-        return self.pe * self.input_dtype.bitwidth()
-
-    @property
-    def out_width(self):
-        return self.pe * self.output_dtype.bitwidth()
-
-    @property
-    def folded_input_shape(self):
-        return (*self.num_input_vectors, self.cf, self.pe)
-
-    @property
-    def folded_output_shape(self):
-        return self.folded_input_shape
-
-    @property
-    def exp_cycles(self):
-        """Cycles per frame in steady state: one word per cycle."""
-        return prod(self.num_input_vectors) * self.cf
 
     @property
     def axilite_addr_width(self):
