@@ -4,11 +4,10 @@ from dataclasses import dataclass
 
 import numpy as np
 from amaranth.hdl import Cat, Const, Module, Signal
-from amaranth.lib import data, stream, wiring
+from amaranth.lib import data
 from amaranth.lib.memory import Memory
-from amaranth.lib.wiring import In, Out
 
-from layers.datapath import (ChannelFolded, check_dtype, check_fits, dtype_range, element_value, legal_divisors, output_stage,
+from layers.datapath import (StreamLayer, ChannelFolded, check_dtype, check_fits, dtype_range, element_value, legal_divisors, output_stage,
                              register, wrapping_increment)
 from memstream.packing import pack_words
 
@@ -117,7 +116,7 @@ class ChannelwiseOpSpec(ChannelFolded):
         return {"LUT": op_lut + rom_lut + 2 * self.out_width, "FF": ff, "BRAM18": 0, "DSP": dsp}
 
 
-class ChannelwiseOp(wiring.Component):
+class ChannelwiseOp(StreamLayer):
     """Applies ``p[c] OP x`` to each element of a stream of ``pe``-lane words.
 
     Members
@@ -131,17 +130,6 @@ class ChannelwiseOp(wiring.Component):
     constants when C = PE). ``i.ready`` is the output FIFO's registered ready, never a function of
     ``o.ready``; a stall holds every register and the ROM read still.
     """
-
-    def __init__(self, spec):
-        self._spec = spec
-        super().__init__({
-            "i": In(stream.Signature(spec.in_width)),
-            "o": Out(stream.Signature(spec.out_width)),
-        })
-
-    @property
-    def spec(self):
-        return self._spec
 
     def elaborate(self, platform):
         spec = self._spec

@@ -11,14 +11,15 @@ from math import prod
 
 import numpy as np
 from amaranth.hdl import Mux, Signal, signed, unsigned
-from amaranth.lib import wiring
+from amaranth.lib import stream, wiring
+from amaranth.lib.wiring import In, Out
 from qonnx.core.datatype import DataType
 
 from layers.fifo import FIFOSpec, StreamingFIFO
 
 __all__ = ["dtype_range", "shape_for_range", "dtype_for_range", "check_dtype", "check_fits",
            "legal_divisors", "register", "wrapping_increment", "output_stage", "element_value", "product",
-           "adder_tree", "tree_stages", "ceil_thresholds", "ChannelFolded"]
+           "adder_tree", "tree_stages", "ceil_thresholds", "ChannelFolded", "StreamLayer"]
 
 
 def check_dtype(owner, attr, dtype, *, allow_fixed=False):
@@ -199,3 +200,17 @@ class ChannelFolded:
     def exp_cycles(self):
         """Cycles per frame in steady state: one word per cycle."""
         return self.words
+
+
+class StreamLayer(wiring.Component):
+    """A layer with one input stream ``i`` of ``spec.in_width`` bits and one output stream ``o`` of
+    ``spec.out_width`` bits (plus ``members``); ``spec`` is its contract."""
+
+    def __init__(self, spec, **members):
+        self._spec = spec
+        super().__init__({"i": In(stream.Signature(spec.in_width)), "o": Out(stream.Signature(spec.out_width)),
+                          **members})
+
+    @property
+    def spec(self):
+        return self._spec

@@ -4,9 +4,9 @@ from dataclasses import dataclass
 from math import gcd, prod
 
 from amaranth.hdl import Array, Module, Mux, Signal
-from amaranth.lib import stream, wiring
-from amaranth.lib.wiring import In, Out
 from qonnx.core.datatype import DataType
+
+from layers.datapath import StreamLayer
 
 __all__ = ["DWCSpec", "StreamingDataWidthConverter"]
 
@@ -65,7 +65,7 @@ class DWCSpec:
         return {"LUT": self.buffer_bits * max(1, positions.bit_length()), "FF": self.buffer_bits + 16, "BRAM18": 0}
 
 
-class StreamingDataWidthConverter(wiring.Component):
+class StreamingDataWidthConverter(StreamLayer):
     """Width converter for any pair of widths (integer ratios up or down, and ratios like 6->4 or 49->16).
 
     Members
@@ -85,17 +85,6 @@ class StreamingDataWidthConverter(wiring.Component):
     OR-ed in; the append offset takes only ``(buffer_bits - in_width) / gcd + 1`` values, which keeps
     the insertion multiplexer small.
     """
-
-    def __init__(self, spec):
-        self._spec = spec
-        super().__init__({
-            "i": In(stream.Signature(spec.in_width)),
-            "o": Out(stream.Signature(spec.out_width)),
-        })
-
-    @property
-    def spec(self):
-        return self._spec
 
     def elaborate(self, platform):
         iw, ow, size = self._spec.in_width, self._spec.out_width, self._spec.buffer_bits

@@ -8,12 +8,11 @@ from dataclasses import dataclass, field
 from math import prod
 
 from amaranth.hdl import Cat, Module, Mux, Signal
-from amaranth.lib import data, stream, wiring
+from amaranth.lib import data
 from amaranth.lib.memory import Memory
-from amaranth.lib.wiring import In, Out
 from qonnx.core.datatype import DataType
 
-from layers.datapath import (check_dtype, dtype_for_range, dtype_range, element_value, legal_divisors, output_stage,
+from layers.datapath import (StreamLayer, check_dtype, dtype_for_range, dtype_range, element_value, legal_divisors, output_stage,
                              register, wrapping_increment)
 
 __all__ = ["GlobalAccPoolSpec", "GlobalAccPool"]
@@ -113,7 +112,7 @@ class GlobalAccPoolSpec:
         return {"LUT": lut, "FF": ff, "BRAM18": bram18}
 
 
-class GlobalAccPool(wiring.Component):
+class GlobalAccPool(StreamLayer):
     """Sum of every pixel of each image, per channel.
 
     Members
@@ -131,17 +130,6 @@ class GlobalAccPool(wiring.Component):
     The partial sums sit in a memory of NF words; the read for a word is issued when it is taken and
     is transparent to the write-back of the word before it (the same entry when NF = 1).
     """
-
-    def __init__(self, spec):
-        self._spec = spec
-        super().__init__({
-            "i": In(stream.Signature(spec.in_width)),
-            "o": Out(stream.Signature(spec.out_width)),
-        })
-
-    @property
-    def spec(self):
-        return self._spec
 
     def elaborate(self, platform):
         spec = self._spec

@@ -9,11 +9,10 @@ from dataclasses import dataclass, field
 from math import prod
 
 from amaranth.hdl import Const, Module, Mux, Signal
-from amaranth.lib import data, stream, wiring
-from amaranth.lib.wiring import In, Out
+from amaranth.lib import data
 from qonnx.core.datatype import DataType
 
-from layers.datapath import check_dtype, element_value, legal_divisors, output_stage, wrapping_increment
+from layers.datapath import StreamLayer, check_dtype, element_value, legal_divisors, output_stage, wrapping_increment
 
 __all__ = ["LabelSelectSpec", "LabelSelect"]
 
@@ -115,7 +114,7 @@ class LabelSelectSpec:
         return {"LUT": lut, "FF": ff, "BRAM18": 0}
 
 
-class LabelSelect(wiring.Component):
+class LabelSelect(StreamLayer):
     """Top-K indices of each vector of ``labels`` values.
 
     Members
@@ -135,17 +134,6 @@ class LabelSelect(wiring.Component):
     (a counter, the output count and the output FIFO's registered ready). The PE insertions of a word
     form one combinational chain of PE compare-and-select levels.
     """
-
-    def __init__(self, spec):
-        self._spec = spec
-        super().__init__({
-            "i": In(stream.Signature(spec.in_width)),
-            "o": Out(stream.Signature(spec.out_width)),
-        })
-
-    @property
-    def spec(self):
-        return self._spec
 
     def elaborate(self, platform):
         spec = self._spec

@@ -7,11 +7,10 @@ buffered, and only the partial maxima of one row of windows are stored.
 
 from dataclasses import dataclass
 from amaranth.hdl import Cat, Module, Mux, Signal
-from amaranth.lib import data, stream, wiring
+from amaranth.lib import data
 from amaranth.lib.memory import Memory
-from amaranth.lib.wiring import In, Out
 
-from layers.datapath import check_dtype, element_value, legal_divisors, output_stage, register, wrapping_increment
+from layers.datapath import StreamLayer, check_dtype, element_value, legal_divisors, output_stage, register, wrapping_increment
 
 __all__ = ["StreamingMaxPoolSpec", "StreamingMaxPool"]
 
@@ -155,7 +154,7 @@ class StreamingMaxPoolSpec:
         return {"LUT": lut, "FF": ff + width, "BRAM18": bram18}
 
 
-class StreamingMaxPool(wiring.Component):
+class StreamingMaxPool(StreamLayer):
     """Max pooling of a stream of pixels (stride = kernel), in the order FINN streams them.
 
     Members
@@ -177,17 +176,6 @@ class StreamingMaxPool(wiring.Component):
     read for a word is issued when it is taken and is transparent to the write-back of the word
     before it, which may update the same entry.
     """
-
-    def __init__(self, spec):
-        self._spec = spec
-        super().__init__({
-            "i": In(stream.Signature(spec.in_width)),
-            "o": Out(stream.Signature(spec.out_width)),
-        })
-
-    @property
-    def spec(self):
-        return self._spec
 
     def elaborate(self, platform):
         spec = self._spec

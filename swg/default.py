@@ -1,16 +1,14 @@
 """Default-style sliding-window generator: a circular buffer of input words and a window-read controller."""
 
 from amaranth.hdl import Module, Mux, Signal, unsigned
-from amaranth.lib import stream, wiring
 from amaranth.lib.memory import Memory
-from amaranth.lib.wiring import In, Out
 
-from layers.datapath import output_stage
+from layers.datapath import StreamLayer, output_stage
 
 __all__ = ["SlidingWindowBuffer"]
 
 
-class SlidingWindowBuffer(wiring.Component):
+class SlidingWindowBuffer(StreamLayer):
     """ConvolutionInputGenerator, default style: one output word (SIMD channels) per cycle.
 
     Members
@@ -36,15 +34,7 @@ class SlidingWindowBuffer(wiring.Component):
     def __init__(self, spec):
         if spec.parallel_window:
             raise ValueError("SlidingWindowBuffer is the default style; use SlidingWindowRegisters for parallel_window")
-        self._spec = spec
-        super().__init__({
-            "i": In(stream.Signature(spec.in_width)),
-            "o": Out(stream.Signature(spec.out_width)),
-        })
-
-    @property
-    def spec(self):
-        return self._spec
+        super().__init__(spec)
 
     def elaborate(self, platform):
         spec = self._spec

@@ -1,18 +1,16 @@
 """Parallel-window sliding-window generator: line buffers and a register window, one window per word."""
 
 from amaranth.hdl import Cat, Const, Module, Signal, unsigned
-from amaranth.lib import stream, wiring
 from amaranth.lib.memory import Memory
-from amaranth.lib.wiring import In, Out
 
-from layers.datapath import wrapping_increment
+from layers.datapath import StreamLayer, wrapping_increment
 from swg.spec import SHIFT_REGISTER_MAX
 
 __all__ = ["SlidingWindowRegisters"]
 
 
 
-class SlidingWindowRegisters(wiring.Component):
+class SlidingWindowRegisters(StreamLayer):
     """ConvolutionInputGenerator, parallel-window style: one input word per cycle, whole windows out.
 
     Members
@@ -35,15 +33,7 @@ class SlidingWindowRegisters(wiring.Component):
     def __init__(self, spec):
         if not spec.parallel_window:
             raise ValueError("SlidingWindowRegisters is the parallel_window style; use SlidingWindowBuffer")
-        self._spec = spec
-        super().__init__({
-            "i": In(stream.Signature(spec.in_width)),
-            "o": Out(stream.Signature(spec.out_width)),
-        })
-
-    @property
-    def spec(self):
-        return self._spec
+        super().__init__(spec)
 
     def elaborate(self, platform):
         spec = self._spec
