@@ -1,5 +1,6 @@
-"""A convolution block wired by hand, FMPadding -> SWG -> MVAU -> Thresholding -> DWC -> MaxPool,
-equals qonnx's execution of the lowered graph Im2Col(pad) -> MatMul -> MultiThreshold -> MaxPoolNHWC."""
+"""Convolution blocks wired by hand equal qonnx's execution of the lowered graphs:
+FMPadding -> SWG -> MVAU -> Thresholding -> DWC -> MaxPool vs Im2Col(pad) -> MatMul -> MultiThreshold ->
+MaxPoolNHWC, and depthwise SWG -> VVAU vs Im2Col -> MatMul (block-diagonal)."""
 
 import numpy as np
 import pytest
@@ -17,6 +18,7 @@ from layers.fmpadding import FMPadding, FMPaddingSpec
 from layers.maxpool import StreamingMaxPool, StreamingMaxPoolSpec
 from layers.mvau import MVAU, MVAUSpec
 from layers.thresholding import Thresholding, ThresholdingSpec
+from layers.vvau import VVAU, VVAUSpec
 from memstream.packing import pack_words, unpack_words
 from sim.harness import FULL_RATE, Backpressure, simulate_streams
 from swg import ConvolutionInputGenerator, SWGSpec
@@ -112,3 +114,50 @@ def test_conv_block_equals_qonnx(backpressure, simulator):
         # the block runs at its slowest layer: the MVAU (SF*NF per pixel) or the SWG's windows
         slowest = max(mvau.exp_cycles, swg.exp_cycles)
         assert abs(result.steady_cycles("o", (IMG // POOL) ** 2) - slowest) <= 4
+
+
+def depthwise_model(weights, img, channels, kernel):
+    """FINN's lowering of a depthwise convolution: Im2Col, then MatMul with a block-diagonal matrix."""
+    kk = kernel * kernel
+    dense = np.zeros((kk * channels, channels))
+    for c in range(channels):
+        dense[np.arange(kk) * channels + c, c] = weights[c, 0].reshape(-1)
+    out = img - kernel + 1
+    vi = helper.make_tensor_value_info
+    graph = helper.make_graph(
+        [helper.make_node("Im2Col", ["x"], ["cols"], domain="qonnx.custom_op.general", stride=[1, 1],
+                          kernel_size=[kernel, kernel], input_shape=str((1, img, img, channels)), depthwise=1),
+         helper.make_node("MatMul", ["cols", "w"], ["y"])],
+        "depthwise", [vi("x", TensorProto.FLOAT, (1, img, img, channels))],
+        [vi("y", TensorProto.FLOAT, (1, out, out, channels))],
+        initializer=[helper.make_tensor("w", TensorProto.FLOAT, dense.shape, dense.astype(np.float32).ravel())],
+        value_info=[vi("cols", TensorProto.FLOAT, (1, out, out, kk * channels))])
+    model = ModelWrapper(qonnx_make_model(graph))
+    model.set_tensor_datatype("x", IDT)
+    return model
+
+
+@pytest.mark.sim
+@pytest.mark.parametrize("parallel", [False, True], ids=["default", "parallel"])
+def test_depthwise_block_equals_qonnx(parallel, simulator):
+    """Depthwise SWG (SIMD = VVAU PE) -> [DWC to 3 kernel positions per word] -> VVAU, vs Im2Col + MatMul."""
+    img, channels, kernel, pe = 7, 6, 3, 2
+    simd = kernel * kernel if parallel else 3
+    weights = np.random.default_rng(4).integers(-8, 8, size=(channels, 1, kernel, kernel))
+    swg = SWGSpec((img, img), channels, (kernel, kernel), IDT, simd=pe, depthwise=True, parallel_window=parallel)
+    vvau = VVAUSpec(channels, (kernel, kernel), swg.ofm_dim, pe, simd, IDT, WDT, weights)
+    layers = [ConvolutionInputGenerator(swg)]
+    if not parallel:    # the default style emits one kernel position per word; the VVAU takes three
+        frame = (1, *swg.ofm_dim, kernel * kernel * channels)
+        layers.append(StreamingDataWidthConverter(DWCSpec(frame, swg.out_width, vvau.in_width, IDT)))
+    layers.append(VVAU(vvau))
+    frames = 2
+    np.random.seed(5)
+    x = gen_finn_dt_tensor(IDT, (frames, img, img, channels))
+    model = depthwise_model(weights, img, channels, kernel)
+    expected = np.concatenate([execute_onnx(model, {"x": x[n:n + 1]})["y"] for n in range(frames)])
+    result = simulate_streams(Chain(layers), inputs={"i": list(pack_words(x.reshape(-1, pe), IDT))},
+                              outputs={"o": frames * int(np.prod(swg.ofm_dim)) * channels // pe},
+                              backpressure=Backpressure(seed=6), simulator=simulator)
+    y = unpack_words(np.array(result.words("o"), dtype=object), vvau.output_dtype, pe).reshape(expected.shape)
+    assert np.array_equal(y, expected)
