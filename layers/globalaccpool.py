@@ -5,14 +5,13 @@ its fold's entry, and the last pixel's words leave as the sums, so outputs overl
 """
 
 from dataclasses import dataclass, field
-from math import prod
 
 from amaranth.hdl import Cat, Module, Mux, Signal
 from amaranth.lib import data
 from amaranth.lib.memory import Memory
 from qonnx.core.datatype import DataType
 
-from layers.datapath import (StreamLayer, check_dtype, dtype_for_range, dtype_range, element_value, legal_divisors, output_stage,
+from layers.datapath import (ChannelFolded, StreamLayer, check_dtype, dtype_for_range, dtype_range, element_value, legal_divisors, output_stage,
                              register, wrapping_increment)
 
 __all__ = ["GlobalAccPoolSpec", "GlobalAccPool"]
@@ -21,10 +20,11 @@ OWNER = "GlobalAccPool"
 
 
 @dataclass(frozen=True)
-class GlobalAccPoolSpec:
+class GlobalAccPoolSpec(ChannelFolded):
     """Contract of a global sum pool (FINN attributes NumChannels, PE, inputDataType, numInputVectors;
     the output datatype is derived as FINN does: the smallest INT holding H*W*min for signed inputs,
-    else the smallest UINT holding H*W*max)."""
+    else the smallest UINT holding H*W*max). ``exp_cycles`` is the input words: the sums leave alongside
+    the last pixel's words (FINN: N*H*W*C/PE + N*C/PE)."""
     num_channels: int                       # NumChannels: C
     pe: int                                 # PE: channels per word, divides C
     input_dtype: object                     # inputDataType
@@ -57,18 +57,6 @@ class GlobalAccPoolSpec:
         return self.num_input_vectors[1] * self.num_input_vectors[2]
 
     @property
-    def nf(self):
-        return self.num_channels // self.pe
-
-    @property
-    def in_width(self):
-        return self.pe * self.input_dtype.bitwidth()
-
-    @property
-    def out_width(self):
-        return self.pe * self.output_dtype.bitwidth()
-
-    @property
     def normal_input_shape(self):
         return (*self.num_input_vectors, self.num_channels)
 
@@ -77,31 +65,18 @@ class GlobalAccPoolSpec:
         return (self.num_input_vectors[0], 1, 1, self.num_channels)
 
     @property
-    def folded_input_shape(self):
-        return (*self.num_input_vectors, self.nf, self.pe)
-
-    @property
     def folded_output_shape(self):
-        return (self.num_input_vectors[0], 1, 1, self.nf, self.pe)
-
-    @property
-    def in_words(self):
-        return prod(self.num_input_vectors) * self.nf
+        return (self.num_input_vectors[0], 1, 1, self.cf, self.pe)
 
     @property
     def out_words(self):
-        return self.num_input_vectors[0] * self.nf
+        return self.num_input_vectors[0] * self.cf
 
-    @property
-    def exp_cycles(self):
-        """Cycles per frame in steady state: one input word per cycle, the sums leaving alongside the last
-        pixel's words (FINN: N*H*W*C/PE + N*C/PE)."""
-        return self.in_words
 
     def resource_estimate(self):
         """An adder per output bit, the accumulator memory (LUT RAM below 512 entries, else BRAM18; a
         register when NF = 1), the pipeline and read registers and the 2-word output FIFO."""
-        ow, depth = self.out_width, self.nf
+        ow, depth = self.out_width, self.cf
         lut, ff, bram18 = ow + ow + 24, self.in_width + 3 * ow + 24, 0
         if depth == 1:
             ff += ow
@@ -120,8 +95,8 @@ class GlobalAccPool(StreamLayer):
     i : In(stream.Signature(spec.in_width))
     o : Out(stream.Signature(spec.out_width))
 
-    Input: images of H*W pixels, each as ``spec.nf`` words of PE channels (lane p of word f is channel
-    f * PE + p). Output: per image ``spec.nf`` words of PE sums (``spec.output_dtype``), same channel
+    Input: images of H*W pixels, each as ``spec.cf`` words of PE channels (lane p of word f is channel
+    f * PE + p). Output: per image ``spec.cf`` words of PE sums (``spec.output_dtype``), same channel
     order; sum word f is offered two cycles after the last pixel's word f is taken (a register stage,
     then the output FIFO). One input word per cycle whenever the consumer keeps up, so a frame takes
     ``spec.exp_cycles`` cycles, and images and frames follow back to back. ``i.ready`` is the output
@@ -137,15 +112,15 @@ class GlobalAccPool(StreamLayer):
         m = Module()
         advance, fifo_in = output_stage(m, self.o, spec.out_width)
 
-        f, pixel = Signal(range(spec.nf)), Signal(range(spec.pixels))
+        f, pixel = Signal(range(spec.cf)), Signal(range(spec.pixels))
         take = self.i.valid & advance
         m.d.comb += self.i.ready.eq(advance)
         with m.If(take):
-            m.d.sync += f.eq(wrapping_increment(f, spec.nf))
-            with m.If(f == spec.nf - 1):
+            m.d.sync += f.eq(wrapping_increment(f, spec.cf))
+            with m.If(f == spec.cf - 1):
                 m.d.sync += pixel.eq(wrapping_increment(pixel, spec.pixels))
 
-        mem = Memory(shape=spec.out_width, depth=spec.nf, init=[])
+        mem = Memory(shape=spec.out_width, depth=spec.cf, init=[])
         m.submodules.sums = mem
         wr = mem.write_port()
         rd = mem.read_port(domain="sync", transparent_for=(wr,))

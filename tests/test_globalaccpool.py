@@ -104,8 +104,8 @@ def test_illegal_specs(kwargs, message):
 
 def test_derived_figures():
     spec = GlobalAccPoolSpec(64, 16, "UINT4", (2, 7, 7))
-    assert (spec.nf, spec.in_width, spec.out_width, spec.output_dtype.name) == (4, 64, 160, "UINT10")
+    assert (spec.cf, spec.in_width, spec.out_width, spec.output_dtype.name) == (4, 64, 160, "UINT10")
     assert (spec.folded_input_shape, spec.folded_output_shape) == ((2, 7, 7, 4, 16), (2, 1, 1, 4, 16))
-    assert (spec.in_words, spec.out_words, spec.exp_cycles) == (392, 8, 392)
+    assert (spec.words, spec.out_words, spec.exp_cycles) == (392, 8, 392)
     assert set(spec.resource_estimate()) == {"LUT", "FF", "BRAM18"}
     assert np.array_equal(golden.global_acc_pool(np.ones((1, 2, 3, 2))), np.full((1, 1, 1, 2), 6))
