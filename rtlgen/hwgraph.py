@@ -1,0 +1,101 @@
+"""The dataflow graph the compiler works on: a chain of hardware nodes, each a FINN op with its attributes.
+
+A :class:`HWNode` keeps what the network fixed (``params``: shapes, datatypes, weights, thresholds) apart
+from what folding chooses (``folding``: FINN's attribute names ``PE``, ``SIMD``, ``mem_mode``,
+``ram_style``, ``resType``, ``parallel_window``), so the folding passes can rebuild its spec with other
+choices. :data:`OPS` says, per FINN op type, which spec and component implement it and how the FINN
+folding attributes map onto spec fields.
+"""
+
+from dataclasses import dataclass, field
+
+from layers.dwc import DWCSpec, StreamingDataWidthConverter
+from layers.fifo import FIFOSpec, StreamingFIFO
+from layers.fmpadding import FMPadding, FMPaddingSpec
+from layers.labelselect import LabelSelect, LabelSelectSpec
+from layers.maxpool import StreamingMaxPool, StreamingMaxPoolSpec
+from layers.mvau import MVAU, MVAUSpec
+from layers.thresholding import Thresholding, ThresholdingSpec
+from layers.vvau import VVAU, VVAUSpec
+from swg import ConvolutionInputGenerator, SWGSpec
+
+__all__ = ["OpKind", "OPS", "HWNode", "canonical_op_type", "MEM_MODE_ALIASES"]
+
+
+@dataclass(frozen=True)
+class OpKind:
+    """How one FINN op type becomes hardware: its spec and component, and its folding attributes
+    (FINN attribute name -> spec field)."""
+    spec: type
+    component: object
+    folding_attrs: dict
+
+
+OPS = {
+    "MVAU": OpKind(MVAUSpec, MVAU, {"PE": "pe", "SIMD": "simd", "mem_mode": "mem_mode", "ram_style": "ram_style",
+                                    "ram_style_thresholds": "ram_style_thresholds", "resType": "res_type"}),
+    "VVAU": OpKind(VVAUSpec, VVAU, {"PE": "pe", "SIMD": "simd", "mem_mode": "mem_mode", "ram_style": "ram_style",
+                                    "ram_style_thresholds": "ram_style_thresholds", "resType": "res_type"}),
+    "Thresholding": OpKind(ThresholdingSpec, Thresholding, {"PE": "pe", "ram_style": "ram_style"}),
+    "ConvolutionInputGenerator": OpKind(SWGSpec, ConvolutionInputGenerator,
+                                        {"SIMD": "simd", "parallel_window": "parallel_window",
+                                         "ram_style": "ram_style"}),
+    "FMPadding": OpKind(FMPaddingSpec, FMPadding, {"SIMD": "simd"}),
+    "StreamingMaxPool": OpKind(StreamingMaxPoolSpec, StreamingMaxPool, {"PE": "pe"}),
+    "LabelSelect": OpKind(LabelSelectSpec, LabelSelect, {"PE": "pe"}),
+    "StreamingDataWidthConverter": OpKind(DWCSpec, StreamingDataWidthConverter, {}),
+    "StreamingFIFO": OpKind(FIFOSpec, StreamingFIFO, {"depth": "depth", "ram_style": "ram_style"}),
+}
+
+# Older FINN names of the same ops (v0.7 .. v0.9), and the SpecializeLayers suffixes.
+OLD_OP_NAMES = {
+    "StreamingFCLayer_Batch": "MVAU", "MatrixVectorActivation": "MVAU",
+    "Vector_Vector_Activate_Batch": "VVAU", "VectorVectorActivation": "VVAU",
+    "Thresholding_Batch": "Thresholding", "StreamingMaxPool_Batch": "StreamingMaxPool",
+    "StreamingDataWidthConverter_Batch": "StreamingDataWidthConverter", "FMPadding_Batch": "FMPadding",
+    "LabelSelect_Batch": "LabelSelect", "ConvolutionInputGenerator_rtl": "ConvolutionInputGenerator",
+}
+MEM_MODE_ALIASES = {"const": "internal_embedded", "decoupled": "internal_decoupled"}
+
+
+def canonical_op_type(op_type):
+    """FINN op type of any generation (``MatrixVectorActivation``, ``MVAU_hls``...) -> ours (``MVAU``)."""
+    for suffix in ("_hls", "_rtl"):
+        if op_type.endswith(suffix) and op_type[:-len(suffix)] in OPS:
+            return op_type[:-len(suffix)]
+    return OLD_OP_NAMES.get(op_type, op_type)
+
+
+@dataclass
+class HWNode:
+    """One dataflow layer: FINN ``op_type``, unique ``name`` (FINN style, e.g. ``MVAU_0``), the spec
+    fields the network fixes (``params``) and the FINN folding attributes (``folding``).
+
+    ``sources`` names the ONNX nodes it implements (for reports and error messages).
+    """
+    name: str
+    op_type: str
+    params: dict
+    folding: dict = field(default_factory=dict)
+    sources: tuple = ()
+
+    @property
+    def kind(self):
+        return OPS[self.op_type]
+
+    def spec(self, **folding):
+        """The spec with this node's folding, overridden by ``folding`` (FINN attribute names)."""
+        chosen = {**self.folding, **folding}
+        unknown = sorted(set(chosen) - set(self.kind.folding_attrs))
+        if unknown:
+            raise ValueError(f"{self.name} ({self.op_type}) has no folding attribute {unknown[0]!r}; "
+                             f"legal: {', '.join(self.kind.folding_attrs) or 'none'}")
+        kwargs = {self.kind.folding_attrs[a]: MEM_MODE_ALIASES.get(v, v) if a == "mem_mode" else v
+                  for a, v in chosen.items()}
+        try:
+            return self.kind.spec(**self.params, **kwargs)
+        except ValueError as exc:
+            raise ValueError(f"{self.name}: {exc}") from None
+
+    def component(self, spec=None):
+        return self.kind.component(spec or self.spec())
