@@ -1,0 +1,106 @@
+"""Load a QONNX / FINN-ONNX model and normalize it for lowering (the ``load`` pass).
+
+What qonnx already does we call: ModelWrapper (also renames the old ``finn`` and ``onnx.brevitas``
+domains), ``cleanup_model`` (shapes, constant folding with weight Quants kept, transposes folded into
+Quant initializers, readable names), GemmToMatMul, InferDataTypes.
+"""
+
+from pathlib import Path
+
+import numpy as np
+import onnx
+
+__all__ = ["CompileError", "load_model", "quantizer_output_codes"]
+
+
+class CompileError(ValueError):
+    """A model the compiler cannot turn into hardware; the message names the node and what is legal."""
+
+
+def load_model(path):
+    """ModelWrapper of ``path``, cleaned up, Gemm lowered to MatMul, datatypes inferred."""
+    from qonnx.core.modelwrapper import ModelWrapper
+    from qonnx.transformation.gemm_to_matmul import GemmToMatMul
+    from qonnx.transformation.infer_datatypes import InferDataTypes
+    from qonnx.util.cleanup import cleanup_model
+
+    path = Path(path)
+    if not path.is_file():
+        raise CompileError(f"{path}: no such file")
+    try:
+        proto = onnx.load(str(path))
+        if not proto.graph.node:
+            raise ValueError("the graph has no nodes")
+    except Exception as exc:                      # onnx raises DecodeError, OSError... on bad files
+        raise CompileError(f"{path}: not a valid ONNX model ({_first_line(exc)})") from None
+    try:
+        model = cleanup_model(ModelWrapper(proto))
+        model = model.transform(GemmToMatMul())
+        model = cleanup_model(model)
+        model = model.transform(InferDataTypes())
+    except Exception as exc:
+        raise CompileError(f"{path}: qonnx cannot clean up this model ({_first_line(exc)})") from None
+    if len(model.graph.input) != 1 or len(model.graph.output) != 1:
+        raise CompileError(f"{path}: the model must have one input and one output, not "
+                           f"{len(model.graph.input)} and {len(model.graph.output)}")
+    return model
+
+
+def _first_line(exc):
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def quantizer_output_codes(model, node):
+    """(dtype, scale, qmin, levels) of an activation quantizer: its output is ``scale * code`` with
+    integer codes qmin .. qmin + levels of ``dtype`` (BIPOLAR: codes -1, +1)."""
+    from qonnx.core.datatype import DataType
+    from qonnx.custom_op.registry import getCustomOp
+
+    where = f"node {node.name} ({node.op_type})"
+    if node.op_type == "BipolarQuant":
+        scale = _scalar_initializer(model, node.input[1], where, "scale")
+        return DataType["BIPOLAR"], scale, -1, 1
+    if node.op_type == "Quant":
+        scale = _scalar_initializer(model, node.input[1], where, "scale")
+        zero = _scalar_initializer(model, node.input[2], where, "zero point", positive=False)
+        bits = _scalar_initializer(model, node.input[3], where, "bit width")
+        if zero != 0:
+            raise CompileError(f"{where}: zero point must be 0 for hardware, not {zero}")
+        if bits != int(bits) or not 1 <= bits <= 32:
+            raise CompileError(f"{where}: bit width must be an integer in 1..32, not {bits}")
+        attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
+        signed, narrow, bits = bool(attrs.get("signed", 1)), bool(attrs.get("narrow", 0)), int(bits)
+        if bits == 1 and signed:
+            return DataType["BIPOLAR"], scale, -1, 1
+        lo = -(1 << (bits - 1)) + narrow if signed else 0
+        hi = (1 << (bits - 1)) - 1 if signed else (1 << bits) - 1 - narrow
+        return DataType[f"{'INT' if signed else 'UINT'}{bits}"], scale, lo, hi - lo
+    if node.op_type == "MultiThreshold":
+        inst = getCustomOp(node)
+        out_scale, out_bias = float(inst.get_nodeattr("out_scale")), float(inst.get_nodeattr("out_bias"))
+        dtype = DataType[inst.get_nodeattr("out_dtype")]
+        levels = model.get_initializer(node.input[1]).shape[1]
+        if dtype == DataType["BIPOLAR"]:
+            if levels != 1 or out_bias != -out_scale / 2:
+                raise CompileError(f"{where}: a BIPOLAR MultiThreshold needs 1 threshold and out_bias = "
+                                   f"-out_scale/2, not {levels} and {out_bias}")
+            return dtype, out_scale / 2, -1, 1
+        if out_scale <= 0 or out_bias / out_scale != int(out_bias / out_scale):
+            raise CompileError(f"{where}: out_bias/out_scale must be an integer and out_scale > 0, "
+                               f"not {out_bias}/{out_scale}")
+        return dtype, out_scale, int(out_bias / out_scale), levels
+    raise CompileError(f"{where} is not an activation quantizer (Quant, BipolarQuant, MultiThreshold)")
+
+
+def _scalar_initializer(model, name, where, what, positive=True):
+    value = model.get_initializer(name)
+    if value is None:
+        raise CompileError(f"{where}: {what} must be a constant")
+    value = np.asarray(value, dtype=np.float64)
+    if value.size != 1:
+        raise CompileError(f"{where}: {what} must be one number (per-tensor), not shape {value.shape}")
+    value = float(value.reshape(()))
+    if positive and not value > 0:
+        raise CompileError(f"{where}: {what} must be positive, not {value}")
+    return value
