@@ -45,29 +45,12 @@ class StreamTensor:
     shape: tuple
     row_order: np.ndarray = None
     kind: str = "codes"             # "codes", or "indices" (LabelSelect output: ints, no scale)
-
-    @property
-    def channels(self):
-        return self.shape[1]
+    offset: int = 0                 # real = scale * (gain * code + offset): xnor popcounts give
+    gain: int = 1                   # the bipolar dot product as 2 * popcount - MW
 
     @property
     def spatial(self):
         return len(self.shape) == 4
-
-    def to_stream(self, x):
-        """Logical tensor (batch, ...) -> (batch, elements) in stream order."""
-        x = np.asarray(x)
-        if self.spatial:
-            x = x.transpose(0, 2, 3, 1)
-        return x.reshape(x.shape[0], -1)
-
-    def from_stream(self, flat):
-        """(batch, elements) in stream order -> logical tensor (batch, ...)."""
-        flat = np.asarray(flat)
-        if self.spatial:
-            n, c, h, w = (flat.shape[0], *self.shape[1:])
-            return flat.reshape(n, h, w, c).transpose(0, 3, 1, 2)
-        return flat.reshape((flat.shape[0], *self.shape[1:]))
 
 
 @dataclass
@@ -304,7 +287,9 @@ class _Lowering:
         params = dict(base, output_dtype=odt)
         params.pop("pe"), params.pop("simd")
         self._add(op_type, params, [node])
-        return StreamTensor(out_name, self.nodes[-1].spec().output_dtype, float(t.scale) * wscale, out_shape)
+        spec = self.nodes[-1].spec()
+        xnor = dict(gain=2, offset=-spec.in_elems) if spec.xnor else {}
+        return StreamTensor(out_name, spec.output_dtype, float(t.scale) * wscale, out_shape, **xnor)
 
     def _labelselect(self, t, node, op_type, base, chain_nodes, after, wscale, plain, lo, hi, bias):
         """MVAU (no activation) + LabelSelect when the chain ends in a TopK it cannot reorder."""

@@ -1,0 +1,154 @@
+"""A compiled accelerator as its user sees it: the model's own input in, the model's own output out.
+
+:class:`StreamIO` turns model tensors into stream words and back (host pre ops, quantizer codes, NHWC
+stream order, FINN word packing; then unpacking, scales, host post ops). It is all that ``rtlgen sim``
+needs besides the Verilog, and it is saved beside it (``io.json``, ``host_pre.onnx``, ``host_post.onnx``).
+"""
+
+import json
+from dataclasses import dataclass
+from math import prod
+from pathlib import Path
+
+import numpy as np
+from qonnx.core.datatype import DataType
+
+from memstream.packing import pack_words, unpack_words
+from rtlgen.frontend import CompileError
+from rtlgen.host import run_submodel
+
+__all__ = ["StreamEnd", "StreamIO"]
+
+
+@dataclass
+class StreamEnd:
+    """One end of the accelerator: the model tensor it carries and how it is packed."""
+    tensor: str
+    shape: tuple            # model (logical) shape, batch 1
+    dtype: DataType
+    scale: object           # number or per-channel list (real = scale * code); 1 for indices
+    lanes: int              # elements per stream word
+    kind: str = "codes"
+    gain: int = 1           # real = scale * (gain * code + offset)
+    offset: int = 0
+
+    @property
+    def spatial(self):
+        return len(self.shape) == 4
+
+    @property
+    def elements(self):
+        return prod(self.shape[1:])
+
+    @property
+    def words_per_frame(self):
+        return self.elements // self.lanes
+
+    def to_stream(self, x):
+        x = np.asarray(x)
+        if self.spatial:
+            x = x.transpose(0, 2, 3, 1)
+        return x.reshape(x.shape[0], -1)
+
+    def from_stream(self, flat):
+        flat = np.asarray(flat)
+        if self.spatial:
+            c, h, w = self.shape[1:]
+            return flat.reshape(flat.shape[0], h, w, c).transpose(0, 3, 1, 2)
+        return flat.reshape((flat.shape[0], *self.shape[1:]))
+
+    def real(self, codes):
+        if self.kind == "indices":
+            return codes.astype(np.int64)
+        scale = np.asarray(self.scale, dtype=np.float64)
+        if scale.ndim:
+            scale = scale.reshape((1, -1) + (1,) * (codes.ndim - 2))
+        return ((self.gain * codes + self.offset).astype(np.float64) * scale).astype(np.float32)
+
+    def to_json(self):
+        scale = np.asarray(self.scale, dtype=np.float64)
+        return {"tensor": self.tensor, "shape": list(self.shape), "dtype": self.dtype.name,
+                "scale": scale.tolist(), "lanes": self.lanes, "kind": self.kind, "gain": self.gain,
+                "offset": self.offset}
+
+    @classmethod
+    def from_json(cls, d):
+        return cls(d["tensor"], tuple(d["shape"]), DataType[d["dtype"]], d["scale"], d["lanes"], d["kind"],
+                   d["gain"], d["offset"])
+
+
+@dataclass
+class StreamIO:
+    """Model input <-> ``s_axis_0`` words and ``m_axis_0`` words <-> model output."""
+    model_input: str
+    model_input_shape: tuple
+    model_output: str
+    input: StreamEnd
+    output: StreamEnd
+    host_pre: object = None         # ModelWrapper or None (identity)
+    host_post: object = None
+
+    def check_input(self, x):
+        """``x`` as a batch: the model's input shape, or a batch of it (first axis); else a clear error."""
+        x = np.asarray(x)
+        want = tuple(self.model_input_shape)
+        if x.shape == want:
+            return x.astype(np.float32)
+        if x.shape[1:] == want[1:] and x.ndim == len(want):
+            return x.astype(np.float32)
+        if x.shape[1:] == want and x.ndim == len(want) + 1:
+            return x.reshape(-1, *want[1:]).astype(np.float32)
+        raise CompileError(f"input of shape {x.shape} does not match the model input {self.model_input} of "
+                           f"shape {want} (a batch (N, {', '.join(map(str, want[1:]))}) is also accepted)")
+
+    def input_codes(self, x):
+        """Model input batch -> (batch, elements) integer codes in stream order."""
+        real = run_submodel(self.host_pre, self.check_input(x))
+        scale = float(np.asarray(self.input.scale).reshape(-1)[0])
+        codes = np.round(real.astype(np.float64) / scale)
+        if not np.allclose(codes * scale, real, rtol=0, atol=1e-6 * max(1.0, scale)):
+            raise CompileError(f"input values are not integers of {self.input.dtype.name}"
+                               + (" (the model input is annotated as such)" if self.host_pre is None else ""))
+        lo, hi = self.input.dtype.min(), self.input.dtype.max()
+        if codes.min() < lo or codes.max() > hi:
+            raise CompileError(f"input values must lie in {lo}..{hi} ({self.input.dtype.name}), "
+                               f"got {codes.min():g}..{codes.max():g}")
+        return self.input.to_stream(codes).astype(np.int64)
+
+    def encode(self, x):
+        """Model input batch -> list of ``s_axis_0`` words (frames back to back)."""
+        codes = self.input_codes(x)
+        return [int(w) for w in pack_words(codes.reshape(-1, self.input.lanes), self.input.dtype)]
+
+    def output_from_codes(self, codes):
+        """(batch, elements) output codes in stream order -> the model's output (host post ops run)."""
+        logical = self.output.from_stream(np.asarray(codes))
+        return run_submodel(self.host_post, self.output.real(logical))
+
+    def decode(self, words, batch):
+        """``m_axis_0`` words of ``batch`` frames -> the model's output."""
+        codes = unpack_words(np.array(words, dtype=object), self.output.dtype, self.output.lanes)
+        return self.output_from_codes(np.asarray(codes, dtype=np.int64).reshape(batch, -1))
+
+    # ---- files ----
+    def save(self, out):
+        out = Path(out)
+        for name, sub in (("host_pre.onnx", self.host_pre), ("host_post.onnx", self.host_post)):
+            path = out / name
+            if sub is not None:
+                sub.save(str(path))
+            elif path.exists():
+                path.unlink()
+        meta = {"model_input": self.model_input, "model_input_shape": list(self.model_input_shape),
+                "model_output": self.model_output, "input": self.input.to_json(), "output": self.output.to_json()}
+        (out / "io.json").write_text(json.dumps(meta, indent=2) + "\n")
+
+    @classmethod
+    def load(cls, out):
+        from qonnx.core.modelwrapper import ModelWrapper
+
+        out = Path(out)
+        meta = json.loads((out / "io.json").read_text())
+        subs = [ModelWrapper(str(out / n)) if (out / n).exists() else None for n in ("host_pre.onnx", "host_post.onnx")]
+        return cls(meta["model_input"], tuple(meta["model_input_shape"]), meta["model_output"],
+                   StreamEnd.from_json(meta["input"]), StreamEnd.from_json(meta["output"]), *subs)
