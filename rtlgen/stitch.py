@@ -312,8 +312,12 @@ def size_fifos(nodes, *, frames=3, simulator=None, max_depth=MAX_SIZING_DEPTH):
     ``nodes`` is the chain without DWCs and FIFOs. Every FIFO is first made as deep as its tensor's
     words per frame (at most ``max_depth``); ``frames`` frames of zero words stream in at full rate
     (every layer's timing is data independent) and out at full rate; then each FIFO gets
-    :func:`finn_fifo_depth` of the largest occupancy it saw. The names match
-    ``insert_dwcs_and_fifos(nodes, ...)``.
+    :func:`finn_fifo_depth` of the largest occupancy it saw (at most its deep depth). The sized chain
+    then repeats the deep chain's timing cycle for cycle. The names match ``insert_dwcs_and_fifos(nodes, ...)``.
+
+    As in FINN, the input arrives as fast as the chain takes it, so the FIFO in front of the slowest
+    layer fills with the backlog up to its deep depth: in a linear chain that depth usually buys nothing
+    (the slowest layer is never starved either way) and can be trimmed by hand.
     """
     nodes = list(nodes)
     deep = tensor_fifo_depths(nodes, max_depth=max_depth)
@@ -322,7 +326,9 @@ def size_fifos(nodes, *, frames=3, simulator=None, max_depth=MAX_SIZING_DEPTH):
     out_words = words_per_frame(nodes[-1].spec().folded_output_shape) * frames
     result = simulate_chain(chain, [0] * in_words, out_words, simulator=simulator, monitor=True,
                             toplevel="fifo_sizing")
-    return {name: finn_fifo_depth(result.probe(f"{name}_max_count")) for name in deep}
+    # A FIFO that filled up (count = depth + 1) was holding back its producer in the deep run already;
+    # its deep depth repeats that run exactly, so no FIFO grows beyond a frame of its tensor.
+    return {name: finn_fifo_depth(min(result.probe(f"{name}_max_count"), depth)) for name, depth in deep.items()}
 
 
 # ---------------------------------------------------------------------------------------------- report
