@@ -1,0 +1,349 @@
+"""Folding: FINN's folding config JSON (read, apply, write) and FINN's ``SetFolding`` (a target throughput).
+
+Both work on a chain of :class:`~rtlgen.hwgraph.HWNode` and only change ``node.folding`` (FINN attribute
+names: ``PE``, ``SIMD``, ``parallel_window``, ``mem_mode``, ``ram_style``, ``ram_style_thresholds``,
+``resType``, FIFO ``depth``); every choice is checked by building the node's spec, whose errors name the
+node, the attribute and its legal values.
+
+Config format (FINN ``ApplyConfig`` / ``final_hw_config.json``)::
+
+    {"Defaults": {"ram_style": ["block", ["MVAU_hls"]], "mem_mode": "internal_decoupled"},
+     "MVAU_hls_0": {"PE": 4, "SIMD": 16, "mem_mode": "internal_decoupled", "ram_style": "block"},
+     ...}
+
+Node keys may come from any FINN generation (``MVAU_0``, ``MVAU_hls_0``, ``MatrixVectorActivation_0``,
+``StreamingFCLayer_Batch_0``, ``ConvolutionInputGenerator_rtl_0``...): they match our node of the same
+canonical op type and index.
+"""
+
+import json
+import re
+from pathlib import Path
+
+from rtlgen.hwgraph import MEM_MODE_ALIASES, OPS, canonical_op_type
+
+__all__ = ["load_folding_config", "apply_folding_config", "folding_config", "write_folding_config",
+           "target_cycles", "set_folding", "divisors", "max_cycles"]
+
+DEFAULTS_KEY = "Defaults"
+
+# FINN attributes that folding configs carry but that we do not take from them (FIFO depths are sized by
+# the stitcher, the implementation style is always ours): ignored with a warning.
+IGNORED_ATTRS = ("inFIFODepths", "outFIFODepths", "depth_trigger_uram", "depth_trigger_bram",
+                 "runtime_writeable_weights", "preferred_impl_style", "impl_style")
+# Attributes that change throughput or the stream layout: never silently dropped.
+PARALLEL_ATTRS = ("PE", "SIMD", "parallel_window")
+# Ops the stitcher inserts after folding: a config written after FINN's FIFO/DWC insertion names them.
+INSERTED_OPS = ("StreamingFIFO", "StreamingDataWidthConverter")
+_ALL_ATTRS = {a for kind in OPS.values() for a in kind.folding_attrs}
+
+
+def divisors(n):
+    """FINN's ``divisors``: 1..n ascending."""
+    return [d for d in range(1, int(n) + 1) if n % d == 0]
+
+
+# ---------------------------------------------------------------------------------------------- config I/O
+
+def load_folding_config(path):
+    """Read a FINN folding config JSON file -> dict. Raises ValueError naming the file and the problem."""
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        raise ValueError(f"folding config {path}: no such file") from None
+    except OSError as exc:
+        raise ValueError(f"folding config {path}: cannot read it ({exc.strerror or exc})") from None
+    try:
+        config = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"folding config {path}: invalid JSON at line {exc.lineno} column {exc.colno}: "
+                         f"{exc.msg}") from None
+    try:
+        _check_shape(config)
+    except ValueError as exc:
+        raise ValueError(f"folding config {path}: {exc}") from None
+    return config
+
+
+def _check_shape(config):
+    if not isinstance(config, dict):
+        raise ValueError(f"must be a JSON object {{node name: {{attribute: value}}}}, not {type(config).__name__}")
+    for key, entry in config.items():
+        if not isinstance(entry, dict):
+            raise ValueError(f"entry {key!r} must be an object {{attribute: value}}, not {type(entry).__name__}")
+
+
+def _split_name(name):
+    """'MVAU_hls_3' -> ('MVAU', 3); None when the name has no trailing index."""
+    m = re.fullmatch(r"(.+)_(\d+)", name)
+    return (canonical_op_type(m[1]), int(m[2])) if m else None
+
+
+def _match_keys(nodes, config):
+    """{config key: node}; raises on unknown or doubly matched names. Also returns warnings."""
+    by_name = {n.name: n for n in nodes}
+    by_index = {}
+    for n in nodes:
+        split = _split_name(n.name)
+        if split is not None and canonical_op_type(split[0]) == n.op_type:
+            by_index.setdefault(split, n)
+    matched, warns, claimed = {}, [], {}
+    for key in config:
+        if key == DEFAULTS_KEY:
+            continue
+        node = by_name.get(key)
+        split = _split_name(key)
+        if node is None and split is not None:
+            node = by_index.get(split)
+        if node is None:
+            if split is not None and split[0] in INSERTED_OPS:
+                warns.append(f"{key}: no such node; {split[0]} nodes are inserted later by stitching "
+                             f"(their depths and widths are computed there), entry ignored")
+                continue
+            raise ValueError(f"folding config names node {key!r}, which is not in the dataflow graph; "
+                             f"known nodes: {', '.join(n.name for n in nodes) or 'none'}")
+        if node.name in claimed:
+            raise ValueError(f"folding config entries {claimed[node.name]!r} and {key!r} both match node "
+                             f"{node.name}; (FINN numbers _hls and _rtl variants separately, so a config mixing "
+                             f"them for one op type cannot be matched by index: rename the keys to ours)")
+        claimed[node.name] = key
+        matched[key] = node
+    return matched, warns
+
+
+def _defaults_for(node, defaults):
+    """The Defaults entries that apply to ``node`` ({attr: value}); as FINN, a later (value, ops) pair wins."""
+    out = {}
+    for attr, spec in defaults.items():
+        pairs = None
+        if isinstance(spec, list) and spec and len(spec) % 2 == 0 and all(
+                ops == "all" or (isinstance(ops, list) and all(isinstance(o, str) for o in ops))
+                for ops in spec[1::2]):
+            pairs = list(zip(spec[::2], spec[1::2]))
+        if pairs is None:
+            pairs = [(spec, "all")]
+        for value, ops in pairs:
+            if ops == "all" or node.op_type in {canonical_op_type(o) for o in ops}:
+                if attr in node.kind.folding_attrs:
+                    out[attr] = _normalize(attr, value)
+    return out
+
+
+def _normalize(attr, value):
+    if attr == "parallel_window" and isinstance(value, int):
+        return bool(value)
+    return value
+
+
+def apply_folding_config(nodes, config):
+    """Set ``node.folding`` from a FINN folding config (dict from :func:`load_folding_config`, or a path).
+
+    ``Defaults`` (``{attr: value}`` or FINN's ``{attr: [value, [op types] or "all", ...]}``) apply first, to
+    the nodes whose op has that attribute; node entries then override. Other folding already on a node is
+    kept. Attributes in :data:`IGNORED_ATTRS` (and FINN attributes this op does not have here, such as a
+    v0.9 Thresholding ``mem_mode``) are skipped; entries for FIFO/DWC nodes the stitcher inserts later too.
+
+    Every node is validated (``node.spec()``) before anything changes: an illegal value raises ValueError
+    naming the node, the attribute and the legal values; so do an unknown node name and a parallelism
+    attribute the op does not have. Returns the list of warnings (ignored attributes/entries).
+    """
+    if not isinstance(config, dict):
+        config = load_folding_config(config)
+    _check_shape(config)
+    warns = []
+    matched, match_warns = _match_keys(nodes, config)
+    warns += match_warns
+    defaults = config.get(DEFAULTS_KEY, {})
+    for attr in defaults:
+        if not any(attr in n.kind.folding_attrs for n in nodes):
+            if attr in IGNORED_ATTRS or attr in _ALL_ATTRS:
+                warns.append(f"Defaults: attribute {attr!r} is not used by any node here, ignored")
+            else:
+                raise ValueError(f"folding config Defaults: unknown attribute {attr!r}; "
+                                 f"known: {', '.join(sorted(_ALL_ATTRS))}")
+    entry_of = {node.name: key for key, node in matched.items()}
+    new = {}
+    for node in nodes:
+        folding = {**node.folding, **_defaults_for(node, defaults)}
+        key = entry_of.get(node.name)
+        for attr, value in (config[key] if key is not None else {}).items():
+            where = f"{node.name} ({node.op_type}, config entry {key!r})" if key != node.name \
+                else f"{node.name} ({node.op_type})"
+            if attr in node.kind.folding_attrs:
+                folding[attr] = _normalize(attr, value)
+            elif attr in PARALLEL_ATTRS or not (attr in IGNORED_ATTRS or attr in _ALL_ATTRS):
+                raise ValueError(f"{where} has no folding attribute {attr!r}; "
+                                 f"legal: {', '.join(node.kind.folding_attrs) or 'none'}")
+            else:
+                warns.append(f"{where}: attribute {attr!r}={value!r} is not implemented here, ignored")
+        try:
+            _spec(node, folding)
+        except ValueError as exc:
+            msg = str(exc)
+            if key is not None and key != node.name:
+                msg = f"{msg} (config entry {key!r})"
+            raise ValueError(msg) from None
+        new[node.name] = folding
+    for node in nodes:
+        node.folding = new[node.name]
+    return warns
+
+
+def _spec(node, folding=None):
+    """node.spec() with ``folding`` instead of node.folding; the message always names the node."""
+    saved = node.folding
+    if folding is not None:
+        node.folding = folding
+    try:
+        return node.spec()
+    except ValueError as exc:
+        msg = str(exc)
+        raise ValueError(msg if msg.startswith(node.name) else f"{node.name}: {msg}") from None
+    finally:
+        node.folding = saved
+
+
+def _json_value(value):
+    if isinstance(value, bool):
+        return int(value)           # FINN stores parallel_window & co as 0/1
+    if hasattr(value, "item"):      # numpy scalar
+        return value.item()
+    return value
+
+
+def folding_config(nodes):
+    """The config in effect, FINN format: {"Defaults": {}, name: {FINN attribute: value}} with every folding
+    attribute of each op as its spec resolved it (defaults included, mem_mode in the current FINN names)."""
+    config = {DEFAULTS_KEY: {}}
+    for node in nodes:
+        spec = _spec(node)
+        config[node.name] = {attr: _json_value(getattr(spec, field))
+                             for attr, field in node.kind.folding_attrs.items() if hasattr(spec, field)}
+    return config
+
+
+def write_folding_config(nodes, path):
+    """Write :func:`folding_config` as JSON to ``path``; returns the dict."""
+    config = folding_config(nodes)
+    Path(path).write_text(json.dumps(config, indent=2) + "\n")
+    return config
+
+
+# ---------------------------------------------------------------------------------------------- SetFolding
+
+def target_cycles(target_fps, clock_mhz):
+    """FINN's target: int(1e9 / clk_ns / target_fps) cycles per frame."""
+    if not target_fps or target_fps <= 0 or not clock_mhz or clock_mhz <= 0:
+        raise ValueError(f"target_fps and clock_mhz must be positive, not {target_fps!r} and {clock_mhz!r}")
+    clk_ns = 1000.0 / clock_mhz
+    return int(1e9 / clk_ns / target_fps)
+
+
+def _cycles(node):
+    return _spec(node).exp_cycles
+
+
+def max_cycles(nodes):
+    """(max exp_cycles, name of that node) over the nodes whose spec has exp_cycles."""
+    best = (0, None)
+    for node in nodes:
+        spec = _spec(node)
+        cyc = getattr(spec, "exp_cycles", None)
+        if cyc is not None and cyc > best[0]:
+            best = (cyc, node.name)
+    return best
+
+
+def _walk(node, attr, max_val, target):
+    """FINN's optimize_attribute_val: ascending divisors of max_val, stop at the first meeting the target."""
+    for val in divisors(max_val):
+        node.folding[attr] = val
+        if _cycles(node) < target:
+            break
+
+
+def _producer(nodes, i):
+    """The node feeding nodes[i], skipping DWCs and FIFOs (a chain)."""
+    for j in range(i - 1, -1, -1):
+        if nodes[j].op_type not in INSERTED_OPS:
+            return nodes[j]
+    return None
+
+
+def _fold_once(nodes, target, mvau_wwidth_max):
+    for i, node in enumerate(nodes):
+        op, p, f = node.op_type, node.params, node.folding
+        if op == "MVAU":
+            f["PE"], f["SIMD"] = 1, 1
+            wbits = _spec(node).weight_dtype.bitwidth()
+            for simd in divisors(p["mw"]):
+                prev = f["SIMD"]
+                f["SIMD"] = simd
+                if _cycles(node) < target:
+                    break                   # FINN checks the target first: a step meeting it is kept
+                if wbits * simd > mvau_wwidth_max:
+                    f["SIMD"] = prev        # weight stream too wide: revert and stop
+                    break
+            _walk(node, "PE", p["mh"], target)
+        elif op == "Thresholding":
+            _walk(node, "PE", p["num_channels"], target)
+        elif op == "LabelSelect":
+            _walk(node, "PE", p["labels"], target)
+        elif op == "StreamingMaxPool":
+            if _spec(node).is_1d:           # 2D streams whole pixels: PE means nothing there
+                _walk(node, "PE", p["num_channels"], target)
+        elif op == "FMPadding":
+            _walk(node, "SIMD", p["num_channels"], target)
+        elif op == "ConvolutionInputGenerator":
+            if p.get("depthwise", False):
+                continue                    # set by the VVAU it feeds
+            f["parallel_window"] = False
+            channels = p["ifm_channels"]
+            _walk(node, "SIMD", channels, target)
+            if f["SIMD"] == channels and _cycles(node) > target:
+                f["parallel_window"] = True
+                try:
+                    _spec(node)
+                except ValueError:          # the spec does not allow it here: stay in the default style
+                    f["parallel_window"] = False
+        elif op == "VVAU":
+            f["SIMD"] = 1
+            channels = p["channels"]
+            _walk(node, "PE", channels, target)
+            pe = f["PE"]
+            if pe == channels and _cycles(node) > target:
+                kh, kw = p["kernel"]
+                _walk(node, "SIMD", kh * kw, target)
+            swg = _producer(nodes, i)
+            if swg is not None and swg.op_type == "ConvolutionInputGenerator":
+                swg.folding["SIMD"] = pe
+                swg.folding["parallel_window"] = f["SIMD"] > 1
+            elif tuple(p["kernel"]) != (1, 1):
+                raise ValueError(f"{node.name} (VVAU, kernel {tuple(p['kernel'])}) expects a depthwise "
+                                 f"ConvolutionInputGenerator as its producer, found "
+                                 f"{swg.name + ' (' + swg.op_type + ')' if swg else 'none'}")
+        # other ops (DWC, FIFO, ...): nothing to fold
+
+
+def set_folding(nodes, target_cycles, *, mvau_wwidth_max=36, two_pass_relaxation=True):
+    """FINN's SetFolding on a chain of nodes: the least parallelism that gets each node under
+    ``target_cycles`` cycles per frame (see finn-conventions.md §11). Changes PE / SIMD / parallel_window
+    in ``node.folding`` only. Returns the resulting maximum exp_cycles.
+
+    Per op: MVAU PE=SIMD=1, SIMD up the divisors of MW until the target is met or the weight stream
+    (weight bits x SIMD) exceeds ``mvau_wwidth_max`` (that step is reverted), then PE up the divisors of
+    MH; Thresholding / LabelSelect / 1D StreamingMaxPool PE; FMPadding and standard SWG SIMD, the SWG
+    going parallel_window when SIMD=C is still too slow; VVAU PE, then SIMD only once PE=C, and the
+    depthwise SWG feeding it gets SIMD = its PE and parallel_window = (its SIMD > 1). With
+    ``two_pass_relaxation``, a missed target is retried with the achieved maximum as the target, so
+    the layers that are faster than the bottleneck get no more parallelism than they need.
+    """
+    if target_cycles is None or target_cycles <= 0:
+        raise ValueError(f"target_cycles must be a positive number, not {target_cycles!r}")
+    _fold_once(nodes, target_cycles, mvau_wwidth_max)
+    worst, _ = max_cycles(nodes)
+    if two_pass_relaxation and worst > target_cycles:
+        _fold_once(nodes, worst, mvau_wwidth_max)
+        worst, _ = max_cycles(nodes)
+    return worst
