@@ -2,24 +2,168 @@
 
 import argparse
 import sys
+import tempfile
+import time
+from pathlib import Path
 
 __all__ = ["main"]
+
+
+def _progress(description):
+    """A rich progress bar over an iterable (on stderr, gone when done)."""
+    from rich.progress import track
+
+    def wrap(items):
+        return track(items, description=description, transient=True, console=_console())
+    return wrap
+
+
+def _console():
+    from rich.console import Console
+    return Console(stderr=True)
+
+
+def _say(text):
+    print(text, flush=True)
+
+
+def add_compile_options(parser):
+    parser.add_argument("--folding", metavar="FOLD.json", help="FINN-format folding config (PE, SIMD, mem_mode, ...)")
+    parser.add_argument("--target-fps", type=float, metavar="N",
+                        help="naive folding (FINN SetFolding) for N frames/s (default: 1000 cycles per frame)")
+    parser.add_argument("--clock-mhz", type=float, default=100.0, help="clock for --target-fps and reports (default: %(default)s)")
+    parser.add_argument("--board", default="pynq-z2", choices=("pynq-z2",), help="target board (default: %(default)s)")
+    parser.add_argument("--fifo-sizing", default="sim", choices=("sim", "none"),
+                        help="FIFO depths by simulating the stitched design, or all 2 (default: %(default)s)")
+    parser.add_argument("--simulator", choices=("verilator", "icarus"), default=None,
+                        help="HDL simulator (default: $RTLGEN_SIM, else icarus if installed, else verilator)")
+
+
+def _options(args):
+    from rtlgen.compiler import CompileOptions
+    return CompileOptions(folding=args.folding, target_fps=args.target_fps, clock_mhz=args.clock_mhz,
+                          board=args.board, fifo_sizing=args.fifo_sizing, simulator=args.simulator)
+
+
+def _compile(model, out, args):
+    from rtlgen.compiler import compile_model
+    from rtlgen.emit import build_report, write_outputs
+
+    start = time.perf_counter()
+    compiled = compile_model(model, _options(args), say=lambda line: _say(f"  {line}"))
+    write_outputs(compiled, out)
+    totals = build_report(compiled)["totals"]
+    _say(f"compiled {model} -> {out} in {time.perf_counter() - start:.1f} s: {len(compiled.nodes)} layers, "
+         f"II {compiled.analytic_cycles} cycles/frame "
+         f"({args.clock_mhz * 1e6 / compiled.analytic_cycles:,.0f} frames/s at {args.clock_mhz:g} MHz), "
+         f"estimate {', '.join(f'{k} {v:,}' for k, v in totals.items())}")
+    host = compiled.host_ops
+    if host["pre"] or host["post"]:
+        _say(f"host ops: before {host['pre'] or '-'}, after {host['post'] or '-'}")
+    return compiled
+
+
+def _load_input(path):
+    import numpy as np
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no such file")
+    try:
+        return np.load(path, allow_pickle=False)
+    except Exception as exc:
+        raise ValueError(f"{path}: not a .npy array ({str(exc).splitlines()[0] if str(exc) else type(exc).__name__})") from None
+
+
+# ---- commands ----
+
+def add_compile_arguments(parser):
+    parser.add_argument("model", metavar="MODEL.onnx")
+    parser.add_argument("-o", "--out", required=True, metavar="OUT", help="output directory")
+    add_compile_options(parser)
+
+
+def run_compile_command(args):
+    _compile(args.model, args.out, args)
+    return 0
+
+
+def add_sim_arguments(parser):
+    parser.add_argument("out", metavar="OUT", help="a directory written by `rtlgen compile`")
+    parser.add_argument("--input", required=True, metavar="X.npy", help="model input (batch first)")
+    parser.add_argument("-o", "--output", metavar="Y.npy", help="where to save the model output")
+    parser.add_argument("--simulator", choices=("verilator", "icarus"), default=None)
+
+
+def run_sim_command(args):
+    import numpy as np
+    from rtlgen.emit import read_outputs
+    from rtlgen.verify import simulate_model
+
+    verilog, io, report = read_outputs(args.out)
+    x = io.check_input(_load_input(args.input))
+    start = time.perf_counter()
+    run = simulate_model(verilog, io, x, report, simulator=args.simulator)
+    seconds = time.perf_counter() - start
+    ii = report["analytic_cycles_per_frame"]
+    line = f"simulated {run.frames} frame(s) in {seconds:.1f} s: {run.cycles} cycles, latency {run.latency} cycles"
+    if run.cycles_per_frame is not None:
+        line += (f", {run.cycles_per_frame:.1f} cycles/frame (slowest layer II {ii}: "
+                 f"{100 * (run.cycles_per_frame / ii - 1):+.2f} %)")
+    _say(line)
+    if args.output:
+        np.save(args.output, run.outputs)
+        _say(f"output {run.outputs.shape} -> {args.output}")
+    return 0
+
+
+def add_verify_arguments(parser):
+    parser.add_argument("model", metavar="MODEL.onnx")
+    parser.add_argument("--input", required=True, metavar="X.npy", help="model input (batch first)")
+    parser.add_argument("-o", "--out", metavar="OUT", help="keep the compile output here (default: a temporary directory)")
+    add_compile_options(parser)
+
+
+def run_verify_command(args):
+    from rtlgen.emit import read_outputs
+    from rtlgen.verify import compare, qonnx_reference, simulate_model
+
+    x_raw = _load_input(args.input)
+    with tempfile.TemporaryDirectory(prefix="rtlgen-verify-") as tmp:
+        out = args.out or tmp
+        compiled = _compile(args.model, out, args)
+        x = compiled.io.check_input(x_raw)
+        verilog, io, report = read_outputs(out)
+        start = time.perf_counter()
+        run = simulate_model(verilog, io, x, report, simulator=args.simulator)
+        _say(f"simulated {run.frames} frame(s) in {time.perf_counter() - start:.1f} s"
+             + (f", {run.cycles_per_frame:.1f} cycles/frame (II {report['analytic_cycles_per_frame']})"
+                if run.cycles_per_frame is not None else ""))
+    ref = qonnx_reference(args.model, x, progress=_progress("qonnx execute_onnx"))
+    result = compare(run.outputs, ref)
+    _say(result.summary())
+    return 0 if result.exact else 1
 
 
 def add_demo_arguments(parser):
     parser.add_argument("--simulator", choices=("verilator", "icarus"), default=None,
                         help="HDL simulator (default: $RTLGEN_SIM, else icarus if installed, else verilator)")
-    parser.add_argument("--no-synth", action="store_true", help="skip the Yosys synthesis step (default: %(default)s)")
+    parser.add_argument("--images", type=int, default=360, help="test images to simulate (default: all %(default)s)")
+    parser.add_argument("--no-synth", action="store_true", help="skip the Yosys synthesis step")
 
 
 def run_demo_command(args):
     from rtlgen.demo import run_demo
-    return run_demo(simulator=args.simulator, synth=not args.no_synth)
+    return run_demo(simulator=args.simulator, synth=not args.no_synth, images=args.images, say=_say)
 
 
 COMMANDS = {
-    "demo": ("run the foundation layers on a bundled example, bit-exact, and report cycles and resources",
-             add_demo_arguments, run_demo_command),
+    "compile": ("compile a QONNX / FINN-ONNX model into a stitched Verilog accelerator",
+                add_compile_arguments, run_compile_command),
+    "sim": ("simulate a compiled accelerator on model inputs (.npy)", add_sim_arguments, run_sim_command),
+    "verify": ("compile, simulate and compare with qonnx's execution of the model: exit 0 iff bit-exact",
+               add_verify_arguments, run_verify_command),
+    "demo": ("compile a bundled trained model (8x8 digits MLP), simulate its test set, report accuracy, "
+             "cycles and resources", add_demo_arguments, run_demo_command),
 }
 
 

@@ -118,8 +118,7 @@ def insert_dwcs_and_fifos(nodes, fifo_depths=None):
             flat = (*shape[:-2], shape[-2] * shape[-1]) if len(shape) > 1 else tuple(shape)
             chain.append(HWNode(dwc_name(), DWC_OP,
                                 {"shape": flat, "in_width": out_width(spec), "out_width": in_width(consumer),
-                                 "dtype": output_dtype(spec)},
-                                sources=(node.name, nodes[k + 1].name)))
+                                 "dtype": output_dtype(spec).name}))
         chain.append(fifo(in_width(consumer)))
     chain.append(fifo(out_width(specs[-1])))
     unknown = sorted(set(fifo_depths) - used)

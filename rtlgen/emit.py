@@ -1,0 +1,119 @@
+"""What ``rtlgen compile`` writes into OUT, and what ``rtlgen sim`` reads back.
+
+OUT/
+  finn_design_wrapper.v   the stitched accelerator (FINN's top ports)
+  mem/<layer>_weights.dat  weight memory images ($readmemh, one word per line; also inlined in the Verilog)
+  model_hw.onnx           the dataflow chain as FINN-style nodes with their attributes (opens in Netron)
+  folding.json            the folding used (FINN format: feed it back with --folding)
+  report.json             per layer: op, folding, widths, expected cycles, resource estimate; totals; host ops
+  io.json, host_pre.onnx, host_post.onnx   how the model's tensors map onto the streams
+"""
+
+import json
+from pathlib import Path
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper
+from qonnx.core.datatype import BaseDataType
+
+from memstream.packing import write_memh
+from rtlgen.accelerator import StreamIO
+from rtlgen.stitch import DEFAULT_TOP_NAME, chain_report
+
+__all__ = ["write_outputs", "read_outputs", "build_report", "VERILOG_NAME"]
+
+VERILOG_NAME = f"{DEFAULT_TOP_NAME}.v"
+
+
+def write_outputs(compiled, out):
+    from rtlgen.folding import write_folding_config
+
+    out = Path(out)
+    (out / "mem").mkdir(parents=True, exist_ok=True)
+    (out / VERILOG_NAME).write_text(compiled.verilog)
+    for node in compiled.nodes:
+        spec = node.spec()
+        if hasattr(spec, "weight_memory_image") and spec.weights is not None:
+            write_memh(out / "mem" / f"{node.name}_weights.dat", spec.weight_memory_image(), spec.weight_width)
+    compiled.io.save(out)
+    write_folding_config(compiled.nodes, out / "folding.json")
+    onnx.save(model_hw(compiled.chain), str(out / "model_hw.onnx"))
+    (out / "report.json").write_text(json.dumps(build_report(compiled), indent=2) + "\n")
+
+
+def read_outputs(out):
+    """(Verilog text, StreamIO, report dict) of a compile output directory; clear errors if it is not one."""
+    out = Path(out)
+    missing = [n for n in (VERILOG_NAME, "io.json", "report.json") if not (out / n).is_file()]
+    if missing:
+        raise FileNotFoundError(f"{out}: not an rtlgen compile output (missing {', '.join(missing)}); "
+                                f"run `rtlgen compile MODEL.onnx -o {out}` first")
+    return (out / VERILOG_NAME).read_text(), StreamIO.load(out), json.loads((out / "report.json").read_text())
+
+
+def build_report(compiled):
+    rows = chain_report(compiled.chain)
+    layers, total = rows[:-1], rows[-1]
+    model = compiled.io
+    ii = compiled.analytic_cycles
+    return {
+        "model": compiled.model_path,
+        "top": DEFAULT_TOP_NAME,
+        "analytic_cycles_per_frame": ii,
+        "layers": [dict(r, sources=list(_sources(compiled, r["name"]))) for r in layers],
+        "totals": total["resources"],
+        "host_ops": compiled.host_ops,
+        "input": {"model_tensor": model.model_input, "stream_tensor": model.input.tensor,
+                  "dtype": model.input.dtype.name, "words_per_frame": model.input.words_per_frame,
+                  "width": _top_width(compiled.chain[0], "in")},
+        "output": {"model_tensor": model.model_output, "stream_tensor": model.output.tensor,
+                   "dtype": model.output.dtype.name, "words_per_frame": model.output.words_per_frame,
+                   "width": _top_width(compiled.chain[-1], "out")},
+        "compile_seconds": {k: round(v, 3) for k, v in compiled.seconds.items()},
+    }
+
+
+def _sources(compiled, name):
+    return next((n.sources for n in compiled.chain if n.name == name), ())
+
+
+def _top_width(node, end):
+    spec = node.spec()
+    width = getattr(spec, f"{end}_width", getattr(spec, "width", 0))
+    return -(-width // 8) * 8
+
+
+def model_hw(chain):
+    """The chain as an ONNX graph of FINN-style nodes (domain finn.custom_op.fpgadataflow)."""
+    nodes, inits = [], []
+    tensor = "global_in"
+    for k, node in enumerate(chain):
+        out = "global_out" if k == len(chain) - 1 else f"{node.name}_out"
+        inputs = [tensor]
+        attrs = {"backend": "fpgadataflow"}
+        for key, value in {**node.params, **node.folding}.items():
+            if isinstance(value, np.ndarray):
+                name = f"{node.name}_{key}"
+                inits.append(onnx.numpy_helper.from_array(np.asarray(value, dtype=np.float32), name))
+                inputs.append(name)
+            elif value is not None:
+                attrs[key] = _attribute(value)
+        nodes.append(helper.make_node(node.op_type, inputs, [out], name=node.name,
+                                      domain="finn.custom_op.fpgadataflow", **attrs))
+        tensor = out
+    graph = helper.make_graph(nodes, "rtlgen_dataflow", [helper.make_tensor_value_info("global_in", TensorProto.FLOAT, None)],
+                              [helper.make_tensor_value_info("global_out", TensorProto.FLOAT, None)], initializer=inits)
+    return helper.make_model(graph, producer_name="rtlgen")
+
+
+def _attribute(value):
+    if isinstance(value, BaseDataType):
+        return value.name
+    if isinstance(value, (bool, np.bool_)):
+        return int(value)
+    if isinstance(value, (tuple, list)):
+        return [int(v) for v in value]
+    if isinstance(value, (np.integer, np.floating)):
+        return value.item()
+    return value
