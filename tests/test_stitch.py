@@ -66,7 +66,8 @@ def swg_golden(nodes, x):
 
 
 def stream(nodes, x, frames, *, chain=None, backpressure=FULL_RATE, simulator=None, garbage_seed=None):
-    """Pack x into the first layer's words, stream through the stitched chain, unpack the last layer's."""
+    """Pack x into the first layer's words, stream through the stitched chain (default: depth-2 FIFOs; or
+    ``chain``, a chain or its Verilog), unpack the last layer's words."""
     first, last = nodes[0].spec(), nodes[-1].spec()
     words = [int(w) for w in pack_words(x.reshape(-1, first.folded_input_shape[-1]), first.input_dtype)]
     if garbage_seed is not None:    # pad bits of s_axis_0_tdata must be ignored
@@ -171,7 +172,8 @@ def test_mlp_chain_bit_exact_at_slowest_layer_rate(backpressure, simulator):
     nodes = mlp_nodes()
     frames = 6
     x = np.random.default_rng(2).integers(0, 16, size=(frames, VECS, 8))
-    y, result, per_frame = stream(nodes, x, frames, backpressure=backpressure, simulator=simulator)
+    verilog = stitch.to_verilog(stitch.insert_dwcs_and_fifos(nodes))      # as the compiler calls it
+    y, result, per_frame = stream(nodes, x, frames, chain=verilog, backpressure=backpressure, simulator=simulator)
     assert np.array_equal(y.reshape(frames, VECS, 4), mlp_golden(nodes, x))
     if backpressure is FULL_RATE:
         ii = max(n.spec().exp_cycles for n in nodes)
