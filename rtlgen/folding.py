@@ -20,7 +20,7 @@ import json
 import re
 from pathlib import Path
 
-from rtlgen.hwgraph import MEM_MODE_ALIASES, OPS, canonical_op_type
+from rtlgen.hwgraph import OPS, canonical_op_type
 
 __all__ = ["load_folding_config", "apply_folding_config", "folding_config", "write_folding_config",
            "target_cycles", "set_folding", "divisors", "max_cycles"]
@@ -102,10 +102,11 @@ def _match_keys(nodes, config):
                              f"(their depths and widths are computed there), entry ignored")
                 continue
             raise ValueError(f"folding config names node {key!r}, which is not in the dataflow graph; "
-                             f"known nodes: {', '.join(n.name for n in nodes) or 'none'}")
+                             f"known nodes: {', '.join(n.name for n in nodes) or 'none'} (FINN names of any "
+                             f"version match by op type and index: MVAU_hls_3 = MatrixVectorActivation_3 = MVAU_3)")
         if node.name in claimed:
             raise ValueError(f"folding config entries {claimed[node.name]!r} and {key!r} both match node "
-                             f"{node.name}; (FINN numbers _hls and _rtl variants separately, so a config mixing "
+                             f"{node.name} (FINN numbers _hls and _rtl variants separately, so a config mixing "
                              f"them for one op type cannot be matched by index: rename the keys to ours)")
         claimed[node.name] = key
         matched[key] = node

@@ -193,3 +193,189 @@ def test_small_ops():
     assert set_folding(nodes, 120) == 108
     assert fold(nodes, "PE", "SIMD") == [(1, None), (None, 2), (1, None), (1, None)]
     assert cycles(nodes) == [72, 108, 48, 16]
+
+
+def test_other_ops_are_left_alone():
+    # FIFOs between the depthwise SWG and its VVAU do not hide the SWG; FIFO depth is not touched.
+    sw, vv = depthwise()
+    nodes = [sw, HWNode("StreamingFIFO_0", "StreamingFIFO", {"width": 16}, {"depth": 8}), vv]
+    set_folding(nodes, 200)
+    assert fold([sw, vv], "SIMD", "PE", "parallel_window") == [(4, None, True), (3, 4, None)]
+    assert nodes[1].folding == {"depth": 8}
+
+
+def test_vvau_without_swg():
+    with pytest.raises(ValueError, match=r"VVAU_0 .*ConvolutionInputGenerator.*Thresholding_0"):
+        set_folding(small_ops()[:1] + depthwise()[1:], 200)
+
+
+# ---------------------------------------------------------------------------------------------- config JSON
+
+def specs_equal(a, b):
+    return all(getattr(a, f) == getattr(b, f) for f in ("pe", "simd", "mem_mode", "ram_style", "res_type",
+                                                         "parallel_window") if hasattr(a, f))
+
+
+def test_config_round_trip(tmp_path):
+    nodes = tfc() + conv()[:1]
+    set_folding(nodes, 200)
+    nodes[1].folding.update(mem_mode="const", ram_style="distributed")
+    path = tmp_path / "folding.json"
+    written = write_folding_config(nodes, path)
+    on_disk = load_folding_config(path)
+    assert on_disk == json.loads(json.dumps(written))
+    assert on_disk["Defaults"] == {}
+    # every folding attribute as the spec resolved it, FINN names and values
+    assert on_disk["MVAU_0"] == {"PE": nodes[0].folding["PE"], "SIMD": nodes[0].folding["SIMD"],
+                                 "mem_mode": "internal_decoupled", "ram_style": "auto",
+                                 "ram_style_thresholds": "auto", "resType": "lut"}
+    assert on_disk["MVAU_1"]["mem_mode"] == "internal_embedded"      # old name resolved
+    assert on_disk["ConvolutionInputGenerator_0"] == {"SIMD": 4, "parallel_window": 1, "ram_style": "auto"}
+    assert on_disk["LabelSelect_0"] == {"PE": 1}
+    fresh = tfc() + conv()[:1]
+    assert apply_folding_config(fresh, on_disk) == []
+    for a, b in zip(nodes, fresh):
+        assert specs_equal(a.spec(), b.spec()), a.name
+    assert folding_config(fresh) == written
+
+
+@pytest.mark.parametrize("key", ["MVAU_0", "MVAU_hls_0", "MVAU_rtl_0", "MatrixVectorActivation_0",
+                                 "StreamingFCLayer_Batch_0"])
+def test_mvau_naming_generations(key):
+    nodes = tfc()
+    apply_folding_config(nodes, {key: {"PE": 4, "SIMD": 16}})
+    assert nodes[0].folding == {"PE": 4, "SIMD": 16}
+    assert nodes[1].folding == {"PE": 1, "SIMD": 1}
+
+
+@pytest.mark.parametrize("key, op", [
+    ("Thresholding_Batch_0", "Thresholding"), ("Thresholding_hls_0", "Thresholding"),
+    ("Thresholding_rtl_0", "Thresholding"), ("LabelSelect_Batch_0", "LabelSelect"),
+    ("LabelSelect_hls_0", "LabelSelect"), ("FMPadding_Batch_0", "FMPadding"), ("FMPadding_rtl_0", "FMPadding"),
+    ("StreamingMaxPool_Batch_0", "StreamingMaxPool"), ("StreamingMaxPool_hls_0", "StreamingMaxPool"),
+    ("ConvolutionInputGenerator_rtl_0", "ConvolutionInputGenerator"),
+    ("ConvolutionInputGenerator_hls_0", "ConvolutionInputGenerator"),
+    ("VectorVectorActivation_0", "VVAU"), ("Vector_Vector_Activate_Batch_0", "VVAU"), ("VVAU_rtl_0", "VVAU"),
+])
+def test_other_naming_generations(key, op):
+    nodes = small_ops() + depthwise() + [tfc()[3]]
+    attr, value = {"Thresholding": ("PE", 4), "LabelSelect": ("PE", 5), "FMPadding": ("SIMD", 3),
+                   "StreamingMaxPool": ("PE", 3), "ConvolutionInputGenerator": ("SIMD", 2),
+                   "VVAU": ("SIMD", 3)}[op]
+    apply_folding_config(nodes, {key: {attr: value}})
+    (node,) = [n for n in nodes if n.name == f"{op}_0"]
+    assert node.folding[attr] == value
+    assert node.spec()      # still legal
+
+
+def test_index_matters_and_old_mem_mode_names():
+    nodes = tfc()
+    apply_folding_config(nodes, {"StreamingFCLayer_Batch_2": {"PE": 5, "mem_mode": "decoupled"},
+                                 "MatrixVectorActivation_1": {"mem_mode": "const"}})
+    assert nodes[2].folding == {"PE": 5, "SIMD": 1, "mem_mode": "decoupled"}
+    assert nodes[2].spec().mem_mode == "internal_decoupled"
+    assert nodes[1].spec().mem_mode == "internal_embedded"
+    assert nodes[0].folding == {"PE": 1, "SIMD": 1}
+
+
+def test_defaults():
+    nodes = tfc() + small_ops()[:1]
+    config = {"Defaults": {"ram_style": ["block", ["MVAU_hls", "MVAU_rtl"]],
+                           "resType": "dsp",                        # plain value: every node with the attribute
+                           "mem_mode": ["internal_embedded", "all"]},
+              "MVAU_hls_1": {"ram_style": "distributed", "PE": 2}}  # a node entry overrides the defaults
+    assert apply_folding_config(nodes, config) == []
+    assert [n.spec().ram_style for n in nodes[:3]] == ["block", "distributed", "block"]
+    assert all(n.spec().res_type == "dsp" and n.spec().mem_mode == "internal_embedded" for n in nodes[:3])
+    assert nodes[4].spec().ram_style == "auto"                      # Thresholding is not in the op list
+    assert nodes[3].folding == {"PE": 1}                            # LabelSelect has none of them
+    assert nodes[1].folding["PE"] == 2
+
+
+def test_defaults_later_pair_wins_and_parallel_window_from_ints():
+    nodes = conv()
+    apply_folding_config(nodes, {"Defaults": {"ram_style": ["distributed", "all", "block", ["MVAU"]]},
+                                 "ConvolutionInputGenerator_rtl_0": {"SIMD": 4, "parallel_window": 1}})
+    assert nodes[0].spec().ram_style == "distributed" and nodes[1].spec().ram_style == "block"
+    assert nodes[0].folding["parallel_window"] is True and nodes[0].spec().parallel_window
+
+
+def test_finn_only_attributes_warn():
+    nodes = tfc() + small_ops()[:1]
+    warns = apply_folding_config(nodes, {
+        "Defaults": {"depth_trigger_uram": [0, "all"]},
+        "MVAU_hls_0": {"PE": 2, "inFIFODepths": [2], "outFIFODepths": [32], "runtime_writeable_weights": 0,
+                       "depth_trigger_uram": 0, "preferred_impl_style": "rtl"},
+        "Thresholding_Batch_0": {"PE": 3, "mem_mode": "const"},       # v0.9 Thresholding had a mem_mode
+        "StreamingFIFO_rtl_0": {"depth": 32, "impl_style": "rtl"},    # inserted later by our stitcher
+        "StreamingDataWidthConverter_Batch_1": {"impl_style": "hls"},
+    })
+    assert nodes[0].folding == {"PE": 2, "SIMD": 1}
+    assert nodes[4].folding == {"PE": 3}
+    text = "\n".join(warns)
+    for word in ("depth_trigger_uram", "inFIFODepths", "outFIFODepths", "runtime_writeable_weights",
+                 "preferred_impl_style", "mem_mode", "StreamingFIFO_rtl_0", "StreamingDataWidthConverter_Batch_1"):
+        assert word in text, word
+    assert len(warns) == 9
+
+
+def test_unknown_node():
+    nodes = tfc()
+    with pytest.raises(ValueError) as exc:
+        apply_folding_config(nodes, {"MVAU_hls_7": {"PE": 2}})
+    msg = str(exc.value)
+    assert "MVAU_hls_7" in msg and all(n.name in msg for n in nodes)
+    with pytest.raises(ValueError, match="Thresholding_Batch_0"):
+        apply_folding_config(nodes, {"Thresholding_Batch_0": {"PE": 2}})
+
+
+def test_two_keys_for_one_node():
+    with pytest.raises(ValueError, match=r"'MVAU_hls_0'.*'MVAU_rtl_0'.*MVAU_0"):
+        apply_folding_config(tfc(), {"MVAU_hls_0": {"PE": 2}, "MVAU_rtl_0": {"PE": 4}})
+
+
+def test_illegal_simd_names_node_attribute_and_legal_values():
+    nodes = tfc()
+    with pytest.raises(ValueError) as exc:
+        apply_folding_config(nodes, {"MVAU_hls_0": {"SIMD": 3}})
+    msg = str(exc.value)
+    assert "MVAU_0" in msg and "MVAU_hls_0" in msg and re.search("simd", msg, re.I)
+    assert "1, 2, 4, 7, 8, 14, 16, 28, 49, 56, 98, 112, 196, 392, 784" in msg
+    assert nodes[0].folding == {"PE": 1, "SIMD": 1}                 # nothing applied
+    with pytest.raises(ValueError, match=r"MVAU_2.*pe.*1, 2, 5, 10"):
+        apply_folding_config(nodes, {"MVAU_2": {"PE": 4}})
+    with pytest.raises(ValueError, match=r"ConvolutionInputGenerator_0.*parallel_window"):
+        apply_folding_config(conv(), {"ConvolutionInputGenerator_0": {"SIMD": 2, "parallel_window": 1}})
+    with pytest.raises(ValueError, match=r"MVAU_1.*mem_mode.*internal_embedded"):
+        apply_folding_config(nodes, {"MVAU_1": {"mem_mode": "bram"}})
+
+
+def test_attribute_the_op_does_not_have():
+    with pytest.raises(ValueError, match=r"LabelSelect_0.*'SIMD'.*legal: PE"):
+        apply_folding_config(tfc(), {"LabelSelect_hls_0": {"SIMD": 2}})
+    with pytest.raises(ValueError, match=r"MVAU_0.*'SMID'"):
+        apply_folding_config(tfc(), {"MVAU_0": {"SMID": 2}})
+    with pytest.raises(ValueError, match=r"Defaults.*'SMID'"):
+        apply_folding_config(tfc(), {"Defaults": {"SMID": 2}})
+
+
+@pytest.mark.parametrize("text, problem", [
+    ('{"MVAU_0": {"PE": 2,}}', "invalid JSON at line 1"),
+    ("[1, 2]", "must be a JSON object"),
+    ('{"MVAU_0": 4}', "entry 'MVAU_0' must be an object"),
+    ("", "invalid JSON"),
+])
+def test_malformed_file(tmp_path, text, problem):
+    path = tmp_path / "bad.json"
+    path.write_text(text)
+    with pytest.raises(ValueError) as exc:
+        load_folding_config(path)
+    msg = str(exc.value)
+    assert str(path) in msg and problem in msg and "\n" not in msg
+    with pytest.raises(ValueError, match=re.escape(str(path))):
+        apply_folding_config(tfc(), path)
+
+
+def test_missing_file(tmp_path):
+    with pytest.raises(ValueError, match=r"nope\.json: no such file"):
+        load_folding_config(tmp_path / "nope.json")
