@@ -31,6 +31,7 @@ class StreamEnd:
     kind: str = "codes"
     gain: int = 1           # real = scale * (gain * code + offset)
     offset: int = 0
+    rounding: bool = False  # the model computes it in float32 with non-power-of-two scales (see compare)
 
     @property
     def spatial(self):
@@ -69,12 +70,12 @@ class StreamEnd:
         scale = np.asarray(self.scale, dtype=np.float64)
         return {"tensor": self.tensor, "shape": list(self.shape), "dtype": self.dtype.name,
                 "scale": scale.tolist(), "lanes": self.lanes, "kind": self.kind, "gain": self.gain,
-                "offset": self.offset}
+                "offset": self.offset, "rounding": self.rounding}
 
     @classmethod
     def from_json(cls, d):
         return cls(d["tensor"], tuple(d["shape"]), DataType[d["dtype"]], d["scale"], d["lanes"], d["kind"],
-                   d["gain"], d["offset"])
+                   d["gain"], d["offset"], d.get("rounding", False))
 
 
 @dataclass

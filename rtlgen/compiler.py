@@ -95,12 +95,15 @@ def compile_model(model_path, options=None, *, say=lambda text: None):
 
 
 def _stream_io(model, flow):
+    from rtlgen.stitch import in_width, out_width
+
     first, last = flow.nodes[0].spec(), flow.nodes[-1].spec()
     in_bits, out_bits = flow.input.dtype.bitwidth(), flow.output.dtype.bitwidth()
     graph_in, graph_out = model.graph.input[0].name, model.graph.output[0].name
     ends = []
-    for t, lanes in ((flow.input, first.in_width // in_bits), (flow.output, last.out_width // out_bits)):
-        ends.append(StreamEnd(t.name, tuple(t.shape), t.dtype, t.scale, lanes, t.kind, t.gain, t.offset))
+    for t, lanes in ((flow.input, in_width(first) // in_bits), (flow.output, out_width(last) // out_bits)):
+        ends.append(StreamEnd(t.name, tuple(t.shape), t.dtype, t.scale, lanes, t.kind, t.gain, t.offset,
+                              getattr(t, "rounding", False)))
     pre = submodel(model, flow.host_pre, [graph_in], [flow.input.name], "host_pre")
     post = submodel(model, flow.host_post, [flow.output.name], [graph_out], "host_post")
     return StreamIO(graph_in, tuple(model.get_tensor_shape(graph_in)), graph_out, *ends, pre, post)

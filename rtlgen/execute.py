@@ -68,10 +68,15 @@ def _maxpool(spec, x, _):
     return golden.maxpool_nhwc(x.reshape(x.shape[0], *spec.img_dim, spec.num_channels), spec.pool_dim)
 
 
+def _global_acc_pool(spec, x, _):
+    return golden.global_acc_pool(x.reshape(x.shape[0], *spec.num_input_vectors[1:], spec.num_channels))
+
+
 def _labelselect(spec, x, _):
     return golden.label_select(x, spec.k, spec.input_dtype.min())
 
 
 _GOLDEN = {"MVAU": _mvau, "VVAU": _vvau, "Thresholding": _thresholding, "ConvolutionInputGenerator": _swg,
            "FMPadding": _fmpadding, "StreamingMaxPool": _maxpool, "LabelSelect": _labelselect,
+           "GlobalAccPool": _global_acc_pool,
            "StreamingDataWidthConverter": lambda spec, x, _: x, "StreamingFIFO": lambda spec, x, _: x}

@@ -287,7 +287,7 @@ def _fold_once(nodes, target, mvau_wwidth_max):
                     f["SIMD"] = prev        # weight stream too wide: revert and stop
                     break
             _walk(node, "PE", p["mh"], target)
-        elif op == "Thresholding":
+        elif op in ("Thresholding", "GlobalAccPool"):
             _walk(node, "PE", p["num_channels"], target)
         elif op == "LabelSelect":
             _walk(node, "PE", p["labels"], target)

@@ -76,6 +76,8 @@ def quantizer_output_codes(model, node):
         lo = -(1 << (bits - 1)) + narrow if signed else 0
         hi = (1 << (bits - 1)) - 1 if signed else (1 << bits) - 1 - narrow
         return DataType[f"{'INT' if signed else 'UINT'}{bits}"], scale, lo, hi - lo
+    if node.op_type == "Trunc":
+        return _trunc_output_codes(model, node, where)
     if node.op_type == "MultiThreshold":
         inst = getCustomOp(node)
         out_scale, out_bias = float(inst.get_nodeattr("out_scale")), float(inst.get_nodeattr("out_bias"))
@@ -90,7 +92,29 @@ def quantizer_output_codes(model, node):
             raise CompileError(f"{where}: out_bias/out_scale must be an integer and out_scale > 0, "
                                f"not {out_bias}/{out_scale}")
         return dtype, out_scale, int(out_bias / out_scale), levels
-    raise CompileError(f"{where} is not an activation quantizer (Quant, BipolarQuant, MultiThreshold)")
+    raise CompileError(f"{where} is not an activation quantizer (Quant, BipolarQuant, MultiThreshold, Trunc)")
+
+
+def _trunc_output_codes(model, node, where):
+    """Trunc (qonnx v2: x, scale, zero point, in bits, out scale, out bits) clamps to an out-bits integer
+    and multiplies by the out scale. v1 (5 inputs) does not clamp: its code range is unbounded."""
+    from qonnx.core.datatype import DataType
+
+    if len(node.input) != 6:
+        raise CompileError(f"{where}: only Trunc v2 (6 inputs: x, scale, zeropt, in_bits, out_scale, "
+                           f"out_bits) is supported, this one has {len(node.input)} inputs")
+    zero = _scalar_initializer(model, node.input[2], where, "zero point", positive=False)
+    if zero != 0:
+        raise CompileError(f"{where}: zero point must be 0 for hardware, not {zero}")
+    scale = _scalar_initializer(model, node.input[4], where, "output scale")
+    bits = _scalar_initializer(model, node.input[5], where, "output bit width")
+    if bits != int(bits) or not 1 <= bits <= 32:
+        raise CompileError(f"{where}: output bit width must be an integer in 1..32, not {bits}")
+    attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
+    signed, narrow, bits = bool(attrs.get("signed", 1)), bool(attrs.get("narrow", 0)), int(bits)
+    lo = -(1 << (bits - 1)) + narrow if signed else 0
+    hi = (1 << (bits - 1)) - 1 if signed else (1 << bits) - 1 - narrow
+    return DataType[f"{'INT' if signed else 'UINT'}{bits}"], scale, lo, hi - lo
 
 
 def _scalar_initializer(model, name, where, what, positive=True):

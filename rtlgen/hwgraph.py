@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from layers.dwc import DWCSpec, StreamingDataWidthConverter
 from layers.fifo import FIFOSpec, StreamingFIFO
 from layers.fmpadding import FMPadding, FMPaddingSpec
+from layers.globalaccpool import GlobalAccPool, GlobalAccPoolSpec
 from layers.labelselect import LabelSelect, LabelSelectSpec
 from layers.maxpool import StreamingMaxPool, StreamingMaxPoolSpec
 from layers.mvau import MVAU, MVAUSpec
@@ -43,6 +44,7 @@ OPS = {
     "FMPadding": OpKind(FMPaddingSpec, FMPadding, {"SIMD": "simd"}),
     "StreamingMaxPool": OpKind(StreamingMaxPoolSpec, StreamingMaxPool, {"PE": "pe"}),
     "LabelSelect": OpKind(LabelSelectSpec, LabelSelect, {"PE": "pe"}),
+    "GlobalAccPool": OpKind(GlobalAccPoolSpec, GlobalAccPool, {"PE": "pe"}),
     "StreamingDataWidthConverter": OpKind(DWCSpec, StreamingDataWidthConverter, {}),
     "StreamingFIFO": OpKind(FIFOSpec, StreamingFIFO, {"depth": "depth", "ram_style": "ram_style"}),
 }
@@ -53,7 +55,7 @@ OLD_OP_NAMES = {
     "Vector_Vector_Activate_Batch": "VVAU", "VectorVectorActivation": "VVAU",
     "Thresholding_Batch": "Thresholding", "StreamingMaxPool_Batch": "StreamingMaxPool",
     "StreamingDataWidthConverter_Batch": "StreamingDataWidthConverter", "FMPadding_Batch": "FMPadding",
-    "LabelSelect_Batch": "LabelSelect", "ConvolutionInputGenerator_rtl": "ConvolutionInputGenerator",
+    "LabelSelect_Batch": "LabelSelect", "GlobalAccPool_Batch": "GlobalAccPool", "ConvolutionInputGenerator_rtl": "ConvolutionInputGenerator",
 }
 MEM_MODE_ALIASES = {"const": "internal_embedded", "decoupled": "internal_decoupled"}
 

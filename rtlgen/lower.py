@@ -47,6 +47,8 @@ class StreamTensor:
     kind: str = "codes"             # "codes", or "indices" (LabelSelect output: ints, no scale)
     offset: int = 0                 # real = scale * (gain * code + offset): xnor popcounts give
     gain: int = 1                   # the bipolar dot product as 2 * popcount - MW
+    rounding: bool = False          # the model computes this tensor as a float32 dot product with scales
+                                    # that are not powers of two: equal to scale * code only up to rounding
 
     @property
     def spatial(self):
@@ -89,7 +91,8 @@ class _Lowering:
                                    f"({', '.join(c.name for c in consumers)}); branching graphs (residuals) "
                                    f"are not supported yet")
             node = consumers[0]
-            step = {"MatMul": self._matmul, "Conv": self._conv, "MaxPool": self._maxpool}.get(node.op_type)
+            step = {"MatMul": self._matmul, "Conv": self._conv, "MaxPool": self._maxpool,
+                    "AveragePool": self._global_pool, "GlobalAveragePool": self._global_pool}.get(node.op_type)
             if node.op_type in SHAPE_OPS:
                 t = self._reshape(t, node)
             elif step is not None:
@@ -289,7 +292,9 @@ class _Lowering:
         self._add(op_type, params, [node])
         spec = self.nodes[-1].spec()
         xnor = dict(gain=2, offset=-spec.in_elems) if spec.xnor else {}
-        return StreamTensor(out_name, spec.output_dtype, float(t.scale) * wscale, out_shape, **xnor)
+        rounding = not all(_power_of_two(s) for s in (float(t.scale), *np.ravel(wscale)))
+        return StreamTensor(out_name, spec.output_dtype, float(t.scale) * wscale, out_shape, rounding=rounding,
+                            **xnor)
 
     def _labelselect(self, t, node, op_type, base, chain_nodes, after, wscale, plain, lo, hi, bias):
         """MVAU (no activation) + LabelSelect when the chain ends in a TopK it cannot reorder."""
@@ -333,6 +338,27 @@ class _Lowering:
         self._add("StreamingMaxPool", dict(img_dim=(h, w), pool_dim=kernel, num_channels=c, dtype=t.dtype), [node])
         out = node.output[0]
         return StreamTensor(out, t.dtype, t.scale, tuple(self.model.get_tensor_shape(out)))
+
+    def _global_pool(self, t, node):
+        """An average over the whole feature map -> GlobalAccPool: the stream carries the per-channel sum,
+        so the average is that code at scale / (H*W); the quantizer (e.g. Trunc) after it becomes a
+        Thresholding layer on the sum."""
+        c, h, w = t.shape[1:] if t.spatial else (None, None, None)
+        attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
+        if node.op_type == "AveragePool":
+            kernel = tuple(attrs["kernel_shape"])
+            if kernel != (h, w) or any(attrs.get("pads", [0])) or attrs.get("ceil_mode", 0):
+                raise CompileError(f"node {node.name} (AveragePool): only a global average (kernel = the "
+                                   f"{h}x{w} feature map, no padding, no ceil mode) is supported; got kernel "
+                                   f"{kernel}, pads {list(attrs.get('pads', [0, 0, 0, 0]))}")
+        self._check_codes(t, node)
+        if not t.spatial:
+            raise CompileError(f"node {node.name} ({node.op_type}) needs a feature map (N, C, H, W), "
+                               f"not shape {t.shape}")
+        self._add("GlobalAccPool", dict(num_channels=c, input_dtype=t.dtype, num_input_vectors=(1, h, w)), [node])
+        out = node.output[0]
+        return StreamTensor(out, self.nodes[-1].spec().output_dtype, float(t.scale) / (h * w),
+                            tuple(self.model.get_tensor_shape(out)))
 
     def _thresholding(self, t, node):
         """A quantizer on integer data (through elementwise ops): a standalone Thresholding layer."""
@@ -417,6 +443,11 @@ def _per_tensor_node(model, node):
     if node.op_type == "MultiThreshold":
         return np.asarray(consts[0]).shape[0] == 1
     return all(np.asarray(c).size == 1 for c in consts)
+
+
+def _power_of_two(x):
+    mantissa, _ = np.frexp(x)
+    return x > 0 and mantissa == 0.5
 
 
 def _vvau_spec():

@@ -22,6 +22,7 @@ from amaranth.lib.wiring import In, Out
 
 from memstream.packing import padded_width
 from rtlgen.hwgraph import HWNode
+from sim.compiled import network_engine
 from sim.harness import FULL_RATE, simulate_streams
 
 __all__ = ["DEFAULT_FIFO_DEPTH", "DEFAULT_TOP_NAME", "insert_dwcs_and_fifos", "StitchedAccelerator", "to_verilog",
@@ -238,13 +239,15 @@ def _frames_in(specs, n_words):
 
 
 def simulate_chain(chain_or_verilog, input_words, output_count, *, backpressure=FULL_RATE, simulator=None,
-                   monitor=False, probes=(), toplevel=DEFAULT_TOP_NAME, max_cycles=None, drain=None, check=True):
+                   monitor=False, probes=(), toplevel=DEFAULT_TOP_NAME, max_cycles=None, drain=None, check=True,
+                   compiled=False):
     """Stream ``input_words`` into ``s_axis_0`` until ``output_count`` words leave ``m_axis_0``.
 
     ``chain_or_verilog`` is a chain of HWNodes (with DWCs and FIFOs), a :class:`StitchedAccelerator`
     or the Verilog text of :func:`to_verilog` (then ``toplevel`` must be its module name). With a chain,
     ``monitor`` adds the FIFOs' ``max_count`` ports and reads them (``result.probe(f"{fifo}_max_count")``)
-    and the cycle limit is set from the chain's slowest layer. Returns :class:`sim.harness.StreamResult`;
+    and the cycle limit is set from the chain's slowest layer. ``compiled`` runs it on the C++ Verilator
+    bench of :mod:`sim.compiled` (whole networks, long runs). Returns :class:`sim.harness.StreamResult`;
     words are read on the port ``"m_axis_0"``.
     """
     probes = list(probes)
@@ -266,7 +269,7 @@ def simulate_chain(chain_or_verilog, input_words, output_count, *, backpressure=
     return simulate_streams(design, inputs={"s_axis_0": list(input_words)}, outputs={"m_axis_0": int(output_count)},
                             backpressure=backpressure, simulator=simulator, toplevel=toplevel, port_style="axis",
                             clock="ap_clk", reset="ap_rst_n", reset_active_high=False, probes=probes,
-                            max_cycles=max_cycles, drain=drain, check=check)
+                            max_cycles=max_cycles, drain=drain, check=check, compiled=compiled)
 
 
 # ---------------------------------------------------------------------------------------------- FIFO sizing
@@ -323,8 +326,9 @@ def size_fifos(nodes, *, frames=3, simulator=None, max_depth=MAX_SIZING_DEPTH):
     chain = insert_dwcs_and_fifos(nodes, deep)
     in_words = words_per_frame(nodes[0].spec().folded_input_shape) * frames
     out_words = words_per_frame(nodes[-1].spec().folded_output_shape) * frames
+    simulator, compiled = network_engine(simulator)
     result = simulate_chain(chain, [0] * in_words, out_words, simulator=simulator, monitor=True,
-                            toplevel="fifo_sizing")
+                            toplevel="fifo_sizing", compiled=compiled)
     # A FIFO that filled up (count = depth + 1) was holding back its producer in the deep run already;
     # its deep depth repeats that run exactly, so no FIFO grows beyond a frame of its tensor.
     return {name: finn_fifo_depth(min(result.probe(f"{name}_max_count"), depth)) for name, depth in deep.items()}

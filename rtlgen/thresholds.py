@@ -16,12 +16,12 @@ from onnx import TensorProto, helper
 
 from rtlgen.frontend import CompileError
 
-__all__ = ["ActivationChain", "derive_thresholds", "channel_directions", "ELEMENTWISE_OPS", "SHAPE_OPS"]
+__all__ = ["ActivationChain", "derive_thresholds", "channel_directions", "ELEMENTWISE_OPS", "SHAPE_OPS", "QUANTIZERS"]
 
 ELEMENTWISE_OPS = {"Mul", "Add", "Sub", "Div", "BatchNormalization", "Relu", "Clip", "LeakyRelu", "Sigmoid",
                    "Tanh", "HardSigmoid", "Neg", "Quant", "BipolarQuant", "MultiThreshold", "Trunc"}
 SHAPE_OPS = {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity"}
-QUANTIZERS = {"Quant", "BipolarQuant", "MultiThreshold"}
+QUANTIZERS = {"Quant", "BipolarQuant", "MultiThreshold", "Trunc"}     # outputs are scale * integer code
 SAMPLES = 1025          # points checked for monotonicity over the accumulator range
 
 
