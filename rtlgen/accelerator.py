@@ -17,7 +17,7 @@ from memstream.packing import pack_words, unpack_words
 from rtlgen.frontend import CompileError
 from rtlgen.host import run_submodel
 
-__all__ = ["StreamEnd", "StreamIO"]
+__all__ = ["StreamEnd", "StreamIO", "input_batch"]
 
 
 @dataclass
@@ -78,6 +78,19 @@ class StreamEnd:
                    d["gain"], d["offset"], d.get("rounding", False))
 
 
+def input_batch(x, name, shape):
+    """``x`` as a float32 batch of the model input ``name`` of ``shape`` (batch 1): ``shape`` itself, a
+    batch (N, ...) of it, or (N, *shape); anything else is an error naming both shapes."""
+    x = np.asarray(x)
+    want = tuple(shape)
+    if x.shape == want or (x.shape[1:] == want[1:] and x.ndim == len(want)):
+        return x.astype(np.float32)
+    if x.shape[1:] == want and x.ndim == len(want) + 1:
+        return x.reshape(-1, *want[1:]).astype(np.float32)
+    raise CompileError(f"input of shape {x.shape} does not match the model input {name} of shape {want} "
+                       f"(a batch (N, {', '.join(map(str, want[1:]))}) is also accepted)")
+
+
 @dataclass
 class StreamIO:
     """Model input <-> ``s_axis_0`` words and ``m_axis_0`` words <-> model output."""
@@ -91,16 +104,7 @@ class StreamIO:
 
     def check_input(self, x):
         """``x`` as a batch: the model's input shape, or a batch of it (first axis); else a clear error."""
-        x = np.asarray(x)
-        want = tuple(self.model_input_shape)
-        if x.shape == want:
-            return x.astype(np.float32)
-        if x.shape[1:] == want[1:] and x.ndim == len(want):
-            return x.astype(np.float32)
-        if x.shape[1:] == want and x.ndim == len(want) + 1:
-            return x.reshape(-1, *want[1:]).astype(np.float32)
-        raise CompileError(f"input of shape {x.shape} does not match the model input {self.model_input} of "
-                           f"shape {want} (a batch (N, {', '.join(map(str, want[1:]))}) is also accepted)")
+        return input_batch(x, self.model_input, self.model_input_shape)
 
     def input_codes(self, x):
         """Model input batch -> (batch, elements) integer codes in stream order."""

@@ -77,6 +77,16 @@ def _load_input(path):
         raise ValueError(f"{path}: not a .npy array ({str(exc).splitlines()[0] if str(exc) else type(exc).__name__})") from None
 
 
+def _model_input(model_path, x):
+    """``x`` checked against the input of the ONNX model at ``model_path`` (see ``input_batch``)."""
+    from rtlgen.accelerator import input_batch
+    from rtlgen.frontend import load_model
+
+    model = load_model(model_path)
+    name = model.graph.input[0].name
+    return input_batch(x, name, model.get_tensor_shape(name))
+
+
 # ---- commands ----
 
 def add_compile_arguments(parser):
@@ -130,11 +140,10 @@ def run_verify_command(args):
     from rtlgen.emit import read_outputs
     from rtlgen.verify import compare, qonnx_reference, simulate_model, tolerance
 
-    x_raw = _load_input(args.input)
+    x = _model_input(args.model, _load_input(args.input))        # a bad input fails before the compile
     with tempfile.TemporaryDirectory(prefix="rtlgen-verify-") as tmp:
         out = args.out or tmp
         compiled = _compile(args.model, out, args)
-        x = compiled.io.check_input(x_raw)
         verilog, io, report = read_outputs(out)
         start = time.perf_counter()
         run = simulate_model(verilog, io, x, report, simulator=args.simulator)
