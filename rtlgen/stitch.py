@@ -14,6 +14,7 @@ The compiler calls, in this order::
   read each FIFO's ``max_count``, round as FINN does (§11).
 """
 
+import re
 from math import prod
 
 from amaranth.hdl import ClockDomain, ClockSignal, Module, ResetSignal
@@ -26,7 +27,7 @@ from sim.compiled import network_engine
 from sim.harness import FULL_RATE, simulate_streams
 
 __all__ = ["DEFAULT_FIFO_DEPTH", "DEFAULT_TOP_NAME", "insert_dwcs_and_fifos", "StitchedAccelerator", "to_verilog",
-           "finn_fifo_depth", "tensor_fifo_depths", "size_fifos", "simulate_chain", "chain_report", "words_per_frame"]
+           "finn_fifo_depth", "tensor_fifo_depths", "size_fifos", "strip_memory_init", "simulate_chain", "chain_report", "words_per_frame"]
 
 DEFAULT_FIFO_DEPTH = 2
 DEFAULT_TOP_NAME = "finn_design_wrapper"    # the top FINN simulates and drivers expect of a stitched IP
@@ -224,10 +225,62 @@ def _check_members(node, layer):
 
 
 def to_verilog(chain, *, name=DEFAULT_TOP_NAME, monitor=False):
-    """Verilog text of the stitched chain (top module ``name``, FINN's port names)."""
+    """Verilog text of the stitched chain (top module ``name``, FINN's port names).
+
+    Each layer is converted on its own (module ``{name}.{node}``, as in a single conversion of
+    :class:`StitchedAccelerator`), in parallel, and cached by its spec (:mod:`rtlgen.layer_verilog`):
+    Amaranth spends seconds per big layer, and FIFO sizing and the final design share every layer but
+    the FIFOs. The top only instantiates and wires them.
+    """
     from amaranth.back import verilog
+    from rtlgen.layer_verilog import _unused, layer_modules
+
     top = chain if isinstance(chain, StitchedAccelerator) else StitchedAccelerator(chain, monitor=monitor)
-    return verilog.convert(top, name=name, emit_src=False)
+    _unused(top)                # it only lends its ports and checks to the top converted below
+    modules = layer_modules(top.nodes, top.specs, prefix=name)
+    text = verilog.convert(_InstanceTop(top, modules, name), name=name, emit_src=False)
+    return text + "".join(module.text for module in modules)
+
+
+class _InstanceTop(StitchedAccelerator):
+    """:class:`StitchedAccelerator` with each layer an ``Instance`` of its separately converted module."""
+
+    def __init__(self, top, modules, name):
+        self._modules, self._name = modules, name
+        super().__init__(top.nodes, monitor=top._monitor)
+
+    def elaborate(self, platform):
+        from amaranth.hdl import Instance, Signal
+
+        m = Module()
+        m.domains.sync = ClockDomain("sync")
+        m.d.comb += [ClockSignal("sync").eq(self.ap_clk), ResetSignal("sync").eq(~self.ap_rst_n)]
+        nets = []
+        for node, module in zip(self._nodes, self._modules):
+            ports = {p: Signal(width, name=f"{node.name}__{p}") for p, (_, width) in module.ports.items()
+                     if p not in ("clk", "rst")}
+            args = {f"{'i' if module.ports[p][0] == 'input' else 'o'}_{p}": sig for p, sig in ports.items()}
+            if "clk" in module.ports:
+                args["i_clk"] = ClockSignal("sync")
+            if "rst" in module.ports:
+                args["i_rst"] = ResetSignal("sync")
+            m.submodules[node.name] = Instance(module.name, **args)
+            nets.append(ports)
+            if self._monitor and node.op_type == FIFO_OP:
+                m.d.comb += getattr(self, f"{node.name}_max_count").eq(ports["max_count"])
+        first, last = nets[0], nets[-1]
+        m.d.comb += [
+            first["i__payload"].eq(self.s_axis_0_tdata[:in_width(self._specs[0])]),
+            first["i__valid"].eq(self.s_axis_0_tvalid),
+            self.s_axis_0_tready.eq(first["i__ready"]),
+            self.m_axis_0_tdata.eq(last["o__payload"]),         # zero-extended: the pad bits are 0
+            self.m_axis_0_tvalid.eq(last["o__valid"]),
+            last["o__ready"].eq(self.m_axis_0_tready),
+        ]
+        for a, b in zip(nets, nets[1:]):
+            m.d.comb += [b["i__payload"].eq(a["o__payload"]), b["i__valid"].eq(a["o__valid"]),
+                         a["o__ready"].eq(b["i__ready"])]
+        return m
 
 
 # ---------------------------------------------------------------------------------------------- simulation
@@ -240,14 +293,16 @@ def _frames_in(specs, n_words):
 
 def simulate_chain(chain_or_verilog, input_words, output_count, *, backpressure=FULL_RATE, simulator=None,
                    monitor=False, probes=(), toplevel=DEFAULT_TOP_NAME, max_cycles=None, drain=None, check=True,
-                   compiled=False):
+                   compiled=False, blank_memories=False):
     """Stream ``input_words`` into ``s_axis_0`` until ``output_count`` words leave ``m_axis_0``.
 
     ``chain_or_verilog`` is a chain of HWNodes (with DWCs and FIFOs), a :class:`StitchedAccelerator`
     or the Verilog text of :func:`to_verilog` (then ``toplevel`` must be its module name). With a chain,
     ``monitor`` adds the FIFOs' ``max_count`` ports and reads them (``result.probe(f"{fifo}_max_count")``)
     and the cycle limit is set from the chain's slowest layer. ``compiled`` runs it on the C++ Verilator
-    bench of :mod:`sim.compiled` (whole networks, long runs). Returns :class:`sim.harness.StreamResult`;
+    bench of :mod:`sim.compiled` (whole networks, long runs). ``blank_memories`` drops the initial
+    contents of every memory (weights, thresholds): for timing-only runs, where they cost build time
+    and change nothing. Returns :class:`sim.harness.StreamResult`;
     words are read on the port ``"m_axis_0"``.
     """
     probes = list(probes)
@@ -266,10 +321,21 @@ def simulate_chain(chain_or_verilog, input_words, output_count, *, backpressure=
             frames = _frames_in(specs, len(input_words))
             max_cycles = int(2000 + slack * (4 * latency + 2 * frames * ii + 8 * (len(input_words) + output_count)))
         design = to_verilog(top, name=toplevel)
+        if blank_memories:
+            design = strip_memory_init(design)
     return simulate_streams(design, inputs={"s_axis_0": list(input_words)}, outputs={"m_axis_0": int(output_count)},
                             backpressure=backpressure, simulator=simulator, toplevel=toplevel, port_style="axis",
                             clock="ap_clk", reset="ap_rst_n", reset_active_high=False, probes=probes,
                             max_cycles=max_cycles, drain=drain, check=check, compiled=compiled)
+
+
+_MEMORY_INIT = re.compile(r"^[ \t]*initial begin\n(?:[ \t]*[\w$\\.]+\[\d+\] = [^;\n]+;\n)+[ \t]*end\n", re.M)
+
+
+def strip_memory_init(verilog):
+    """``verilog`` without the ``initial`` blocks that load memory contents (``mem[3] = 8'h5a;`` lines,
+    as Yosys writes Amaranth memories); registers keep their reset values."""
+    return _MEMORY_INIT.sub("", verilog)
 
 
 # ---------------------------------------------------------------------------------------------- FIFO sizing
@@ -313,7 +379,8 @@ def size_fifos(nodes, *, frames=3, simulator=None, max_depth=MAX_SIZING_DEPTH):
 
     ``nodes`` is the chain without DWCs and FIFOs. Every FIFO is first made as deep as its tensor's
     words per frame (at most ``max_depth``); ``frames`` frames of zero words stream in at full rate
-    (every layer's timing is data independent) and out at full rate; then each FIFO gets
+    (every layer's timing is data independent, so on Verilator the memories are left blank) and out at full rate;
+    then each FIFO gets
     :func:`finn_fifo_depth` of the largest occupancy it saw (at most its deep depth). The sized chain
     then repeats the deep chain's timing cycle for cycle. The names match ``insert_dwcs_and_fifos(nodes, ...)``.
 
@@ -328,7 +395,8 @@ def size_fifos(nodes, *, frames=3, simulator=None, max_depth=MAX_SIZING_DEPTH):
     out_words = words_per_frame(nodes[-1].spec().folded_output_shape) * frames
     simulator, compiled = network_engine(simulator)
     result = simulate_chain(chain, [0] * in_words, out_words, simulator=simulator, monitor=True,
-                            toplevel="fifo_sizing", compiled=compiled)
+                            toplevel="fifo_sizing", compiled=compiled,
+                            blank_memories=compiled)         # Verilator reads them as 0, Icarus as X
     # A FIFO that filled up (count = depth + 1) was holding back its producer in the deep run already;
     # its deep depth repeats that run exactly, so no FIFO grows beyond a frame of its tensor.
     return {name: finn_fifo_depth(min(result.probe(f"{name}_max_count"), depth)) for name, depth in deep.items()}

@@ -28,7 +28,7 @@ from sim.runner import SimulationError, _locked, _prepare_verilator, cache_dir
 
 __all__ = ["build_harness", "run_compiled", "network_engine"]
 
-_FORMAT = 1             # bump when the generated main or the build flags change
+_FORMAT = 2             # bump when the generated main or the build flags change
 _SEED_MIX = 0x9E3779B97F4A7C15
 
 
@@ -184,16 +184,18 @@ def build_harness(verilog, toplevel, job):
         build_dir.mkdir(parents=True, exist_ok=True)
         (build_dir / f"{toplevel}.v").write_text(verilog)
         (build_dir / "main.cpp").write_text(main)
-        # -O1, not -O3: big weight ROMs make the model's C++ large, and its compile time dominates a run
         cmd = ["verilator", "--cc", "--exe", "-j", "0", "--top-module", toplevel, "--no-timing", "-Wno-fatal",
-               "-Wno-lint", "-Wno-style", "--x-assign", "fast", "--x-initial", "fast", "-CFLAGS", "-O1",
+               "-Wno-lint", "-Wno-style", "--x-assign", "fast", "--x-initial", "fast",
                "-Mdir", "obj", "-o", "harness", "main.cpp", f"{toplevel}.v"]
         _run(cmd, build_dir, toplevel)
         runtime = _runtime_dir()
         if runtime.is_dir():        # Verilator's runtime library compiled once per environment (~5 s saved)
             for f in runtime.iterdir():
                 shutil.copy2(f, build_dir / "obj" / f.name)
-        _run(["make", "-C", "obj", "-f", f"V{toplevel}.mk", "-j", str(os.cpu_count() or 2)], build_dir, toplevel)
+        # Memory contents (weight ROMs: megabits in CNV or the GAN) land in the model's "slow" (run once)
+        # code: -O0 there; -O1 for the per-cycle code; -O3 would cost more compile time than it saves
+        _run(["make", "-C", "obj", "-f", f"V{toplevel}.mk", "-j", str(os.cpu_count() or 2), "OPT_SLOW=-O0",
+              "OPT_FAST=-O1", "OPT_GLOBAL=-O1"], build_dir, toplevel)
         if not exe.exists():
             raise SimulationError(f"verilator build of {toplevel} made no executable (see {build_dir}/build.log)")
         if not runtime.is_dir():

@@ -1,0 +1,148 @@
+"""Verilog of one layer at a time: converted in parallel worker processes, cached by spec.
+
+Amaranth's conversion costs seconds per large layer (a 64x36 XNOR MVAU: 3 s; CNV: 40 s in all) and is
+single-threaded. A stitched design converts its layers as separate modules instead, so that
+
+- the layers convert in parallel (one process per core),
+- FIFO sizing and the final design (which differ only in their FIFOs) share every other layer, and
+- a rerun on the same model (``rtlgen verify`` after ``rtlgen compile``, a test, a benchmark) converts
+  nothing: texts are cached on disk under ``$RTLGEN_CACHE_DIR/verilog``, keyed by the layer's spec,
+  its name, Amaranth's version and a hash of the layer sources (``layers``, ``swg``, ``memstream``),
+  so an edited layer never reuses stale Verilog.
+
+A module is named ``{top}.{node}`` (its submodules ``{top}.{node}.{sub}``), exactly as a single
+conversion of :class:`rtlgen.stitch.StitchedAccelerator` names them.
+"""
+
+import hashlib
+import multiprocessing
+import os
+import pickle
+import re
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+__all__ = ["LayerModule", "layer_modules"]
+
+_PLACEHOLDER = "rtlgen_top_placeholder"         # top name while cached; replaced by the real one
+_PARALLEL_FROM = 3                              # uncached layers worth starting worker processes for
+
+
+@dataclass(frozen=True)
+class LayerModule:
+    name: str           # Verilog module name, "{top}.{node}"
+    ports: dict         # {port: ("input" | "output", width)}
+    text: str
+
+
+def layer_modules(nodes, specs, *, prefix):
+    """One :class:`LayerModule` per node (in order), module names under ``prefix`` (the top's name)."""
+    from rtlgen.stitch import _check_members
+
+    keys, texts = [], {}
+    for node, spec in zip(nodes, specs):
+        _check_members(node, _unused(node.component(spec)))
+        keys.append(_key(node, spec))
+    missing = [(k, node, spec) for k, node, spec in zip(keys, nodes, specs) if _cached(k) is None]
+    if len(missing) >= _PARALLEL_FROM and (os.cpu_count() or 1) > 1:
+        # fork, not spawn: spawn re-imports the caller's __main__, which breaks unguarded user scripts;
+        # the children only run Amaranth, never the onnxruntime whose threads the parent may hold
+        context = multiprocessing.get_context("fork")
+        try:
+            with ProcessPoolExecutor(max_workers=min(os.cpu_count(), len(missing)), mp_context=context) as pool:
+                converted = list(pool.map(_convert, [(n, s) for _, n, s in _by_size(missing)]))
+        except BrokenProcessPool:
+            converted = None            # e.g. a worker killed for memory: convert here instead
+        if converted is not None:
+            for (k, _, _), text in zip(_by_size(missing), converted):
+                _store(k, text)
+    for k, node, spec in missing:
+        if _cached(k) is None:
+            _store(k, _convert((node, spec)))
+    modules = []
+    for k in keys:
+        text = _cached(k).replace(f"{_PLACEHOLDER}.", f"{prefix}.")
+        name, ports = _header(text)
+        modules.append(LayerModule(name, ports, text))
+    return modules
+
+
+def _unused(elaboratable):
+    """Mark a component built only to read its signature (Amaranth warns about unelaborated ones)."""
+    elaboratable._MustUse__silence = True
+    return elaboratable
+
+
+def _by_size(missing):
+    """Largest specs first, so the long conversions start at once (a stable order for zip above)."""
+    return sorted(missing, key=lambda item: -item[0][1])
+
+
+def _convert(job):
+    from sim.runner import to_verilog
+
+    node, spec = job
+    return to_verilog(node.component(spec), f"{_PLACEHOLDER}.{node.name}")
+
+
+def _header(text):
+    """(module name, ports) of the first module in ``text``: the layer itself."""
+    m = re.search(r"^module \\?(\S+)\s*\(", text, re.M)
+    body = text[m.end():text.index("endmodule", m.end())]
+    ports = {}
+    for direction, msb, port in re.findall(r"^\s*(input|output)\s+(?:\[(\d+):0\]\s+)?(\S+?)\s*;", body, re.M):
+        ports[port] = (direction, int(msb) + 1 if msb else 1)
+    return m.group(1), ports
+
+
+# ---- the cache: {key: (digest, spec size)}; texts in memory and on disk ----
+
+_MEMORY = {}
+
+
+def _key(node, spec):
+    blob = pickle.dumps((_sources_hash(), node.op_type, node.name, spec), protocol=4)
+    return hashlib.sha256(blob).hexdigest()[:32], len(blob)
+
+
+def _cache_file(key):
+    from sim.runner import cache_dir
+    return cache_dir() / "verilog" / f"{key[0]}.v"
+
+
+def _cached(key):
+    if key[0] in _MEMORY:
+        return _MEMORY[key[0]]
+    path = _cache_file(key)
+    if path.is_file():
+        _MEMORY[key[0]] = path.read_text()
+        return _MEMORY[key[0]]
+    return None
+
+
+def _store(key, text):
+    _MEMORY[key[0]] = text
+    path = _cache_file(key)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(text)
+        tmp.replace(path)
+    except OSError:
+        pass                # a read-only cache only costs time
+
+
+@lru_cache(maxsize=None)
+def _sources_hash():
+    import amaranth
+
+    digest = hashlib.sha256(amaranth.__version__.encode())
+    root = Path(__file__).resolve().parent.parent
+    for package in ("layers", "swg", "memstream"):
+        for path in sorted((root / package).rglob("*.py")):
+            digest.update(path.relative_to(root).as_posix().encode())
+            digest.update(path.read_bytes())
+    return digest.hexdigest()
