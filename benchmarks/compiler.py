@@ -40,7 +40,7 @@ def _cifar(n):
 
 # name: (model file, inputs, images simulated, images checked against qonnx, folding target fps or None)
 CASES = {
-    "tfc": ("TFC_1W1A.onnx", _mnist, 1000, 100, None),
+    "tfc": ("TFC_1W1A.onnx", _mnist, 1000, 1000, None),
     "tfc-fast": ("TFC_1W1A.onnx", _mnist, 1000, 100, 1_000_000),
     "digits": ("digits_tfc_w1a1i1_clean.onnx", _digits, 360, 360, None),
     "cnv": ("cnv_1w1a_ts_clean.onnx", _cifar, 4, 1, None),
@@ -83,6 +83,11 @@ def run(name):
         "Mcycles/s": f"{sim.cycles / sim_s / 1e6:.2f}", "images/s": f"{frames / sim_s:,.0f}",
         "checked vs qonnx": f"{checked} ({'bit-exact' if result.exact else 'within float32 rounding'})",
     }
+    sim_row["accuracy (qonnx)"] = "-"
+    if name.startswith("tfc"):
+        labels = np.load(MODELS / "mnist_test_1000.npz")["y"][:checked]
+        ours, theirs = (sim.outputs[:checked].argmax(axis=1) == labels).mean(), (ref.argmax(axis=1) == labels).mean()
+        sim_row["accuracy (qonnx)"] = f"{100 * ours:.2f} % ({100 * theirs:.2f} %)"
     print(compile_row, sim_row, flush=True)
     return compile_row, sim_row
 

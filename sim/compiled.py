@@ -38,7 +38,8 @@ def network_engine(simulator=None):
     the cocotb bench (slow on networks, but a second, independent simulator)."""
     chosen = simulator or os.environ.get("RTLGEN_SIM") or "verilator"
     if chosen not in ("verilator", "icarus"):
-        raise SimulationError(f"simulator must be one of verilator, icarus, not {chosen!r}")
+        where = "simulator" if simulator else "RTLGEN_SIM"
+        raise SimulationError(f"{where} must be one of verilator, icarus, not {chosen!r}")
     return chosen, chosen == "verilator"
 
 

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from rtlgen.compiler import _stream_io
+from rtlgen.demo import DEMO_MODEL, DEMO_TESTSET, bundled
 from rtlgen.execute import run_golden
 from rtlgen.frontend import load_model
 from rtlgen.lower import lower
@@ -28,8 +29,13 @@ def cifar():
     return np.load(MODELS / "cifar10_cifar10-test-data-class3.npz")["arr_0"].astype(np.float32)
 
 
+def digits_model(bits):
+    """The w1a1 digits MLP is a test model; the w2a2 one ships with rtlgen (the demo's)."""
+    return MODELS / "digits_tfc_w1a1i1_clean.onnx" if bits == 1 else Path(str(bundled(DEMO_MODEL)))
+
+
 def digits(bits):
-    d = np.load(MODELS / f"digits_tfc_w{bits}a{bits}i{bits}_testset.npz")
+    d = np.load(MODELS / "digits_tfc_w1a1i1_testset.npz" if bits == 1 else str(bundled(DEMO_TESTSET)))
     return d["x"], d["y"]
 
 
@@ -92,7 +98,7 @@ def test_digits_accuracy_equals_trained_figures():
     """Both digits MLPs over their full test sets: the accuracy their trainer measured (models README)."""
     for bits, accuracy in ((1, 0.9111), (2, 0.9667)):
         x, y = digits(bits)
-        ours, _, _ = golden_outputs(MODELS / f"digits_tfc_w{bits}a{bits}i{bits}_clean.onnx", x)
+        ours, _, _ = golden_outputs(digits_model(bits), x)
         assert abs((ours.argmax(axis=1) == y).mean() - accuracy) < 5e-5
 
 
