@@ -105,6 +105,8 @@ def add_sim_arguments(parser):
     parser.add_argument("--input", required=True, metavar="X.npy", help="model input (batch first)")
     parser.add_argument("-o", "--output", metavar="Y.npy", help="where to save the model output")
     parser.add_argument("--simulator", choices=("verilator", "icarus"), default=None, help=SIMULATOR_HELP)
+    parser.add_argument("--waves", nargs="?", const="", metavar="FILE.vcd",
+                        help="write a VCD waveform of the run (default: OUT/waves.vcd)")
 
 
 def run_sim_command(args):
@@ -115,7 +117,8 @@ def run_sim_command(args):
     verilog, io, report = read_outputs(args.out)
     x = io.check_input(_load_input(args.input))
     start = time.perf_counter()
-    run = simulate_model(verilog, io, x, report, simulator=args.simulator)
+    waves = None if args.waves is None else (args.waves or str(Path(args.out) / "waves.vcd"))
+    run = simulate_model(verilog, io, x, report, simulator=args.simulator, waves=waves)
     seconds = time.perf_counter() - start
     ii = report["analytic_cycles_per_frame"]
     line = f"simulated {run.frames} frame(s) in {seconds:.1f} s: {run.cycles} cycles, latency {run.latency} cycles"
@@ -123,6 +126,8 @@ def run_sim_command(args):
         line += (f", {run.cycles_per_frame:.1f} cycles/frame (slowest layer II {ii}: "
                  f"{100 * (run.cycles_per_frame / ii - 1):+.2f} %)")
     _say(line)
+    if waves:
+        _say(f"waveform -> {waves}")
     if args.output:
         np.save(args.output, run.outputs)
         _say(f"output {run.outputs.shape} -> {args.output}")

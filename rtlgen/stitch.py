@@ -293,7 +293,7 @@ def _frames_in(specs, n_words):
 
 def simulate_chain(chain_or_verilog, input_words, output_count, *, backpressure=FULL_RATE, simulator=None,
                    monitor=False, probes=(), toplevel=DEFAULT_TOP_NAME, max_cycles=None, drain=None, check=True,
-                   compiled=False, blank_memories=False):
+                   compiled=False, blank_memories=False, waves=None):
     """Stream ``input_words`` into ``s_axis_0`` until ``output_count`` words leave ``m_axis_0``.
 
     ``chain_or_verilog`` is a chain of HWNodes (with DWCs and FIFOs), a :class:`StitchedAccelerator`
@@ -326,7 +326,7 @@ def simulate_chain(chain_or_verilog, input_words, output_count, *, backpressure=
     return simulate_streams(design, inputs={"s_axis_0": list(input_words)}, outputs={"m_axis_0": int(output_count)},
                             backpressure=backpressure, simulator=simulator, toplevel=toplevel, port_style="axis",
                             clock="ap_clk", reset="ap_rst_n", reset_active_high=False, probes=probes,
-                            max_cycles=max_cycles, drain=drain, check=check, compiled=compiled)
+                            max_cycles=max_cycles, drain=drain, check=check, compiled=compiled, waves=waves)
 
 
 _MEMORY_INIT = re.compile(r"^[ \t]*initial begin\n(?:[ \t]*[\w$\\.]+\[\d+\] = [^;\n]+;\n)+[ \t]*end\n", re.M)

@@ -20,10 +20,11 @@ class SimulationRun:
     latency: int                    # first input word to first frame's last output word
 
 
-def simulate_model(verilog, io, x, report, *, simulator=None, backpressure=FULL_RATE):
+def simulate_model(verilog, io, x, report, *, simulator=None, backpressure=FULL_RATE, waves=None):
     """Model input batch ``x`` through host pre ops, the RTL simulation and host post ops; ``report`` is
     the compile's report.json (its layer cycles bound the simulation time). Verilator (default) runs
-    the compiled harness of :mod:`sim.compiled`; Icarus the cocotb bench."""
+    the compiled harness of :mod:`sim.compiled`; Icarus the cocotb bench. ``waves``: write a VCD of the
+    run to this path (Verilator only)."""
     x = io.check_input(x)
     words = io.encode(x)
     frames = x.shape[0]
@@ -32,8 +33,10 @@ def simulate_model(verilog, io, x, report, *, simulator=None, backpressure=FULL_
     pipeline = sum(layer["exp_cycles"] for layer in report["layers"])
     max_cycles = int(10_000 + 2 * slack * (pipeline + frames * report["analytic_cycles_per_frame"] + len(words)))
     simulator, compiled = network_engine(simulator)
+    if waves is not None and not compiled:
+        raise ValueError("--waves needs the Verilator bench (--simulator verilator)")
     result = simulate_chain(verilog, words, frames * per_frame, simulator=simulator, backpressure=backpressure,
-                            toplevel=DEFAULT_TOP_NAME, max_cycles=max_cycles, compiled=compiled)
+                            toplevel=DEFAULT_TOP_NAME, max_cycles=max_cycles, compiled=compiled, waves=waves)
     outputs = io.decode(result.words("m_axis_0"), frames)
     steady = result.steady_cycles("m_axis_0", per_frame) if frames >= 2 else None
     first_end = result.out_cycles("m_axis_0")[per_frame - 1]

@@ -200,3 +200,16 @@ def test_input_of_the_wrong_shape(tmp_path, capsys):
 def test_sim_on_a_directory_that_is_no_compile_output(tmp_path, capsys):
     err = one_line_error(capsys, ["sim", str(tmp_path), "--input", save(tmp_path, "x.npy", np.zeros((1, 8)))])
     assert "not an rtlgen compile output" in err
+
+
+@pytest.mark.sim
+def test_sim_writes_a_waveform(tmp_path, capsys):
+    out_dir = tmp_path / "out"
+    assert main(["compile", str(MODELS / "digits_tfc_w1a1i1_clean.onnx"), "-o", str(out_dir)]) == 0
+    x = np.load(MODELS / "digits_tfc_w1a1i1_testset.npz")["x"][:2]
+    assert main(["sim", str(out_dir), "--input", save(tmp_path, "x.npy", x), "--waves"]) == 0
+    vcd = (out_dir / "waves.vcd").read_text()
+    assert "$timescale 1ps $end" in vcd
+    for port in ("ap_clk", "ap_rst_n", "s_axis_0_tdata", "s_axis_0_tvalid", "m_axis_0_tvalid", "MVAU_0"):
+        assert f" {port} " in vcd
+    assert f"waveform -> {out_dir / 'waves.vcd'}" in capsys.readouterr().out
