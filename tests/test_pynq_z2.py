@@ -14,7 +14,8 @@ from amaranth.lib import io
 from boards.pynq_z2 import PynqZ2Platform
 
 
-# Port name as Amaranth writes it in the XDC -> (FPGA pin, IOSTANDARD).
+# Port name as Amaranth writes it in the XDC (bit k of a multi-pin port is "name[k]") ->
+# (FPGA pins, IOSTANDARD).
 EXPECTED = {
     "clk125_0__io":     ("H16", "LVCMOS33"),   # Sch=sysclk
     "led_0__io":        ("R14", "LVCMOS33"),   # Sch=led[0]
@@ -22,12 +23,15 @@ EXPECTED = {
     "button_0__io":     ("D19", "LVCMOS33"),   # Sch=btn[0]
     "switch_1__io":     ("M19", "LVCMOS33"),   # Sch=sw[1]
     # Connector pins, through probe resources added in the test.
-    "probe_ja_0__io":   ("Y18 W19", None),     # JA pin 1 = Sch=ja_p[1], pin 10 = Sch=ja_n[4]
-    "probe_jb_0__io":   ("W14 W13", None),     # JB pin 1 = Sch=jb_p[1], pin 10 = Sch=jb_n[4]
-    "probe_rpi_0__io":  ("W18 V7 Y16 Y9", None),  # RPi physical 3 (GPIO2), 13 (GPIO27), 27 (GPIO0), 40 (GPIO21)
-    "probe_ard_0__io":  ("T14 T16 N17 U10", None),  # Sch=ar[0], ar[10], ar[13], a[5]
-    "probe_i2c_0__scl__io": ("P16", None),     # Sch=ar_scl
-    "probe_i2c_0__sda__io": ("P15", None),     # Sch=ar_sda
+    # JA pins 1, 10 = Sch=ja_p[1], ja_n[4]; JB pins 1, 10 = Sch=jb_p[1], jb_n[4]
+    "probe_ja_0__io":   ("Y18 W19", "LVCMOS33"),
+    "probe_jb_0__io":   ("W14 W13", "LVCMOS33"),
+    # RPi physical pins 3, 13, 27, 40 = GPIO2, GPIO27, GPIO0 (ID_SD), GPIO21
+    "probe_rpi_0__io":  ("W18 V7 Y16 Y9", "LVCMOS33"),
+    # Arduino D0, D10, D13, A5 (digital) = Sch=ar[0], ar[10], ar[13], a[5]
+    "probe_ard_0__io":  ("T14 T16 N17 U10", "LVCMOS33"),
+    "probe_i2c_0__scl__io": ("P16", "LVCMOS33"),   # Sch=ar_scl
+    "probe_i2c_0__sda__io": ("P15", "LVCMOS33"),   # Sch=ar_sda
 }
 
 # FPGA pins the PYNQ-Z2 wires to both Pmod JA and the Raspberry Pi header (RPi GPIO0..7).
@@ -65,10 +69,14 @@ class _Blinky(Elaboratable):
 def xdc():
     platform = PynqZ2Platform()
     platform.add_resources([
-        Resource("probe_ja", 0, Pins("1 10", dir="o", conn=("pmod", 0))),
-        Resource("probe_jb", 0, Pins("1 10", dir="o", conn=("pmod", 1))),
-        Resource("probe_rpi", 0, Pins("3 13 27 40", dir="o", conn=("rpi", 0))),
-        Resource("probe_ard", 0, Pins("io0 io10 io13 a5", dir="o", conn=("ck_io", 0))),
+        Resource("probe_ja", 0, Pins("1 10", dir="o", conn=("pmod", 0)),
+            Attrs(IOSTANDARD="LVCMOS33")),
+        Resource("probe_jb", 0, Pins("1 10", dir="o", conn=("pmod", 1)),
+            Attrs(IOSTANDARD="LVCMOS33")),
+        Resource("probe_rpi", 0, Pins("3 13 27 40", dir="o", conn=("rpi", 0)),
+            Attrs(IOSTANDARD="LVCMOS33")),
+        Resource("probe_ard", 0, Pins("io0 io10 io13 a5", dir="o", conn=("ck_io", 0)),
+            Attrs(IOSTANDARD="LVCMOS33")),
         Resource("probe_i2c", 0,
             Subsignal("scl", Pins("scl", dir="o", conn=("ck_i2c", 0))),
             Subsignal("sda", Pins("sda", dir="o", conn=("ck_i2c", 0))),
@@ -82,8 +90,8 @@ def _constraints(xdc_text):
     """{port: {property: value}} from the ``set_property NAME VALUE [get_ports "port"]`` lines."""
     props = {}
     for name, value, port in re.findall(
-            r'^set_property (\S+) "?([^"\s]+)"? \[get_ports "?([^"\]\s]+)"?\]', xdc_text, re.M):
-        props.setdefault(port, {})[name] = value
+            r'^set_property (\S+) "?([^"\s]+)"? \[get_ports "([^"]+)"\]$', xdc_text, re.M):
+        props.setdefault(port.replace("\\[", "["), {})[name] = value
     return props
 
 
@@ -96,8 +104,7 @@ def test_xdc_pins_and_iostandards(xdc):
             assert port in props, f"{port} missing from XDC:\n{xdc}"
             # Amaranth writes LOC, which Vivado treats as PACKAGE_PIN for ports.
             assert props[port].get("LOC", props[port].get("PACKAGE_PIN")) == pin, port
-            if iostandard is not None:
-                assert props[port]["IOSTANDARD"] == iostandard, port
+            assert props[port]["IOSTANDARD"] == iostandard, port
     # Only the requested ports are constrained.
     expected_ports = set()
     for base, (pins, _) in EXPECTED.items():
@@ -154,7 +161,7 @@ def test_pins_unique():
         assert sorted(duplicates[pin]) == ["pmod#0", "rpi#0"], (pin, duplicates[pin])
 
     # Every pin is a valid clg400 ball name and the expected counts are present.
-    assert all(re.fullmatch(r"[A-HJ-NPR-W]\d{1,2}|Y\d{1,2}", pin) for pin in owners), owners
+    assert all(re.fullmatch(r"[A-HJ-NPRTUVWY](1\d|20|[1-9])", pin) for pin in owners), owners
     conns = {(c.name, c.number): c for c in PynqZ2Platform.connectors}
     assert len(conns[("pmod", 0)].mapping) == 8
     assert len(conns[("pmod", 1)].mapping) == 8
