@@ -3,7 +3,8 @@
 Steps, all under ``OUT/build/``:
 
 1. the shell around the accelerator (``standalone``: :class:`boards.shells.SelfTest`, its ROMs filled
-   with input frames and the words the simulated accelerator answers them with);
+   with input frames and the words the simulated accelerator answers them with; ``zynq``:
+   :class:`boards.zynq.ZynqTop`, the PS7 with the AXI-Lite control block and the AXI DMA);
 2. the Vivado build plan from the platform (:class:`boards.pynq_z2.PynqZ2Platform`: Verilog, XDC, TCL,
    build script) in ``vivado/``, always written; run when ``--toolchain vivado`` and ``vivado`` is on
    PATH, giving ``vivado/rtlgen_<shell>.bit``;
@@ -39,14 +40,11 @@ def build(out, *, shell="standalone", toolchain="yosys", board="pynq-z2", inputs
         raise BuildError(f"--board {board!r} is not supported; legal: pynq-z2")
     if shell not in SHELLS:
         raise BuildError(f"--shell {shell!r} is unknown; legal: {', '.join(SHELLS)}")
-    if shell == "zynq":
-        raise BuildError("--shell zynq (PS7 + AXI-Lite control + AXI DMA) is not implemented yet; "
-                         "legal today: standalone")
     verilog, io, report = read_outputs(out)
     root = Path(out) / "build"
     name = f"rtlgen_{shell}"
 
-    top = _standalone(verilog, io, report, inputs, say)
+    top = _standalone(verilog, io, report, inputs, say) if shell == "standalone" else _zynq(verilog, io, report, say)
     from boards.pynq_z2 import PynqZ2Platform
     platform = PynqZ2Platform()
     plan = platform.build(top, name=name, build_dir=str(root / "vivado"), do_build=False)
@@ -58,6 +56,7 @@ def build(out, *, shell="standalone", toolchain="yosys", board="pynq-z2", inputs
     synth = synthesize(shell_verilog, top=name, hierarchy=True, children_of=DEFAULT_TOP_NAME,
                        workdir=root / "yosys")
     result = _report_dict(synth, report)
+    (root / "yosys").mkdir(parents=True, exist_ok=True)
     (root / "yosys" / "report.json").write_text(json.dumps(result, indent=2) + "\n")
     say(_table(result))
     over = check_fits(synth, device)
@@ -103,10 +102,22 @@ def _standalone(verilog, io, report, inputs, say):
     return StandaloneTop(selftest, verilog)
 
 
+def _zynq(verilog, io, report, say):
+    """The PS7 shell: the DMA and control block of :mod:`boards.zynq` around the accelerator."""
+    from boards.zynq import ZynqShell, ZynqTop
+
+    shell = ZynqShell(in_width=report["input"]["width"], out_width=report["output"]["width"],
+                      in_words_per_frame=io.input.words_per_frame, out_words_per_frame=io.output.words_per_frame)
+    say(f"zynq shell: {shell.in_frame_bytes} input and {shell.out_frame_bytes} output bytes per frame; "
+        f"control at 0x4000_0000 (M_AXI_GP0), DMA on S_AXI_HP0, fabric clock FCLK_CLK0")
+    return ZynqTop(shell, verilog)
+
+
 def _report_dict(synth, report):
     row = synth.as_row()
     layers = {name: sub.as_row() for name, sub in (synth.modules or {}).items()}
-    return {"top": synth.top, "device": "xc7z020", "capacity": XC7Z020, "totals": row,
+    shell = {k: row[k] - sum(r[k] for r in layers.values()) for k in ("lut", "ff", "bram36", "bram18", "dsp")}
+    return {"top": synth.top, "device": "xc7z020", "capacity": XC7Z020, "totals": row, "shell": shell,
             "lut_including_memory": synth.lut + synth.lut_as_memory,
             "layers": layers, "estimate": report["totals"], "yosys_seconds": round(synth.seconds, 1)}
 
@@ -115,8 +126,10 @@ def _table(result):
     lines = [f"{'layer':34s} {'LUT':>7s} {'FF':>7s} {'BRAM36':>6s} {'BRAM18':>6s} {'DSP':>4s}"]
     for name, r in result["layers"].items():
         lines.append(f"{name:34s} {r['lut']:7d} {r['ff']:7d} {r['bram36']:6d} {r['bram18']:6d} {r['dsp']:4d}")
-    t = result["totals"]
+    t, sh = result["totals"], result["shell"]
     cap = result["capacity"]
+    lines.append(f"{'shell (ROMs / DMA, control, glue)':34s} {sh['lut']:7d} {sh['ff']:7d} {sh['bram36']:6d} "
+                 f"{sh['bram18']:6d} {sh['dsp']:4d}")
     lines.append(f"{'total (' + result['top'] + ')':34s} {t['lut']:7d} {t['ff']:7d} {t['bram36']:6d} "
                  f"{t['bram18']:6d} {t['dsp']:4d}")
     lines.append(f"xc7z020: LUT {result['lut_including_memory'] / cap['LUT']:.1%} (incl. LUTRAM/SRL), "

@@ -165,8 +165,8 @@ def add_build_arguments(parser):
     parser.add_argument("out", metavar="OUT", help="a directory written by `rtlgen compile`")
     parser.add_argument("--board", default="pynq-z2", choices=("pynq-z2",), help="target board (default: %(default)s)")
     parser.add_argument("--shell", default="standalone", choices=("standalone", "zynq"),
-                        help="standalone: self-test with LEDs, no processor; zynq: PS7 + AXI DMA (not yet) "
-                             "(default: %(default)s)")
+                        help="standalone: self-test with LEDs, no processor; zynq: PS7 + AXI-Lite control + AXI "
+                             "DMA, for the host driver (default: %(default)s)")
     parser.add_argument("--toolchain", default="yosys", choices=("yosys", "vivado"),
                         help="yosys: synthesis report and the Vivado plan; vivado: also run the plan "
                              "(needs vivado on PATH) (default: %(default)s)")
