@@ -174,7 +174,7 @@ def add_build_arguments(parser):
 
 
 def run_build_command(args):
-    from boards.build import build
+    from rtlgen.build import build
     from rtlgen.emit import read_outputs
 
     inputs = None

@@ -11,7 +11,9 @@ MODULES = ["layers.fifo", "layers.dwc", "layers.datapath", "layers.thresholding"
            "layers.maxpool", "layers.fmpadding", "layers.labelselect", "layers.streams", "layers.channelwise",
            "layers.globalaccpool", "swg", "swg.spec", "swg.default", "swg.parallel",
            "sim.golden", "memstream", "memstream.memstream", "memstream.packing",
-           "memstream.axilite", "sim.runner", "sim.harness", "sim.axis", "sim.tb_job", "boards.yosys", "rtlgen.demo"]
+           "memstream.axilite", "sim.runner", "sim.harness", "sim.axis", "sim.tb_job", "sim.compiled", "boards.yosys",
+           "boards.pynq_z2", "boards.shells", "boards.zynq", "boards.driver", "rtlgen.build", "rtlgen.demo",
+           "rtlgen.layer_verilog", "rtlgen.verify", "rtlgen.accelerator", "rtlgen.stitch"]
 
 
 @pytest.mark.parametrize("name", MODULES)

@@ -1,4 +1,5 @@
-"""``rtlgen build``: a compiled accelerator (an ``rtlgen compile`` OUT directory) into a board design.
+"""``rtlgen build``: a compiled accelerator (an ``rtlgen compile`` OUT directory) into a board design
+(the compiler's side: it reads OUT and uses :mod:`boards` for the platform, shells and Yosys).
 
 Steps, all under ``OUT/build/``:
 
