@@ -41,6 +41,11 @@ def build(out, *, shell="standalone", toolchain="yosys", board="pynq-z2", inputs
         raise BuildError(f"--board {board!r} is not supported; legal: pynq-z2")
     if shell not in SHELLS:
         raise BuildError(f"--shell {shell!r} is unknown; legal: {', '.join(SHELLS)}")
+    if toolchain not in ("yosys", "vivado"):
+        raise BuildError(f"--toolchain {toolchain!r} is unknown; legal: yosys, vivado")
+    if toolchain == "vivado" and shutil.which("vivado") is None:
+        raise BuildError("--toolchain vivado: vivado is not on PATH; with --toolchain yosys the Vivado plan is "
+                         "written all the same (OUT/build/vivado/build_<name>.sh runs it where Vivado is installed)")
     verilog, io, report = read_outputs(out)
     root = Path(out) / "build"
     name = f"rtlgen_{shell}"
@@ -65,9 +70,6 @@ def build(out, *, shell="standalone", toolchain="yosys", board="pynq-z2", inputs
         raise BuildError(f"the design does not fit the xc7z020: {'; '.join(over)}")
 
     if toolchain == "vivado":
-        if shutil.which("vivado") is None:
-            raise BuildError("--toolchain vivado: vivado is not on PATH (the plan is written; run "
-                             f"build_{name}.sh in {root / 'vivado'} where Vivado is installed)")
         plan.execute_local(str(root / "vivado"))
         say(f"bitstream: {root / 'vivado' / (name + '.bit')}")
     return result

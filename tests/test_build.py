@@ -137,3 +137,10 @@ def test_unknown_board(compiled, capsys):
     _, out = compiled
     with pytest.raises(BuildError, match="--board 'zcu104' is not supported; legal: pynq-z2"):
         build(out, board="zcu104")
+
+
+def test_vivado_toolchain_without_vivado(compiled, capsys, monkeypatch):
+    monkeypatch.setenv("PATH", "/nonexistent")
+    _, out = compiled
+    assert main(["build", str(out), "--toolchain", "vivado"]) == 2
+    assert "--toolchain vivado: vivado is not on PATH" in capsys.readouterr().err
