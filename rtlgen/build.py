@@ -80,7 +80,7 @@ def _standalone(verilog, io, report, inputs, say):
     the expected words are the simulated accelerator's answers (``rtlgen verify`` proves that simulation
     against qonnx)."""
     from boards.shells import SelfTest, StandaloneTop
-    from memstream.packing import pack_words, padded_width
+    from memstream.packing import pack_words
     from rtlgen.stitch import simulate_chain
 
     end = io.input

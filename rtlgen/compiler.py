@@ -4,12 +4,8 @@ load -> lower (to_finn + streamline + to_hw) -> fold -> insert DWC/FIFO (depths 
 -> emit (Verilog, memory images, model_hw.onnx, io.json + host models, folding.json, report.json).
 """
 
-import json
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
-
-import numpy as np
 
 from rtlgen.accelerator import StreamEnd, StreamIO
 from rtlgen.frontend import CompileError, load_model

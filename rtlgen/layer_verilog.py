@@ -42,7 +42,7 @@ def layer_modules(nodes, specs, *, prefix):
     """One :class:`LayerModule` per node (in order), module names under ``prefix`` (the top's name)."""
     from rtlgen.stitch import _check_members
 
-    keys, texts = [], {}
+    keys = []
     for node, spec in zip(nodes, specs):
         _check_members(node, _unused(node.component(spec)))
         keys.append(_key(node, spec))

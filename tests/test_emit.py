@@ -56,7 +56,6 @@ def test_report_and_folding_agree(out_dir):
 
 def test_model_hw_is_a_finn_style_graph(out_dir):
     from qonnx.core.modelwrapper import ModelWrapper
-    from qonnx.custom_op.registry import getCustomOp  # noqa: F401  (the file must load in qonnx)
 
     model = ModelWrapper(str(out_dir / "model_hw.onnx"))
     report = json.loads((out_dir / "report.json").read_text())
