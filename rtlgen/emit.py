@@ -91,20 +91,36 @@ def model_hw(chain):
     for k, node in enumerate(chain):
         out = "global_out" if k == len(chain) - 1 else f"{node.name}_out"
         inputs = [tensor]
-        attrs = {"backend": "fpgadataflow"}
+        attrs = {"backend": "fpgadataflow", **_derived_attributes(node)}
+        names = node.kind.finn_names or {}
         for key, value in {**node.params, **node.folding}.items():
             if isinstance(value, np.ndarray):
                 name = f"{node.name}_{key}"
                 inits.append(onnx.numpy_helper.from_array(np.asarray(value, dtype=np.float32), name))
                 inputs.append(name)
             elif value is not None:
-                attrs[key] = _attribute(value)
+                attrs[names.get(key, key)] = _attribute(value)
         nodes.append(helper.make_node(node.op_type, inputs, [out], name=node.name,
                                       domain="finn.custom_op.fpgadataflow", **attrs))
         tensor = out
     graph = helper.make_graph(nodes, "rtlgen_dataflow", [helper.make_tensor_value_info("global_in", TensorProto.FLOAT, None)],
                               [helper.make_tensor_value_info("global_out", TensorProto.FLOAT, None)], initializer=inits)
     return helper.make_model(graph, producer_name="rtlgen")
+
+
+def _derived_attributes(node):
+    """FINN attributes the spec derives: the folding attributes with their defaults, outputDataType where
+    the network left it implicit, and the MVAU / VVAU activation flags."""
+    spec = node.spec()
+    attrs = {attr: _attribute(getattr(spec, field)) for attr, field in node.kind.folding_attrs.items()
+             if getattr(spec, field, None) is not None}          # the folding in force, defaults included
+    if getattr(spec, "output_dtype", None) is not None and node.kind.finn_names and \
+            "output_dtype" not in node.kind.finn_names:
+        attrs["outputDataType"] = spec.output_dtype.name
+    if node.op_type in ("MVAU", "VVAU"):
+        attrs.update(outputDataType=spec.output_dtype.name, noActivation=int(spec.table is None),
+                     binaryXnorMode=int(bool(spec.xnor)))
+    return attrs
 
 
 def _attribute(value):

@@ -25,27 +25,45 @@ __all__ = ["OpKind", "OPS", "HWNode", "canonical_op_type", "MEM_MODE_ALIASES"]
 
 @dataclass(frozen=True)
 class OpKind:
-    """How one FINN op type becomes hardware: its spec and component, and its folding attributes
-    (FINN attribute name -> spec field)."""
+    """How one FINN op type becomes hardware: its spec and component, its folding attributes (FINN
+    attribute name -> spec field), and the FINN names of its other attributes (spec field -> FINN
+    attribute name; ``model_hw.onnx`` is written with these)."""
     spec: type
     component: object
     folding_attrs: dict
+    finn_names: dict = None
 
 
 OPS = {
     "MVAU": OpKind(MVAUSpec, MVAU, {"PE": "pe", "SIMD": "simd", "mem_mode": "mem_mode", "ram_style": "ram_style",
-                                    "ram_style_thresholds": "ram_style_thresholds", "resType": "res_type"}),
+                                    "ram_style_thresholds": "ram_style_thresholds", "resType": "res_type"},
+                   {"mw": "MW", "mh": "MH", "input_dtype": "inputDataType", "weight_dtype": "weightDataType",
+                    "output_dtype": "outputDataType", "act_val": "ActVal", "num_input_vectors": "numInputVectors"}),
     "VVAU": OpKind(VVAUSpec, VVAU, {"PE": "pe", "SIMD": "simd", "mem_mode": "mem_mode", "ram_style": "ram_style",
-                                    "ram_style_thresholds": "ram_style_thresholds", "resType": "res_type"}),
-    "Thresholding": OpKind(ThresholdingSpec, Thresholding, {"PE": "pe", "ram_style": "ram_style"}),
+                                    "ram_style_thresholds": "ram_style_thresholds", "resType": "res_type"},
+                   {"channels": "Channels", "kernel": "Kernel", "dim": "Dim", "input_dtype": "inputDataType",
+                    "weight_dtype": "weightDataType", "output_dtype": "outputDataType", "act_val": "ActVal"}),
+    "Thresholding": OpKind(ThresholdingSpec, Thresholding, {"PE": "pe", "ram_style": "ram_style"},
+                           {"num_channels": "NumChannels", "input_dtype": "inputDataType",
+                            "output_dtype": "outputDataType", "act_val": "ActVal", "num_input_vectors": "numInputVectors"}),
     "ConvolutionInputGenerator": OpKind(SWGSpec, ConvolutionInputGenerator,
                                         {"SIMD": "simd", "parallel_window": "parallel_window",
-                                         "ram_style": "ram_style"}),
-    "FMPadding": OpKind(FMPaddingSpec, FMPadding, {"SIMD": "simd"}),
-    "StreamingMaxPool": OpKind(StreamingMaxPoolSpec, StreamingMaxPool, {"PE": "pe"}),
-    "LabelSelect": OpKind(LabelSelectSpec, LabelSelect, {"PE": "pe"}),
-    "GlobalAccPool": OpKind(GlobalAccPoolSpec, GlobalAccPool, {"PE": "pe"}),
-    "StreamingDataWidthConverter": OpKind(DWCSpec, StreamingDataWidthConverter, {}),
+                                         "ram_style": "ram_style"},
+                                        {"ifm_dim": "IFMDim", "ifm_channels": "IFMChannels", "kernel": "ConvKernelDim",
+                                         "input_dtype": "inputDataType", "stride": "Stride", "dilation": "Dilation"}),
+    "FMPadding": OpKind(FMPaddingSpec, FMPadding, {"SIMD": "simd"},
+                        {"img_dim": "ImgDim", "padding": "Padding", "num_channels": "NumChannels",
+                         "dtype": "inputDataType"}),
+    "StreamingMaxPool": OpKind(StreamingMaxPoolSpec, StreamingMaxPool, {"PE": "pe"},
+                               {"img_dim": "ImgDim", "pool_dim": "PoolDim", "num_channels": "NumChannels",
+                                "dtype": "dataType"}),
+    "LabelSelect": OpKind(LabelSelectSpec, LabelSelect, {"PE": "pe"},
+                          {"labels": "Labels", "k": "K", "input_dtype": "inputDataType"}),
+    "GlobalAccPool": OpKind(GlobalAccPoolSpec, GlobalAccPool, {"PE": "pe"},
+                            {"num_channels": "NumChannels", "input_dtype": "inputDataType",
+                             "num_input_vectors": "numInputVectors"}),
+    "StreamingDataWidthConverter": OpKind(DWCSpec, StreamingDataWidthConverter, {},
+                                          {"in_width": "inWidth", "out_width": "outWidth", "dtype": "dataType"}),
     "StreamingFIFO": OpKind(FIFOSpec, StreamingFIFO, {"depth": "depth", "ram_style": "ram_style"}),
 }
 

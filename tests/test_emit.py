@@ -64,8 +64,13 @@ def test_model_hw_is_a_finn_style_graph(out_dir):
         assert node.domain == "finn.custom_op.fpgadataflow"
         attrs = {a.name: a for a in node.attribute}
         assert attrs["backend"].s == b"fpgadataflow"
-        if node.op_type == "MVAU":
-            assert {"PE", "SIMD", "mw", "mh"} <= set(attrs)
+        if node.op_type == "MVAU":            # FINN's attribute names
+            assert {"PE", "SIMD", "MW", "MH", "inputDataType", "weightDataType", "outputDataType", "noActivation",
+                    "binaryXnorMode", "numInputVectors", "mem_mode"} <= set(attrs)
+            assert attrs["weightDataType"].s == b"BIPOLAR" and attrs["binaryXnorMode"].i == 1
+            assert len(node.input) == (2 if attrs["noActivation"].i else 3)     # activations, W[, thresholds]
+        if node.op_type == "StreamingDataWidthConverter":
+            assert {"inWidth", "outWidth", "dataType"} <= set(attrs)
     # consecutive nodes are connected
     for a, b in zip(model.graph.node, model.graph.node[1:]):
         assert a.output[0] == b.input[0]
