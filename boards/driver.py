@@ -15,6 +15,7 @@ ops through the compile's ``io.json`` models); the board is behind the small :cl
 """
 
 import time
+from abc import ABC, abstractmethod
 from dataclasses import dataclass
 
 import numpy as np
@@ -39,18 +40,20 @@ class Buffer:
     address: int
 
 
-class Board:
+class Board(ABC):
     """What the driver needs of a board. Offsets are bytes from the control block's base."""
 
+    @abstractmethod
     def read(self, offset):
-        raise NotImplementedError
+        """The 32-bit register at ``offset``."""
 
+    @abstractmethod
     def write(self, offset, value):
-        raise NotImplementedError
+        """Write the 32-bit register at ``offset``."""
 
+    @abstractmethod
     def allocate(self, nbytes):
         """A :class:`Buffer` of ``nbytes``, 8-byte aligned, reachable by the DMA."""
-        raise NotImplementedError
 
     def flush(self, buffer):
         """Make host writes visible to the DMA (cache flush)."""

@@ -34,6 +34,20 @@ def verilog_once(component_class, spec):
     return to_verilog(component_class(spec), "top")
 
 
+@pytest.fixture(scope="session")
+def digits_out(tmp_path_factory):
+    """``rtlgen compile`` of the w1a1 digits MLP (default folding, FIFO sizing off): an OUT directory
+    for tests of what reads one (emit, driver)."""
+    from pathlib import Path
+
+    from rtlgen.cli import main
+
+    out = tmp_path_factory.mktemp("digits_out")
+    model = Path(__file__).parent / "models" / "digits_tfc_w1a1i1_clean.onnx"
+    assert main(["compile", str(model), "-o", str(out), "--fifo-sizing", "none"]) == 0
+    return out
+
+
 @pytest.fixture
 def simulator():
     """The simulator for grid tests: RTLGEN_SIM, else Icarus when installed (fast builds), else Verilator."""

@@ -7,18 +7,15 @@ import numpy as np
 import pytest
 
 from boards.driver import AcceleratorDriver, DriverError, SimulatedBoard
-from rtlgen.cli import main
 from rtlgen.verify import qonnx_reference
 
 MODELS = Path(__file__).parent / "models"
 DIGITS = MODELS / "digits_tfc_w1a1i1_clean.onnx"
 
 
-@pytest.fixture(scope="module")
-def out(tmp_path_factory):
-    out = tmp_path_factory.mktemp("out")
-    assert main(["compile", str(DIGITS), "-o", str(out), "--fifo-sizing", "none"]) == 0
-    return out
+@pytest.fixture
+def out(digits_out):
+    return digits_out
 
 
 def digits(n):

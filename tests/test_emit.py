@@ -13,11 +13,9 @@ MODELS = Path(__file__).parent / "models"
 DIGITS = MODELS / "digits_tfc_w1a1i1_clean.onnx"
 
 
-@pytest.fixture(scope="module")
-def out_dir(tmp_path_factory):
-    out = tmp_path_factory.mktemp("out")
-    assert main(["compile", str(DIGITS), "-o", str(out), "--fifo-sizing", "none"]) == 0
-    return out
+@pytest.fixture
+def out_dir(digits_out):
+    return digits_out
 
 
 def test_files(out_dir):
