@@ -201,6 +201,11 @@ class ChannelFolded:
         """Cycles per frame in steady state: one word per cycle."""
         return self.words
 
+    @property
+    def lead_words(self):
+        """Input words taken before the first output word can leave (FIFO bounds on reconvergent paths)."""
+        return 1
+
 
 class StreamLayer(wiring.Component):
     """A layer with one input stream ``i`` of ``spec.in_width`` bits and one output stream ``o`` of

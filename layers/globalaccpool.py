@@ -69,6 +69,11 @@ class GlobalAccPoolSpec(ChannelFolded):
         return (self.num_input_vectors[0], 1, 1, self.cf, self.pe)
 
     @property
+    def lead_words(self):
+        """Input words taken before the first output word can leave (FIFO bounds on reconvergent paths)."""
+        return self.words
+
+    @property
     def out_words(self):
         return self.num_input_vectors[0] * self.cf
 

@@ -87,6 +87,11 @@ class LabelSelectSpec:
         return (*self.num_input_vectors, self.k, 1)
 
     @property
+    def lead_words(self):
+        """Input words taken before the first output word can leave (FIFO bounds on reconvergent paths)."""
+        return self.nf
+
+    @property
     def in_words(self):
         return self.vectors * self.nf
 

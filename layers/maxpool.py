@@ -135,6 +135,12 @@ class StreamingMaxPoolSpec:
         return self.in_words
 
     @property
+    def lead_words(self):
+        """Input words taken before the first output word can leave: the first window's last pixel."""
+        rows, cols, kh, kw = self._line
+        return ((kh - 1) * cols + kw) * self.nf
+
+    @property
     def buffer_depth(self):
         """Partial maxima kept: one per window column of a row (2D with kh > 1), else one per word of a pixel."""
         rows, cols, kh, kw = self._line

@@ -274,6 +274,11 @@ class MVAUSpec(_UnitSpec):
         return (*self.num_input_vectors, self.nf, self.pe)
 
     @property
+    def lead_words(self):
+        """Input words taken before the first output word can leave (FIFO bounds on reconvergent paths)."""
+        return self.sf
+
+    @property
     def exp_cycles(self):
         """Cycles per frame in steady state: SF * NF per input vector."""
         return self.sf * self.nf * prod(self.num_input_vectors)

@@ -89,6 +89,11 @@ class VVAUSpec(_UnitSpec):
         return (*self.num_input_vectors, self.nf, self.pe)
 
     @property
+    def lead_words(self):
+        """Input words taken before the first output word can leave (FIFO bounds on reconvergent paths)."""
+        return self.sf
+
+    @property
     def exp_cycles(self):
         """Cycles per frame in steady state: C*K / (PE*SIMD) per output pixel."""
         return self.nf * self.sf * prod(self.dim)

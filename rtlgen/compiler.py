@@ -1,18 +1,31 @@
-"""ONNX in, stitched accelerator out: the compiler's passes in order, and what ``rtlgen compile`` writes.
+"""ONNX in, stitched accelerator out: the compiler's passes, in order, in one list.
 
-load -> lower (to_finn + streamline + to_hw) -> fold -> insert DWC/FIFO (depths by simulation) -> stitch
--> emit (Verilog, memory images, model_hw.onnx, io.json + host models, folding.json, report.json).
+    load                 qonnx ModelWrapper, cleanup, Gemm -> MatMul, datatypes, topological order
+    to_hw                weight quantizers folded, activations -> exact thresholds, layers matched:
+                         a DataflowGraph of hardware nodes plus the host's pre/post ONNX nodes
+    fold                 PE/SIMD/... per node: a FINN folding file, or FINN's SetFolding for a target
+    insert_duplicates    DuplicateStreams where a tensor feeds several nodes
+    insert_fifos         DWCs where widths differ, a FIFO on every stream, depths by simulation (or the
+                         analytic join bounds); a FIFO in front of a join below its bound is an error
+    stitch               one Verilog top with FINN's ports (layers converted in parallel, cached)
+
+Every pass after ``load`` takes the graph (and the options) and returns a new graph, leaving its input
+as it was; :data:`PASSES` is the list :func:`compile_model` runs, timing each one and, with
+``keep``, saving the graph after each as ONNX (``NN_<pass>.onnx``, opens in Netron). The emit step
+(:mod:`rtlgen.emit`) writes what ``rtlgen compile`` leaves in OUT.
 """
 
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 
+from rtlgen import stitch
 from rtlgen.accelerator import StreamEnd, StreamIO
 from rtlgen.frontend import CompileError, load_model
 from rtlgen.host import submodel
 from rtlgen.lower import lower
 
-__all__ = ["CompileOptions", "Compiled", "compile_model", "DEFAULT_TARGET_CYCLES"]
+__all__ = ["CompileOptions", "Compiled", "compile_model", "PASSES", "DEFAULT_TARGET_CYCLES"]
 
 DEFAULT_TARGET_CYCLES = 1000        # naive folding target when neither a folding file nor a target fps is given
 
@@ -23,7 +36,8 @@ class CompileOptions:
     target_fps: float = None        # naive folding (FINN SetFolding) for this many frames/s
     clock_mhz: float = 100.0
     board: str = "pynq-z2"
-    fifo_sizing: str = "sim"        # "sim": depths from a simulation of the stitched design; "none": depth 2
+    fifo_sizing: str = "sim"        # "sim": depths from a simulation of the stitched design;
+                                    # "none": 2, and the analytic bound in front of joins
     simulator: str = None
 
     def target_cycles(self):
@@ -35,71 +49,135 @@ class CompileOptions:
         return target_cycles(self.target_fps, self.clock_mhz)
 
 
+# ---------------------------------------------------------------------------------------------- passes
+
+def to_hw(model, options):
+    return lower(model)
+
+
+def fold(graph, options):
+    from rtlgen.folding import apply_folding_config, load_folding_config, set_folding
+
+    graph = graph.copy()
+    if options.folding:
+        if options.target_fps is not None:
+            raise CompileError("give either --folding or --target-fps, not both")
+        apply_folding_config(graph.nodes, load_folding_config(options.folding))
+    else:
+        set_folding(graph, options.target_cycles())
+    return graph
+
+
+def insert_duplicates(graph, options):
+    return stitch.insert_duplicates(graph)
+
+
+def insert_fifos(graph, options):
+    if options.fifo_sizing == "sim":
+        depths = stitch.size_fifos(graph, simulator=options.simulator)
+    else:
+        depths = stitch.analytic_fifo_depths(graph)
+    return stitch.check_fifo_depths(stitch.insert_dwcs_and_fifos(graph, depths))
+
+
+PASSES = (
+    ("to_hw", to_hw),
+    ("fold", fold),
+    ("insert_duplicates", insert_duplicates),
+    ("insert_fifos", insert_fifos),
+)
+
+
+# ---------------------------------------------------------------------------------------------- driver
+
 @dataclass
 class Compiled:
     """Everything a compile produced."""
     model_path: str
-    nodes: list                     # compute layers, folded
-    chain: list                     # with DWCs and FIFOs
+    folded: object                  # DataflowGraph after folding (the network's layers)
+    graph: object                   # the stitched graph: with DuplicateStreams, DWCs and FIFOs
     io: StreamIO
     host_ops: dict                  # {"pre": [onnx node names], "post": [...]}
     verilog: str
     seconds: dict = field(default_factory=dict)
 
     @property
+    def nodes(self):
+        """The network's layers, folded (no inserted nodes)."""
+        return self.folded.nodes
+
+    @property
+    def chain(self):
+        """Every node of the stitched design, in graph order."""
+        return self.graph.nodes
+
+    @property
     def analytic_cycles(self):
-        """Cycles per frame of the slowest layer: the design's II."""
-        return max(n.spec().exp_cycles for n in self.nodes)
+        """Cycles per frame of the slowest node: the design's II."""
+        return max(stitch.exp_cycles(n.spec()) for n in self.graph.nodes)
 
 
-def compile_model(model_path, options=None, *, say=lambda text: None):
-    """Compile ``model_path``; ``say`` receives one line per finished step."""
-    from rtlgen import stitch
-    from rtlgen.folding import apply_folding_config, load_folding_config, set_folding
-
+def compile_model(model_path, options=None, *, say=lambda text: None, keep=None):
+    """Compile ``model_path``; ``say`` receives one line per finished pass; ``keep`` is a directory to save
+    the graph into after every pass."""
     options = options or CompileOptions()
     seconds = {}
-
-    def step(name, start):
-        seconds[name] = time.perf_counter() - start
-        say(f"{name}: {seconds[name]:.1f} s")
-
     t = time.perf_counter()
     model = load_model(model_path)
-    step("load", t)
+    seconds["load"] = time.perf_counter() - t
+    say(f"load: {seconds['load']:.1f} s")
+    state, graphs = model, {}
+    for k, (name, run) in enumerate(PASSES):
+        t = time.perf_counter()
+        try:
+            state = run(state, options)
+        except ValueError as exc:
+            if isinstance(exc, CompileError):
+                raise
+            raise CompileError(str(exc)) from None
+        seconds[name] = time.perf_counter() - t
+        graphs[name] = state
+        say(f"{name}: {seconds[name]:.1f} s ({_summary(name, state)})")
+        if keep is not None:
+            from rtlgen.emit import model_hw
+            Path(keep).mkdir(parents=True, exist_ok=True)
+            import onnx
+            onnx.save(model_hw(state), str(Path(keep) / f"{k + 1:02d}_{name}.onnx"))
     t = time.perf_counter()
-    flow = lower(model)
-    step(f"lower ({len(flow.nodes)} layers, host ops: {len(flow.host_pre)} before, {len(flow.host_post)} after)", t)
-    t = time.perf_counter()
-    if options.folding:
-        if options.target_fps is not None:
-            raise CompileError("give either --folding or --target-fps, not both")
-        apply_folding_config(flow.nodes, load_folding_config(options.folding))
-    else:
-        set_folding(flow.nodes, options.target_cycles())
-    step(f"fold (II {max(n.spec().exp_cycles for n in flow.nodes)} cycles)", t)
-    t = time.perf_counter()
-    depths = stitch.size_fifos(flow.nodes, simulator=options.simulator) if options.fifo_sizing == "sim" else None
-    chain = stitch.insert_dwcs_and_fifos(flow.nodes, depths)
-    step("insert DWC/FIFO" + (" (depths by simulation)" if depths else ""), t)
-    t = time.perf_counter()
-    verilog = stitch.to_verilog(chain)
-    step("stitch + Verilog", t)
-    io = _stream_io(model, flow)
-    return Compiled(str(model_path), flow.nodes, chain, io, {"pre": flow.host_pre, "post": flow.host_post},
+    verilog = stitch.to_verilog(state)
+    seconds["stitch"] = time.perf_counter() - t
+    say(f"stitch: {seconds['stitch']:.1f} s")
+    io = _stream_io(model, state)
+    return Compiled(str(model_path), graphs["fold"], state, io, {"pre": state.host_pre, "post": state.host_post},
                     verilog, seconds)
 
 
-def _stream_io(model, flow):
+def _summary(name, graph):
+    if name == "to_hw":
+        return f"{len(graph.nodes)} layers, host ops: {len(graph.host_pre)} before, {len(graph.host_post)} after"
+    if name == "fold":
+        return f"II {max(stitch.exp_cycles(n.spec()) for n in graph.nodes)} cycles"
+    counts = {}
+    for n in graph.nodes:
+        counts[n.op_type] = counts.get(n.op_type, 0) + 1
+    return ", ".join(f"{v} {k}" for k, v in counts.items() if k in (
+        "DuplicateStreams", "StreamingFIFO", "StreamingDataWidthConverter")) or "nothing inserted"
+
+
+def _stream_io(model, graph):
+    """How the model's input and output map onto ``graph``'s streams (its first consumer's and last
+    producer's word widths)."""
     from rtlgen.stitch import in_width, out_width
 
-    first, last = flow.nodes[0].spec(), flow.nodes[-1].spec()
-    in_bits, out_bits = flow.input.dtype.bitwidth(), flow.output.dtype.bitwidth()
+    node, port = graph.consumers(graph.input)[0]
+    first, last = node.spec(), graph.producer(graph.output)[0].spec()
+    t_in, t_out = graph.tensors[graph.input], graph.tensors[graph.output]
+    in_bits, out_bits = t_in.dtype.bitwidth(), t_out.dtype.bitwidth()
     graph_in, graph_out = model.graph.input[0].name, model.graph.output[0].name
     ends = []
-    for t, lanes in ((flow.input, in_width(first) // in_bits), (flow.output, out_width(last) // out_bits)):
+    for t, lanes in ((t_in, in_width(first) // in_bits), (t_out, out_width(last) // out_bits)):
         ends.append(StreamEnd(t.name, tuple(t.shape), t.dtype, t.scale, lanes, t.kind, t.gain, t.offset,
                               getattr(t, "rounding", False)))
-    pre = submodel(model, flow.host_pre, [graph_in], [flow.input.name], "host_pre")
-    post = submodel(model, flow.host_post, [flow.output.name], [graph_out], "host_post")
+    pre = submodel(model, graph.host_pre, [graph_in], [t_in.name], "host_pre")
+    post = submodel(model, graph.host_post, [t_out.name], [graph_out], "host_post")
     return StreamIO(graph_in, tuple(model.get_tensor_shape(graph_in)), graph_out, *ends, pre, post)

@@ -19,7 +19,7 @@ from qonnx.core.datatype import BaseDataType
 
 from memstream.packing import write_memh
 from rtlgen.accelerator import StreamIO
-from rtlgen.stitch import DEFAULT_TOP_NAME, chain_report
+from rtlgen.stitch import DEFAULT_TOP_NAME, as_graph, graph_report
 
 __all__ = ["write_outputs", "read_outputs", "build_report", "VERILOG_NAME"]
 
@@ -38,7 +38,7 @@ def write_outputs(compiled, out):
             write_memh(out / "mem" / f"{node.name}_weights.dat", spec.weight_memory_image(), spec.weight_width)
     compiled.io.save(out)
     write_folding_config(compiled.nodes, out / "folding.json")
-    onnx.save(model_hw(compiled.chain), str(out / "model_hw.onnx"))
+    onnx.save(model_hw(compiled.graph), str(out / "model_hw.onnx"))
     (out / "report.json").write_text(json.dumps(build_report(compiled), indent=2) + "\n")
 
 
@@ -53,7 +53,7 @@ def read_outputs(out):
 
 
 def build_report(compiled):
-    rows = chain_report(compiled.chain)
+    rows = graph_report(compiled.graph)
     layers, total = rows[:-1], rows[-1]
     model = compiled.io
     ii = compiled.analytic_cycles
@@ -84,13 +84,14 @@ def _top_width(node, end):
     return -(-width // 8) * 8
 
 
-def model_hw(chain):
-    """The chain as an ONNX graph of FINN-style nodes (domain finn.custom_op.fpgadataflow)."""
+def model_hw(graph):
+    """The dataflow graph as an ONNX graph of FINN-style nodes (domain finn.custom_op.fpgadataflow),
+    tensors named as in the graph, the graph input ``global_in`` and output ``global_out``."""
+    graph = as_graph(graph)
+    rename = {graph.input: "global_in", graph.output: "global_out"}
     nodes, inits = [], []
-    tensor = "global_in"
-    for k, node in enumerate(chain):
-        out = "global_out" if k == len(chain) - 1 else f"{node.name}_out"
-        inputs = [tensor]
+    for node in graph.nodes:
+        inputs = [rename.get(t, t) for t in node.inputs]
         attrs = {"backend": "fpgadataflow", **_derived_attributes(node)}
         names = node.kind.finn_names or {}
         for key, value in {**node.params, **node.folding}.items():
@@ -100,12 +101,13 @@ def model_hw(chain):
                 inputs.append(name)
             elif value is not None:
                 attrs[names.get(key, key)] = _attribute(value)
-        nodes.append(helper.make_node(node.op_type, inputs, [out], name=node.name,
+        nodes.append(helper.make_node(node.op_type, inputs, [rename.get(t, t) for t in node.outputs], name=node.name,
                                       domain="finn.custom_op.fpgadataflow", **attrs))
-        tensor = out
-    graph = helper.make_graph(nodes, "rtlgen_dataflow", [helper.make_tensor_value_info("global_in", TensorProto.FLOAT, None)],
-                              [helper.make_tensor_value_info("global_out", TensorProto.FLOAT, None)], initializer=inits)
-    return helper.make_model(graph, producer_name="rtlgen")
+    graph_proto = helper.make_graph(nodes, "rtlgen_dataflow",
+                                    [helper.make_tensor_value_info("global_in", TensorProto.FLOAT, None)],
+                                    [helper.make_tensor_value_info("global_out", TensorProto.FLOAT, None)],
+                                    initializer=inits)
+    return helper.make_model(graph_proto, producer_name="rtlgen")
 
 
 def _derived_attributes(node):

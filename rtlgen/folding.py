@@ -264,16 +264,23 @@ def _walk(node, attr, max_val, target):
             break
 
 
-def _producer(nodes, i):
-    """The node feeding nodes[i], skipping DWCs and FIFOs (a chain)."""
-    for j in range(i - 1, -1, -1):
-        if nodes[j].op_type not in INSERTED_OPS:
-            return nodes[j]
-    return None
+def _producer(graph, node):
+    """The node feeding ``node``'s first input, skipping DWCs and FIFOs."""
+    while True:
+        found = graph.producer(node.inputs[0]) if node.inputs else None
+        if found is None:
+            return None
+        node = found[0]
+        if node.op_type not in INSERTED_OPS:
+            return node
 
 
-def _fold_once(nodes, target, mvau_wwidth_max):
-    for i, node in enumerate(nodes):
+def _common_divisors(counts):
+    return [d for d in divisors(min(counts)) if all(c % d == 0 for c in counts)]
+
+
+def _fold_once(graph, target, mvau_wwidth_max):
+    for node in graph.nodes:
         op, p, f = node.op_type, node.params, node.folding
         if op == "MVAU":
             f["PE"], f["SIMD"] = 1, 1
@@ -287,8 +294,13 @@ def _fold_once(nodes, target, mvau_wwidth_max):
                     f["SIMD"] = prev        # weight stream too wide: revert and stop
                     break
             _walk(node, "PE", p["mh"], target)
-        elif op in ("Thresholding", "GlobalAccPool"):
+        elif op in ("Thresholding", "GlobalAccPool", "AddStreams", "ChannelwiseOp"):
             _walk(node, "PE", p["num_channels"], target)
+        elif op == "StreamingConcat":
+            for simd in _common_divisors(p["channels_per_stream"]):
+                f["SIMD"] = simd
+                if _cycles(node) < target:
+                    break
         elif op == "LabelSelect":
             _walk(node, "PE", p["labels"], target)
         elif op == "StreamingMaxPool":
@@ -316,7 +328,7 @@ def _fold_once(nodes, target, mvau_wwidth_max):
             if pe == channels and _cycles(node) > target:
                 kh, kw = p["kernel"]
                 _walk(node, "SIMD", kh * kw, target)
-            swg = _producer(nodes, i)
+            swg = _producer(graph, node)
             if swg is not None and swg.op_type == "ConvolutionInputGenerator":
                 swg.folding["SIMD"] = pe
                 swg.folding["parallel_window"] = f["SIMD"] > 1
@@ -327,8 +339,8 @@ def _fold_once(nodes, target, mvau_wwidth_max):
         # other ops (DWC, FIFO, ...): nothing to fold
 
 
-def set_folding(nodes, target_cycles, *, mvau_wwidth_max=36, two_pass_relaxation=True):
-    """FINN's SetFolding on a chain of nodes: the least parallelism that gets each node under
+def set_folding(graph, target_cycles, *, mvau_wwidth_max=36, two_pass_relaxation=True):
+    """FINN's SetFolding on a :class:`DataflowGraph` (or a chain of nodes): the least parallelism that gets each node under
     ``target_cycles`` cycles per frame (see finn-conventions.md §11). Changes PE / SIMD / parallel_window
     in ``node.folding`` only. Returns the resulting maximum exp_cycles.
 
@@ -340,11 +352,23 @@ def set_folding(nodes, target_cycles, *, mvau_wwidth_max=36, two_pass_relaxation
     ``two_pass_relaxation``, a missed target is retried with the achieved maximum as the target, so
     the layers that are faster than the bottleneck get no more parallelism than they need.
     """
+    from rtlgen.hwgraph import DataflowGraph
+
     if target_cycles is None or target_cycles <= 0:
         raise ValueError(f"target_cycles must be a positive number, not {target_cycles!r}")
-    _fold_once(nodes, target_cycles, mvau_wwidth_max)
-    worst, _ = max_cycles(nodes)
+    if not isinstance(graph, DataflowGraph):       # a chain: fold its nodes in place
+        nodes = list(graph)
+        graph = DataflowGraph.chain(nodes)
+        graph.nodes = [_linked(n, g) for n, g in zip(nodes, graph.nodes)]
+    _fold_once(graph, target_cycles, mvau_wwidth_max)
+    worst, _ = max_cycles(graph.nodes)
     if two_pass_relaxation and worst > target_cycles:
-        _fold_once(nodes, worst, mvau_wwidth_max)
-        worst, _ = max_cycles(nodes)
+        _fold_once(graph, worst, mvau_wwidth_max)
+        worst, _ = max_cycles(graph.nodes)
     return worst
+
+
+def _linked(node, linked):
+    """``node`` itself (so its folding changes in place) with the tensors of its copy in a chain graph."""
+    node.inputs, node.outputs = linked.inputs, linked.outputs
+    return node

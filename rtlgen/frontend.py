@@ -21,6 +21,7 @@ def load_model(path):
     """ModelWrapper of ``path``, cleaned up, Gemm lowered to MatMul, datatypes inferred."""
     from qonnx.core.modelwrapper import ModelWrapper
     from qonnx.transformation.gemm_to_matmul import GemmToMatMul
+    from qonnx.transformation.general import SortGraph
     from qonnx.transformation.infer_datatypes import InferDataTypes
     from qonnx.util.cleanup import cleanup_model
 
@@ -38,6 +39,7 @@ def load_model(path):
         model = model.transform(GemmToMatMul())
         model = cleanup_model(model)
         model = model.transform(InferDataTypes())
+        model = model.transform(SortGraph())          # lowering visits nodes in topological order
     except Exception as exc:
         raise CompileError(f"{path}: qonnx cannot clean up this model ({_first_line(exc)})") from None
     if len(model.graph.input) != 1 or len(model.graph.output) != 1:

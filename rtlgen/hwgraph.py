@@ -1,4 +1,11 @@
-"""The dataflow graph the compiler works on: a chain of hardware nodes, each a FINN op with its attributes.
+"""The dataflow graph the compiler works on: hardware nodes (FINN ops with their attributes) joined by
+stream tensors.
+
+A :class:`DataflowGraph` is a DAG: each :class:`HWNode` names the tensors it reads (``inputs``, in port
+order: a one-input layer has the stream member ``i``, an n-input one ``i0`` .. ``i{n-1}``) and writes
+(``outputs``: ``o`` or ``o0`` ..). Every tensor has one producer (a node, or the graph's input) and, once
+:func:`rtlgen.passes.insert_duplicates` has run, one consumer (a node, or the graph's output). The
+compiler's passes take a graph and return a new one (:meth:`DataflowGraph.copy`), never changing theirs.
 
 A :class:`HWNode` keeps what the network fixed (``params``: shapes, datatypes, weights, thresholds) apart
 from what folding chooses (``folding``: FINN's attribute names ``PE``, ``SIMD``, ``mem_mode``,
@@ -7,8 +14,12 @@ choices. :data:`OPS` says, per FINN op type, which spec and component implement 
 folding attributes map onto spec fields.
 """
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
+import numpy as np
+from qonnx.core.datatype import DataType
+
+from layers.channelwise import ChannelwiseOp, ChannelwiseOpSpec
 from layers.dwc import DWCSpec, StreamingDataWidthConverter
 from layers.fifo import FIFOSpec, StreamingFIFO
 from layers.fmpadding import FMPadding, FMPaddingSpec
@@ -16,11 +27,14 @@ from layers.globalaccpool import GlobalAccPool, GlobalAccPoolSpec
 from layers.labelselect import LabelSelect, LabelSelectSpec
 from layers.maxpool import StreamingMaxPool, StreamingMaxPoolSpec
 from layers.mvau import MVAU, MVAUSpec
+from layers.streams import (AddStreams, AddStreamsSpec, DuplicateStreams, DuplicateStreamsSpec, StreamingConcat,
+                            StreamingConcatSpec)
 from layers.thresholding import Thresholding, ThresholdingSpec
 from layers.vvau import VVAU, VVAUSpec
 from swg import ConvolutionInputGenerator, SWGSpec
 
-__all__ = ["OpKind", "OPS", "HWNode", "canonical_op_type", "MEM_MODE_ALIASES"]
+__all__ = ["OpKind", "OPS", "HWNode", "StreamTensor", "DataflowGraph", "canonical_op_type", "MEM_MODE_ALIASES",
+           "input_port", "output_port"]
 
 
 @dataclass(frozen=True)
@@ -62,6 +76,19 @@ OPS = {
     "GlobalAccPool": OpKind(GlobalAccPoolSpec, GlobalAccPool, {"PE": "pe"},
                             {"num_channels": "NumChannels", "input_dtype": "inputDataType",
                              "num_input_vectors": "numInputVectors"}),
+    "AddStreams": OpKind(AddStreamsSpec, AddStreams, {"PE": "pe"},
+                         {"num_channels": "NumChannels", "input_dtype": "inputDataType",
+                          "num_input_vectors": "numInputVectors"}),
+    "DuplicateStreams": OpKind(DuplicateStreamsSpec, DuplicateStreams, {"PE": "pe"},
+                               {"num_channels": "NumChannels", "num_output_streams": "NumOutputStreams",
+                                "dtype": "inputDataType", "num_input_vectors": "numInputVectors"}),
+    "StreamingConcat": OpKind(StreamingConcatSpec, StreamingConcat, {"SIMD": "simd"},
+                              {"channels_per_stream": "ChannelsPerStream", "dtype": "inputDataType",
+                               "num_input_vectors": "numInputVectors"}),
+    "ChannelwiseOp": OpKind(ChannelwiseOpSpec, ChannelwiseOp, {"PE": "pe"},
+                            {"func": "Func", "num_channels": "NumChannels", "input_dtype": "inputDataType",
+                             "param_dtype": "paramDataType", "output_dtype": "outputDataType",
+                             "num_input_vectors": "numInputVectors"}),
     "StreamingDataWidthConverter": OpKind(DWCSpec, StreamingDataWidthConverter, {},
                                           {"in_width": "inWidth", "out_width": "outWidth", "dtype": "dataType"}),
     "StreamingFIFO": OpKind(FIFOSpec, StreamingFIFO, {"depth": "depth", "ram_style": "ram_style"}),
@@ -74,6 +101,8 @@ OLD_OP_NAMES = {
     "Thresholding_Batch": "Thresholding", "StreamingMaxPool_Batch": "StreamingMaxPool",
     "StreamingDataWidthConverter_Batch": "StreamingDataWidthConverter", "FMPadding_Batch": "FMPadding",
     "LabelSelect_Batch": "LabelSelect", "GlobalAccPool_Batch": "GlobalAccPool", "ConvolutionInputGenerator_rtl": "ConvolutionInputGenerator",
+    "AddStreams_Batch": "AddStreams", "DuplicateStreams_Batch": "DuplicateStreams",
+    "ChannelwiseOp_Batch": "ChannelwiseOp",
 }
 MEM_MODE_ALIASES = {"const": "internal_embedded", "decoupled": "internal_decoupled"}
 
@@ -98,6 +127,8 @@ class HWNode:
     params: dict
     folding: dict = field(default_factory=dict)
     sources: tuple = ()
+    inputs: tuple = ()              # tensor names, in port order
+    outputs: tuple = ()
 
     @property
     def kind(self):
@@ -119,3 +150,130 @@ class HWNode:
 
     def component(self, spec=None):
         return self.kind.component(spec or self.spec())
+
+    def copy(self):
+        """A node whose folding can change without touching this one (params are shared: never mutated)."""
+        return replace(self, folding=dict(self.folding))
+
+
+def input_port(node, k):
+    """The stream member of ``node`` that reads its ``k``-th input: ``i``, or ``i{k}`` for n-input ops."""
+    return "i" if len(node.inputs) <= 1 else f"i{k}"
+
+
+def output_port(node, k):
+    return "o" if len(node.outputs) <= 1 else f"o{k}"
+
+
+@dataclass
+class StreamTensor:
+    """An integer tensor on a hardware stream (an edge of the graph): real value = scale * code.
+
+    ``shape`` is the model's (logical) shape; 4D tensors stream NHWC. ``row_order`` (after a flatten of
+    a feature map) maps stream position -> logical flat index. ``scale`` is a number, or (C,) per channel
+    for an accelerator output that feeds host ops.
+    """
+    name: str
+    dtype: DataType
+    scale: object
+    shape: tuple
+    row_order: np.ndarray = None
+    kind: str = "codes"             # "codes", or "indices" (LabelSelect output: ints, no scale)
+    offset: int = 0                 # real = scale * (gain * code + offset): xnor popcounts give
+    gain: int = 1                   # the bipolar dot product as 2 * popcount - MW
+    rounding: bool = False          # the model computes this tensor as a float32 dot product with scales
+                                    # that are not powers of two: equal to scale * code only up to rounding
+
+    @property
+    def spatial(self):
+        return len(self.shape) == 4
+
+
+@dataclass
+class DataflowGraph:
+    """Hardware nodes in topological order between the stream tensors ``input`` (``s_axis_0``) and
+    ``output`` (``m_axis_0``).
+
+    ``tensors`` describes the model tensors that travel on streams (name -> :class:`StreamTensor`);
+    tensors the passes create between inserted nodes need no entry. ``model`` is the cleaned ONNX model
+    the graph was lowered from, ``host_pre`` / ``host_post`` the names of its nodes that run on the host
+    before and after the accelerator.
+    """
+    nodes: list
+    input: str
+    output: str
+    tensors: dict = field(default_factory=dict)
+    model: object = None
+    host_pre: list = field(default_factory=list)
+    host_post: list = field(default_factory=list)
+
+    @classmethod
+    def chain(cls, nodes, **kwargs):
+        """A graph of ``nodes`` one after the other (their own ``inputs``/``outputs`` are replaced)."""
+        nodes = [replace(n, folding=dict(n.folding)) for n in nodes]
+        if not nodes:
+            raise ValueError("cannot build a graph of no nodes")
+        tensor = "global_in"
+        for k, node in enumerate(nodes):
+            out = "global_out" if k == len(nodes) - 1 else f"{node.name}_out"
+            node.inputs, node.outputs = (tensor,), (out,)
+            tensor = out
+        return cls(nodes, "global_in", "global_out", **kwargs)
+
+    def copy(self, **changes):
+        """A new graph with copies of the nodes (and ``changes`` to its fields)."""
+        fields = dict(nodes=[n.copy() for n in self.nodes], input=self.input, output=self.output,
+                      tensors=dict(self.tensors), model=self.model, host_pre=list(self.host_pre),
+                      host_post=list(self.host_post))
+        fields.update(changes)
+        return DataflowGraph(**fields)
+
+    def node(self, name):
+        for n in self.nodes:
+            if n.name == name:
+                return n
+        raise KeyError(f"no node {name!r} in the dataflow graph")
+
+    def producer(self, tensor):
+        """(node, output index) writing ``tensor``; None for the graph input."""
+        for n in self.nodes:
+            if tensor in n.outputs:
+                return n, n.outputs.index(tensor)
+        if tensor == self.input:
+            return None
+        raise KeyError(f"no node writes tensor {tensor!r}")
+
+    def consumers(self, tensor):
+        """[(node, input index)] reading ``tensor``, in graph order."""
+        return [(n, k) for n in self.nodes for k, t in enumerate(n.inputs) if t == tensor]
+
+    def predecessors(self, node):
+        """The nodes feeding ``node``, in port order (graph input: None)."""
+        return [(self.producer(t) or (None, 0))[0] for t in node.inputs]
+
+    def edges(self):
+        """Every tensor as (tensor, (producer node or None, port), [(consumer node, port)...]) in graph order."""
+        names = [self.input] + [t for n in self.nodes for t in n.outputs]
+        return [(t, self.producer(t), self.consumers(t)) for t in names]
+
+    def check(self):
+        """Raise ValueError unless every tensor has one producer, is read at least once (or is the
+        output), and the nodes are in topological order with unique names."""
+        names = [n.name for n in self.nodes]
+        if len(set(names)) != len(names):
+            raise ValueError(f"node names must be unique, got {names}")
+        written = {self.input}
+        for n in self.nodes:
+            for t in n.inputs:
+                if t not in written:
+                    raise ValueError(f"{n.name} reads {t!r}, which no earlier node writes")
+            for t in n.outputs:
+                if t in written:
+                    raise ValueError(f"tensor {t!r} is written twice ({n.name})")
+                written.add(t)
+        if self.output not in written:
+            raise ValueError(f"no node writes the graph output {self.output!r}")
+        for t in written:
+            if t != self.output and not self.consumers(t):
+                raise ValueError(f"tensor {t!r} is read by no node")
+        return self

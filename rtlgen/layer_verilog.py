@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-__all__ = ["LayerModule", "layer_modules"]
+__all__ = ["LayerModule", "layer_modules", "unused"]
 
 _PLACEHOLDER = "rtlgen_top_placeholder"         # top name while cached; replaced by the real one
 _PARALLEL_FROM = 3                              # uncached layers worth starting worker processes for
@@ -40,12 +40,7 @@ class LayerModule:
 
 def layer_modules(nodes, specs, *, prefix):
     """One :class:`LayerModule` per node (in order), module names under ``prefix`` (the top's name)."""
-    from rtlgen.stitch import _check_members
-
-    keys = []
-    for node, spec in zip(nodes, specs):
-        _check_members(node, _unused(node.component(spec)))
-        keys.append(_key(node, spec))
+    keys = [_key(node, spec) for node, spec in zip(nodes, specs)]
     missing = [(k, node, spec) for k, node, spec in zip(keys, nodes, specs) if _cached(k) is None]
     if len(missing) >= _PARALLEL_FROM and (os.cpu_count() or 1) > 1:
         # fork, not spawn: spawn re-imports the caller's __main__, which breaks unguarded user scripts;
@@ -70,7 +65,7 @@ def layer_modules(nodes, specs, *, prefix):
     return modules
 
 
-def _unused(elaboratable):
+def unused(elaboratable):
     """Mark a component built only to read its signature (Amaranth warns about unelaborated ones)."""
     elaboratable._MustUse__silence = True
     return elaboratable
@@ -104,7 +99,8 @@ _MEMORY = {}
 
 
 def _key(node, spec):
-    blob = pickle.dumps((_sources_hash(), node.op_type, node.name, spec), protocol=4)
+    blob = pickle.dumps((_sources_hash(), node.op_type, node.name, len(node.inputs), len(node.outputs), spec),
+                        protocol=4)
     return hashlib.sha256(blob).hexdigest()[:32], len(blob)
 
 

@@ -1,18 +1,23 @@
-"""The ``to_hw`` pass: a cleaned QONNX / FINN-ONNX model -> a chain of :class:`HWNode` plus host ops.
+"""The ``to_hw`` pass: a cleaned QONNX / FINN-ONNX model -> a :class:`DataflowGraph` plus host ops.
 
 The walk starts at the first integer tensor (an integer-annotated graph input, or the output of the
-first activation quantizer, computed on the host) and follows the data: every MatMul or Conv with
-integer weights becomes an MVAU (or SWG [+ FMPadding] + MVAU/VVAU), with the float ops up to the next
-quantizer turned into exact thresholds (:mod:`rtlgen.thresholds`); MaxPool becomes StreamingMaxPool; a
-quantizer on integer data becomes Thresholding; a final TopK after a monotone per-tensor chain becomes
-LabelSelect. Where the walk stops, the rest of the graph runs on the host: allowed at the graph's edge,
-an error naming the node if hardware work would follow it.
+first activation quantizer, computed on the host) and visits the model's nodes in topological order.
+A node whose data inputs are all hardware streams is matched: every MatMul or Conv with integer weights
+becomes an MVAU (or SWG [+ FMPadding] + MVAU/VVAU), with the float ops up to the next quantizer turned
+into exact thresholds (:mod:`rtlgen.thresholds`); MaxPool becomes StreamingMaxPool; a quantizer on
+integer data becomes Thresholding; an Add of two streams becomes AddStreams (with a ChannelwiseOp on a
+branch whose codes need rescaling onto the common scale); a channel Concat becomes StreamingConcat; a
+final TopK after a monotone per-tensor chain becomes LabelSelect. A tensor read by several nodes is an
+ordinary edge with several consumers (:func:`rtlgen.passes.insert_duplicates` adds the fan-out later).
+What cannot be matched runs on the host: allowed at the graph's edge, an error naming the node if
+hardware work would follow it.
 
 Stream layout: 4D tensors (NCHW in the model) stream as NHWC, channel fastest; a flatten of such a
 tensor is absorbed by permuting the rows of the MatMul that consumes it.
 """
 
-from dataclasses import dataclass, field
+import copy
+from fractions import Fraction
 
 import numpy as np
 import onnx
@@ -21,55 +26,23 @@ from qonnx.core.datatype import DataType
 from layers.datapath import dtype_for_range
 from layers.mvau import MVAUSpec
 from rtlgen.frontend import CompileError, quantizer_output_codes
-from rtlgen.hwgraph import HWNode
+from rtlgen.hwgraph import DataflowGraph, HWNode, StreamTensor
 from rtlgen.thresholds import (ELEMENTWISE_OPS, QUANTIZERS, SHAPE_OPS, ActivationChain, channel_directions,
                                derive_thresholds)
 
-__all__ = ["StreamTensor", "Dataflow", "lower"]
+__all__ = ["StreamTensor", "lower"]
 
 COMPUTE_OPS = {"MatMul", "Conv"}
 MAX_TOPK_CHECK = 1 << 20            # accumulator values checked one by one to absorb a chain into TopK
-
-
-@dataclass
-class StreamTensor:
-    """An integer tensor on a hardware stream: real value = scale * code.
-
-    ``shape`` is the model's (logical) shape; 4D tensors stream NHWC. ``row_order`` (after a flatten of
-    a feature map) maps stream position -> logical flat index. ``scale`` is a number, or (C,) per channel
-    for an accelerator output that feeds host ops.
-    """
-    name: str
-    dtype: DataType
-    scale: object
-    shape: tuple
-    row_order: np.ndarray = None
-    kind: str = "codes"             # "codes", or "indices" (LabelSelect output: ints, no scale)
-    offset: int = 0                 # real = scale * (gain * code + offset): xnor popcounts give
-    gain: int = 1                   # the bipolar dot product as 2 * popcount - MW
-    rounding: bool = False          # the model computes this tensor as a float32 dot product with scales
-                                    # that are not powers of two: equal to scale * code only up to rounding
-
-    @property
-    def spatial(self):
-        return len(self.shape) == 4
-
-
-@dataclass
-class Dataflow:
-    """The lowered network: hardware chain ``nodes`` between ``input`` and ``output`` stream tensors, and
-    the model's own nodes that run on the host before and after it."""
-    model: object
-    nodes: list
-    input: StreamTensor
-    output: StreamTensor
-    host_pre: list = field(default_factory=list)       # ONNX node names
-    host_post: list = field(default_factory=list)
+MAX_SUM_CHECK = 1 << 22             # code pairs checked one by one to prove a residual sum exact
+MAX_RESCALE = 1 << 8                # largest integer factor a branch's codes are multiplied by
 
 
 def lower(model):
-    """Lower a model from :func:`rtlgen.frontend.load_model` into a :class:`Dataflow`."""
-    return _Lowering(model).run()
+    """Lower a model from :func:`rtlgen.frontend.load_model` into a :class:`DataflowGraph` (the model
+    itself is not changed; the graph keeps a copy with the weight quantizers folded)."""
+    from qonnx.core.modelwrapper import ModelWrapper
+    return _Lowering(ModelWrapper(copy.deepcopy(model.model))).run()
 
 
 class _Lowering:
@@ -77,38 +50,76 @@ class _Lowering:
         self.model = model
         self.weights = _fold_weight_quants(model)
         self.nodes, self.counts = [], {}
+        self.stream = {}            # model tensor -> StreamTensor, for every tensor on a hardware stream
+        self.wire = {}              # model tensor -> the graph tensor carrying it (a reshape keeps the wire)
+        self.done = set()           # ONNX node names absorbed into hardware
+        self.cursor = None          # the wire the next added node reads
 
     # ---- walk ----
     def run(self):
         start, pre = self._accelerator_input()
-        t = start
-        while True:
-            consumers = self.model.find_consumers(t.name) or []
-            if t.name in self._graph_outputs() or not consumers:
-                break
-            if len(consumers) > 1:
-                raise CompileError(f"tensor {t.name} feeds {len(consumers)} nodes "
-                                   f"({', '.join(c.name for c in consumers)}); branching graphs (residuals) "
-                                   f"are not supported yet")
-            node = consumers[0]
-            step = {"MatMul": self._matmul, "Conv": self._conv, "MaxPool": self._maxpool,
-                    "AveragePool": self._global_pool, "GlobalAveragePool": self._global_pool}.get(node.op_type)
-            if node.op_type in SHAPE_OPS:
-                t = self._reshape(t, node)
-            elif step is not None:
-                t = step(t, node)
-            elif node.op_type in ELEMENTWISE_OPS:
-                new = self._thresholding(t, node)
-                if new is None:
-                    break
-                t = new
-            else:
-                break
+        self.stream[start.name], self.wire[start.name] = start, start.name
+        self.done |= set(pre)
+        host, host_tensors = [], set()
+        for node in list(self.model.graph.node):
+            if node.name in self.done:
+                continue
+            data = [i for i in node.input if i in self.stream or i in host_tensors]
+            if not data:
+                continue
+            mapped = None
+            if not any(i in host_tensors for i in node.input):
+                mapped = self._match(node)
+            if mapped is None:
+                host.append(node)
+                host_tensors.update(node.output)
+                continue
+            for t in mapped:
+                self.stream[t.name] = t
         if not self.nodes:
             raise CompileError("nothing to put in hardware: no MatMul, Conv, MaxPool or quantizer on integer "
                                "data follows the model's input quantizer")
-        post = self._host_post(t)
-        return Dataflow(self.model, self.nodes, start, t, pre, post)
+        self._check_host(host)
+        out = self._accelerator_output(host)
+        graph = DataflowGraph(self.nodes, start.name, self.wire[out.name], model=self.model, host_pre=pre,
+                              host_post=[n.name for n in host])
+        for name, t in self.stream.items():
+            graph.tensors.setdefault(self.wire[name], t)
+        graph.tensors[graph.output] = out
+        graph.tensors[graph.input] = start
+        return _prune(graph)
+
+    def _match(self, node):
+        """The StreamTensors ``node`` (and what it absorbs) produces in hardware, or None (host)."""
+        streams = [i for i in node.input if i in self.stream]
+        if node.op_type == "Add" and len(streams) == 2:
+            return [self._join_add(node)]
+        if node.op_type == "Concat" and len(streams) == len(node.input):
+            return [self._join_concat(node)]
+        if len(streams) != 1:
+            return None
+        t = self.stream[streams[0]]
+        self.cursor = self.wire[t.name]
+        step = {"MatMul": self._matmul, "Conv": self._conv, "MaxPool": self._maxpool,
+                "AveragePool": self._global_pool, "GlobalAveragePool": self._global_pool}.get(node.op_type)
+        before = len(self.nodes)
+        if node.op_type in SHAPE_OPS:
+            new = self._reshape(t, node)
+            self.done.add(node.name)
+            self.wire[new.name] = self.wire[t.name]
+            return [new]
+        if step is not None:
+            new = step(t, node)
+        elif node.op_type in ELEMENTWISE_OPS:
+            new = self._thresholding(t, node)
+        else:
+            new = None
+        if new is None:
+            return None
+        self.nodes[-1].outputs = (new.name,)         # the last node added writes the model tensor
+        self.wire[new.name] = new.name
+        assert len(self.nodes) > before
+        return [new]
 
     def _graph_outputs(self):
         return {o.name for o in self.model.graph.output}
@@ -118,12 +129,45 @@ class _Lowering:
         self.counts[op_type] = k + 1
         return f"{op_type}_{k}"
 
-    def _add(self, op_type, params, sources):
-        node = HWNode(self._name(op_type), op_type, params, sources=tuple(n.name for n in sources))
+    def _add(self, op_type, params, sources, inputs=None):
+        """A new node reading ``inputs`` (default: the cursor) and writing a fresh wire, now the cursor."""
+        name = self._name(op_type)
+        inputs = tuple(inputs) if inputs is not None else (self.cursor,)
+        node = HWNode(name, op_type, params, sources=tuple(n.name for n in sources), inputs=inputs,
+                      outputs=(f"{name}_out",))
         node.folding = {a: 1 for a in ("PE", "SIMD") if a in node.kind.folding_attrs}
         node.spec()         # validate now: errors name the ONNX nodes, not a later pass
         self.nodes.append(node)
+        self.done.update(n.name for n in sources)
+        self.cursor = node.outputs[0]
         return node
+
+    def _check_host(self, host):
+        """Host nodes after the accelerator must not include compute that hardware should have done."""
+        if not host:
+            return
+        first = host[0]
+        for node in host:
+            if node.op_type in COMPUTE_OPS:
+                raise CompileError(f"node {first.name} ({first.op_type}) cannot be mapped to hardware and is not "
+                                   f"at the graph's edge: {node.name} ({node.op_type}) comes after it")
+
+    def _accelerator_output(self, host):
+        """The one stream tensor that leaves the accelerator (read by the host, or a graph output)."""
+        outs = self._graph_outputs()
+        leaving = []
+        for name, t in self.stream.items():
+            read_by_host = any(name in n.input for n in host)
+            if (read_by_host or name in outs) and t not in leaving:
+                leaving.append(t)
+        wires = {self.wire[t.name] for t in leaving}
+        if len(wires) != 1:
+            where = ", ".join(t.name for t in leaving) or "none"
+            first = host[0] if host else None
+            raise CompileError(f"the accelerator must have one output stream, but {len(wires)} tensors leave it "
+                               f"({where})" + (f"; node {first.name} ({first.op_type}) cannot be mapped to "
+                                               f"hardware" if first is not None else ""))
+        return leaving[-1]
 
     # ---- the accelerator's input ----
     def _accelerator_input(self):
@@ -319,6 +363,7 @@ class _Lowering:
         odt = dtype_for_range(lo - 1, hi)       # dtype.min never reached: LabelSelect skips it
         self._no_activation(t, node, op_type, base, wscale, node.output[0], (), lo, hi, bias, odt=odt)
         self.nodes[-1].sources += tuple(n.name for n in chain_nodes)
+        self.done.update(n.name for n in chain_nodes)
         mh = base["mh"]
         self._add("LabelSelect", dict(labels=mh, k=int(np.asarray(k).reshape(-1)[0]), input_dtype=odt),
                   [after])
@@ -364,7 +409,9 @@ class _Lowering:
         """A quantizer on integer data (through elementwise ops): a standalone Thresholding layer."""
         if t.kind != "codes" or np.ndim(t.scale) != 0:
             return None                 # e.g. float ops after a last MatMul: the host's
-        chain_nodes, quantizer, _ = self._chain(t.name)
+        if node.op_type not in QUANTIZERS and not self._absorbable(node):
+            return None
+        chain_nodes, quantizer, _ = self._chain_from(node)
         if quantizer is None:
             return None
         model = self.model
@@ -398,41 +445,164 @@ class _Lowering:
                                        num_input_vectors=vecs), chain_nodes + [quantizer])
         return StreamTensor(q_out, dtype, s_out, out_shape)
 
+    # ---- joins: residual sums and concatenations ----
+    def _join_add(self, node):
+        """Add of two streams -> AddStreams on a common scale; a branch whose codes are on a coarser
+        scale (or of another datatype) goes through a ChannelwiseOp multiply first. The sum's codes
+        must reproduce the model's float32 sum exactly (proved here over every pair of codes)."""
+        where = f"node {node.name} (Add)"
+        a, b = (self.stream[i] for i in node.input)
+        for t in (a, b):
+            self._check_join_input(t, node)
+        if a.shape != b.shape:
+            raise CompileError(f"{where}: both inputs must have the same shape (no broadcasting of streams), "
+                               f"got {a.shape} and {b.shape}")
+        s, factors = _common_scale([float(a.scale), float(b.scale)], where)
+        _check_exact_sum(a, b, factors, s, where)
+        ranges = [(f * int(t.dtype.min()), f * int(t.dtype.max())) for t, f in zip((a, b), factors)]
+        common = dtype_for_range(min(r[0] for r in ranges), max(r[1] for r in ranges))
+        channels, vecs = _channels_and_vectors(a)
+        wires = [self._rescaled(t, f, common, node) for t, f in zip((a, b), factors)]
+        added = self._add("AddStreams", dict(num_channels=channels, input_dtype=common, num_input_vectors=vecs),
+                          [node], inputs=wires)
+        added.outputs = (node.output[0],)
+        self.wire[node.output[0]] = node.output[0]
+        return StreamTensor(node.output[0], added.spec().output_dtype, s, a.shape)
+
+    def _join_concat(self, node):
+        """Concat of streams along channels -> StreamingConcat on a common scale and datatype."""
+        where = f"node {node.name} (Concat)"
+        ins = [self.stream[i] for i in node.input]
+        for t in ins:
+            self._check_join_input(t, node)
+        axis = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}.get("axis", 1)
+        rank = len(ins[0].shape)
+        if axis % rank != 1 or any(len(t.shape) != rank or t.shape[:1] + t.shape[2:] != ins[0].shape[:1] +
+                                   ins[0].shape[2:] for t in ins):
+            raise CompileError(f"{where}: only a concatenation along channels (axis 1) of tensors of the same "
+                               f"other dimensions is supported; got axis {axis} of {[t.shape for t in ins]}")
+        s, factors = _common_scale([float(t.scale) for t in ins], where)
+        if any(float(np.float32(s * f)) != float(np.float32(t.scale)) for t, f in zip(ins, factors)):
+            raise CompileError(f"{where}: input scales {[float(t.scale) for t in ins]} have no exact common scale")
+        common = dtype_for_range(min(f * int(t.dtype.min()) for t, f in zip(ins, factors)),
+                                 max(f * int(t.dtype.max()) for t, f in zip(ins, factors)))
+        if all(t.dtype == ins[0].dtype for t in ins) and set(factors) == {1}:
+            common = ins[0].dtype
+        wires = [self._rescaled(t, f, common, node) for t, f in zip(ins, factors)]
+        _, vecs = _channels_and_vectors(ins[0])
+        added = self._add("StreamingConcat", dict(channels_per_stream=tuple(t.shape[1] for t in ins), dtype=common,
+                                                  num_input_vectors=vecs), [node], inputs=wires)
+        added.outputs = (node.output[0],)
+        self.wire[node.output[0]] = node.output[0]
+        shape = tuple(self.model.get_tensor_shape(node.output[0]))
+        return StreamTensor(node.output[0], common, s, shape)
+
+    def _check_join_input(self, t, node):
+        if t.kind != "codes" or np.ndim(t.scale) != 0 or t.gain != 1 or t.offset != 0:
+            raise CompileError(f"node {node.name} ({node.op_type}): input {t.name} must be a per-tensor quantized "
+                               f"stream (the output of a quantizer)")
+        if t.dtype == DataType["BIPOLAR"]:
+            raise CompileError(f"node {node.name} ({node.op_type}): input {t.name} is BIPOLAR; joins of bipolar "
+                               f"streams are not supported (legal: INTn, UINTn inputs)")
+        if t.row_order is not None:
+            raise CompileError(f"node {node.name} ({node.op_type}): input {t.name} is a flattened feature map; "
+                               f"joins need both inputs in the same stream order")
+
+    def _rescaled(self, t, factor, dtype, node):
+        """The wire of ``t`` with its codes multiplied by ``factor`` and held as ``dtype`` (a ChannelwiseOp,
+        or ``t``'s own wire when nothing changes)."""
+        if factor == 1 and t.dtype == dtype:
+            return self.wire[t.name]
+        channels, vecs = _channels_and_vectors(t)
+        func, param = ("mul", factor) if factor != 1 else ("add", 0)
+        op = self._add("ChannelwiseOp", dict(func=func, num_channels=channels, input_dtype=t.dtype,
+                                             param_dtype=dtype_for_range(param, param), output_dtype=dtype,
+                                             params=np.full(channels, param), num_input_vectors=vecs),
+                       [], inputs=(self.wire[t.name],))
+        op.sources = (node.name,)
+        return op.outputs[0]
+
     def _chain(self, tensor):
         """(elementwise nodes, quantizer or None, the node that stopped the walk or None) after ``tensor``."""
+        consumers = self.model.find_consumers(tensor) or []
+        if len(consumers) != 1 or tensor in self._graph_outputs():
+            return [], None, None
+        return self._chain_from(consumers[0])
+
+    def _chain_from(self, node):
+        """:meth:`_chain` starting at ``node`` itself."""
         nodes = []
         while True:
+            if node.op_type in QUANTIZERS:
+                return nodes, node, None
+            if node.op_type not in ELEMENTWISE_OPS | SHAPE_OPS or not self._absorbable(node):
+                return nodes, None, node
+            nodes.append(node)
+            tensor = node.output[0]
             consumers = self.model.find_consumers(tensor) or []
             if len(consumers) != 1 or tensor in self._graph_outputs():
                 return nodes, None, None
             node = consumers[0]
-            if node.op_type in QUANTIZERS:
-                return nodes, node, None
-            if node.op_type not in ELEMENTWISE_OPS | SHAPE_OPS:
-                return nodes, None, node
-            nodes.append(node)
-            tensor = node.output[0]
 
-    # ---- the host's share ----
-    def _host_post(self, t):
-        """Names of the nodes after the accelerator's output; an error if hardware work is among them."""
-        model, post, frontier = self.model, [], [t.name]
-        seen = set()
-        while frontier:
-            name = frontier.pop()
-            for node in model.find_consumers(name) or []:
-                if node.name in seen:
-                    continue
-                seen.add(node.name)
-                post.append(node.name)
-                frontier.extend(node.output)
-        first = next((model.get_node_from_name(n) for n in post), None)
-        for name in post:
-            node = model.get_node_from_name(name)
-            if node.op_type in COMPUTE_OPS:
-                raise CompileError(f"node {first.name} ({first.op_type}) cannot be mapped to hardware and is not "
-                                   f"at the graph's edge: {node.name} ({node.op_type}) comes after it")
-        return post
+    def _absorbable(self, node):
+        """An elementwise node whose other inputs are constants (not a second stream: that is a join)."""
+        return all(self.model.get_initializer(i) is not None for i in node.input[1:] if i)
+
+def _prune(graph):
+    """``graph`` without the nodes whose outputs never reach the graph output."""
+    needed, kept = {graph.output}, []
+    for node in reversed(graph.nodes):
+        if needed & set(node.outputs):
+            kept.append(node)
+            needed |= set(node.inputs)
+    graph.nodes = kept[::-1]
+    return graph.check()
+
+
+def _channels_and_vectors(t):
+    """(channels, numInputVectors) of a stream tensor: (1, C) -> (C, (1,)); (1, C, H, W) -> (C, (1, H, W))."""
+    if t.spatial:
+        return t.shape[1], (1, *t.shape[2:])
+    return t.shape[-1], tuple(t.shape[:-1]) if len(t.shape) > 2 else (1,)
+
+
+def _common_scale(scales, where):
+    """(s, factors): every scale is ``factors[k] * s`` with small positive integer factors (gcd 1)."""
+    from math import gcd, lcm
+
+    base = scales[0]
+    ratios = [Fraction(x / base).limit_denominator(MAX_RESCALE) for x in scales]
+    den = lcm(*(r.denominator for r in ratios))
+    factors = [int(r * den) for r in ratios]
+    g = gcd(*factors)
+    factors = [f // g for f in factors]
+    s = base * g / den
+    if max(factors) > MAX_RESCALE or any(abs(f * s - x) > 1e-12 * x for f, x in zip(factors, scales)):
+        raise CompileError(f"{where}: input scales {scales} are not small integer multiples of one common scale; "
+                           f"quantize the inputs onto scales whose ratio is an integer up to {MAX_RESCALE} "
+                           f"(e.g. powers of two, or one shared quantizer)")
+    return s, factors
+
+
+def _check_exact_sum(a, b, factors, s, where):
+    """The model adds float32(sa * ca) + float32(sb * cb) in float32; the hardware sums fa*ca + fb*cb at
+    scale s. Prove them equal for every pair of codes (or, for huge ranges, by powers of two)."""
+    (alo, ahi), (blo, bhi) = [(int(t.dtype.min()), int(t.dtype.max())) for t in (a, b)]
+    sa, sb = float(np.float32(a.scale)), float(np.float32(b.scale))
+    if (ahi - alo + 1) * (bhi - blo + 1) <= MAX_SUM_CHECK:
+        ca = np.arange(alo, ahi + 1, dtype=np.float64)[:, None]
+        cb = np.arange(blo, bhi + 1, dtype=np.float64)[None, :]
+        model = (ca * sa).astype(np.float32) + (cb * sb).astype(np.float32)
+        ours = (s * (factors[0] * ca + factors[1] * cb)).astype(np.float32)
+        bad = np.argwhere(model != ours)
+        if len(bad):
+            i, j = bad[0]
+            raise CompileError(f"{where}: the model's float32 sum of codes {alo + i} and {blo + j} (scales {sa:g}, "
+                               f"{sb:g}) is not exactly their integer sum at scale {s:g}; an exact residual needs "
+                               f"power-of-two scales (or one shared quantizer)")
+        return
+    if not all(_power_of_two(x) for x in (sa, sb)) or max(abs(alo), ahi, abs(blo), bhi) >= 1 << 23:
+        raise CompileError(f"{where}: inputs too wide to prove the sum exact; legal: power-of-two scales")
 
 
 def _per_tensor_node(model, node):

@@ -1,17 +1,22 @@
-"""Stitching: a linear chain of HWNodes -> one accelerator with FINN's stitched-IP top-level ports.
+"""Stitching: a dataflow graph of HWNodes -> one accelerator with FINN's stitched-IP top-level ports.
 
 The compiler calls, in this order::
 
-    chain = insert_dwcs_and_fifos(nodes, size_fifos(nodes))
-    verilog = to_verilog(chain)
+    graph = insert_duplicates(graph)
+    graph = insert_dwcs_and_fifos(graph, size_fifos(graph))
+    verilog = to_verilog(graph)
     result = simulate_chain(verilog, input_words, output_count)
 
+- :func:`insert_duplicates` is FINN's InsertDuplicateStreams: a DuplicateStreams where a tensor fans out.
 - :func:`insert_dwcs_and_fifos` is FINN's InsertDWC + InsertFIFO (with graph I/O FIFOs): a width converter
   wherever a producer's word width differs from its consumer's, and a FIFO on every stream.
-- :class:`StitchedAccelerator` wires the chain behind FINN's ports ``ap_clk``, ``ap_rst_n`` (active low),
+- :class:`StitchedAccelerator` wires the graph behind FINN's ports ``ap_clk``, ``ap_rst_n`` (active low),
   ``s_axis_0_*`` and ``m_axis_0_*`` (``tdata`` byte-padded), reference/finn-conventions.md §2.
 - :func:`size_fifos` is FINN's InsertAndSetFIFODepths (``largefifo_rtlsim``): simulate with deep FIFOs,
-  read each FIFO's ``max_count``, round as FINN does (§11).
+  read each FIFO's ``max_count``, round as FINN does (§11); never below the analytic bound of
+  :func:`branch_fifo_bounds` on reconvergent paths (the short branch buffers the long one's lead).
+
+Every function takes a :class:`DataflowGraph`, or a list of nodes as a chain.
 """
 
 import re
@@ -22,17 +27,22 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from memstream.packing import padded_width
-from rtlgen.hwgraph import HWNode
+from rtlgen.hwgraph import DataflowGraph, HWNode, input_port, output_port
 from sim.compiled import network_engine
-from sim.harness import FULL_RATE, simulate_streams
+from sim.harness import FULL_RATE, cycle_budget, run_stitched
+from sim.runner import SimulationError
 
-__all__ = ["DEFAULT_FIFO_DEPTH", "DEFAULT_TOP_NAME", "insert_dwcs_and_fifos", "StitchedAccelerator", "to_verilog",
-           "finn_fifo_depth", "tensor_fifo_depths", "size_fifos", "strip_memory_init", "simulate_chain", "chain_report", "words_per_frame"]
+__all__ = ["DEFAULT_FIFO_DEPTH", "DEFAULT_TOP_NAME", "as_graph", "insert_duplicates", "insert_dwcs_and_fifos",
+           "StitchedAccelerator", "to_verilog", "finn_fifo_depth", "branch_fifo_bounds", "check_fifo_depths",
+           "tensor_fifo_depths", "size_fifos", "analytic_fifo_depths", "strip_memory_init", "simulate_chain",
+           "graph_report", "chain_report", "words_per_frame"]
 
 DEFAULT_FIFO_DEPTH = 2
 DEFAULT_TOP_NAME = "finn_design_wrapper"    # the top FINN simulates and drivers expect of a stitched IP
 MAX_SIZING_DEPTH = 16384                # deepest FIFO size_fifos simulates with
 DWC_OP, FIFO_OP = "StreamingDataWidthConverter", "StreamingFIFO"
+JOIN_OPS = ("AddStreams", "StreamingConcat")   # ops that take their inputs in lockstep
+JOIN_SLACK = 8                          # words of pipeline registers a join bound leaves out
 
 
 # ---------------------------------------------------------------------------------------------- insertion
@@ -47,7 +57,7 @@ def output_dtype(spec):
 
 
 def in_width(spec):
-    """Input word width in bits (a FIFO has one ``width``)."""
+    """Input word width in bits (a FIFO or a StreamingConcat has one ``width``)."""
     return spec.in_width if hasattr(spec, "in_width") else spec.width
 
 
@@ -78,96 +88,173 @@ def _unique_namer(taken, op_type):
     return fresh
 
 
-def insert_dwcs_and_fifos(nodes, fifo_depths=None):
-    """A new chain: ``nodes`` with a StreamingDataWidthConverter wherever a producer's ``out_width``
-    differs from its consumer's ``in_width``, and a StreamingFIFO on every stream: graph input, between
-    each pair (after the DWC if any) and graph output.
-
-    FIFOs are named ``StreamingFIFO_0``... from input to output, DWCs ``StreamingDataWidthConverter_0``...
-    (indices already used by ``nodes`` are skipped). Depth: ``fifo_depths[name]`` if given, else 2.
-    The FIFOs are never optional: a parallel-window SWG's ``i.ready`` is combinational, and the FIFOs
-    are what keeps combinational paths from running through the whole chain.
-    """
-    nodes = list(nodes)
+def as_graph(graph_or_nodes):
+    """A :class:`DataflowGraph`; a list of nodes is taken as a chain."""
+    if isinstance(graph_or_nodes, DataflowGraph):
+        return graph_or_nodes
+    nodes = list(graph_or_nodes)
     if not nodes:
         raise ValueError("cannot stitch an empty chain")
+    return DataflowGraph.chain(nodes)
+
+
+def insert_duplicates(graph):
+    """A new graph where every tensor read by n > 1 nodes first goes through a DuplicateStreams with n
+    outputs (FINN's InsertDuplicateStreams), one lane per word as its producer emits them."""
+    graph = as_graph(graph).copy()
+    names = _unique_namer({n.name for n in graph.nodes}, "DuplicateStreams")
+    for tensor, producer, consumers in graph.edges():
+        if len(consumers) < 2:
+            continue
+        if producer is not None:
+            node, port = producer
+            spec = node.spec()
+            shape, width = spec.folded_output_shape, out_width(spec)
+        else:
+            spec = consumers[0][0].spec()
+            shape = spec.folded_input_shape(consumers[0][1]) if callable(spec.folded_input_shape) else \
+                spec.folded_input_shape
+            width = in_width(spec)
+        lanes = shape[-1]
+        name = names()
+        dup = HWNode(name, "DuplicateStreams",
+                     {"num_channels": shape[-2] * lanes, "num_output_streams": len(consumers),
+                      "dtype": _dtype_of_width(spec, width // lanes, producer is None),
+                      "num_input_vectors": tuple(shape[:-2]) or (1,)},
+                     {"PE": lanes}, inputs=(tensor,),
+                     outputs=tuple(f"{name}_out{k}" for k in range(len(consumers))))
+        for k, (consumer, port) in enumerate(consumers):
+            ins = list(consumer.inputs)
+            ins[port] = dup.outputs[k]
+            consumer.inputs = tuple(ins)
+        at = graph.nodes.index(producer[0]) + 1 if producer is not None else 0
+        graph.nodes.insert(at, dup)
+    return graph.check()
+
+
+def _dtype_of_width(spec, bits, at_input):
+    dtype = getattr(spec, "input_dtype", None) if at_input else None
+    dtype = dtype or output_dtype(spec)
+    if dtype.bitwidth() != bits:
+        raise ValueError(f"cannot tell the datatype of {bits}-bit lanes from {type(spec).__name__}")
+    return dtype.name
+
+
+def insert_dwcs_and_fifos(graph, fifo_depths=None):
+    """A new graph: on every stream a StreamingDataWidthConverter where the producer's word width differs
+    from its consumer's, then a StreamingFIFO in front of the consumer; a FIFO on the graph input and
+    the graph output too (FINN's InsertDWC + InsertFIFO with I/O FIFOs).
+
+    ``graph`` is a :class:`DataflowGraph` where every tensor has one consumer (see
+    :func:`insert_duplicates`), or a list of nodes taken as a chain. FIFOs are named ``StreamingFIFO_0``...
+    and DWCs ``StreamingDataWidthConverter_0``... in graph order, each node's inputs in port order, the
+    output FIFO last (indices already used are skipped). Depth: ``fifo_depths[name]`` if given, else 2.
+    The FIFOs are never optional: a parallel-window SWG's ``i.ready`` is combinational, and the FIFOs
+    are what keeps combinational paths from running through the whole design.
+    """
+    graph = as_graph(graph).copy()
+    graph.check()
     fifo_depths = dict(fifo_depths or {})
-    names = [n.name for n in nodes]
-    if len(set(names)) != len(names):
-        raise ValueError(f"node names must be unique, got {names}")
-    for n in nodes:
+    for n in graph.nodes:
         if n.op_type == FIFO_OP:
-            raise ValueError(f"{n.name}: the chain already has FIFOs; insert_dwcs_and_fifos adds them")
-    taken = set(names)
+            raise ValueError(f"{n.name}: the graph already has FIFOs; insert_dwcs_and_fifos adds them")
+    for tensor, _, consumers in graph.edges():
+        if len(consumers) > 1:
+            raise ValueError(f"tensor {tensor} feeds {len(consumers)} nodes; run insert_duplicates first")
+    taken = {n.name for n in graph.nodes}
     fifo_name, dwc_name = _unique_namer(taken, FIFO_OP), _unique_namer(taken, DWC_OP)
-    specs = [n.spec() for n in nodes]
     used = set()
 
-    def fifo(width):
+    def fifo(tensor, width):
         name = fifo_name()
         used.add(name)
         depth = int(fifo_depths.get(name, DEFAULT_FIFO_DEPTH))
-        return HWNode(name, FIFO_OP, {"width": int(width)}, {"depth": depth})
+        return HWNode(name, FIFO_OP, {"width": int(width)}, {"depth": depth}, inputs=(tensor,),
+                      outputs=(f"{name}_out",))
 
-    chain = [fifo(in_width(specs[0]))]
-    for k, (node, spec) in enumerate(zip(nodes, specs)):
-        chain.append(node)
-        if k + 1 == len(nodes):
-            break
-        consumer = specs[k + 1]
-        if out_width(spec) != in_width(consumer):
-            shape = spec.folded_output_shape
-            flat = (*shape[:-2], shape[-2] * shape[-1]) if len(shape) > 1 else tuple(shape)
-            chain.append(HWNode(dwc_name(), DWC_OP,
-                                {"shape": flat, "in_width": out_width(spec), "out_width": in_width(consumer),
-                                 "dtype": output_dtype(spec).name}))
-        chain.append(fifo(in_width(consumer)))
-    chain.append(fifo(out_width(specs[-1])))
+    nodes = []
+    for node in graph.nodes:
+        spec = node.spec()
+        ins = list(node.inputs)
+        for k, tensor in enumerate(node.inputs):
+            want = in_width(spec)
+            producer = graph.producer(tensor)
+            if producer is not None:
+                pspec = producer[0].spec()
+                if out_width(pspec) != want:
+                    shape = pspec.folded_output_shape
+                    flat = (*shape[:-2], shape[-2] * shape[-1]) if len(shape) > 1 else tuple(shape)
+                    name = dwc_name()
+                    dwc = HWNode(name, DWC_OP, {"shape": flat, "in_width": out_width(pspec), "out_width": want,
+                                                "dtype": output_dtype(pspec).name},
+                                 inputs=(tensor,), outputs=(f"{name}_out",))
+                    nodes.append(dwc)
+                    tensor = dwc.outputs[0]
+            f = fifo(tensor, want)
+            nodes.append(f)
+            ins[k] = f.outputs[0]
+        node.inputs = tuple(ins)
+        nodes.append(node)
+    last = graph.producer(graph.output)[0]
+    out_fifo = fifo(graph.output, out_width(last.spec()))
+    nodes.append(out_fifo)
     unknown = sorted(set(fifo_depths) - used)
     if unknown:
-        raise ValueError(f"fifo_depths names FIFOs this chain does not have: {', '.join(unknown)}")
-    return chain
+        raise ValueError(f"fifo_depths names FIFOs this graph does not have: {', '.join(unknown)}")
+    tensors = dict(graph.tensors)
+    if graph.output in tensors:
+        tensors[out_fifo.outputs[0]] = tensors[graph.output]
+    return graph.copy(nodes=nodes, output=out_fifo.outputs[0], tensors=tensors).check()
 
 
 # ---------------------------------------------------------------------------------------------- top level
 
 class StitchedAccelerator(wiring.Component):
-    """A chain of HWNodes (with its DWCs and FIFOs, see :func:`insert_dwcs_and_fifos`) behind FINN's
+    """A dataflow graph (with its DWCs and FIFOs, see :func:`insert_dwcs_and_fifos`) behind FINN's
     stitched-IP ports.
 
     Members
     -------
     ap_clk, ap_rst_n : In(1)
         The clock and the synchronous active-low reset; they drive the ``sync`` domain of every layer.
-    s_axis_0_tdata : In(padded_width(first in_width))
-        Input words; bits above the first layer's ``in_width`` are ignored.
+    s_axis_0_tdata : In(padded_width(input width))
+        Input words; bits above the width of the layer reading the graph input are ignored.
     s_axis_0_tvalid : In(1); s_axis_0_tready : Out(1)
-    m_axis_0_tdata : Out(padded_width(last out_width))
+    m_axis_0_tdata : Out(padded_width(output width))
         Output words; bits above the last layer's ``out_width`` are zero.
     m_axis_0_tvalid : Out(1); m_axis_0_tready : In(1)
     <fifo name>_max_count : Out(range(capacity + 1))
         Only with ``monitor``: the largest occupancy each FIFO has seen since reset.
 
-    Every node is a submodule named after it. Nodes must have exactly the stream members ``i`` and
-    ``o`` as inputs and outputs that matter (MVAUs with ``mem_mode="external"`` or AXI-Lite slaves
-    need top-level ports this top does not have).
+    Every node is a submodule named after it; each tensor connects its producer's output stream
+    (``o`` / ``o{k}``) to its consumer's input stream (``i`` / ``i{k}``). Nodes must have no other
+    inputs (MVAUs with ``mem_mode="external"`` or AXI-Lite slaves need top-level ports this top does not
+    have), and every tensor exactly one consumer.
     """
 
-    def __init__(self, chain, *, monitor=False):
-        self._nodes = list(chain)
-        if not self._nodes:
-            raise ValueError("cannot stitch an empty chain")
+    def __init__(self, graph, *, monitor=False):
+        self._graph = as_graph(graph).check()
+        self._nodes = list(self._graph.nodes)
         self._specs = [n.spec() for n in self._nodes]
         self._monitor = monitor
-        for a, b, sa, sb in zip(self._nodes, self._nodes[1:], self._specs, self._specs[1:]):
-            if out_width(sa) != in_width(sb):
-                raise ValueError(f"{a.name} emits {out_width(sa)}-bit words but {b.name} takes {in_width(sb)}-bit "
-                                 f"words; use insert_dwcs_and_fifos")
+        spec_of = dict(zip((n.name for n in self._nodes), self._specs))
+        for tensor, producer, consumers in self._graph.edges():
+            if len(consumers) > 1:
+                raise ValueError(f"tensor {tensor} feeds {len(consumers)} nodes; use insert_duplicates")
+            if producer is None or not consumers:
+                continue
+            (a, _), (b, _) = producer, consumers[0]
+            if out_width(spec_of[a.name]) != in_width(spec_of[b.name]):
+                raise ValueError(f"{a.name} emits {out_width(spec_of[a.name])}-bit words but {b.name} takes "
+                                 f"{in_width(spec_of[b.name])}-bit words; use insert_dwcs_and_fifos")
+        first = self._graph.consumers(self._graph.input)[0][0]
+        last = self._graph.producer(self._graph.output)[0]
+        self._in_width, self._out_width = in_width(spec_of[first.name]), out_width(spec_of[last.name])
         members = {
             "ap_clk": In(1), "ap_rst_n": In(1),
-            "s_axis_0_tdata": In(padded_width(in_width(self._specs[0]))),
+            "s_axis_0_tdata": In(padded_width(self._in_width)),
             "s_axis_0_tvalid": In(1), "s_axis_0_tready": Out(1),
-            "m_axis_0_tdata": Out(padded_width(out_width(self._specs[-1]))),
+            "m_axis_0_tdata": Out(padded_width(self._out_width)),
             "m_axis_0_tvalid": Out(1), "m_axis_0_tready": In(1),
         }
         if monitor:
@@ -175,6 +262,10 @@ class StitchedAccelerator(wiring.Component):
                 if node.op_type == FIFO_OP:
                     members[f"{node.name}_max_count"] = Out(range(spec.capacity + 1))
         super().__init__(members)
+
+    @property
+    def graph(self):
+        return self._graph
 
     @property
     def nodes(self):
@@ -188,44 +279,70 @@ class StitchedAccelerator(wiring.Component):
     def fifo_names(self):
         return [n.name for n in self._nodes if n.op_type == FIFO_OP]
 
-    def elaborate(self, platform):
-        m = Module()
-        m.domains.sync = ClockDomain("sync")
-        m.d.comb += [ClockSignal("sync").eq(self.ap_clk), ResetSignal("sync").eq(~self.ap_rst_n)]
-
-        layers = []
+    def _layers(self, m):
+        """{node name: {port signal name ("i__payload", "o0__valid", "max_count"...): signal}}, with each
+        layer added to ``m`` as a submodule."""
+        ports = {}
         for node, spec in zip(self._nodes, self._specs):
             layer = node.component(spec)
             _check_members(node, layer)
             m.submodules[node.name] = layer
-            layers.append(layer)
-            if self._monitor and node.op_type == FIFO_OP:
-                m.d.comb += getattr(self, f"{node.name}_max_count").eq(layer.max_count)
+            signals = {}
+            for name, member in layer.signature.members.items():
+                if member.is_signature:
+                    for field in ("payload", "valid", "ready"):
+                        signals[f"{name}__{field}"] = getattr(getattr(layer, name), field)
+                else:
+                    signals[name] = getattr(layer, name)
+            ports[node.name] = signals
+        return ports
 
-        first, last = layers[0], layers[-1]
-        m.d.comb += [
-            first.i.payload.eq(self.s_axis_0_tdata[:in_width(self._specs[0])]),
-            first.i.valid.eq(self.s_axis_0_tvalid),
-            self.s_axis_0_tready.eq(first.i.ready),
-            self.m_axis_0_tdata.eq(last.o.payload),         # zero-extended: the pad bits are 0
-            self.m_axis_0_tvalid.eq(last.o.valid),
-            last.o.ready.eq(self.m_axis_0_tready),
-        ]
-        for a, b in zip(layers, layers[1:]):
-            wiring.connect(m, a.o, b.i)
+    def elaborate(self, platform):
+        m = Module()
+        m.domains.sync = ClockDomain("sync")
+        m.d.comb += [ClockSignal("sync").eq(self.ap_clk), ResetSignal("sync").eq(~self.ap_rst_n)]
+        ports = self._layers(m)
+        graph = self._graph
+        for node in self._nodes:
+            if self._monitor and node.op_type == FIFO_OP:
+                m.d.comb += getattr(self, f"{node.name}_max_count").eq(ports[node.name]["max_count"])
+        for tensor, producer, consumers in graph.edges():
+            if producer is None:
+                node, port = consumers[0]
+                sink = ports[node.name]
+                ip = input_port(node, port)
+                m.d.comb += [sink[f"{ip}__payload"].eq(self.s_axis_0_tdata[:self._in_width]),
+                             sink[f"{ip}__valid"].eq(self.s_axis_0_tvalid),
+                             self.s_axis_0_tready.eq(sink[f"{ip}__ready"])]
+                continue
+            node, port = producer
+            source, op = ports[node.name], output_port(node, port)
+            if not consumers:            # the graph output
+                m.d.comb += [self.m_axis_0_tdata.eq(source[f"{op}__payload"]),     # zero-extended pad bits
+                             self.m_axis_0_tvalid.eq(source[f"{op}__valid"]),
+                             source[f"{op}__ready"].eq(self.m_axis_0_tready)]
+                continue
+            cnode, cport = consumers[0]
+            sink, ip = ports[cnode.name], input_port(cnode, cport)
+            m.d.comb += [sink[f"{ip}__payload"].eq(source[f"{op}__payload"]),
+                         sink[f"{ip}__valid"].eq(source[f"{op}__valid"]),
+                         source[f"{op}__ready"].eq(sink[f"{ip}__ready"])]
         return m
 
 
 def _check_members(node, layer):
+    ins = {input_port(node, k) for k in range(max(1, len(node.inputs)))}
+    outs = {output_port(node, k) for k in range(max(1, len(node.outputs)))}
     extra = [name for name, member in layer.signature.members.items()
-             if name not in ("i", "o") and (member.is_signature or member.flow == In)]
+             if name not in ins | outs and (member.is_signature or member.flow == In)]
     if extra:
-        raise ValueError(f"{node.name} ({node.op_type}) has interface members {', '.join(extra)} besides i and o; "
-                         f"the stitched top only wires single-stream layers (no external weights or AXI-Lite)")
+        raise ValueError(f"{node.name} ({node.op_type}) has interface members {', '.join(extra)} besides its "
+                         f"streams {', '.join(sorted(ins | outs))}; the stitched top only wires stream layers "
+                         f"(no external weights or AXI-Lite)")
 
 
-def to_verilog(chain, *, name=DEFAULT_TOP_NAME, monitor=False):
-    """Verilog text of the stitched chain (top module ``name``, FINN's port names).
+def to_verilog(graph, *, name=DEFAULT_TOP_NAME, monitor=False):
+    """Verilog text of the stitched graph (top module ``name``, FINN's port names).
 
     Each layer is converted on its own (module ``{name}.{node}``, as in a single conversion of
     :class:`StitchedAccelerator`), in parallel, and cached by its spec (:mod:`rtlgen.layer_verilog`):
@@ -233,100 +350,86 @@ def to_verilog(chain, *, name=DEFAULT_TOP_NAME, monitor=False):
     the FIFOs. The top only instantiates and wires them.
     """
     from amaranth.back import verilog
-    from rtlgen.layer_verilog import _unused, layer_modules
+    from rtlgen.layer_verilog import layer_modules, unused
 
-    top = chain if isinstance(chain, StitchedAccelerator) else StitchedAccelerator(chain, monitor=monitor)
-    _unused(top)                # it only lends its ports and checks to the top converted below
+    top = graph if isinstance(graph, StitchedAccelerator) else StitchedAccelerator(graph, monitor=monitor)
+    unused(top)                # it only lends its ports and checks to the top converted below
+    for node, spec in zip(top.nodes, top.specs):
+        _check_members(node, unused(node.component(spec)))
     modules = layer_modules(top.nodes, top.specs, prefix=name)
-    text = verilog.convert(_InstanceTop(top, modules, name), name=name, emit_src=False)
+    text = verilog.convert(_InstanceTop(top, modules), name=name, emit_src=False)
     return text + "".join(module.text for module in modules)
 
 
 class _InstanceTop(StitchedAccelerator):
     """:class:`StitchedAccelerator` with each layer an ``Instance`` of its separately converted module."""
 
-    def __init__(self, top, modules, name):
-        self._modules, self._name = modules, name
-        super().__init__(top.nodes, monitor=top._monitor)
+    def __init__(self, top, modules):
+        self._modules = modules
+        super().__init__(top.graph, monitor=top._monitor)
 
-    def elaborate(self, platform):
+    def _layers(self, m):
         from amaranth.hdl import Instance, Signal
 
-        m = Module()
-        m.domains.sync = ClockDomain("sync")
-        m.d.comb += [ClockSignal("sync").eq(self.ap_clk), ResetSignal("sync").eq(~self.ap_rst_n)]
-        nets = []
+        ports = {}
         for node, module in zip(self._nodes, self._modules):
-            ports = {p: Signal(width, name=f"{node.name}__{p}") for p, (_, width) in module.ports.items()
-                     if p not in ("clk", "rst")}
-            args = {f"{'i' if module.ports[p][0] == 'input' else 'o'}_{p}": sig for p, sig in ports.items()}
+            signals = {p: Signal(width, name=f"{node.name}__{p}") for p, (_, width) in module.ports.items()
+                       if p not in ("clk", "rst")}
+            args = {f"{'i' if module.ports[p][0] == 'input' else 'o'}_{p}": sig for p, sig in signals.items()}
             if "clk" in module.ports:
                 args["i_clk"] = ClockSignal("sync")
             if "rst" in module.ports:
                 args["i_rst"] = ResetSignal("sync")
             m.submodules[node.name] = Instance(module.name, **args)
-            nets.append(ports)
-            if self._monitor and node.op_type == FIFO_OP:
-                m.d.comb += getattr(self, f"{node.name}_max_count").eq(ports["max_count"])
-        first, last = nets[0], nets[-1]
-        m.d.comb += [
-            first["i__payload"].eq(self.s_axis_0_tdata[:in_width(self._specs[0])]),
-            first["i__valid"].eq(self.s_axis_0_tvalid),
-            self.s_axis_0_tready.eq(first["i__ready"]),
-            self.m_axis_0_tdata.eq(last["o__payload"]),         # zero-extended: the pad bits are 0
-            self.m_axis_0_tvalid.eq(last["o__valid"]),
-            last["o__ready"].eq(self.m_axis_0_tready),
-        ]
-        for a, b in zip(nets, nets[1:]):
-            m.d.comb += [b["i__payload"].eq(a["o__payload"]), b["i__valid"].eq(a["o__valid"]),
-                         a["o__ready"].eq(b["i__ready"])]
-        return m
+            ports[node.name] = signals
+        return ports
 
 
 # ---------------------------------------------------------------------------------------------- simulation
 
-def _frames_in(specs, n_words):
-    shaped = [s for s in specs if hasattr(s, "folded_input_shape")]
-    per_frame = words_per_frame(shaped[0].folded_input_shape) if shaped else 1
-    return -(-n_words // per_frame)
+def _words_in(graph):
+    node, port = graph.consumers(graph.input)[0]
+    return words_per_frame(_folded_input_shape(node.spec(), port))
 
 
-def simulate_chain(chain_or_verilog, input_words, output_count, *, backpressure=FULL_RATE, simulator=None,
+def _words_out(graph):
+    return words_per_frame(graph.producer(graph.output)[0].spec().folded_output_shape)
+
+
+def _folded_input_shape(spec, port):
+    shape = spec.folded_input_shape
+    return shape(port) if callable(shape) else shape
+
+
+def simulate_chain(design, input_words, output_count, *, backpressure=FULL_RATE, simulator=None,
                    monitor=False, probes=(), toplevel=DEFAULT_TOP_NAME, max_cycles=None, drain=None, check=True,
                    compiled=False, blank_memories=False, waves=None):
     """Stream ``input_words`` into ``s_axis_0`` until ``output_count`` words leave ``m_axis_0``.
 
-    ``chain_or_verilog`` is a chain of HWNodes (with DWCs and FIFOs), a :class:`StitchedAccelerator`
-    or the Verilog text of :func:`to_verilog` (then ``toplevel`` must be its module name). With a chain,
+    ``design`` is a graph (or chain) of HWNodes with DWCs and FIFOs, a :class:`StitchedAccelerator` or
+    the Verilog text of :func:`to_verilog` (then ``toplevel`` must be its module name). With a graph,
     ``monitor`` adds the FIFOs' ``max_count`` ports and reads them (``result.probe(f"{fifo}_max_count")``)
-    and the cycle limit is set from the chain's slowest layer. ``compiled`` runs it on the C++ Verilator
-    bench of :mod:`sim.compiled` (whole networks, long runs). ``blank_memories`` drops the initial
-    contents of every memory (weights, thresholds): for timing-only runs, where they cost build time
-    and change nothing. Returns :class:`sim.harness.StreamResult`;
-    words are read on the port ``"m_axis_0"``.
+    and the cycle limit is :func:`sim.harness.cycle_budget` of its layers. ``compiled`` runs it on the
+    C++ Verilator bench of :mod:`sim.compiled` (whole networks, long runs). ``blank_memories`` drops the
+    initial contents of every memory (weights, thresholds): for timing-only runs, where they cost build
+    time and change nothing. Returns :class:`sim.harness.StreamResult`; words are read on the port
+    ``"m_axis_0"``.
     """
     probes = list(probes)
-    if isinstance(chain_or_verilog, str):
-        design = chain_or_verilog
-    else:
-        top = chain_or_verilog if isinstance(chain_or_verilog, StitchedAccelerator) else \
-            StitchedAccelerator(chain_or_verilog, monitor=monitor)
+    if not isinstance(design, str):
+        top = design if isinstance(design, StitchedAccelerator) else StitchedAccelerator(design, monitor=monitor)
         if top._monitor:
             probes += [f"{name}_max_count" for name in top.fifo_names if f"{name}_max_count" not in probes]
         if max_cycles is None:
-            specs = top.specs
-            ii = max(exp_cycles(s) for s in specs)
-            slack = 1.0 / min(backpressure.valid_prob, backpressure.ready_prob)
-            latency = sum(exp_cycles(s) for s in specs)          # generous: every layer's frame time once
-            frames = _frames_in(specs, len(input_words))
-            max_cycles = int(2000 + slack * (4 * latency + 2 * frames * ii + 8 * (len(input_words) + output_count)))
+            cycles = [exp_cycles(s) for s in top.specs]
+            frames = -(-len(input_words) // _words_in(top.graph))
+            max_cycles = cycle_budget(cycles, max(cycles), frames, len(input_words) + output_count, backpressure)
         design = to_verilog(top, name=toplevel)
         if blank_memories:
             design = strip_memory_init(design)
-    return simulate_streams(design, inputs={"s_axis_0": list(input_words)}, outputs={"m_axis_0": int(output_count)},
-                            backpressure=backpressure, simulator=simulator, toplevel=toplevel, port_style="axis",
-                            clock="ap_clk", reset="ap_rst_n", reset_active_high=False, probes=probes,
-                            max_cycles=max_cycles, drain=drain, check=check, compiled=compiled, waves=waves)
+    return run_stitched(design, input_words, output_count, backpressure=backpressure, simulator=simulator,
+                        toplevel=toplevel, probes=probes, max_cycles=max_cycles, drain=drain, check=check,
+                        compiled=compiled, waves=waves)
 
 
 _MEMORY_INIT = re.compile(r"^[ \t]*initial begin\n(?:[ \t]*[\w$\\.]+\[\d+\] = [^;\n]+;\n)+[ \t]*end\n", re.M)
@@ -347,7 +450,7 @@ def finn_fifo_depth(max_count):
     the storage holds ``depth``. An occupancy of ``n >= 2`` always means ``n - 1`` words in storage and
     a full output register, and reaching it took a write while storage held ``n - 2``... up to ``n - 1``
     with a simultaneous read; so ``depth = n`` (not ``n - 1``) is what keeps ``i.ready`` high in every
-    cycle it was high in the deep simulation, and the sized chain repeats its timing exactly.
+    cycle it was high in the deep simulation, and the sized design repeats its timing exactly.
     """
     n = int(max_count)
     if n <= 2:
@@ -357,68 +460,135 @@ def finn_fifo_depth(max_count):
     return n
 
 
-def tensor_fifo_depths(nodes, *, max_depth=MAX_SIZING_DEPTH):
+def branch_fifo_bounds(graph):
+    """{FIFO name: words} the FIFO in front of each input of a join (AddStreams, StreamingConcat) must
+    hold at least, or the design deadlocks: an analytic lower bound from the layers' lead.
+
+    For every tensor, ``lead`` counts the graph-input words that must enter before its first word can
+    appear: a layer taking ``L`` input words (``spec.lead_words``) before its first output adds
+    ``(L - 1)`` of its input words, each worth ``ratio`` graph-input words (input words per frame over
+    that tensor's words per frame). A join takes its inputs in lockstep, so while its slowest input's
+    first word is on its way, each faster input's words pile up: ``(lead(slow) - lead(fast)) /
+    ratio(fast)`` words, all of which sit in the FIFO in front of the join when the paths have no other
+    buffering (pipeline registers of a few words are left out, so this is a lower bound). ``graph`` has
+    its FIFOs (:func:`insert_dwcs_and_fifos`).
+    """
+    frame_in = _words_in(graph)
+    lead, ratio = {graph.input: 0.0}, {graph.input: 1.0}
+    bounds = {}
+    for node in graph.nodes:
+        spec = node.spec()
+        in_words = [words_per_frame(_folded_input_shape(spec, k)) for k in range(len(node.inputs))]
+        ratios = [frame_in / w for w in in_words]
+        leads = [lead[t] for t in node.inputs]
+        if node.op_type in JOIN_OPS:
+            slow = max(leads)
+            for t, l, r in zip(node.inputs, leads, ratios):
+                fifo = graph.producer(t)[0]
+                if fifo.op_type == FIFO_OP:
+                    bounds[fifo.name] = max(bounds.get(fifo.name, 0), int((slow - l) / r))
+        start = max(l + (getattr(spec, "lead_words", 1) - 1) * r for l, r in zip(leads, ratios))
+        out_words = words_per_frame(spec.folded_output_shape)
+        for t in node.outputs:
+            lead[t], ratio[t] = start, frame_in / out_words
+    return bounds
+
+
+def check_fifo_depths(graph):
+    """Raise ValueError naming the first FIFO in front of a join shallower than :func:`branch_fifo_bounds`."""
+    for name, bound in branch_fifo_bounds(graph).items():
+        depth = graph.node(name).spec().depth
+        if depth < bound:
+            raise ValueError(f"{name} (depth {depth}) in front of a join holds fewer words than the other "
+                             f"branch's lead ({bound} words): the design would deadlock")
+    return graph
+
+
+def tensor_fifo_depths(graph, *, max_depth=MAX_SIZING_DEPTH):
     """The deep FIFOs :func:`size_fifos` starts from: each FIFO as deep as one frame of its tensor
     (words per frame of what its consumer takes; the graph output FIFO: of what the last layer emits),
-    at most ``max_depth``, at least 2."""
-    chain = insert_dwcs_and_fifos(nodes)
+    or its join bound if larger, at most ``max_depth``, at least 2. ``graph`` has no FIFOs yet."""
+    fifoed = insert_dwcs_and_fifos(graph)
+    bounds = branch_fifo_bounds(fifoed)
     deep = {}
-    for k, node in enumerate(chain):
+    for node in fifoed.nodes:
         if node.op_type != FIFO_OP:
             continue
-        if k + 1 < len(chain):
-            words = words_per_frame(chain[k + 1].spec().folded_input_shape)
+        consumers = fifoed.consumers(node.outputs[0])
+        if consumers:
+            words = words_per_frame(_folded_input_shape(consumers[0][0].spec(), consumers[0][1]))
         else:
-            words = words_per_frame(chain[k - 1].spec().folded_output_shape)
-        deep[node.name] = max(DEFAULT_FIFO_DEPTH, min(int(max_depth), words))
+            words = words_per_frame(fifoed.producer(node.inputs[0])[0].spec().folded_output_shape)
+        deep[node.name] = max(DEFAULT_FIFO_DEPTH, min(int(max_depth), max(words, 2 * bounds.get(node.name, 0))))
     return deep
 
 
-def size_fifos(nodes, *, frames=3, simulator=None, max_depth=MAX_SIZING_DEPTH):
+def size_fifos(graph, *, frames=3, simulator=None, max_depth=MAX_SIZING_DEPTH):
     """FIFO depths by simulation (FINN's InsertAndSetFIFODepths): ``{fifo name: depth}``.
 
-    ``nodes`` is the chain without DWCs and FIFOs. Every FIFO is first made as deep as its tensor's
-    words per frame (at most ``max_depth``); ``frames`` frames of zero words stream in at full rate
-    (every layer's timing is data independent, so on Verilator the memories are left blank) and out at full rate;
-    then each FIFO gets
-    :func:`finn_fifo_depth` of the largest occupancy it saw (at most its deep depth). The sized chain
-    then repeats the deep chain's timing cycle for cycle. The names match ``insert_dwcs_and_fifos(nodes, ...)``.
+    ``graph`` (or a chain) has no DWCs and FIFOs yet. Every FIFO is first made deep (see
+    :func:`tensor_fifo_depths`); ``frames`` frames of zero words stream in at full rate (every layer's
+    timing is data independent, so on Verilator the memories are left blank) and out at full rate;
+    then each FIFO gets :func:`finn_fifo_depth` of the largest occupancy it saw (at most its deep
+    depth), and never less than its join bound (:func:`branch_fifo_bounds`). The sized design then
+    repeats the deep design's timing cycle for cycle. The names match ``insert_dwcs_and_fifos(graph)``.
+    A deep design that still deadlocks is an error naming the joins' FIFOs.
 
-    As in FINN, the input arrives as fast as the chain takes it, so the FIFO in front of the slowest
+    As in FINN, the input arrives as fast as the design takes it, so the FIFO in front of the slowest
     layer fills with the backlog up to its deep depth: in a linear chain that depth usually buys nothing
     (the slowest layer is never starved either way) and can be trimmed by hand.
     """
-    nodes = list(nodes)
-    deep = tensor_fifo_depths(nodes, max_depth=max_depth)
-    chain = insert_dwcs_and_fifos(nodes, deep)
-    in_words = words_per_frame(nodes[0].spec().folded_input_shape) * frames
-    out_words = words_per_frame(nodes[-1].spec().folded_output_shape) * frames
+    graph = as_graph(graph)
+    deep = tensor_fifo_depths(graph, max_depth=max_depth)
+    sized = insert_dwcs_and_fifos(graph, deep)
+    in_words, out_words = _words_in(sized) * frames, _words_out(sized) * frames
     simulator, compiled = network_engine(simulator)
-    result = simulate_chain(chain, [0] * in_words, out_words, simulator=simulator, monitor=True,
-                            toplevel="fifo_sizing", compiled=compiled,
-                            blank_memories=compiled)         # Verilator reads them as 0, Icarus as X
+    try:
+        result = simulate_chain(sized, [0] * in_words, out_words, simulator=simulator, monitor=True,
+                                toplevel="fifo_sizing", compiled=compiled,
+                                blank_memories=compiled)         # Verilator reads them as 0, Icarus as X
+    except SimulationError as exc:
+        raise ValueError(f"FIFO sizing: the design with deep FIFOs ({', '.join(f'{k}={v}' for k, v in deep.items() if v > 2)}) "
+                         f"does not finish ({str(exc).splitlines()[0]})") from None
+    bounds = branch_fifo_bounds(sized)
     # A FIFO that filled up (count = depth + 1) was holding back its producer in the deep run already;
-    # its deep depth repeats that run exactly, so no FIFO grows beyond a frame of its tensor.
-    return {name: finn_fifo_depth(min(result.probe(f"{name}_max_count"), depth)) for name, depth in deep.items()}
+    # its deep depth repeats that run exactly, so no FIFO grows beyond its deep depth.
+    return {name: max(finn_fifo_depth(min(result.probe(f"{name}_max_count"), depth)), bounds.get(name, 0))
+            for name, depth in deep.items()}
+
+
+def analytic_fifo_depths(graph):
+    """FIFO depths without simulation: 2, and in front of joins their bound (:func:`branch_fifo_bounds`)
+    with FINN's rounding and room for the layers' pipeline registers (not proven by simulation)."""
+    graph = as_graph(graph)
+    bounds = branch_fifo_bounds(insert_dwcs_and_fifos(graph))
+    return {name: finn_fifo_depth(bound + JOIN_SLACK) for name, bound in bounds.items() if bound > 0}
 
 
 # ---------------------------------------------------------------------------------------------- report
 
-def chain_report(chain):
-    """One row per node (name, op_type, folding, widths, exp_cycles, resources) and a ``TOTAL`` row
-    (sum of the estimates; ``exp_cycles`` is the largest, the chain's initiation interval per frame)."""
+def graph_report(graph):
+    """One row per node (name, op_type, inputs, outputs, folding, widths, exp_cycles, resources) and a
+    ``TOTAL`` row (sum of the estimates; ``exp_cycles`` is the largest, the design's initiation interval
+    per frame)."""
+    graph = as_graph(graph)
     rows = []
     totals = {}
-    for node in chain:
+    for node in graph.nodes:
         spec = node.spec()
         est = dict(spec.resource_estimate())
         for key, value in est.items():
             totals[key] = totals.get(key, 0) + value
-        rows.append({"name": node.name, "op_type": node.op_type, "folding": dict(node.folding),
+        rows.append({"name": node.name, "op_type": node.op_type, "inputs": list(node.inputs),
+                     "outputs": list(node.outputs), "folding": dict(node.folding),
                      "in_width": in_width(spec), "out_width": out_width(spec),
                      "exp_cycles": exp_cycles(spec), "resources": est})
-    rows.append({"name": "TOTAL", "op_type": "", "folding": {}, "in_width": rows[0]["in_width"],
-                 "out_width": rows[-1]["out_width"], "exp_cycles": max(r["exp_cycles"] for r in rows),
-                 "resources": totals})
+    first = graph.consumers(graph.input)[0][0].spec()
+    last = graph.producer(graph.output)[0].spec()
+    rows.append({"name": "TOTAL", "op_type": "", "inputs": [graph.input], "outputs": [graph.output], "folding": {},
+                 "in_width": in_width(first), "out_width": out_width(last),
+                 "exp_cycles": max(r["exp_cycles"] for r in rows), "resources": totals})
     return rows
 
+
+chain_report = graph_report

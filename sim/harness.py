@@ -72,6 +72,25 @@ class StreamResult:
         return (ends[-1] - ends[0]) / (len(ends) - 1)
 
 
+def cycle_budget(layer_cycles, ii, frames, words, backpressure=FULL_RATE):
+    """The cycle limit of a whole-network run: every layer's frame time four times over (pipeline
+    fill), two IIs per frame, eight cycles per stream word, all stretched by the backpressure; a run
+    that needs more is hung (a deadlock), not slow. ``layer_cycles`` are the layers' cycles per frame,
+    ``ii`` the largest, ``words`` the input plus output words."""
+    slack = 1.0 / min(backpressure.valid_prob, backpressure.ready_prob)
+    return int(10_000 + slack * (4 * sum(layer_cycles) + 2 * frames * ii + 8 * words))
+
+
+def run_stitched(verilog, input_words, output_count, *, toplevel="finn_design_wrapper", **kwargs):
+    """Stream ``input_words`` into the ``s_axis_0`` of a stitched accelerator's Verilog (FINN's top
+    ports: ``ap_clk``, active-low ``ap_rst_n``) until ``output_count`` words leave ``m_axis_0``;
+    ``kwargs`` as for :func:`simulate_streams`. What `rtlgen sim`, the shells and the driver's simulated
+    board share."""
+    return simulate_streams(verilog, inputs={"s_axis_0": list(input_words)}, outputs={"m_axis_0": int(output_count)},
+                            toplevel=toplevel, port_style="axis", clock="ap_clk", reset="ap_rst_n",
+                            reset_active_high=False, **kwargs)
+
+
 def stream_ports(path, *, style="amaranth"):
     """Verilog names (data, valid, ready) of a stream member: ``i`` -> ``i__payload``...; ``axis``: FINN's."""
     if style == "amaranth":

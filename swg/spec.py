@@ -152,6 +152,11 @@ class SWGSpec:
         return column, row, frame
 
     @property
+    def lead_words(self):
+        """Input words taken before the first output word can leave (FIFO bounds on reconvergent paths)."""
+        return self.window_span
+
+    @property
     def buffer_words(self):
         """Default style: circular buffer depth. BUF_min plus the headroom that lets the next window's
         words arrive while the current window is read (a column step, or a row step when larger)."""
