@@ -387,13 +387,38 @@ class _InstanceTop(StitchedAccelerator):
 
 # ---------------------------------------------------------------------------------------------- simulation
 
+def tensor_words(graph):
+    """{tensor: words per frame} for every stream of ``graph`` (FIFOs pass their neighbours' counts on)."""
+    words = {}
+    for node in graph.nodes:
+        spec = node.spec()
+        if node.op_type == FIFO_OP:
+            continue
+        if node.op_type == DWC_OP:
+            words[node.inputs[0]], words[node.outputs[0]] = spec.in_words, spec.out_words
+            continue
+        for k, t in enumerate(node.inputs):
+            words.setdefault(t, words_per_frame(_folded_input_shape(spec, k)))
+        for t in node.outputs:
+            words[t] = words_per_frame(spec.folded_output_shape)
+    fifos = [n for n in graph.nodes if n.op_type == FIFO_OP]
+    changed = True
+    while changed:
+        changed = False
+        for f in fifos:
+            a, b = f.inputs[0], f.outputs[0]
+            if (a in words) != (b in words):
+                words[a] = words[b] = words.get(a, words.get(b))
+                changed = True
+    return words
+
+
 def _words_in(graph):
-    node, port = graph.consumers(graph.input)[0]
-    return words_per_frame(_folded_input_shape(node.spec(), port))
+    return tensor_words(graph)[graph.input]
 
 
 def _words_out(graph):
-    return words_per_frame(graph.producer(graph.output)[0].spec().folded_output_shape)
+    return tensor_words(graph)[graph.output]
 
 
 def _folded_input_shape(spec, port):
@@ -473,13 +498,13 @@ def branch_fifo_bounds(graph):
     buffering (pipeline registers of a few words are left out, so this is a lower bound). ``graph`` has
     its FIFOs (:func:`insert_dwcs_and_fifos`).
     """
-    frame_in = _words_in(graph)
-    lead, ratio = {graph.input: 0.0}, {graph.input: 1.0}
+    words = tensor_words(graph)
+    frame_in = words[graph.input]
+    lead = {graph.input: 0.0}
     bounds = {}
     for node in graph.nodes:
         spec = node.spec()
-        in_words = [words_per_frame(_folded_input_shape(spec, k)) for k in range(len(node.inputs))]
-        ratios = [frame_in / w for w in in_words]
+        ratios = [frame_in / words[t] for t in node.inputs]
         leads = [lead[t] for t in node.inputs]
         if node.op_type in JOIN_OPS:
             slow = max(leads)
@@ -488,9 +513,8 @@ def branch_fifo_bounds(graph):
                 if fifo.op_type == FIFO_OP:
                     bounds[fifo.name] = max(bounds.get(fifo.name, 0), int((slow - l) / r))
         start = max(l + (getattr(spec, "lead_words", 1) - 1) * r for l, r in zip(leads, ratios))
-        out_words = words_per_frame(spec.folded_output_shape)
         for t in node.outputs:
-            lead[t], ratio[t] = start, frame_in / out_words
+            lead[t] = start
     return bounds
 
 
@@ -509,17 +533,12 @@ def tensor_fifo_depths(graph, *, max_depth=MAX_SIZING_DEPTH):
     (words per frame of what its consumer takes; the graph output FIFO: of what the last layer emits),
     or its join bound if larger, at most ``max_depth``, at least 2. ``graph`` has no FIFOs yet."""
     fifoed = insert_dwcs_and_fifos(graph)
-    bounds = branch_fifo_bounds(fifoed)
+    bounds, words = branch_fifo_bounds(fifoed), tensor_words(fifoed)
     deep = {}
     for node in fifoed.nodes:
-        if node.op_type != FIFO_OP:
-            continue
-        consumers = fifoed.consumers(node.outputs[0])
-        if consumers:
-            words = words_per_frame(_folded_input_shape(consumers[0][0].spec(), consumers[0][1]))
-        else:
-            words = words_per_frame(fifoed.producer(node.inputs[0])[0].spec().folded_output_shape)
-        deep[node.name] = max(DEFAULT_FIFO_DEPTH, min(int(max_depth), max(words, 2 * bounds.get(node.name, 0))))
+        if node.op_type == FIFO_OP:
+            frame = words[node.inputs[0]]
+            deep[node.name] = max(DEFAULT_FIFO_DEPTH, min(int(max_depth), max(frame, 2 * bounds.get(node.name, 0))))
     return deep
 
 
