@@ -228,6 +228,16 @@ class DataflowGraph:
         fields.update(changes)
         return DataflowGraph(**fields)
 
+    def __iter__(self):
+        """The nodes, in topological order."""
+        return iter(self.nodes)
+
+    def __len__(self):
+        return len(self.nodes)
+
+    def __getitem__(self, index):
+        return self.nodes[index]
+
     def node(self, name):
         for n in self.nodes:
             if n.name == name:
