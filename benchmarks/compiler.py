@@ -20,7 +20,8 @@ import numpy as np
 
 from benchmarks.tables import write_section
 from rtlgen.compiler import CompileOptions, compile_model
-from rtlgen.emit import read_outputs, write_outputs
+from rtlgen.emit import write_outputs
+from sim.stream_io import read_outputs
 from rtlgen.verify import compare, qonnx_reference, simulate_model, tolerance
 
 MODELS = Path(__file__).resolve().parent.parent / "tests" / "models"

@@ -8,7 +8,7 @@ ops through the compile's ``io.json`` models); the board is behind the small :cl
   this module imports without PYNQ.
 - :class:`SimulatedBoard`: a faithful fake for tests and for trying the driver off-board: the same
   register map and memory layout, whose DMA runs the accelerator's Verilog on the compiled Verilator
-  bench (``rtlgen.stitch.simulate_chain``).
+  bench (``sim.harness.run_stitched``).
 
     driver = AcceleratorDriver.from_compile("OUT", PynqBoard("OUT/build/vivado/rtlgen_zynq.bit"))
     y = driver.run(x)                 # x: the model's input batch; y: the model's output batch
@@ -96,7 +96,7 @@ class AcceleratorDriver:
 
     @classmethod
     def from_compile(cls, out, board, **kwargs):
-        from rtlgen.emit import read_outputs
+        from sim.stream_io import read_outputs
         _, io, report = read_outputs(out)
         return cls(board, io, report, **kwargs)
 
@@ -186,7 +186,7 @@ class SimulatedBoard(Board):
     an error (``code``), ``hang`` makes batches never finish (for the driver's timeout)."""
 
     def __init__(self, out, *, ddr_size=1 << 22):
-        from rtlgen.emit import read_outputs
+        from sim.stream_io import read_outputs
 
         self.verilog, self.io, self.report = read_outputs(out)
         self.ddr = bytearray(ddr_size)
@@ -222,7 +222,7 @@ class SimulatedBoard(Board):
         return Buffer(np.frombuffer(memoryview(self.ddr)[address:address + nbytes], dtype=np.uint8), address)
 
     def _batch(self):
-        from rtlgen.stitch import simulate_chain
+        from sim.harness import cycle_budget, run_stitched
 
         frames, src, dst = self.regs["FRAMES"], self.regs["SRC"], self.regs["DST"]
         in_bytes, out_bytes = frames * self.regs["IN_BYTES"], frames * self.regs["OUT_BYTES"]
@@ -239,9 +239,10 @@ class SimulatedBoard(Board):
         in_words = frames * self.io.input.words_per_frame
         words = unpack_bytes_to_words(self.ddr[src:src + in_bytes], self.in_width, in_words)
         count = frames * self.io.output.words_per_frame
-        result = simulate_chain(self.verilog, words, count, compiled=True,
-                                max_cycles=10_000 + 4 * sum(r["exp_cycles"] for r in self.report["layers"])
-                                + 2 * frames * self.report["analytic_cycles_per_frame"] + 2 * in_words)
+        result = run_stitched(self.verilog, words, count, compiled=True,
+                              max_cycles=cycle_budget([r["exp_cycles"] for r in self.report["layers"]],
+                                                      self.report["analytic_cycles_per_frame"], frames,
+                                                      in_words + count))
         self.ddr[dst:dst + out_bytes] = pack_words_to_bytes(result.words("m_axis_0"), self.out_width)
         self.regs.update(STATUS=STATUS_DONE, DONE=frames, CYCLES=result.cycles)
 

@@ -34,7 +34,7 @@ class BuildError(ValueError):
 def build(out, *, shell="standalone", toolchain="yosys", board="pynq-z2", inputs=None, say=print, device=XC7Z020):
     """Build ``out`` (an ``rtlgen compile`` directory); returns the Yosys report dict (also written).
     ``device``: the capacity checked against (the xc7z020's)."""
-    from rtlgen.emit import read_outputs
+    from sim.stream_io import read_outputs
     from rtlgen.stitch import DEFAULT_TOP_NAME
 
     if board != "pynq-z2":
@@ -81,7 +81,7 @@ def _standalone(verilog, io, report, inputs, say):
     against qonnx)."""
     from boards.shells import SelfTest, StandaloneTop
     from memstream.packing import pack_words
-    from rtlgen.stitch import simulate_chain
+    from sim.harness import cycle_budget, run_stitched
 
     end = io.input
     if inputs is not None:
@@ -96,9 +96,9 @@ def _standalone(verilog, io, report, inputs, say):
         words = [int(w) for w in pack_words(codes, end.dtype)]
     frames = len(words) // end.words_per_frame
     per_frame = io.output.words_per_frame
-    expected = simulate_chain(verilog, words, frames * per_frame, compiled=True,
-                              max_cycles=10_000 + 4 * sum(r["exp_cycles"] for r in report["layers"])
-                              + 2 * frames * report["analytic_cycles_per_frame"] + 2 * len(words)).words("m_axis_0")
+    budget = cycle_budget([r["exp_cycles"] for r in report["layers"]], report["analytic_cycles_per_frame"], frames,
+                          len(words) + frames * per_frame)
+    expected = run_stitched(verilog, words, frames * per_frame, compiled=True, max_cycles=budget).words("m_axis_0")
     say(f"self-test: {frames} frame(s), {len(words)} input and {len(expected)} expected words in ROM")
     selftest = SelfTest(in_words=words, in_width=report["input"]["width"], expected_words=expected,
                         out_width=report["output"]["width"], out_per_frame=per_frame)

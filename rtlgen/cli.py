@@ -53,7 +53,10 @@ def _compile(model, out, args):
     from rtlgen.emit import build_report, write_outputs
 
     start = time.perf_counter()
-    compiled = compile_model(model, _options(args), say=lambda line: _say(f"  {line}"))
+    keep = getattr(args, "keep_intermediate", None)
+    if keep == "":
+        keep = str(Path(out) / "intermediate")
+    compiled = compile_model(model, _options(args), say=lambda line: _say(f"  {line}"), keep=keep)
     write_outputs(compiled, out)
     totals = build_report(compiled)["totals"]
     _say(f"compiled {model} -> {out} in {time.perf_counter() - start:.1f} s: {len(compiled.nodes)} layers, "
@@ -79,7 +82,7 @@ def _load_input(path):
 
 def _model_input(model_path, x):
     """``x`` checked against the input of the ONNX model at ``model_path`` (see ``input_batch``)."""
-    from rtlgen.accelerator import input_batch
+    from sim.stream_io import input_batch
     from rtlgen.frontend import load_model
 
     model = load_model(model_path)
@@ -92,6 +95,9 @@ def _model_input(model_path, x):
 def add_compile_arguments(parser):
     parser.add_argument("model", metavar="MODEL.onnx")
     parser.add_argument("-o", "--out", required=True, metavar="OUT", help="output directory")
+    parser.add_argument("--keep-intermediate", nargs="?", const="", metavar="DIR",
+                        help="save the dataflow graph after every compiler pass as ONNX (NN_<pass>.onnx, opens "
+                             "in Netron) into DIR (default: OUT/intermediate)")
     add_compile_options(parser)
 
 
@@ -111,7 +117,7 @@ def add_sim_arguments(parser):
 
 def run_sim_command(args):
     import numpy as np
-    from rtlgen.emit import read_outputs
+    from sim.stream_io import read_outputs
     from rtlgen.verify import simulate_model
 
     verilog, io, report = read_outputs(args.out)
@@ -142,7 +148,7 @@ def add_verify_arguments(parser):
 
 
 def run_verify_command(args):
-    from rtlgen.emit import read_outputs
+    from sim.stream_io import read_outputs
     from rtlgen.verify import compare, qonnx_reference, simulate_model, tolerance
 
     x = _model_input(args.model, _load_input(args.input))        # a bad input fails before the compile
@@ -175,7 +181,7 @@ def add_build_arguments(parser):
 
 def run_build_command(args):
     from rtlgen.build import build
-    from rtlgen.emit import read_outputs
+    from sim.stream_io import read_outputs
 
     inputs = None
     if args.input:

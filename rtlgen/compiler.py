@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from rtlgen import stitch
-from rtlgen.accelerator import StreamEnd, StreamIO
+from sim.stream_io import StreamEnd, StreamIO
 from rtlgen.frontend import CompileError, load_model
 from rtlgen.host import submodel
 from rtlgen.lower import lower

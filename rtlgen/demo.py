@@ -24,7 +24,8 @@ def bundled(name):
 
 def run_demo(*, simulator=None, synth=True, images=360, say=print):
     from rtlgen.compiler import CompileOptions, compile_model
-    from rtlgen.emit import build_report, read_outputs, write_outputs
+    from rtlgen.emit import build_report, write_outputs
+    from sim.stream_io import read_outputs
     from rtlgen.verify import compare, qonnx_reference, simulate_model, tolerance
 
     model = str(bundled(DEMO_MODEL))

@@ -18,12 +18,13 @@ from onnx import TensorProto, helper
 from qonnx.core.datatype import BaseDataType
 
 from memstream.packing import write_memh
-from rtlgen.accelerator import StreamIO
+from sim.stream_io import VERILOG_NAME as STREAM_IO_VERILOG_NAME
 from rtlgen.stitch import DEFAULT_TOP_NAME, as_graph, graph_report
 
-__all__ = ["write_outputs", "read_outputs", "build_report", "VERILOG_NAME"]
+__all__ = ["write_outputs", "build_report", "model_hw", "VERILOG_NAME"]
 
 VERILOG_NAME = f"{DEFAULT_TOP_NAME}.v"
+assert VERILOG_NAME == STREAM_IO_VERILOG_NAME        # where sim.stream_io.read_outputs looks
 
 
 def write_outputs(compiled, out):
@@ -40,16 +41,6 @@ def write_outputs(compiled, out):
     write_folding_config(compiled.nodes, out / "folding.json")
     onnx.save(model_hw(compiled.graph), str(out / "model_hw.onnx"))
     (out / "report.json").write_text(json.dumps(build_report(compiled), indent=2) + "\n")
-
-
-def read_outputs(out):
-    """(Verilog text, StreamIO, report dict) of a compile output directory; clear errors if it is not one."""
-    out = Path(out)
-    missing = [n for n in (VERILOG_NAME, "io.json", "report.json") if not (out / n).is_file()]
-    if missing:
-        raise FileNotFoundError(f"{out}: not an rtlgen compile output (missing {', '.join(missing)}); "
-                                f"run `rtlgen compile MODEL.onnx -o {out}` first")
-    return (out / VERILOG_NAME).read_text(), StreamIO.load(out), json.loads((out / "report.json").read_text())
 
 
 def build_report(compiled):

@@ -6,7 +6,7 @@ import numpy as np
 
 from rtlgen.stitch import DEFAULT_TOP_NAME, simulate_chain
 from sim.compiled import network_engine
-from sim.harness import FULL_RATE
+from sim.harness import FULL_RATE, cycle_budget
 
 __all__ = ["SimulationRun", "simulate_model", "qonnx_reference", "Comparison", "compare", "tolerance", "FLOAT32_RTOL"]
 
@@ -29,9 +29,9 @@ def simulate_model(verilog, io, x, report, *, simulator=None, backpressure=FULL_
     words = io.encode(x)
     frames = x.shape[0]
     per_frame = io.output.words_per_frame
-    slack = 1.0 / min(backpressure.valid_prob, backpressure.ready_prob)
-    pipeline = sum(layer["exp_cycles"] for layer in report["layers"])
-    max_cycles = int(10_000 + 2 * slack * (pipeline + frames * report["analytic_cycles_per_frame"] + len(words)))
+    max_cycles = cycle_budget([layer["exp_cycles"] for layer in report["layers"]],
+                              report["analytic_cycles_per_frame"], frames, len(words) + frames * per_frame,
+                              backpressure)
     simulator, compiled = network_engine(simulator)
     if waves is not None and not compiled:
         raise ValueError("--waves needs the Verilator bench (--simulator verilator)")

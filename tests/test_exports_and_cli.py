@@ -13,7 +13,7 @@ MODULES = ["layers.fifo", "layers.dwc", "layers.datapath", "layers.thresholding"
            "sim.golden", "memstream", "memstream.memstream", "memstream.packing",
            "memstream.axilite", "sim.runner", "sim.harness", "sim.axis", "sim.tb_job", "sim.compiled", "boards.yosys",
            "boards.pynq_z2", "boards.shells", "boards.zynq", "boards.driver", "rtlgen.build", "rtlgen.demo",
-           "rtlgen.layer_verilog", "rtlgen.verify", "rtlgen.accelerator", "rtlgen.stitch"]
+           "rtlgen.layer_verilog", "rtlgen.verify", "sim.stream_io", "rtlgen.stitch"]
 
 
 @pytest.mark.parametrize("name", MODULES)

@@ -2,9 +2,12 @@
 
 :class:`StreamIO` turns model tensors into stream words and back (host pre ops, quantizer codes, NHWC
 stream order, FINN word packing; then unpacking, scales, host post ops). It is all that ``rtlgen sim``
-needs besides the Verilog, and it is saved beside it (``io.json``, ``host_pre.onnx``, ``host_post.onnx``).
+needs besides the Verilog, and it is saved beside it (``io.json``, ``host_pre.onnx``, ``host_post.onnx``);
+:func:`read_outputs` reads a compile's OUT back. This is the runtime that the compiler (``rtlgen``), the
+board driver (``boards``) and the benches share, so it lives below all of them.
 """
 
+import copy
 import json
 from dataclasses import dataclass
 from math import prod
@@ -14,10 +17,14 @@ import numpy as np
 from qonnx.core.datatype import DataType
 
 from memstream.packing import pack_words, unpack_words
-from rtlgen.frontend import CompileError
-from rtlgen.host import run_submodel
 
-__all__ = ["StreamEnd", "StreamIO", "input_batch"]
+__all__ = ["InputError", "StreamEnd", "StreamIO", "input_batch", "run_submodel", "read_outputs", "VERILOG_NAME"]
+
+VERILOG_NAME = "finn_design_wrapper.v"      # the stitched top (FINN's name) in a compile's OUT
+
+
+class InputError(ValueError):
+    """Model inputs that do not fit the accelerator (shape, range, codes); the message says what is legal."""
 
 
 @dataclass
@@ -87,7 +94,7 @@ def input_batch(x, name, shape):
         return x.astype(np.float32)
     if x.shape[1:] == want and x.ndim == len(want) + 1:
         return x.reshape(-1, *want[1:]).astype(np.float32)
-    raise CompileError(f"input of shape {x.shape} does not match the model input {name} of shape {want} "
+    raise InputError(f"input of shape {x.shape} does not match the model input {name} of shape {want} "
                        f"(a batch (N, {', '.join(map(str, want[1:]))}) is also accepted)")
 
 
@@ -112,11 +119,11 @@ class StreamIO:
         scale = float(np.asarray(self.input.scale).reshape(-1)[0])
         codes = np.round(real.astype(np.float64) / scale)
         if not np.allclose(codes * scale, real, rtol=0, atol=1e-6 * max(1.0, scale)):
-            raise CompileError(f"input values are not integers of {self.input.dtype.name}"
+            raise InputError(f"input values are not integers of {self.input.dtype.name}"
                                + (" (the model input is annotated as such)" if self.host_pre is None else ""))
         lo, hi = self.input.dtype.min(), self.input.dtype.max()
         if codes.min() < lo or codes.max() > hi:
-            raise CompileError(f"input values must lie in {lo}..{hi} ({self.input.dtype.name}), "
+            raise InputError(f"input values must lie in {lo}..{hi} ({self.input.dtype.name}), "
                                f"got {codes.min():g}..{codes.max():g}")
         return self.input.to_stream(codes).astype(np.int64)
 
@@ -157,3 +164,68 @@ class StreamIO:
         subs = [ModelWrapper(str(out / n)) if (out / n).exists() else None for n in ("host_pre.onnx", "host_post.onnx")]
         return cls(meta["model_input"], tuple(meta["model_input_shape"]), meta["model_output"],
                    StreamEnd.from_json(meta["input"]), StreamEnd.from_json(meta["output"]), *subs)
+
+
+# ---- the host's share: small qonnx models run in batches ----
+
+BATCH = 256        # samples per execute_onnx call on the host models
+
+
+def run_submodel(sub, x):
+    """Run ``sub`` (or the identity for None) on ``x`` (batch first; the models are built for batch 1,
+    as exported) and stack the results.
+
+    Batches of :data:`BATCH` samples go through one ``execute_onnx`` (qonnx's ChangeBatchSize; the
+    per-call overhead is ~10 ms, far more than the work); a model that does not take a batch (e.g. a
+    Reshape to a shape computed at run time) runs one sample at a time. The host ops are elementwise
+    or reshapes, so the batch changes no value (and verify compares every one with qonnx).
+    """
+    if sub is None:
+        return np.asarray(x)
+    x = np.asarray(x, dtype=np.float32)
+    rows = []
+    for start in range(0, len(x), BATCH):
+        chunk = x[start:start + BATCH]
+        try:
+            rows.append(_execute(_batched(sub, len(chunk)), chunk))
+        except Exception:               # the model does not take a batch: one sample at a time
+            rows.extend(_execute(sub, sample[None]) for sample in chunk)
+    return np.concatenate(rows, axis=0)
+
+
+def _execute(sub, x):
+    from qonnx.core.onnx_exec import execute_onnx
+
+    in_name, out_name = sub.graph.input[0].name, sub.graph.output[0].name
+    shape = list(sub.get_tensor_shape(in_name))
+    out = execute_onnx(sub, {in_name: x.reshape([len(x)] + shape[1:])})[out_name]
+    if len(out) != len(x):
+        raise ValueError(f"host model {sub.graph.name}: {len(out)} results for {len(x)} samples")
+    return out
+
+
+_BATCHED = {}
+
+
+def _batched(sub, n):
+    """``sub`` with batch size ``n`` (cached per model object and size)."""
+    from qonnx.transformation.change_batchsize import ChangeBatchSize
+    from qonnx.transformation.infer_shapes import InferShapes
+
+    key = (id(sub), n)
+    if key not in _BATCHED or _BATCHED[key][0] is not sub:
+        if n == 1:
+            return sub
+        model = copy.deepcopy(sub).transform(ChangeBatchSize(n)).transform(InferShapes())
+        _BATCHED[key] = (sub, model)
+    return _BATCHED[key][1]
+
+
+def read_outputs(out):
+    """(Verilog text, StreamIO, report dict) of a compile output directory; clear errors if it is not one."""
+    out = Path(out)
+    missing = [n for n in (VERILOG_NAME, "io.json", "report.json") if not (out / n).is_file()]
+    if missing:
+        raise FileNotFoundError(f"{out}: not an rtlgen compile output (missing {', '.join(missing)}); "
+                                f"run `rtlgen compile MODEL.onnx -o {out}` first")
+    return (out / VERILOG_NAME).read_text(), StreamIO.load(out), json.loads((out / "report.json").read_text())

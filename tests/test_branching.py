@@ -1,0 +1,198 @@
+"""Branching networks: residual Adds, channel Concats, tensors read by several nodes.
+
+The models are Brevitas exports (``tests/models/branching/make_models.py`` writes them; torch is not
+needed here). The lowered graph runs on the layers' numpy goldens and the stitched RTL on the compiled
+Verilator bench, both against qonnx ``execute_onnx`` of the untouched model, at full rate and under
+random backpressure; FIFOs in front of joins are sized so that the short branch buffers the long one's
+lead, and an undersized one is caught before it ships.
+"""
+
+import json
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from onnx import helper
+
+from rtlgen import stitch
+from rtlgen.cli import main
+from rtlgen.compiler import CompileOptions, _stream_io, compile_model, fold, insert_duplicates
+from rtlgen.execute import run_golden
+from rtlgen.frontend import CompileError, load_model
+from rtlgen.hwgraph import StreamTensor
+from rtlgen.lower import _check_exact_sum, lower
+from rtlgen.verify import compare, qonnx_reference, simulate_model
+from sim.harness import Backpressure
+from sim.runner import SimulationError
+
+BRANCHING = Path(__file__).parent / "models" / "branching"
+
+# model -> (input shape, {op type: count} the lowering must produce)
+MODELS = {
+    "resnet_block": ((1, 4, 8, 8), {"AddStreams": 2, "ChannelwiseOp": 2}),
+    "resnet_requant": ((1, 4, 8, 8), {"AddStreams": 1, "ChannelwiseOp": 2}),
+    "mobilenetv2_block": ((1, 4, 8, 8), {"AddStreams": 1, "VVAU": 1}),
+    "concat_net": ((1, 4, 8, 8), {"StreamingConcat": 1}),
+    "concat_mixed": ((1, 4, 8, 8), {"StreamingConcat": 1, "ChannelwiseOp": 3}),
+    "fanout3": ((1, 4, 8, 8), {"AddStreams": 2, "ChannelwiseOp": 1}),
+    "mlp_residual": ((1, 16), {"AddStreams": 1}),
+}
+FAST = ["mlp_residual", "mobilenetv2_block"]          # RTL in the default suite; the others are slow
+
+
+def inputs(name, n, seed=0):
+    shape = MODELS[name][0]
+    return (2 * np.random.default_rng(seed).standard_normal((n, *shape[1:]))).astype(np.float32)
+
+
+def lowered(name):
+    model = load_model(BRANCHING / f"{name}.onnx")
+    graph = lower(model)
+    return model, graph, _stream_io(model, graph)
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_lowered_graph_matches_qonnx(name):
+    """Host pre ops -> the graph's layer goldens -> host post ops equals qonnx bit for bit."""
+    model, graph, io = lowered(name)
+    ops = [n.op_type for n in graph.nodes]
+    for op, count in MODELS[name][1].items():
+        assert ops.count(op) == count, ops
+    x = inputs(name, 16)
+    ours = io.output_from_codes(run_golden(graph, io.input_codes(x)))
+    result = compare(ours, qonnx_reference(BRANCHING / f"{name}.onnx", x))
+    assert result.exact, result.summary()
+
+
+def test_fanout_is_an_edge_with_several_consumers_until_duplicates_are_inserted():
+    _, graph, _ = lowered("fanout3")
+    fanned = [t for t, _, consumers in graph.edges() if len(consumers) == 3]
+    assert len(fanned) == 1
+    folded = fold(graph, CompileOptions())
+    duplicated = insert_duplicates(folded, CompileOptions())
+    dups = [n for n in duplicated.nodes if n.op_type == "DuplicateStreams"]
+    assert [d.spec().num_output_streams for d in dups] == [3]
+    assert all(len(c) == 1 for _, _, c in duplicated.edges())
+    # the passes left their inputs alone
+    assert not any(n.op_type == "DuplicateStreams" for n in folded.nodes)
+    assert [n.folding for n in graph.nodes] != [n.folding for n in folded.nodes]
+
+
+# ---------------------------------------------------------------------------------------------- RTL
+
+def _compiled(name, tmp_path_factory, cache={}):
+    if name not in cache:
+        out = tmp_path_factory.mktemp(name)
+        compiled = compile_model(BRANCHING / f"{name}.onnx", CompileOptions())
+        from rtlgen.emit import write_outputs
+        write_outputs(compiled, out)
+        cache[name] = compiled, out
+    return cache[name]
+
+
+def _rtl_case(name, tmp_path_factory):
+    compiled, out = _compiled(name, tmp_path_factory)
+    report = json.loads((out / "report.json").read_text())
+    x = inputs(name, 12, seed=1)
+    ref = qonnx_reference(BRANCHING / f"{name}.onnx", x)
+    full = simulate_model(compiled.verilog, compiled.io, x, report)
+    assert compare(full.outputs, ref).exact
+    ii = report["analytic_cycles_per_frame"]
+    assert abs(full.cycles_per_frame / ii - 1) <= 0.02, (full.cycles_per_frame, ii)
+    stalled = simulate_model(compiled.verilog, compiled.io, x, report,
+                             backpressure=Backpressure(seed=5, valid_prob=0.6, ready_prob=0.5))
+    assert compare(stalled.outputs, ref).exact
+    assert stalled.cycles > full.cycles
+
+
+@pytest.mark.sim
+@pytest.mark.parametrize("name", FAST)
+def test_rtl_bit_exact_at_ii_and_under_backpressure(name, tmp_path_factory):
+    _rtl_case(name, tmp_path_factory)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", [m for m in MODELS if m not in FAST])
+def test_rtl_bit_exact_at_ii_and_under_backpressure_slow(name, tmp_path_factory):
+    _rtl_case(name, tmp_path_factory)
+
+
+@pytest.mark.sim
+def test_undersized_branch_fifo_is_detected_not_shipped():
+    """mlp_residual's shortcut must hold the long branch's first input vector: depth-2 FIFOs fail the
+    analytic check, and the simulation of that design indeed hangs; the sized design passes both."""
+    _, graph, io = lowered("mlp_residual")
+    graph = insert_duplicates(fold(graph, CompileOptions()), CompileOptions())
+    bounds = stitch.branch_fifo_bounds(stitch.insert_dwcs_and_fifos(graph))
+    name, bound = max(bounds.items(), key=lambda item: item[1])
+    assert bound >= 8
+    shallow = stitch.insert_dwcs_and_fifos(graph)
+    with pytest.raises(ValueError, match=f"{name} \\(depth 2\\) in front of a join"):
+        stitch.check_fifo_depths(shallow)
+    words_in = stitch.tensor_words(shallow)[shallow.input]
+    words_out = stitch.tensor_words(shallow)[shallow.output]
+    with pytest.raises(SimulationError):
+        stitch.simulate_chain(shallow, [0] * 3 * words_in, 3 * words_out, compiled=True, blank_memories=True)
+    sized = stitch.insert_dwcs_and_fifos(graph, stitch.size_fifos(graph))
+    stitch.check_fifo_depths(sized)
+    assert sized.node(name).spec().depth >= bound
+
+
+def test_analytic_depths_without_simulation_cover_the_bound():
+    _, graph, _ = lowered("mlp_residual")
+    graph = insert_duplicates(fold(graph, CompileOptions()), CompileOptions())
+    depths = stitch.analytic_fifo_depths(graph)
+    stitch.check_fifo_depths(stitch.insert_dwcs_and_fifos(graph, depths))
+
+
+# ---------------------------------------------------------------------------------------------- outputs
+
+@pytest.mark.sim
+def test_model_hw_and_report_show_the_branches(tmp_path):
+    from qonnx.core.modelwrapper import ModelWrapper
+
+    out = tmp_path / "out"
+    assert main(["compile", str(BRANCHING / "mlp_residual.onnx"), "-o", str(out), "--fifo-sizing", "none",
+                 "--keep-intermediate"]) == 0
+    hw = ModelWrapper(str(out / "model_hw.onnx"))
+    ops = [n.op_type for n in hw.graph.node]
+    assert ops.count("DuplicateStreams") == 1 and ops.count("AddStreams") == 1
+    dup = hw.get_nodes_by_op_type("DuplicateStreams")[0]
+    branches = [hw.find_consumer(t) for t in dup.output]
+    assert len(branches) == 2 and all(b is not None for b in branches)
+    add = hw.get_nodes_by_op_type("AddStreams")[0]
+    assert len([i for i in add.input if hw.find_producer(i) is not None]) == 2
+    report = json.loads((out / "report.json").read_text())
+    by_name = {row["name"]: row for row in report["layers"]}
+    assert by_name[add.name]["inputs"] == list(add.input[:2])
+    assert set(by_name) == {n.name for n in hw.graph.node}
+    kept = sorted(p.name for p in (out / "intermediate").iterdir())
+    assert kept == ["01_to_hw.onnx", "02_fold.onnx", "03_insert_duplicates.onnx", "04_insert_fifos.onnx"]
+
+
+# ---------------------------------------------------------------------------------------------- errors
+
+def test_unsupported_op_in_a_branch_names_it(tmp_path, capsys):
+    model = onnx.load(str(BRANCHING / "mlp_residual.onnx"))
+    add = next(n for n in model.graph.node if n.op_type == "Add")
+    shortcut = add.input[0] if any(n.output[0] == add.input[0] and n.name == "Quant_0" for n in model.graph.node) \
+        else add.input[1]
+    model.graph.node.insert(list(model.graph.node).index(add),
+                            helper.make_node("Floor", [shortcut], ["floored"], name="Floor_shortcut"))
+    add.input[list(add.input).index(shortcut)] = "floored"
+    path = tmp_path / "floor.onnx"
+    onnx.save(model, str(path))
+    assert main(["compile", str(path), "-o", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "Floor_shortcut (Floor) cannot be mapped to hardware" in err[0], err
+
+
+def test_residual_sum_with_inexact_scales_is_refused():
+    """Scales 0.1 and 0.3: the model's float32 sum of the two is not the integer sum at scale 0.1."""
+    a = StreamTensor("a", __import__("qonnx.core.datatype", fromlist=["DataType"]).DataType["INT4"], 0.1, (1, 8))
+    b = StreamTensor("b", a.dtype, 0.3, (1, 8))
+    with pytest.raises(CompileError, match="node Add_x: the model's float32 sum"):
+        _check_exact_sum(a, b, [1, 3], 0.1, "node Add_x")
+    _check_exact_sum(StreamTensor("a", a.dtype, 0.125, (1, 8)), StreamTensor("b", a.dtype, 0.25, (1, 8)),
+                     [1, 2], 0.125, "node Add_y")
