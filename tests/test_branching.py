@@ -73,7 +73,7 @@ def test_fanout_is_an_edge_with_several_consumers_until_duplicates_are_inserted(
     duplicated = insert_duplicates(folded, CompileOptions())
     dups = [n for n in duplicated.nodes if n.op_type == "DuplicateStreams"]
     assert [d.spec().num_output_streams for d in dups] == [3]
-    assert all(len(c) == 1 for _, _, c in duplicated.edges())
+    assert all(len(c) == (t != duplicated.output) for t, _, c in duplicated.edges())
     # the passes left their inputs alone
     assert not any(n.op_type == "DuplicateStreams" for n in folded.nodes)
     assert [n.folding for n in graph.nodes] != [n.folding for n in folded.nodes]
@@ -185,7 +185,7 @@ def test_unsupported_op_in_a_branch_names_it(tmp_path, capsys):
     onnx.save(model, str(path))
     assert main(["compile", str(path), "-o", str(tmp_path / "out")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "Floor_shortcut (Floor) cannot be mapped to hardware" in err[0], err
+    assert len(err) == 1 and "node Floor_0 (Floor) cannot be mapped to hardware" in err[0], err
 
 
 def test_residual_sum_with_inexact_scales_is_refused():
