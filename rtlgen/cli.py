@@ -40,12 +40,16 @@ def add_compile_options(parser):
     parser.add_argument("--fifo-sizing", default="sim", choices=("sim", "none"),
                         help="FIFO depths by simulating the stitched design, or all 2 (default: %(default)s)")
     parser.add_argument("--simulator", choices=("verilator", "icarus"), default=None, help=SIMULATOR_HELP)
+    parser.add_argument("--input-dtype", metavar="DTYPE",
+                        help="the datatype of the model's input when it has no input quantizer (BIPOLAR, "
+                             "BINARY, UINT8, INT8, ...), as FINN's set_tensor_datatype")
 
 
 def _options(args):
     from rtlgen.compiler import CompileOptions
     return CompileOptions(folding=args.folding, target_fps=args.target_fps, clock_mhz=args.clock_mhz,
-                          board=args.board, fifo_sizing=args.fifo_sizing, simulator=args.simulator)
+                          board=args.board, fifo_sizing=args.fifo_sizing, simulator=args.simulator,
+                          input_dtype=args.input_dtype)
 
 
 def _compile(model, out, args):

@@ -39,6 +39,7 @@ class CompileOptions:
     fifo_sizing: str = "sim"        # "sim": depths from a simulation of the stitched design;
                                     # "none": 2, and the analytic bound in front of joins
     simulator: str = None
+    input_dtype: str = None         # annotate the graph input (a qonnx DataType name), as FINN's notebooks do
 
     def target_cycles(self):
         if self.target_fps is None:
@@ -123,7 +124,7 @@ def compile_model(model_path, options=None, *, say=lambda text: None, keep=None)
     options = options or CompileOptions()
     seconds = {}
     t = time.perf_counter()
-    model = load_model(model_path)
+    model = load_model(model_path, options.input_dtype)
     seconds["load"] = time.perf_counter() - t
     say(f"load: {seconds['load']:.1f} s")
     state, graphs = model, {}

@@ -17,8 +17,14 @@ class CompileError(ValueError):
     """A model the compiler cannot turn into hardware; the message names the node and what is legal."""
 
 
-def load_model(path):
-    """ModelWrapper of ``path``, cleaned up, Gemm lowered to MatMul, datatypes inferred."""
+INPUT_DTYPE_HINT = ("if the model's input already holds integers (e.g. +-1, 0/1 or 0..255), say which with "
+                    "--input-dtype BIPOLAR|BINARY|UINT8|INT8|... (FINN's set_tensor_datatype)")
+
+
+def load_model(path, input_dtype=None):
+    """ModelWrapper of ``path``, cleaned up, Gemm lowered to MatMul, datatypes inferred, nodes in
+    topological order; ``input_dtype`` (a qonnx DataType name) annotates the graph input as FINN's
+    ``set_tensor_datatype`` does, for models whose input has no quantizer."""
     from qonnx.core.modelwrapper import ModelWrapper
     from qonnx.transformation.gemm_to_matmul import GemmToMatMul
     from qonnx.transformation.general import SortGraph
@@ -45,7 +51,24 @@ def load_model(path):
     if len(model.graph.input) != 1 or len(model.graph.output) != 1:
         raise CompileError(f"{path}: the model must have one input and one output, not "
                            f"{len(model.graph.input)} and {len(model.graph.output)}")
+    if input_dtype is not None:
+        _annotate_input(model, input_dtype)
     return model
+
+
+def _annotate_input(model, name):
+    from qonnx.core.datatype import DataType
+    from qonnx.transformation.infer_datatypes import InferDataTypes
+
+    try:
+        dtype = DataType[str(name).upper()]
+    except KeyError:
+        dtype = None
+    if dtype is None or not dtype.is_integer():
+        raise CompileError(f"--input-dtype {name}: not an integer qonnx DataType; legal: BIPOLAR, BINARY, "
+                           f"TERNARY, UINTn, INTn (n = 1..32)")
+    model.set_tensor_datatype(model.graph.input[0].name, dtype)
+    model.transform(InferDataTypes())
 
 
 def _first_line(exc):

@@ -25,7 +25,7 @@ from qonnx.core.datatype import DataType
 
 from layers.datapath import dtype_for_range
 from layers.mvau import MVAUSpec
-from rtlgen.frontend import CompileError, quantizer_output_codes
+from rtlgen.frontend import INPUT_DTYPE_HINT, CompileError, quantizer_output_codes
 from rtlgen.hwgraph import DataflowGraph, HWNode, StreamTensor
 from rtlgen.thresholds import (ELEMENTWISE_OPS, QUANTIZERS, SHAPE_OPS, ActivationChain, channel_directions,
                                derive_thresholds)
@@ -184,12 +184,13 @@ class _Lowering:
             if len(consumers) != 1:
                 raise CompileError(f"the float input {name} never reaches an activation quantizer "
                                    f"(Quant, BipolarQuant, MultiThreshold) on a single path; the hardware "
-                                   f"needs integer data")
+                                   f"needs integer data; {INPUT_DTYPE_HINT}")
             node = consumers[0]
             pre.append(node.name)
             if node.op_type in COMPUTE_OPS:
                 raise CompileError(f"node {node.name} ({node.op_type}) works on float (unquantized) data: its "
-                                   f"input is not the output of a Quant, BipolarQuant or MultiThreshold")
+                                   f"input is not the output of a Quant, BipolarQuant or MultiThreshold; "
+                                   f"{INPUT_DTYPE_HINT}")
             if node.op_type in QUANTIZERS:
                 dtype, scale, _, _ = quantizer_output_codes(model, node)
                 out = node.output[0]

@@ -196,3 +196,32 @@ def test_residual_sum_with_inexact_scales_is_refused():
         _check_exact_sum(a, b, [1, 3], 0.1, "node Add_x")
     _check_exact_sum(StreamTensor("a", a.dtype, 0.125, (1, 8)), StreamTensor("b", a.dtype, 0.25, (1, 8)),
                      [1, 2], 0.125, "node Add_y")
+
+
+# ---------------------------------------------------------------------------------------------- --input-dtype
+
+def _without_input_quantizer(tmp_path):
+    """mlp_residual with its input Quant removed: the graph input itself feeds the MatMul and the Add."""
+    model = onnx.load(str(BRANCHING / "mlp_residual.onnx"))
+    quant = next(n for n in model.graph.node if n.op_type == "Quant" and n.input[0] == model.graph.input[0].name)
+    for node in model.graph.node:
+        node.input[:] = [model.graph.input[0].name if i == quant.output[0] else i for i in node.input]
+    model.graph.node.remove(quant)
+    path = tmp_path / "no_input_quant.onnx"
+    onnx.save(model, str(path))
+    return path
+
+
+@pytest.mark.sim
+def test_input_dtype_annotates_an_unquantized_input(tmp_path, capsys):
+    path = _without_input_quantizer(tmp_path)
+    x = np.random.default_rng(3).integers(-8, 8, size=(10, 1, 16)).astype(np.float32)
+    np.save(tmp_path / "x.npy", x)
+    assert main(["compile", str(path), "-o", str(tmp_path / "a")]) == 2
+    err = capsys.readouterr().err
+    assert "--input-dtype" in err and len(err.strip().splitlines()) == 1, err
+    assert main(["verify", str(path), "--input", str(tmp_path / "x.npy"), "--input-dtype", "INT4",
+                 "--fifo-sizing", "none"]) == 0
+    assert "bit-exact: 10 samples" in capsys.readouterr().out
+    assert main(["compile", str(path), "-o", str(tmp_path / "b"), "--input-dtype", "FLOAT32"]) == 2
+    assert "--input-dtype FLOAT32: not an integer qonnx DataType" in capsys.readouterr().err
