@@ -103,7 +103,7 @@ def _rtl_case(name, tmp_path_factory):
     stalled = simulate_model(compiled.verilog, compiled.io, x, report,
                              backpressure=Backpressure(seed=5, valid_prob=0.6, ready_prob=0.5))
     assert compare(stalled.outputs, ref).exact
-    assert stalled.cycles > full.cycles
+    assert stalled.cycles >= full.cycles        # equal where the II, not the ports, limits the rate
 
 
 @pytest.mark.sim
