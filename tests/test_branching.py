@@ -225,3 +225,38 @@ def test_input_dtype_annotates_an_unquantized_input(tmp_path, capsys):
     assert "bit-exact: 10 samples" in capsys.readouterr().out
     assert main(["compile", str(path), "-o", str(tmp_path / "b"), "--input-dtype", "FLOAT32"]) == 2
     assert "--input-dtype FLOAT32: not an integer qonnx DataType" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------------------------------------- other exporters
+
+def test_quant_nodes_in_the_default_onnx_domain(tmp_path):
+    """Some exporters put Quant in the default domain; qonnx's cleanup moves it to its own and lowering
+    gives the same graph, bit-exact against qonnx on the original model."""
+    model = onnx.load(str(BRANCHING / "mlp_residual.onnx"))
+    for node in model.graph.node:
+        if node.op_type == "Quant":
+            node.domain = ""
+    path = tmp_path / "default_domain.onnx"
+    onnx.save(model, str(path))
+    loaded = load_model(path)
+    graph = lower(loaded)
+    io = _stream_io(loaded, graph)
+    x = inputs("mlp_residual", 8)
+    ours = io.output_from_codes(run_golden(graph, io.input_codes(x)))
+    assert compare(ours, qonnx_reference(BRANCHING / "mlp_residual.onnx", x)).exact
+
+
+def test_input_codes_survive_float32_rounding_of_large_values():
+    """An INT8 input quantizer with scale 0.7: values up to ~90 are 0.7 * code only up to float32
+    rounding (a few 1e-6), which must not read as 'not integers'; half a step off still does."""
+    from qonnx.core.datatype import DataType
+    from sim.stream_io import StreamEnd, StreamIO
+
+    end = StreamEnd("x", (1, 256), DataType["INT8"], 0.7, 1)
+    io = StreamIO("x", (1, 256), "y", end, end)
+    codes = np.arange(-128, 128)
+    real = (0.7 * codes).astype(np.float32)[None, :]
+    assert np.abs(real.astype(np.float64) - 0.7 * codes).max() > 1e-6
+    assert np.array_equal(io.input_codes(real)[0], codes)
+    with pytest.raises(ValueError, match="not integers of INT8"):
+        io.input_codes(real + np.float32(0.35))
