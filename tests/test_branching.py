@@ -190,7 +190,9 @@ def test_unsupported_op_in_a_branch_names_it(tmp_path, capsys):
 
 def test_residual_sum_with_inexact_scales_is_refused():
     """Scales 0.1 and 0.3: the model's float32 sum of the two is not the integer sum at scale 0.1."""
-    a = StreamTensor("a", __import__("qonnx.core.datatype", fromlist=["DataType"]).DataType["INT4"], 0.1, (1, 8))
+    from qonnx.core.datatype import DataType
+
+    a = StreamTensor("a", DataType["INT4"], 0.1, (1, 8))
     b = StreamTensor("b", a.dtype, 0.3, (1, 8))
     with pytest.raises(CompileError, match="node Add_x: the model's float32 sum"):
         _check_exact_sum(a, b, [1, 3], 0.1, "node Add_x")
