@@ -10,6 +10,9 @@ from amaranth.lib.memory import Memory
 from layers.datapath import (StreamLayer, ChannelFolded, check_dtype, check_fits, dtype_range, element_value, legal_divisors, output_stage,
                              register, wrapping_increment)
 from memstream.packing import pack_words
+from layers.op import Op, Resources, divisors_of
+from sim import golden
+
 
 __all__ = ["ChannelwiseOpSpec", "ChannelwiseOp", "FUNCS"]
 
@@ -113,7 +116,7 @@ class ChannelwiseOpSpec(ChannelFolded):
         else:
             op_lut = self.pe * max(ib, pb)
         ff = self.in_width + (0 if self.cf == 1 else self.param_width) + 4 * self.out_width + self.cf.bit_length()
-        return {"LUT": op_lut + rom_lut + 2 * self.out_width, "FF": ff, "BRAM18": 0, "DSP": dsp}
+        return Resources(lut=op_lut + rom_lut + 2 * self.out_width, ff=ff, bram18=0, dsp=dsp)
 
 
 class ChannelwiseOp(StreamLayer):
@@ -169,3 +172,15 @@ class ChannelwiseOp(StreamLayer):
         y1 = register(m, advance, Cat(results), name="y1")
         m.d.comb += [fifo_in.valid.eq(v1), fifo_in.payload.eq(y1)]
         return m
+
+
+def _golden(spec, xs, producer):
+    return golden.channelwise(xs[0], spec.params, spec.func)
+
+
+OP = Op("ChannelwiseOp", ChannelwiseOpSpec, ChannelwiseOp, _golden, folding={"PE": "pe"},
+        parallelism={"PE": divisors_of("num_channels")},
+        finn_names={"func": "Func", "num_channels": "NumChannels", "input_dtype": "inputDataType",
+                    "param_dtype": "paramDataType", "output_dtype": "outputDataType",
+                    "num_input_vectors": "numInputVectors"},
+        old_names=("ChannelwiseOp_Batch",))

@@ -16,6 +16,7 @@ from amaranth.lib.wiring import In, Out
 from qonnx.core.datatype import DataType
 
 from layers.fifo import FIFOSpec, StreamingFIFO
+from layers.op import StreamContract
 
 __all__ = ["dtype_range", "shape_for_range", "dtype_for_range", "check_dtype", "check_fits",
            "legal_divisors", "register", "wrapping_increment", "output_stage", "element_value", "product",
@@ -163,7 +164,7 @@ def ceil_thresholds(thresholds, owner):
 
 
 
-class ChannelFolded:
+class ChannelFolded(StreamContract):
     """Geometry of a layer that maps (vectors..., C) to (vectors..., C) word for word.
 
     For spec dataclasses with ``num_channels``, ``pe``, ``input_dtype``, ``output_dtype`` and

@@ -7,12 +7,13 @@ from amaranth.hdl import Array, Module, Mux, Signal
 from qonnx.core.datatype import DataType
 
 from layers.datapath import StreamLayer
+from layers.op import Op, Resources, StreamContract
 
 __all__ = ["DWCSpec", "StreamingDataWidthConverter"]
 
 
 @dataclass(frozen=True)
-class DWCSpec:
+class DWCSpec(StreamContract):
     """Contract of a width converter (FINN attributes ``shape``, ``inWidth``, ``outWidth``, ``dataType``)."""
     shape: tuple                # the producer's normal output shape (one frame)
     in_width: int               # bits per input word (unpadded)
@@ -36,6 +37,29 @@ class DWCSpec:
             if self.frame_bits % getattr(self, name):
                 raise ValueError(f"DWC {name}={getattr(self, name)} must divide the frame of {self.frame_bits} bits "
                                  f"(shape {self.shape} x {bits} bits)")
+
+    @property
+    def input_dtype(self):
+        return self.dtype
+
+    @property
+    def output_dtype(self):
+        return self.dtype
+
+    @property
+    def folded_input_shape(self):
+        return (self.in_words, self.in_width // self.dtype.bitwidth())
+
+    @property
+    def folded_output_shape(self):
+        return (self.out_words, self.out_width // self.dtype.bitwidth())
+
+    @property
+    def lead_words(self):
+        """Input words that complete the first output word."""
+        return -(-self.out_width // self.in_width)
+
+    latency = 1             # a word is offered one cycle after the input that completes it
 
     @property
     def frame_bits(self):
@@ -62,7 +86,7 @@ class DWCSpec:
 
     def resource_estimate(self):
         positions = (self.buffer_bits - self.in_width) // gcd(self.in_width, self.out_width) + 1
-        return {"LUT": self.buffer_bits * max(1, positions.bit_length()), "FF": self.buffer_bits + 16, "BRAM18": 0}
+        return Resources(lut=self.buffer_bits * max(1, positions.bit_length()), ff=self.buffer_bits + 16, bram18=0)
 
 
 class StreamingDataWidthConverter(StreamLayer):
@@ -110,3 +134,9 @@ class StreamingDataWidthConverter(StreamLayer):
         with m.Else():
             m.d.sync += [buf.eq(kept), fill.eq(at)]
         return m
+
+
+OP = Op("StreamingDataWidthConverter", DWCSpec, StreamingDataWidthConverter,
+        golden=lambda spec, xs, producer: xs[0],
+        finn_names={"in_width": "inWidth", "out_width": "outWidth", "dtype": "dataType"},
+        old_names=("StreamingDataWidthConverter_Batch",))

@@ -8,6 +8,8 @@ from amaranth.lib import stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
+from layers.op import Op, Resources, StreamContract
+
 __all__ = ["FIFOSpec", "StreamingFIFO", "bram18_count"]
 
 RAM_STYLES = ("auto", "distributed", "block")
@@ -24,8 +26,11 @@ def bram18_count(width, depth):
 
 
 @dataclass(frozen=True)
-class FIFOSpec:
-    """Contract of a StreamingFIFO (FINN attributes ``depth``, ``ram_style``; width in bits)."""
+class FIFOSpec(StreamContract):
+    """Contract of a StreamingFIFO (FINN attributes ``depth``, ``ram_style``; width in bits).
+
+    A FIFO carries words of any datatype and frame shape: its dtypes and folded shapes are None, and
+    it never limits the rate (``exp_cycles`` 0)."""
     width: int                  # word width in bits (the producer's folded output width)
     depth: int                  # words the FIFO holds without stalling its input: 2 .. 65536
     ram_style: Literal["auto", "distributed", "block"] = "auto"
@@ -50,6 +55,18 @@ class FIFOSpec:
         """Words held at most: ``depth`` in storage plus one in the output register."""
         return self.depth + 1
 
+    input_dtype = output_dtype = None
+    folded_input_shape = folded_output_shape = None
+    exp_cycles = 0
+
+    @property
+    def in_width(self):
+        return self.width
+
+    @property
+    def out_width(self):
+        return self.width
+
     @property
     def latency(self):
         """Cycles from a word entering an empty FIFO to it being offered at the output."""
@@ -58,10 +75,10 @@ class FIFOSpec:
     def resource_estimate(self):
         """Rough 7-series cost, used before synthesis."""
         if self.storage == "srl":
-            return {"LUT": self.width * ((self.depth + 31) // 32), "FF": self.width + 16, "BRAM18": 0}
+            return Resources(lut=self.width * ((self.depth + 31) // 32), ff=self.width + 16, bram18=0)
         if self.ram_style == "distributed" or (self.ram_style == "auto" and self.depth * self.width <= 4096):
-            return {"LUT": self.width * ((self.depth + 63) // 64) * 4 // 3, "FF": self.width + 40, "BRAM18": 0}
-        return {"LUT": 40, "FF": self.width + 40, "BRAM18": bram18_count(self.width, self.depth)}
+            return Resources(lut=self.width * ((self.depth + 63) // 64) * 4 // 3, ff=self.width + 40, bram18=0)
+        return Resources(lut=40, ff=self.width + 40, bram18=bram18_count(self.width, self.depth))
 
 
 class StreamingFIFO(wiring.Component):
@@ -156,3 +173,7 @@ class StreamingFIFO(wiring.Component):
             m.d.sync += head.eq(Mux(head == spec.depth - 1, 0, head + 1))
         with m.If(do_read):
             m.d.sync += tail.eq(Mux(tail == spec.depth - 1, 0, tail + 1))
+
+
+OP = Op("StreamingFIFO", FIFOSpec, StreamingFIFO, golden=lambda spec, xs, producer: xs[0],
+        folding={"depth": "depth", "ram_style": "ram_style"})

@@ -8,6 +8,9 @@ from amaranth.lib.wiring import In, Out
 
 from layers.datapath import check_dtype, legal_divisors, output_stage, wrapping_increment
 from layers.fifo import FIFOSpec
+from layers.op import Op, Resources, StreamContract, divisors_of
+from sim import golden
+
 
 __all__ = ["FMPaddingSpec", "FMPadding"]
 
@@ -19,7 +22,7 @@ def _positive(owner, attr, value):
 
 
 @dataclass(frozen=True)
-class FMPaddingSpec:
+class FMPaddingSpec(StreamContract):
     """Contract of a padding layer (FINN ``FMPadding``: ImgDim, Padding, NumChannels, SIMD, inputDataType).
 
     ``padding`` is FINN's order [top, left, bottom, right]; any non-negative amounts, asymmetric
@@ -71,6 +74,22 @@ class FMPaddingSpec:
         return self.simd * self.dtype.bitwidth()
 
     @property
+    def input_dtype(self):
+        return self.dtype
+
+    @property
+    def output_dtype(self):
+        return self.dtype
+
+    @property
+    def in_width(self):
+        return self.width
+
+    @property
+    def out_width(self):
+        return self.width
+
+    @property
     def folded_input_shape(self):
         return (1, *self.img_dim, self.cf, self.simd)
 
@@ -100,7 +119,7 @@ class FMPaddingSpec:
         """The zero-select per bit, three position counters with their compares, and the output FIFO."""
         counter_bits = sum(max(1, (n - 1).bit_length()) for n in (*self.out_dim, self.cf))
         fifo = FIFOSpec(self.width, 2).resource_estimate()
-        return {"LUT": self.width + 3 * counter_bits + fifo["LUT"], "FF": counter_bits + fifo["FF"], "BRAM18": 0}
+        return Resources(lut=self.width + 3 * counter_bits + fifo.lut, ff=counter_bits + fifo.ff, bram18=0)
 
 
 class FMPadding(wiring.Component):
@@ -162,3 +181,13 @@ class FMPadding(wiring.Component):
                 with m.If(col == ow - 1):
                     m.d.sync += row.eq(wrapping_increment(row, oh))
         return m
+
+
+def _golden(spec, xs, producer):
+    return golden.fm_padding(xs[0].reshape(xs[0].shape[0], *spec.img_dim, spec.num_channels), spec.padding)
+
+
+OP = Op("FMPadding", FMPaddingSpec, FMPadding, _golden, folding={"SIMD": "simd"},
+        parallelism={"SIMD": divisors_of("num_channels")},
+        finn_names={"img_dim": "ImgDim", "padding": "Padding", "num_channels": "NumChannels", "dtype": "inputDataType"},
+        old_names=("FMPadding_Batch",))

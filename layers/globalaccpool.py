@@ -13,6 +13,9 @@ from qonnx.core.datatype import DataType
 
 from layers.datapath import (ChannelFolded, StreamLayer, check_dtype, dtype_for_range, dtype_range, element_value, legal_divisors, output_stage,
                              register, wrapping_increment)
+from layers.op import Op, Resources, divisors_of
+from sim import golden
+
 
 __all__ = ["GlobalAccPoolSpec", "GlobalAccPool"]
 
@@ -89,7 +92,7 @@ class GlobalAccPoolSpec(ChannelFolded):
             bram18 += -(-ow // 18) * -(-depth // 1024)
         else:
             lut += ow * -(-depth // 64)
-        return {"LUT": lut, "FF": ff, "BRAM18": bram18}
+        return Resources(lut=lut, ff=ff, bram18=bram18)
 
 
 class GlobalAccPool(StreamLayer):
@@ -150,3 +153,15 @@ class GlobalAccPool(StreamLayer):
             fifo_in.valid.eq(v1 & last1), fifo_in.payload.eq(total),
         ]
         return m
+
+
+def _golden(spec, xs, producer):
+    x = xs[0]
+    return golden.global_acc_pool(x.reshape(x.shape[0], *spec.num_input_vectors[1:], spec.num_channels))
+
+
+OP = Op("GlobalAccPool", GlobalAccPoolSpec, GlobalAccPool, _golden, folding={"PE": "pe"},
+        parallelism={"PE": divisors_of("num_channels")},
+        finn_names={"num_channels": "NumChannels", "input_dtype": "inputDataType",
+                    "num_input_vectors": "numInputVectors"},
+        old_names=("GlobalAccPool_Batch",))

@@ -13,6 +13,9 @@ from amaranth.lib import data
 from qonnx.core.datatype import DataType
 
 from layers.datapath import StreamLayer, check_dtype, element_value, legal_divisors, output_stage, wrapping_increment
+from layers.op import Op, Resources, StreamContract, divisors_of
+from sim import golden
+
 
 __all__ = ["LabelSelectSpec", "LabelSelect"]
 
@@ -20,7 +23,7 @@ OWNER = "LabelSelect"
 
 
 @dataclass(frozen=True)
-class LabelSelectSpec:
+class LabelSelectSpec(StreamContract):
     """Contract of a top-K label selector (FINN attributes Labels, PE, K, inputDataType, outputDataType,
     numInputVectors; outputDataType is derived).
 
@@ -116,7 +119,7 @@ class LabelSelectSpec:
         vb, ob = self.input_dtype.bitwidth(), self.out_width
         lut = self.pe * self.k * (2 * vb + vb + ob) // 2 + self.k * ob + 16
         ff = self.k * (vb + ob) + self.k * ob + 2 * ob + 2 * ob.bit_length() + 16
-        return {"LUT": lut, "FF": ff, "BRAM18": 0}
+        return Resources(lut=lut, ff=ff, bram18=0)
 
 
 class LabelSelect(StreamLayer):
@@ -195,3 +198,13 @@ def _insert(vals, idxs, value, index):
         new_v.append(Mux(beats, Mux(climbs, vals[t + 1] if t < k - 1 else value, value), vals[t]))
         new_i.append(Mux(beats, Mux(climbs, idxs[t + 1] if t < k - 1 else index, index), idxs[t]))
     return new_v, new_i
+
+
+def _golden(spec, xs, producer):
+    return golden.label_select(xs[0], spec.k, spec.input_dtype.min())
+
+
+OP = Op("LabelSelect", LabelSelectSpec, LabelSelect, _golden, folding={"PE": "pe"},
+        parallelism={"PE": divisors_of("labels")},
+        finn_names={"labels": "Labels", "k": "K", "input_dtype": "inputDataType"},
+        old_names=("LabelSelect_Batch",))

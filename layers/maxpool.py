@@ -11,6 +11,9 @@ from amaranth.lib import data
 from amaranth.lib.memory import Memory
 
 from layers.datapath import StreamLayer, check_dtype, element_value, legal_divisors, output_stage, register, wrapping_increment
+from layers.op import Op, Resources, StreamContract, divisors_of
+from sim import golden
+
 
 __all__ = ["StreamingMaxPoolSpec", "StreamingMaxPool"]
 
@@ -26,7 +29,7 @@ def _pair(owner, attr, value):
 
 
 @dataclass(frozen=True)
-class StreamingMaxPoolSpec:
+class StreamingMaxPoolSpec(StreamContract):
     """Contract of a max pool (FINN attributes ImgDim, PoolDim, NumChannels, PE, CeilMode, dataType).
 
     The stride equals the pool size. 1D (a 1 x W image with a 1 x k kernel, or W x 1 with k x 1) streams
@@ -114,6 +117,14 @@ class StreamingMaxPoolSpec:
         return (1, *self.out_img_dim, self.num_channels)
 
     @property
+    def input_dtype(self):
+        return self.dtype
+
+    @property
+    def output_dtype(self):
+        return self.dtype
+
+    @property
     def folded_input_shape(self):
         return (1, *self.img_dim, self.nf, self.lanes)
 
@@ -157,7 +168,7 @@ class StreamingMaxPoolSpec:
             bram18 += -(-width // 18) * -(-depth // 1024)
         else:
             lut += width * -(-depth // 64)
-        return {"LUT": lut, "FF": ff + width, "BRAM18": bram18}
+        return Resources(lut=lut, ff=ff + width, bram18=bram18)
 
 
 class StreamingMaxPool(StreamLayer):
@@ -234,3 +245,15 @@ class StreamingMaxPool(StreamLayer):
             fifo_in.valid.eq(v1 & last1 & ~dropped1), fifo_in.payload.eq(merged),
         ]
         return m
+
+
+def _golden(spec, xs, producer):
+    return golden.maxpool_nhwc(xs[0].reshape(xs[0].shape[0], *spec.img_dim, spec.num_channels), spec.pool_dim)
+
+
+# PE is a parallelism axis in 1D only: a 2D pool streams whole pixels (SetFolding leaves it alone).
+OP = Op("StreamingMaxPool", StreamingMaxPoolSpec, StreamingMaxPool, _golden, folding={"PE": "pe"},
+        parallelism={"PE": lambda p: divisors_of("num_channels")(p)
+                     if StreamingMaxPoolSpec(**p).is_1d else [p.get("pe", 1)]},
+        finn_names={"img_dim": "ImgDim", "pool_dim": "PoolDim", "num_channels": "NumChannels", "dtype": "dataType"},
+        old_names=("StreamingMaxPool_Batch",))

@@ -22,6 +22,9 @@ from layers.thresholding import ThresholdTable, activation_lane, check_activatio
 from memstream.axilite import AXILiteSignature
 from memstream.memstream import MemStream, MemStreamSpec
 from memstream.packing import element_codes, pack_words
+from layers.op import Op, Resources, StreamContract, divisors_of
+from sim import golden
+
 
 __all__ = ["MVAUSpec", "MVAU", "DotProductUnit"]
 
@@ -38,7 +41,7 @@ def _positive(owner, spec, *attrs):
             raise ValueError(f"{owner} {attr} must be a positive integer, not {value!r}")
 
 
-class _UnitSpec:
+class _UnitSpec(StreamContract):
     """What MVAU and VVAU specs share: folding checks, datatypes, weights, accumulator, activation.
 
     Subclasses define ``owner``, ``in_elems`` (rows of W per output channel), ``out_channels``,
@@ -175,7 +178,10 @@ class _UnitSpec:
         if self.mem_mode == "internal_decoupled":
             lut += self.weight_width
             ff += 3 * self.weight_width
-        return {"LUT": lut, "FF": ff + self.weight_width + self.in_width, "DSP": macs if dsp else 0, "BRAM18": bram18}
+        return Resources(lut=lut, ff=ff + self.weight_width + self.in_width, bram18=bram18, dsp=macs if dsp else 0)
+
+    def memory_images(self):
+        return {} if self.weights is None else {"weights": (self.weight_memory_image(), self.weight_width)}
 
     def weight_memory_image(self):
         """WMEM words; word ``nf*SF + sf`` has element ``p*SIMD + s`` = W of channel nf*PE+p, row sf*SIMD+s."""
@@ -446,3 +452,23 @@ class DotProductUnit(wiring.Component):
 
 class MVAU(DotProductUnit):
     __doc__ = DotProductUnit.__doc__
+
+
+UNIT_FOLDING = {"PE": "pe", "SIMD": "simd", "mem_mode": "mem_mode", "ram_style": "ram_style",
+                "ram_style_thresholds": "ram_style_thresholds", "resType": "res_type"}
+
+
+def unit_thresholds(spec):
+    return None if spec.table is None else spec.table.thresholds
+
+
+def _golden(spec, xs, producer):
+    return golden.mvau(xs[0], np.asarray(spec.weights), unit_thresholds(spec), spec.act_val, spec.xnor,
+                       spec.output_dtype == DataType["BIPOLAR"])
+
+
+OP = Op("MVAU", MVAUSpec, MVAU, _golden, folding=UNIT_FOLDING,
+        parallelism={"SIMD": divisors_of("mw"), "PE": divisors_of("mh")},
+        finn_names={"mw": "MW", "mh": "MH", "input_dtype": "inputDataType", "weight_dtype": "weightDataType",
+                    "output_dtype": "outputDataType", "act_val": "ActVal", "num_input_vectors": "numInputVectors"},
+        old_names=("StreamingFCLayer_Batch", "MatrixVectorActivation"))

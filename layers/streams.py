@@ -12,6 +12,8 @@ from qonnx.core.datatype import DataType
 from layers.datapath import (ChannelFolded, check_dtype, dtype_for_range, dtype_range, element_value, legal_divisors,
                              output_stage, register, wrapping_increment)
 from layers.fifo import FIFOSpec, StreamingFIFO
+from layers.op import Op, Resources, StreamContract, divisors_of
+from sim import golden
 
 __all__ = ["AddStreamsSpec", "AddStreams", "DuplicateStreamsSpec", "DuplicateStreams",
            "StreamingConcatSpec", "StreamingConcat"]
@@ -54,6 +56,8 @@ class AddStreamsSpec(ChannelFolded):
     input_dtype: object         # inputDataType (both inputs)
     num_input_vectors: tuple = (1,)     # numInputVectors: words per frame = prod(vecs) * C / PE
 
+    num_inputs = 2
+
     def __post_init__(self):
         owner = "AddStreams"
         _positive(owner, "num_channels", self.num_channels)
@@ -74,7 +78,7 @@ class AddStreamsSpec(ChannelFolded):
     def resource_estimate(self):
         """An adder per lane (a LUT per output bit), the sum register and the output FIFO."""
         fifo = _fifo_cost(self.out_width)
-        return {"LUT": self.out_width + fifo["LUT"] + 2, "FF": self.out_width + 1 + fifo["FF"], "BRAM18": 0}
+        return Resources(lut=self.out_width + fifo.lut + 2, ff=self.out_width + 1 + fifo.ff, bram18=0)
 
 
 def _lane_value(bits, dtype):
@@ -163,6 +167,10 @@ class DuplicateStreamsSpec(ChannelFolded):
         return self.dtype
 
     @property
+    def num_outputs(self):
+        return self.num_output_streams
+
+    @property
     def buffer_words(self):
         """Words an output may fall behind the fastest one before the input stalls (its FIFO's capacity)."""
         return FIFOSpec(self.in_width, 2).capacity
@@ -175,7 +183,7 @@ class DuplicateStreamsSpec(ChannelFolded):
         """A depth-2 FIFO per output and the AND of their readies."""
         fifo = _fifo_cost(self.in_width)
         n = self.num_output_streams
-        return {"LUT": n * fifo["LUT"] + n, "FF": n * fifo["FF"], "BRAM18": 0}
+        return Resources(lut=n * fifo.lut + n, ff=n * fifo.ff, bram18=0)
 
 
 class DuplicateStreams(wiring.Component):
@@ -223,7 +231,7 @@ class DuplicateStreams(wiring.Component):
 # --- StreamingConcat -----------------------------------------------------------------------------
 
 @dataclass(frozen=True)
-class StreamingConcatSpec:
+class StreamingConcatSpec(StreamContract):
     """Contract of a channel concatenation (FINN ``StreamingConcat``: ChannelsPerStream, SIMD,
     inputDataTypes (one common type here), numInputVectors)."""
     channels_per_stream: tuple  # ChannelsPerStream: (C0, C1, ...), at least 2 inputs
@@ -265,8 +273,25 @@ class StreamingConcatSpec:
     def width(self):
         return self.simd * self.dtype.bitwidth()
 
-    def folded_input_shape(self, k):
-        return (*self.num_input_vectors, self.input_folds[k], self.simd)
+    @property
+    def input_dtype(self):
+        return self.dtype
+
+    @property
+    def output_dtype(self):
+        return self.dtype
+
+    @property
+    def in_width(self):
+        return self.width
+
+    @property
+    def out_width(self):
+        return self.width
+
+    @property
+    def folded_input_shapes(self):
+        return tuple((*self.num_input_vectors, fold, self.simd) for fold in self.input_folds)
 
     @property
     def folded_output_shape(self):
@@ -296,7 +321,7 @@ class StreamingConcatSpec:
         counter_bits = max(1, (n - 1).bit_length()) + max(1, (max(self.input_folds) - 1).bit_length())
         fifo = _fifo_cost(self.width)
         mux_lut = self.width * -(-(n - 1) // 3) if n > 1 else 0     # a LUT6 selects from 4 inputs
-        return {"LUT": mux_lut + 2 * counter_bits + fifo["LUT"], "FF": counter_bits + fifo["FF"], "BRAM18": 0}
+        return Resources(lut=mux_lut + 2 * counter_bits + fifo.lut, ff=counter_bits + fifo.ff, bram18=0)
 
 
 class StreamingConcat(wiring.Component):
@@ -346,3 +371,28 @@ class StreamingConcat(wiring.Component):
             with m.Else():
                 m.d.sync += fold.eq(fold + 1)
         return m
+
+
+def _add_golden(spec, xs, producer):
+    return golden.add_streams(*xs)
+
+
+def _concat_golden(spec, xs, producer):
+    return golden.concat_channels(xs)
+
+
+OPS = (
+    Op("AddStreams", AddStreamsSpec, AddStreams, _add_golden, folding={"PE": "pe"},
+       parallelism={"PE": divisors_of("num_channels")},
+       finn_names={"num_channels": "NumChannels", "input_dtype": "inputDataType",
+                   "num_input_vectors": "numInputVectors"}, old_names=("AddStreams_Batch",)),
+    Op("DuplicateStreams", DuplicateStreamsSpec, DuplicateStreams, lambda spec, xs, producer: xs[0],
+       folding={"PE": "pe"},
+       finn_names={"num_channels": "NumChannels", "num_output_streams": "NumOutputStreams",
+                   "dtype": "inputDataType", "num_input_vectors": "numInputVectors"},
+       old_names=("DuplicateStreams_Batch",)),
+    Op("StreamingConcat", StreamingConcatSpec, StreamingConcat, _concat_golden, folding={"SIMD": "simd"},
+       parallelism={"SIMD": divisors_of("channels_per_stream")},
+       finn_names={"channels_per_stream": "ChannelsPerStream", "dtype": "inputDataType",
+                   "num_input_vectors": "numInputVectors"}),
+)

@@ -17,6 +17,9 @@ from amaranth.lib.wiring import In, Out
 from layers.datapath import (ChannelFolded, check_dtype, check_fits, ceil_thresholds, dtype_for_range, dtype_range, element_value,
                              legal_divisors, output_stage, register, shape_for_range, wrapping_increment)
 from memstream.axilite import AXILiteSignature, accept_writes, refuse_reads
+from layers.op import Op, Resources, divisors_of
+from sim import golden
+
 
 __all__ = ["ThresholdTable", "ThresholdingSpec", "Thresholding", "threshold_search"]
 
@@ -231,7 +234,7 @@ class ThresholdingSpec(ChannelFolded):
 
     def resource_estimate(self):
         lut, ff, bram18 = self.table.resource_estimate()
-        return {"LUT": lut + self.out_width, "FF": ff + self.in_width + 3 * self.out_width, "BRAM18": bram18}
+        return Resources(lut=lut + self.out_width, ff=ff + self.in_width + 3 * self.out_width, bram18=bram18)
 
 
 class Thresholding(wiring.Component):
@@ -307,3 +310,14 @@ class Thresholding(wiring.Component):
 
 def _clog2(n):
     return max(0, (n - 1).bit_length())
+
+
+def _golden(spec, xs, producer):
+    return golden.multithreshold(xs[0], spec.table.thresholds, spec.act_val, spec.output_dtype.name == "BIPOLAR")
+
+
+OP = Op("Thresholding", ThresholdingSpec, Thresholding, _golden, folding={"PE": "pe", "ram_style": "ram_style"},
+        parallelism={"PE": divisors_of("num_channels")},
+        finn_names={"num_channels": "NumChannels", "input_dtype": "inputDataType", "output_dtype": "outputDataType",
+                    "act_val": "ActVal", "num_input_vectors": "numInputVectors"},
+        old_names=("Thresholding_Batch",))

@@ -115,7 +115,7 @@ class Compiled:
     @property
     def analytic_cycles(self):
         """Cycles per frame of the slowest node: the design's II."""
-        return max(stitch.exp_cycles(n.spec()) for n in self.graph.nodes)
+        return max(n.spec().exp_cycles for n in self.graph.nodes)
 
 
 def compile_model(model_path, options=None, *, say=lambda text: None, keep=None):
@@ -157,7 +157,7 @@ def _summary(name, graph):
     if name == "to_hw":
         return f"{len(graph.nodes)} layers, host ops: {len(graph.host_pre)} before, {len(graph.host_post)} after"
     if name == "fold":
-        return f"II {max(stitch.exp_cycles(n.spec()) for n in graph.nodes)} cycles"
+        return f"II {max(n.spec().exp_cycles for n in graph.nodes)} cycles"
     counts = {}
     for n in graph.nodes:
         counts[n.op_type] = counts.get(n.op_type, 0) + 1
@@ -168,7 +168,6 @@ def _summary(name, graph):
 def _stream_io(model, graph):
     """How the model's input and output map onto ``graph``'s streams (its first consumer's and last
     producer's word widths)."""
-    from rtlgen.stitch import in_width, out_width
 
     node, port = graph.consumers(graph.input)[0]
     first, last = node.spec(), graph.producer(graph.output)[0].spec()
@@ -176,9 +175,9 @@ def _stream_io(model, graph):
     in_bits, out_bits = t_in.dtype.bitwidth(), t_out.dtype.bitwidth()
     graph_in, graph_out = model.graph.input[0].name, model.graph.output[0].name
     ends = []
-    for t, lanes in ((t_in, in_width(first) // in_bits), (t_out, out_width(last) // out_bits)):
+    for t, lanes in ((t_in, first.in_width // in_bits), (t_out, last.out_width // out_bits)):
         ends.append(StreamEnd(t.name, tuple(t.shape), t.dtype, t.scale, lanes, t.kind, t.gain, t.offset,
-                              getattr(t, "rounding", False)))
+                              t.rounding))
     pre = submodel(model, graph.host_pre, [graph_in], [t_in.name], "host_pre")
     post = submodel(model, graph.host_post, [t_out.name], [graph_out], "host_post")
     return StreamIO(graph_in, tuple(model.get_tensor_shape(graph_in)), graph_out, *ends, pre, post)

@@ -34,9 +34,8 @@ def write_outputs(compiled, out):
     (out / "mem").mkdir(parents=True, exist_ok=True)
     (out / VERILOG_NAME).write_text(compiled.verilog)
     for node in compiled.nodes:
-        spec = node.spec()
-        if hasattr(spec, "weight_memory_image") and spec.weights is not None:
-            write_memh(out / "mem" / f"{node.name}_weights.dat", spec.weight_memory_image(), spec.weight_width)
+        for memory, (words, width) in node.spec().memory_images().items():
+            write_memh(out / "mem" / f"{node.name}_{memory}.dat", words, width)
     compiled.io.save(out)
     write_folding_config(compiled.nodes, out / "folding.json")
     onnx.save(model_hw(compiled.graph), str(out / "model_hw.onnx"))
@@ -70,8 +69,7 @@ def _sources(compiled, name):
 
 
 def _top_width(node, end):
-    spec = node.spec()
-    width = getattr(spec, f"{end}_width", getattr(spec, "width", 0))
+    width = getattr(node.spec(), f"{end}_width")
     return -(-width // 8) * 8
 
 
@@ -84,7 +82,7 @@ def model_hw(graph):
     for node in graph.nodes:
         inputs = [rename.get(t, t) for t in node.inputs]
         attrs = {"backend": "fpgadataflow", **_derived_attributes(node)}
-        names = node.kind.finn_names or {}
+        names = node.op.finn_names
         for key, value in {**node.params, **node.folding}.items():
             if isinstance(value, np.ndarray):
                 name = f"{node.name}_{key}"
@@ -105,10 +103,9 @@ def _derived_attributes(node):
     """FINN attributes the spec derives: the folding attributes with their defaults, outputDataType where
     the network left it implicit, and the MVAU / VVAU activation flags."""
     spec = node.spec()
-    attrs = {attr: _attribute(getattr(spec, field)) for attr, field in node.kind.folding_attrs.items()
+    attrs = {attr: _attribute(getattr(spec, field)) for attr, field in node.op.folding.items()
              if getattr(spec, field, None) is not None}          # the folding in force, defaults included
-    if getattr(spec, "output_dtype", None) is not None and node.kind.finn_names and \
-            "output_dtype" not in node.kind.finn_names:
+    if spec.output_dtype is not None and "output_dtype" not in node.op.finn_names:
         attrs["outputDataType"] = spec.output_dtype.name
     if node.op_type in ("MVAU", "VVAU"):
         attrs.update(outputDataType=spec.output_dtype.name, noActivation=int(spec.table is None),

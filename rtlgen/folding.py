@@ -20,6 +20,7 @@ import json
 import re
 from pathlib import Path
 
+from layers.op import divisors
 from rtlgen.hwgraph import OPS, canonical_op_type
 
 __all__ = ["load_folding_config", "apply_folding_config", "folding_config", "write_folding_config",
@@ -35,12 +36,7 @@ IGNORED_ATTRS = ("inFIFODepths", "outFIFODepths", "depth_trigger_uram", "depth_t
 PARALLEL_ATTRS = ("PE", "SIMD", "parallel_window")
 # Ops the stitcher inserts after folding: a config written after FINN's FIFO/DWC insertion names them.
 INSERTED_OPS = ("StreamingFIFO", "StreamingDataWidthConverter")
-_ALL_ATTRS = {a for kind in OPS.values() for a in kind.folding_attrs}
-
-
-def divisors(n):
-    """FINN's ``divisors``: 1..n ascending."""
-    return [d for d in range(1, int(n) + 1) if n % d == 0]
+_ALL_ATTRS = {a for op in OPS.values() for a in op.folding}
 
 
 # ---------------------------------------------------------------------------------------------- config I/O
@@ -126,7 +122,7 @@ def _defaults_for(node, defaults):
             pairs = [(spec, "all")]
         for value, ops in pairs:
             if ops == "all" or node.op_type in {canonical_op_type(o) for o in ops}:
-                if attr in node.kind.folding_attrs:
+                if attr in node.op.folding:
                     out[attr] = _normalize(attr, value)
     return out
 
@@ -157,7 +153,7 @@ def apply_folding_config(nodes, config):
     warns += match_warns
     defaults = config.get(DEFAULTS_KEY, {})
     for attr in defaults:
-        if not any(attr in n.kind.folding_attrs for n in nodes):
+        if not any(attr in n.op.folding for n in nodes):
             if attr in IGNORED_ATTRS or attr in _ALL_ATTRS:
                 warns.append(f"Defaults: attribute {attr!r} is not used by any node here, ignored")
             else:
@@ -171,11 +167,11 @@ def apply_folding_config(nodes, config):
         for attr, value in (config[key] if key is not None else {}).items():
             where = f"{node.name} ({node.op_type}, config entry {key!r})" if key != node.name \
                 else f"{node.name} ({node.op_type})"
-            if attr in node.kind.folding_attrs:
+            if attr in node.op.folding:
                 folding[attr] = _normalize(attr, value)
             elif attr in PARALLEL_ATTRS or not (attr in IGNORED_ATTRS or attr in _ALL_ATTRS):
                 raise ValueError(f"{where} has no folding attribute {attr!r}; "
-                                 f"legal: {', '.join(node.kind.folding_attrs) or 'none'}")
+                                 f"legal: {', '.join(node.op.folding) or 'none'}")
             else:
                 warns.append(f"{where}: attribute {attr!r}={value!r} is not implemented here, ignored")
         try:
@@ -220,7 +216,7 @@ def folding_config(nodes):
     for node in nodes:
         spec = _spec(node)
         config[node.name] = {attr: _json_value(getattr(spec, field))
-                             for attr, field in node.kind.folding_attrs.items() if hasattr(spec, field)}
+                             for attr, field in node.op.folding.items() if hasattr(spec, field)}
     return config
 
 
@@ -250,15 +246,15 @@ def max_cycles(nodes):
     best = (0, None)
     for node in nodes:
         spec = _spec(node)
-        cyc = getattr(spec, "exp_cycles", None)
-        if cyc is not None and cyc > best[0]:
+        cyc = spec.exp_cycles
+        if cyc > best[0]:
             best = (cyc, node.name)
     return best
 
 
-def _walk(node, attr, max_val, target):
-    """FINN's optimize_attribute_val: ascending divisors of max_val, stop at the first meeting the target."""
-    for val in divisors(max_val):
+def _walk(node, attr, values, target):
+    """FINN's optimize_attribute_val: the values ascending, stop at the first meeting the target."""
+    for val in values:
         node.folding[attr] = val
         if _cycles(node) < target:
             break
@@ -275,68 +271,70 @@ def _producer(graph, node):
             return node
 
 
-def _common_divisors(counts):
-    return [d for d in divisors(min(counts)) if all(c % d == 0 for c in counts)]
+def _fold_mvau(graph, node, target, mvau_wwidth_max):
+    """SIMD first, but never a weight stream wider than ``mvau_wwidth_max`` bits; then PE."""
+    f = node.folding
+    f["PE"], f["SIMD"] = 1, 1
+    wbits = _spec(node).weight_dtype.bitwidth()
+    for simd in node.op.legal("SIMD", node.params):
+        prev = f["SIMD"]
+        f["SIMD"] = simd
+        if _cycles(node) < target:
+            break                   # FINN checks the target first: a step meeting it is kept
+        if wbits * simd > mvau_wwidth_max:
+            f["SIMD"] = prev        # weight stream too wide: revert and stop
+            break
+    _walk(node, "PE", node.op.legal("PE", node.params), target)
+
+
+def _fold_swg(graph, node, target, _):
+    """SIMD, then parallel_window when SIMD = C is still too slow; a depthwise SWG follows its VVAU."""
+    if node.params.get("depthwise", False):
+        return                      # set by the VVAU it feeds
+    f = node.folding
+    f["parallel_window"] = False
+    legal = node.op.legal("SIMD", node.params)
+    _walk(node, "SIMD", legal, target)
+    if f["SIMD"] == legal[-1] and _cycles(node) > target:
+        f["parallel_window"] = True
+        try:
+            _spec(node)
+        except ValueError:          # the spec does not allow it here: stay in the default style
+            f["parallel_window"] = False
+
+
+def _fold_vvau(graph, node, target, _):
+    """PE, then SIMD only once PE = C; the depthwise SWG feeding it gets SIMD = PE and parallel_window
+    = (SIMD > 1)."""
+    f = node.folding
+    f["SIMD"] = 1
+    legal_pe = node.op.legal("PE", node.params)
+    _walk(node, "PE", legal_pe, target)
+    if f["PE"] == legal_pe[-1] and _cycles(node) > target:
+        _walk(node, "SIMD", node.op.legal("SIMD", node.params), target)
+    swg = _producer(graph, node)
+    if swg is not None and swg.op_type == "ConvolutionInputGenerator":
+        swg.folding["SIMD"] = f["PE"]
+        swg.folding["parallel_window"] = f["SIMD"] > 1
+    elif tuple(node.params["kernel"]) != (1, 1):
+        raise ValueError(f"{node.name} (VVAU, kernel {tuple(node.params['kernel'])}) expects a depthwise "
+                         f"ConvolutionInputGenerator as its producer, found "
+                         f"{swg.name + ' (' + swg.op_type + ')' if swg else 'none'}")
+
+
+def _fold_axes(graph, node, target, _):
+    """Every op else: each parallelism axis it declares, in order, up its legal values."""
+    for attr in node.op.parallelism:
+        _walk(node, attr, node.op.legal(attr, node.params), target)
+
+
+# The ops FINN's SetFolding treats specially; every other op gets _fold_axes.
+_FOLD_RULES = {"MVAU": _fold_mvau, "ConvolutionInputGenerator": _fold_swg, "VVAU": _fold_vvau}
 
 
 def _fold_once(graph, target, mvau_wwidth_max):
     for node in graph.nodes:
-        op, p, f = node.op_type, node.params, node.folding
-        if op == "MVAU":
-            f["PE"], f["SIMD"] = 1, 1
-            wbits = _spec(node).weight_dtype.bitwidth()
-            for simd in divisors(p["mw"]):
-                prev = f["SIMD"]
-                f["SIMD"] = simd
-                if _cycles(node) < target:
-                    break                   # FINN checks the target first: a step meeting it is kept
-                if wbits * simd > mvau_wwidth_max:
-                    f["SIMD"] = prev        # weight stream too wide: revert and stop
-                    break
-            _walk(node, "PE", p["mh"], target)
-        elif op in ("Thresholding", "GlobalAccPool", "AddStreams", "ChannelwiseOp"):
-            _walk(node, "PE", p["num_channels"], target)
-        elif op == "StreamingConcat":
-            for simd in _common_divisors(p["channels_per_stream"]):
-                f["SIMD"] = simd
-                if _cycles(node) < target:
-                    break
-        elif op == "LabelSelect":
-            _walk(node, "PE", p["labels"], target)
-        elif op == "StreamingMaxPool":
-            if _spec(node).is_1d:           # 2D streams whole pixels: PE means nothing there
-                _walk(node, "PE", p["num_channels"], target)
-        elif op == "FMPadding":
-            _walk(node, "SIMD", p["num_channels"], target)
-        elif op == "ConvolutionInputGenerator":
-            if p.get("depthwise", False):
-                continue                    # set by the VVAU it feeds
-            f["parallel_window"] = False
-            channels = p["ifm_channels"]
-            _walk(node, "SIMD", channels, target)
-            if f["SIMD"] == channels and _cycles(node) > target:
-                f["parallel_window"] = True
-                try:
-                    _spec(node)
-                except ValueError:          # the spec does not allow it here: stay in the default style
-                    f["parallel_window"] = False
-        elif op == "VVAU":
-            f["SIMD"] = 1
-            channels = p["channels"]
-            _walk(node, "PE", channels, target)
-            pe = f["PE"]
-            if pe == channels and _cycles(node) > target:
-                kh, kw = p["kernel"]
-                _walk(node, "SIMD", kh * kw, target)
-            swg = _producer(graph, node)
-            if swg is not None and swg.op_type == "ConvolutionInputGenerator":
-                swg.folding["SIMD"] = pe
-                swg.folding["parallel_window"] = f["SIMD"] > 1
-            elif tuple(p["kernel"]) != (1, 1):
-                raise ValueError(f"{node.name} (VVAU, kernel {tuple(p['kernel'])}) expects a depthwise "
-                                 f"ConvolutionInputGenerator as its producer, found "
-                                 f"{swg.name + ' (' + swg.op_type + ')' if swg else 'none'}")
-        # other ops (DWC, FIFO, ...): nothing to fold
+        _FOLD_RULES.get(node.op_type, _fold_axes)(graph, node, target, mvau_wwidth_max)
 
 
 def set_folding(graph, target_cycles, *, mvau_wwidth_max=36, two_pass_relaxation=True):
@@ -346,9 +344,10 @@ def set_folding(graph, target_cycles, *, mvau_wwidth_max=36, two_pass_relaxation
 
     Per op: MVAU PE=SIMD=1, SIMD up the divisors of MW until the target is met or the weight stream
     (weight bits x SIMD) exceeds ``mvau_wwidth_max`` (that step is reverted), then PE up the divisors of
-    MH; Thresholding / LabelSelect / 1D StreamingMaxPool PE; FMPadding and standard SWG SIMD, the SWG
-    going parallel_window when SIMD=C is still too slow; VVAU PE, then SIMD only once PE=C, and the
-    depthwise SWG feeding it gets SIMD = its PE and parallel_window = (its SIMD > 1). With
+    MH; standard SWG SIMD, going parallel_window when SIMD=C is still too slow; VVAU PE, then SIMD only
+    once PE=C, and the depthwise SWG feeding it gets SIMD = its PE and parallel_window = (its SIMD > 1).
+    Every other op raises the parallelism axes its layer declares (``Op.parallelism``: Thresholding,
+    LabelSelect, 1D StreamingMaxPool PE; FMPadding SIMD; ...) in order, each up its legal values. With
     ``two_pass_relaxation``, a missed target is retried with the achieved maximum as the target, so
     the layers that are faster than the bottleneck get no more parallelism than they need.
     """

@@ -133,7 +133,7 @@ class _Lowering:
         inputs = tuple(inputs) if inputs is not None else (self.cursor,)
         node = HWNode(name, op_type, params, sources=tuple(n.name for n in sources), inputs=inputs,
                       outputs=(f"{name}_out",))
-        node.folding = {a: 1 for a in ("PE", "SIMD") if a in node.kind.folding_attrs}
+        node.folding = {a: 1 for a in ("PE", "SIMD") if a in node.op.folding}
         node.spec()         # validate now: errors name the ONNX nodes, not a later pass
         self.nodes.append(node)
         self.done.update(n.name for n in sources)

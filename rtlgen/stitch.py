@@ -47,29 +47,6 @@ JOIN_SLACK = 8                          # words of pipeline registers a join bou
 
 # ---------------------------------------------------------------------------------------------- insertion
 
-def output_dtype(spec):
-    """The datatype of a spec's output elements (specs name it output_dtype, dtype or input_dtype)."""
-    for attr in ("output_dtype", "dtype", "input_dtype"):
-        dtype = getattr(spec, attr, None)
-        if dtype is not None:
-            return dtype
-    raise ValueError(f"cannot tell the output datatype of {type(spec).__name__}")
-
-
-def in_width(spec):
-    """Input word width in bits (a FIFO or a StreamingConcat has one ``width``)."""
-    return spec.in_width if hasattr(spec, "in_width") else spec.width
-
-
-def out_width(spec):
-    return spec.out_width if hasattr(spec, "out_width") else spec.width
-
-
-def exp_cycles(spec):
-    """Cycles per frame in steady state; 0 for a FIFO (it never limits the rate)."""
-    return getattr(spec, "exp_cycles", 0)
-
-
 def words_per_frame(folded_shape):
     """Stream words of one frame of a folded tensor (all but the innermost, packed, dimension)."""
     return prod(folded_shape[:-1])
@@ -109,12 +86,10 @@ def insert_duplicates(graph):
         if producer is not None:
             node, port = producer
             spec = node.spec()
-            shape, width = spec.folded_output_shape, out_width(spec)
+            shape, width = spec.folded_output_shape, spec.out_width
         else:
             spec = consumers[0][0].spec()
-            shape = spec.folded_input_shape(consumers[0][1]) if callable(spec.folded_input_shape) else \
-                spec.folded_input_shape
-            width = in_width(spec)
+            shape, width = spec.folded_input_shapes[consumers[0][1]], spec.in_width
         lanes = shape[-1]
         name = names()
         dup = HWNode(name, "DuplicateStreams",
@@ -133,8 +108,7 @@ def insert_duplicates(graph):
 
 
 def _dtype_of_width(spec, bits, at_input):
-    dtype = getattr(spec, "input_dtype", None) if at_input else None
-    dtype = dtype or output_dtype(spec)
+    dtype = spec.input_dtype if at_input else spec.output_dtype
     if dtype.bitwidth() != bits:
         raise ValueError(f"cannot tell the datatype of {bits}-bit lanes from {type(spec).__name__}")
     return dtype.name
@@ -177,16 +151,16 @@ def insert_dwcs_and_fifos(graph, fifo_depths=None):
         spec = node.spec()
         ins = list(node.inputs)
         for k, tensor in enumerate(node.inputs):
-            want = in_width(spec)
+            want = spec.in_width
             producer = graph.producer(tensor)
             if producer is not None:
                 pspec = producer[0].spec()
-                if out_width(pspec) != want:
+                if pspec.out_width != want:
                     shape = pspec.folded_output_shape
                     flat = (*shape[:-2], shape[-2] * shape[-1]) if len(shape) > 1 else tuple(shape)
                     name = dwc_name()
-                    dwc = HWNode(name, DWC_OP, {"shape": flat, "in_width": out_width(pspec), "out_width": want,
-                                                "dtype": output_dtype(pspec).name},
+                    dwc = HWNode(name, DWC_OP, {"shape": flat, "in_width": pspec.out_width, "out_width": want,
+                                                "dtype": pspec.output_dtype.name},
                                  inputs=(tensor,), outputs=(f"{name}_out",))
                     nodes.append(dwc)
                     tensor = dwc.outputs[0]
@@ -196,7 +170,7 @@ def insert_dwcs_and_fifos(graph, fifo_depths=None):
         node.inputs = tuple(ins)
         nodes.append(node)
     last = graph.producer(graph.output)[0]
-    out_fifo = fifo(graph.output, out_width(last.spec()))
+    out_fifo = fifo(graph.output, last.spec().out_width)
     nodes.append(out_fifo)
     unknown = sorted(set(fifo_depths) - used)
     if unknown:
@@ -244,12 +218,12 @@ class StitchedAccelerator(wiring.Component):
             if producer is None or not consumers:
                 continue
             (a, _), (b, _) = producer, consumers[0]
-            if out_width(spec_of[a.name]) != in_width(spec_of[b.name]):
-                raise ValueError(f"{a.name} emits {out_width(spec_of[a.name])}-bit words but {b.name} takes "
-                                 f"{in_width(spec_of[b.name])}-bit words; use insert_dwcs_and_fifos")
+            if spec_of[a.name].out_width != spec_of[b.name].in_width:
+                raise ValueError(f"{a.name} emits {spec_of[a.name].out_width}-bit words but {b.name} takes "
+                                 f"{spec_of[b.name].in_width}-bit words; use insert_dwcs_and_fifos")
         first = self._graph.consumers(self._graph.input)[0][0]
         last = self._graph.producer(self._graph.output)[0]
-        self._in_width, self._out_width = in_width(spec_of[first.name]), out_width(spec_of[last.name])
+        self._in_width, self._out_width = spec_of[first.name].in_width, spec_of[last.name].out_width
         members = {
             "ap_clk": In(1), "ap_rst_n": In(1),
             "s_axis_0_tdata": In(padded_width(self._in_width)),
@@ -398,7 +372,7 @@ def tensor_words(graph):
             words[node.inputs[0]], words[node.outputs[0]] = spec.in_words, spec.out_words
             continue
         for k, t in enumerate(node.inputs):
-            words.setdefault(t, words_per_frame(_folded_input_shape(spec, k)))
+            words.setdefault(t, words_per_frame(spec.folded_input_shapes[k]))
         for t in node.outputs:
             words[t] = words_per_frame(spec.folded_output_shape)
     fifos = [n for n in graph.nodes if n.op_type == FIFO_OP]
@@ -421,11 +395,6 @@ def _words_out(graph):
     return tensor_words(graph)[graph.output]
 
 
-def _folded_input_shape(spec, port):
-    shape = spec.folded_input_shape
-    return shape(port) if callable(shape) else shape
-
-
 def simulate_chain(design, input_words, output_count, *, backpressure=FULL_RATE, simulator=None,
                    monitor=False, probes=(), toplevel=DEFAULT_TOP_NAME, max_cycles=None, drain=None, check=True,
                    compiled=False, blank_memories=False, waves=None):
@@ -446,7 +415,7 @@ def simulate_chain(design, input_words, output_count, *, backpressure=FULL_RATE,
         if top._monitor:
             probes += [f"{name}_max_count" for name in top.fifo_names if f"{name}_max_count" not in probes]
         if max_cycles is None:
-            cycles = [exp_cycles(s) for s in top.specs]
+            cycles = [s.exp_cycles for s in top.specs]
             frames = -(-len(input_words) // _words_in(top.graph))
             max_cycles = cycle_budget(cycles, max(cycles), frames, len(input_words) + output_count, backpressure)
         design = to_verilog(top, name=toplevel)
@@ -512,7 +481,7 @@ def branch_fifo_bounds(graph):
                 fifo = graph.producer(t)[0]
                 if fifo.op_type == FIFO_OP:
                     bounds[fifo.name] = max(bounds.get(fifo.name, 0), int((slow - l) / r))
-        start = max(l + (getattr(spec, "lead_words", 1) - 1) * r for l, r in zip(leads, ratios))
+        start = max(l + (spec.lead_words - 1) * r for l, r in zip(leads, ratios))
         for t in node.outputs:
             lead[t] = start
     return bounds
@@ -600,12 +569,12 @@ def graph_report(graph):
             totals[key] = totals.get(key, 0) + value
         rows.append({"name": node.name, "op_type": node.op_type, "inputs": list(node.inputs),
                      "outputs": list(node.outputs), "folding": dict(node.folding),
-                     "in_width": in_width(spec), "out_width": out_width(spec),
-                     "exp_cycles": exp_cycles(spec), "resources": est})
+                     "in_width": spec.in_width, "out_width": spec.out_width,
+                     "exp_cycles": spec.exp_cycles, "resources": est})
     first = graph.consumers(graph.input)[0][0].spec()
     last = graph.producer(graph.output)[0].spec()
     rows.append({"name": "TOTAL", "op_type": "", "inputs": [graph.input], "outputs": [graph.output], "folding": {},
-                 "in_width": in_width(first), "out_width": out_width(last),
+                 "in_width": first.in_width, "out_width": last.out_width,
                  "exp_cycles": max(r["exp_cycles"] for r in rows), "resources": totals})
     return rows
 

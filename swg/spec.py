@@ -5,6 +5,7 @@ from typing import Literal
 
 from layers.datapath import check_dtype, legal_divisors
 from layers.fifo import bram18_count
+from layers.op import Resources, StreamContract
 
 __all__ = ["SWGSpec"]
 
@@ -20,7 +21,7 @@ def _pair(owner, attr, value):
 
 
 @dataclass(frozen=True)
-class SWGSpec:
+class SWGSpec(StreamContract):
     """Contract of a ConvolutionInputGenerator (FINN attribute names in snake case).
 
     The generator turns an (H, W, C) image, streamed pixel by pixel in words of ``simd`` channels, into
@@ -85,6 +86,10 @@ class SWGSpec:
     @property
     def kernel_positions(self):
         return self.kernel[0] * self.kernel[1]
+
+    @property
+    def output_dtype(self):
+        return self.input_dtype
 
     @property
     def in_width(self):
@@ -216,4 +221,4 @@ class SWGSpec:
                 bram18 += bram18_count(width, depth)
             else:
                 lut += -(-depth // 64) * width
-        return {"LUT": lut, "FF": registers + control, "BRAM18": bram18}
+        return Resources(lut=lut, ff=registers + control, bram18=bram18)

@@ -15,7 +15,6 @@ from rtlgen.cli import main
 from rtlgen.compiler import CompileOptions, compile_model
 from rtlgen.emit import write_outputs
 from rtlgen.execute import run_golden
-from rtlgen.stitch import in_width, out_width
 from sim.runner import build as build_sim, run_cocotb, to_verilog
 
 MODELS = Path(__file__).parent / "models"
@@ -43,8 +42,8 @@ def run_selftest(compiled, expected_fix=None, frames=3):
     words, expected, per_frame = golden_words(compiled, frames)
     if expected_fix:
         expected = expected_fix(expected)
-    shell = SelfTest(in_words=words, in_width=padded_width(in_width(compiled.nodes[0].spec())),
-                     expected_words=expected, out_width=padded_width(out_width(compiled.nodes[-1].spec())),
+    shell = SelfTest(in_words=words, in_width=padded_width(compiled.nodes[0].spec().in_width),
+                     expected_words=expected, out_width=padded_width(compiled.nodes[-1].spec().out_width),
                      out_per_frame=per_frame)
     design = to_verilog(shell, "top") + compiled.verilog
     built = build_sim(design, toplevel="top")

@@ -107,7 +107,7 @@ def test_derived_figures():
     assert spec.folded_output_shape == (1, 13, 14, 2, 2)
     assert (spec.in_words, spec.out_words, spec.exp_cycles, spec.width) == (160, 364, 364, 8)
     assert FMPaddingSpec(5, (0, 0, 0, 0), 1, 1, "INT2").img_dim == (5, 5)
-    assert set(spec.resource_estimate()) == {"LUT", "FF", "BRAM18"}
+    assert set(spec.resource_estimate()) == {"LUT", "FF", "BRAM18", "DSP"}
 
 
 @pytest.mark.parametrize("kwargs, message", [

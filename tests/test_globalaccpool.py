@@ -107,5 +107,5 @@ def test_derived_figures():
     assert (spec.cf, spec.in_width, spec.out_width, spec.output_dtype.name) == (4, 64, 160, "UINT10")
     assert (spec.folded_input_shape, spec.folded_output_shape) == ((2, 7, 7, 4, 16), (2, 1, 1, 4, 16))
     assert (spec.words, spec.out_words, spec.exp_cycles) == (392, 8, 392)
-    assert set(spec.resource_estimate()) == {"LUT", "FF", "BRAM18"}
+    assert set(spec.resource_estimate()) == {"LUT", "FF", "BRAM18", "DSP"}
     assert np.array_equal(golden.global_acc_pool(np.ones((1, 2, 3, 2))), np.full((1, 1, 1, 2), 6))

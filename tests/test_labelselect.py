@@ -152,4 +152,4 @@ def test_derived_figures():
     assert LabelSelectSpec(10, 10, 5, "UINT8").exp_cycles == 5          # K output words bound the rate
     assert LabelSelectSpec(1000, 1, 1, "UINT8").output_dtype.name == "UINT16"
     assert LabelSelectSpec(1, 1, 1, "UINT8").output_dtype.name == "UINT8"
-    assert set(spec.resource_estimate()) == {"LUT", "FF", "BRAM18"}
+    assert set(spec.resource_estimate()) == {"LUT", "FF", "BRAM18", "DSP"}

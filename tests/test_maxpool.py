@@ -186,4 +186,4 @@ def test_derived_figures():
     assert (two_d.is_1d, two_d.lanes, two_d.nf, two_d.width) == (False, 3, 1, 12)
     assert (two_d.folded_input_shape, two_d.folded_output_shape) == ((1, 8, 8, 1, 3), (1, 4, 4, 1, 3))
     assert (two_d.exp_cycles, two_d.buffer_depth) == (64, 4)
-    assert set(two_d.resource_estimate()) == {"LUT", "FF", "BRAM18"}
+    assert set(two_d.resource_estimate()) == {"LUT", "FF", "BRAM18", "DSP"}

@@ -110,7 +110,7 @@ def test_dwcs_exactly_where_widths_differ_and_fifos_everywhere():
     assert all(specs[f"StreamingFIFO_{k}"].depth == 2 for k in range(4))
     # consecutive widths agree, so the stitched top accepts it; the originals are untouched
     for a, b in zip(chain, chain[1:]):
-        assert stitch.out_width(specs[a.name]) == stitch.in_width(specs[b.name])
+        assert specs[a.name].out_width == specs[b.name].in_width
     assert len(nodes) == 3
 
     # equal widths: no DWC; depth overrides by name; unknown names are refused

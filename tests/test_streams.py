@@ -227,9 +227,9 @@ def test_derived_figures():
     assert (dup.exp_cycles, dup.in_width, dup.buffer_words) == (36, 8, 3)
     cat = StreamingConcatSpec((2, 6, 4), 2, "INT4", (1, 3))
     assert (cat.num_channels, cat.input_folds, cat.out_words, cat.exp_cycles) == (12, (1, 3, 2), 18, 18)
-    assert cat.folded_input_shape(1) == (1, 3, 3, 2) and cat.folded_output_shape == (1, 3, 6, 2)
+    assert cat.folded_input_shapes[1] == (1, 3, 3, 2) and cat.folded_output_shape == (1, 3, 6, 2)
     for spec in (dup, cat, AddStreamsSpec(4, 2, "INT4")):
-        assert set(spec.resource_estimate()) == {"LUT", "FF", "BRAM18"}
+        assert set(spec.resource_estimate()) == {"LUT", "FF", "BRAM18", "DSP"}
 
 
 @pytest.mark.parametrize("make, message", [

@@ -1,0 +1,142 @@
+"""What a layer module declares so the compiler can use it: its :class:`Op` (how a FINN op type becomes
+this layer) and the :class:`LayerSpec` contract its spec keeps.
+
+A layer lives in one module: the spec (a frozen dataclass whose fields are the op's attributes in snake
+case, validated on construction with errors naming the attribute and its legal values), the Amaranth
+component built from it, and at module level ``OP = Op(...)`` (or ``OPS = (Op(...), ...)`` for a module
+with several ops). The compiler discovers the ops of every module of ``layers`` and ``swg``
+(:func:`discover`), so a new layer touches its own module and its tests, nothing else.
+"""
+
+import importlib
+import pkgutil
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from typing import Callable, Protocol, runtime_checkable
+
+__all__ = ["Op", "LayerSpec", "Resources", "StreamContract", "divisors", "divisors_of", "discover"]
+
+
+@dataclass(frozen=True)
+class Resources(Mapping):
+    """A resource estimate (7-series primitives). Supports ``+`` and ``sum()``; reads as the mapping
+    ``{"LUT": .., "FF": .., "BRAM18": .., "DSP": ..}`` that ``report.json`` carries."""
+    lut: int = 0
+    ff: int = 0
+    bram18: int = 0
+    dsp: int = 0
+
+    def __add__(self, other):
+        if not isinstance(other, Resources):
+            return NotImplemented
+        return Resources(*(getattr(self, f.name) + getattr(other, f.name) for f in fields(self)))
+
+    def __radd__(self, other):          # sum() starts from 0
+        return self if other == 0 else NotImplemented
+
+    def __getitem__(self, key):
+        try:
+            return getattr(self, key.lower())
+        except AttributeError:
+            raise KeyError(key) from None
+
+    def __iter__(self):
+        return iter(f.name.upper() for f in fields(self))
+
+    def __len__(self):
+        return len(fields(self))
+
+
+@runtime_checkable
+class LayerSpec(Protocol):
+    """The contract every layer spec keeps (the stitcher, the FIFO sizer, the golden runner and the
+    reports rely on nothing else). Stream ``k`` of a layer carries words of ``folded_input_shapes[k]``:
+    all but the last dimension count words, the last is the lanes of a word."""
+    input_dtype: object             # DataType of the elements on every input stream
+    output_dtype: object            # DataType of the elements on every output stream
+    in_width: int                   # bits of one input word (every input)
+    out_width: int                  # bits of one output word (every output)
+    num_inputs: int
+    num_outputs: int
+    folded_input_shapes: tuple      # per input; None for a FIFO (it carries frames of any shape)
+    folded_output_shape: tuple      # every output's; None for a FIFO
+    exp_cycles: int                 # cycles per frame in steady state (0: never limits the rate)
+    latency: int                    # cycles from an input transfer to the first output it causes
+    lead_words: int                 # input words taken before the first output word can leave
+
+    def resource_estimate(self) -> Resources: ...
+
+    def memory_images(self) -> dict: ...    # {name: (words, width)}: contents of initialized memories
+
+
+class StreamContract:
+    """Defaults of :class:`LayerSpec` for a layer with one input and one output stream."""
+    num_inputs = 1
+    num_outputs = 1
+
+    @property
+    def folded_input_shapes(self):
+        return (self.folded_input_shape,) * self.num_inputs
+
+    @property
+    def lead_words(self):
+        return 1
+
+    def memory_images(self):
+        return {}
+
+
+def divisors(n):
+    """FINN's ``divisors``: 1..n ascending."""
+    return [d for d in range(1, int(n) + 1) if n % d == 0]
+
+
+def divisors_of(*params):
+    """Legal values of a folding axis: the common divisors of the spec fields ``params`` (a field holding a
+    tuple counts each of its entries)."""
+    def legal(values):
+        counts = [c for p in params for c in (values[p] if isinstance(values[p], (tuple, list)) else (values[p],))]
+        return [d for d in divisors(min(counts)) if all(c % d == 0 for c in counts)]
+    return legal
+
+
+@dataclass(frozen=True)
+class Op:
+    """How one FINN op type becomes hardware.
+
+    ``folding`` maps FINN folding attributes to spec fields. ``parallelism`` lists the throughput axes in
+    the order FINN's SetFolding raises them, each with its legal values as a function of the network's
+    parameters (e.g. ``{"PE": divisors_of("num_channels")}``). ``finn_names`` maps the other spec fields
+    to FINN attribute names (``model_hw.onnx`` is written with them); ``old_names`` are the op's names in
+    older FINN versions. ``golden(spec, inputs, producer_spec)`` computes the op on numpy from the
+    layer's independent golden model (:mod:`sim.golden`): ``inputs`` are integer arrays per input
+    stream, each (batch, vectors, elements): the input's folded shape with its last two dimensions
+    merged; the result is one array (every output carries it) or a list (one per output).
+    """
+    op_type: str
+    spec: type
+    component: Callable
+    golden: Callable
+    folding: dict = field(default_factory=dict)
+    parallelism: dict = field(default_factory=dict)
+    finn_names: dict = field(default_factory=dict)
+    old_names: tuple = ()
+
+    def legal(self, attr, params):
+        """Legal values of the parallelism axis ``attr`` for a node with ``params``."""
+        return self.parallelism[attr](params)
+
+
+def discover(*packages):
+    """{op_type: Op} of every module in ``packages`` that declares ``OP`` or ``OPS``."""
+    ops = {}
+    for package in packages:
+        modules = [package] + [importlib.import_module(f"{package.__name__}.{info.name}")
+                               for info in pkgutil.iter_modules(package.__path__)]
+        for module in modules:
+            declared = getattr(module, "OPS", ()) + ((module.OP,) if hasattr(module, "OP") else ())
+            for op in declared:
+                if ops.get(op.op_type, op) is not op:
+                    raise TypeError(f"op {op.op_type} is declared twice ({module.__name__})")
+                ops[op.op_type] = op
+    return ops
