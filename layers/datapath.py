@@ -15,7 +15,7 @@ from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 from qonnx.core.datatype import DataType
 
-from layers.fifo import FIFOSpec, StreamingFIFO
+from layers.fifo import StreamingFIFO, output_fifo_spec
 from layers.op import StreamContract
 
 __all__ = ["dtype_range", "shape_for_range", "dtype_for_range", "check_dtype", "check_fits",
@@ -87,7 +87,7 @@ def output_stage(m, o, width):
     Returns (advance, fifo input): ``advance`` is the FIFO's registered ``i.ready``, the pipeline's
     enable; the pipeline drives the FIFO input's valid and payload from its last stage.
     """
-    m.submodules.out_fifo = fifo = StreamingFIFO(FIFOSpec(width, 2))
+    m.submodules.out_fifo = fifo = StreamingFIFO(output_fifo_spec(width))
     wiring.connect(m, wiring.flipped(o), fifo.o)
     return fifo.i.ready, fifo.i
 

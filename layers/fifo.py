@@ -10,7 +10,7 @@ from amaranth.lib.wiring import In, Out
 
 from layers.op import Op, Resources, StreamContract
 
-__all__ = ["FIFOSpec", "StreamingFIFO", "bram18_count"]
+__all__ = ["FIFOSpec", "StreamingFIFO", "bram18_count", "output_fifo_spec"]
 
 RAM_STYLES = ("auto", "distributed", "block")
 SRL_MAX_DEPTH = 32      # one SRLC32E per bit; deeper FIFOs are cheaper as LUTRAM or BRAM
@@ -79,6 +79,12 @@ class FIFOSpec(StreamContract):
         if self.ram_style == "distributed" or (self.ram_style == "auto" and self.depth * self.width <= 4096):
             return Resources(lut=self.width * ((self.depth + 63) // 64) * 4 // 3, ff=self.width + 40, bram18=0)
         return Resources(lut=40, ff=self.width + 40, bram18=bram18_count(self.width, self.depth))
+
+
+def output_fifo_spec(width):
+    """The FIFO every layer ends in (depth 2): its registered ``i.ready`` is the layer's pipeline enable,
+    so no combinational path runs from a layer's ``o.ready`` back to its ``i.ready``."""
+    return FIFOSpec(width, 2)
 
 
 class StreamingFIFO(wiring.Component):

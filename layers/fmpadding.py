@@ -7,7 +7,7 @@ from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from layers.datapath import check_dtype, legal_divisors, output_stage, wrapping_increment
-from layers.fifo import FIFOSpec
+from layers.fifo import output_fifo_spec
 from layers.op import Op, Resources, StreamContract, divisors_of
 from sim import golden
 
@@ -118,7 +118,7 @@ class FMPaddingSpec(StreamContract):
     def resource_estimate(self):
         """The zero-select per bit, three position counters with their compares, and the output FIFO."""
         counter_bits = sum(max(1, (n - 1).bit_length()) for n in (*self.out_dim, self.cf))
-        fifo = FIFOSpec(self.width, 2).resource_estimate()
+        fifo = output_fifo_spec(self.width).resource_estimate()
         return Resources(lut=self.width + 3 * counter_bits + fifo.lut, ff=counter_bits + fifo.ff, bram18=0)
 
 

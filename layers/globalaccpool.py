@@ -81,6 +81,8 @@ class GlobalAccPoolSpec(ChannelFolded):
         return self.num_input_vectors[0] * self.cf
 
 
+    latency = 2                 # cycles from the last pixel's word to its sums being offered
+
     def resource_estimate(self):
         """An adder per output bit, the accumulator memory (LUT RAM below 512 entries, else BRAM18; a
         register when NF = 1), the pipeline and read registers and the 2-word output FIFO."""

@@ -113,6 +113,8 @@ class LabelSelectSpec(StreamContract):
         """The list's initial value, as the hardware compares it (BIPOLAR: bit 0 = -1)."""
         return 0 if self.input_dtype.name == "BIPOLAR" else int(self.input_dtype.min())
 
+    latency = 3                 # cycles from a vector's last word to its first index being offered
+
     def resource_estimate(self):
         """Per insertion (PE per cycle) and list entry: two compares and the value and index selects;
         FFs of the list, the output register, the 2-word output FIFO and the counters."""

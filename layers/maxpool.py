@@ -157,6 +157,8 @@ class StreamingMaxPoolSpec(StreamContract):
         rows, cols, kh, kw = self._line
         return -(-cols // kw) if kh > 1 else self.nf
 
+    latency = 3                 # cycles from a window's last pixel to its maximum being offered
+
     def resource_estimate(self):
         """A compare and select per bit of the word, the partial-maximum memory (LUT RAM below 512 entries,
         else BRAM18), the pipeline register, the read register and the 2-word output FIFO."""

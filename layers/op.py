@@ -61,8 +61,10 @@ class LayerSpec(Protocol):
     folded_input_shapes: tuple      # per input; None for a FIFO (it carries frames of any shape)
     folded_output_shape: tuple      # every output's; None for a FIFO
     exp_cycles: int                 # cycles per frame in steady state (0: never limits the rate)
-    latency: int                    # cycles from an input transfer to the first output it causes
-    lead_words: int                 # input words taken before the first output word can leave
+    lead_words: int                 # input words taken before the first output can leave (a window
+                                    # generator: before its first window is complete)
+    latency: int                    # cycles from input word ``lead_words`` to the output word it
+                                    # completes being offered, at full rate
 
     def resource_estimate(self) -> Resources: ...
 

@@ -11,7 +11,7 @@ from qonnx.core.datatype import DataType
 
 from layers.datapath import (ChannelFolded, check_dtype, dtype_for_range, dtype_range, element_value, legal_divisors,
                              output_stage, register, wrapping_increment)
-from layers.fifo import FIFOSpec, StreamingFIFO
+from layers.fifo import StreamingFIFO, output_fifo_spec
 from layers.op import Op, Resources, StreamContract, divisors_of
 from sim import golden
 
@@ -41,7 +41,7 @@ def _check_fold(owner, attr, fold, channels, channels_attr="num_channels"):
 
 
 def _fifo_cost(width):
-    return FIFOSpec(width, 2).resource_estimate()
+    return output_fifo_spec(width).resource_estimate()
 
 
 # --- AddStreams ----------------------------------------------------------------------------------
@@ -173,11 +173,11 @@ class DuplicateStreamsSpec(ChannelFolded):
     @property
     def buffer_words(self):
         """Words an output may fall behind the fastest one before the input stalls (its FIFO's capacity)."""
-        return FIFOSpec(self.in_width, 2).capacity
+        return output_fifo_spec(self.in_width).capacity
 
     @property
     def latency(self):
-        return FIFOSpec(self.in_width, 2).latency
+        return output_fifo_spec(self.in_width).latency
 
     def resource_estimate(self):
         """A depth-2 FIFO per output and the AND of their readies."""
@@ -217,7 +217,7 @@ class DuplicateStreams(wiring.Component):
         m = Module()
         fifos = []
         for k in range(spec.num_output_streams):
-            fifo = StreamingFIFO(FIFOSpec(spec.in_width, 2))
+            fifo = StreamingFIFO(output_fifo_spec(spec.in_width))
             m.submodules[f"out_fifo{k}"] = fifo
             wiring.connect(m, wiring.flipped(getattr(self, f"o{k}")), fifo.o)
             fifos.append(fifo)

@@ -200,6 +200,11 @@ class SWGSpec(StreamContract):
         stalls = oh * (ow - 1) * stall(column) + (oh - 1) * stall(row) + stall(frame)
         return max(self.in_words, self.out_words + stalls)
 
+    @property
+    def latency(self):
+        """Cycles from the input word completing a window to its last output word being offered."""
+        return 1 if self.parallel_window else 4
+
     def resource_estimate(self):
         """LUT/FF/BRAM18 of buffers and controller: with ``auto`` a memory is LUTRAM up to 64 words or
         4 kbit (as Yosys maps it), else BRAM18.

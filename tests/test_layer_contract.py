@@ -1,0 +1,139 @@
+"""Every op a layer module declares keeps the :class:`layers.op.LayerSpec` contract, and its declaration
+(FINN names, folding and parallelism axes, golden adapter) is consistent with its spec. The simulation
+test measures what the contract says about timing: ``latency`` after ``lead_words`` input words."""
+
+import dataclasses
+from math import prod
+
+import numpy as np
+import pytest
+from qonnx.core.datatype import DataType
+
+from layers.op import LayerSpec, Op, Resources
+from memstream.packing import pack_words
+from rtlgen.hwgraph import OPS, HWNode
+from sim.harness import simulate_streams
+
+RNG = np.random.default_rng(5)
+
+
+def _thresholds(channels, steps, lo, hi):
+    return np.sort(RNG.integers(lo, hi, (channels, steps)), axis=1)
+
+
+# One small instance of every op: the network's parameters (HWNode.params) and a folding.
+EXAMPLES = {
+    "MVAU": (dict(mw=8, mh=4, input_dtype="INT2", weight_dtype="INT2", weights=RNG.integers(-2, 2, (8, 4)),
+                  thresholds=_thresholds(4, 3, -8, 8), output_dtype="UINT2"), {"PE": 2, "SIMD": 4}),
+    "VVAU": (dict(channels=4, kernel=(3, 3), dim=(2, 2), input_dtype="INT2", weight_dtype="INT2",
+                  weights=RNG.integers(-2, 2, (4, 1, 3, 3))), {"PE": 2, "SIMD": 1}),
+    "Thresholding": (dict(num_channels=4, input_dtype="INT4", output_dtype="UINT2",
+                          thresholds=_thresholds(4, 3, -8, 8), num_input_vectors=(1, 2, 2)), {"PE": 2}),
+    "ConvolutionInputGenerator": (dict(ifm_dim=(4, 4), ifm_channels=4, kernel=(2, 2), input_dtype="INT2"),
+                                  {"SIMD": 2}),
+    "FMPadding": (dict(img_dim=(3, 3), padding=(1, 1, 1, 1), num_channels=4, dtype="INT2"), {"SIMD": 2}),
+    "StreamingMaxPool": (dict(img_dim=(4, 4), pool_dim=(2, 2), num_channels=4, dtype="INT2"), {}),
+    "LabelSelect": (dict(labels=8, k=2, input_dtype="INT4"), {"PE": 2}),
+    "GlobalAccPool": (dict(num_channels=4, input_dtype="UINT2", num_input_vectors=(1, 2, 2)), {"PE": 2}),
+    "AddStreams": (dict(num_channels=4, input_dtype="INT2", num_input_vectors=(1, 2, 2)), {"PE": 2}),
+    "DuplicateStreams": (dict(num_channels=4, num_output_streams=3, dtype="INT2", num_input_vectors=(1, 2)),
+                         {"PE": 2}),
+    "StreamingConcat": (dict(channels_per_stream=(4, 2), dtype="INT2", num_input_vectors=(1, 2)), {"SIMD": 2}),
+    "ChannelwiseOp": (dict(func="add", num_channels=4, input_dtype="INT2", param_dtype="INT2",
+                           output_dtype="INT4", params=np.array([1, -1, 0, 1]), num_input_vectors=(1, 2)),
+                      {"PE": 2}),
+    "StreamingDataWidthConverter": (dict(shape=(1, 8), in_width=4, out_width=8, dtype="INT2"), {}),
+    "StreamingFIFO": (dict(width=6), {"depth": 4}),
+}
+
+
+def _node(op_type):
+    params, folding = EXAMPLES[op_type]
+    return HWNode(f"{op_type}_0", op_type, params, dict(folding))
+
+
+def test_every_op_has_an_example():
+    assert set(EXAMPLES) == set(OPS)
+
+
+@pytest.mark.parametrize("op_type", sorted(OPS))
+def test_spec_keeps_the_contract(op_type):
+    op = OPS[op_type]
+    assert isinstance(op, Op) and op.op_type == op_type
+    spec = _node(op_type).spec()
+    assert isinstance(spec, LayerSpec), type(spec)
+    assert isinstance(spec.resource_estimate(), Resources)
+    assert spec.in_width > 0 and spec.out_width > 0
+    assert spec.num_inputs >= 1 and spec.num_outputs >= 1
+    assert len(spec.folded_input_shapes) == spec.num_inputs
+    assert isinstance(spec.memory_images(), dict)
+    assert spec.exp_cycles >= 0 and spec.latency >= 1 and spec.lead_words >= 1
+    if op_type == "StreamingFIFO":      # carries any frame
+        assert spec.input_dtype is None and spec.folded_output_shape is None
+        return
+    for shape, dtype, width in [*((s, spec.input_dtype, spec.in_width) for s in spec.folded_input_shapes),
+                                (spec.folded_output_shape, spec.output_dtype, spec.out_width)]:
+        assert hasattr(dtype, "bitwidth")
+        assert shape[-1] * dtype.bitwidth() == width        # the lanes of a word fill its width
+
+
+@pytest.mark.parametrize("op_type", sorted(OPS))
+def test_declaration_matches_the_spec(op_type):
+    op = OPS[op_type]
+    fields = {f.name for f in dataclasses.fields(op.spec) if f.init}
+    assert set(op.folding.values()) <= fields
+    assert set(op.finn_names) <= fields
+    assert set(op.parallelism) <= set(op.folding)
+    node = _node(op_type)
+    for attr in op.parallelism:
+        legal = op.legal(attr, node.params)
+        assert legal and legal == sorted(legal)
+        for value in legal:
+            node.spec(**{attr: value})                      # every legal value builds
+        if len(legal) > 1 or legal[-1] > 1:
+            illegal = next(v for v in range(2, max(legal) + 2) if v not in legal)
+            if op_type != "StreamingMaxPool":               # 2D max pool ignores PE
+                with pytest.raises(ValueError, match=op.folding[attr].lower()):
+                    node.spec(**{attr: illegal})
+
+
+def _words(spec, k, rng):
+    """One frame of random input words for input ``k``."""
+    shape = spec.folded_input_shapes[k] or (8, 1)
+    dtype = spec.input_dtype or DataType["UINT6"]
+    lanes = shape[-1]
+    x = rng.integers(int(dtype.min()), int(dtype.max()) + 1, (prod(shape[:-1]), lanes))
+    return [int(w) for w in pack_words(x, dtype)]
+
+
+def _out_words(spec, words_in):
+    shape = spec.folded_output_shape
+    return len(words_in) if shape is None else prod(shape[:-1])
+
+
+TIMING_CASES = [(op_type, {}) for op_type in sorted(OPS)] + [
+    ("ConvolutionInputGenerator", {"SIMD": 4, "parallel_window": True}),
+    ("ConvolutionInputGenerator", {"SIMD": 1}), ("MVAU", {"SIMD": 8, "PE": 4})]
+
+
+@pytest.mark.sim
+@pytest.mark.parametrize("op_type, folding", TIMING_CASES)
+def test_latency_after_lead_words(op_type, folding, simulator):
+    """At full rate the first output word leaves ``latency`` cycles after input word ``lead_words``."""
+    node = _node(op_type)
+    node.folding.update(folding)
+    if op_type == "FMPadding":      # padding at the top or left leaves before any input: none there
+        node.params = dict(node.params, padding=(0, 0, 1, 1))
+    spec = node.spec()
+    rng = np.random.default_rng(3)
+    ins = {("i" if spec.num_inputs == 1 else f"i{k}"): _words(spec, k, rng) for k in range(spec.num_inputs)}
+    outs = {("o" if spec.num_outputs == 1 else f"o{k}"): _out_words(spec, ins[next(iter(ins))])
+            for k in range(spec.num_outputs)}
+    result = simulate_streams(node.component(spec), inputs=ins, outputs=outs, simulator=simulator)
+    # A window generator's first output word leaves before its window is complete: lead_words is the
+    # window's span, and the word it completes is the window's last.
+    first = spec.kernel_positions * spec.cf \
+        if op_type == "ConvolutionInputGenerator" and not spec.parallel_window else 1
+    first_out = min(result.out_cycles(p)[first - 1] for p in outs)
+    lead_in = result.in_cycles(next(iter(ins)))[spec.lead_words - 1]
+    assert first_out - lead_in == spec.latency
