@@ -40,8 +40,10 @@ def load_model(path, input_dtype=None):
             raise ValueError("the graph has no nodes")
     except Exception as exc:                      # onnx raises DecodeError, OSError... on bad files
         raise CompileError(f"{path}: not a valid ONNX model ({_first_line(exc)})") from None
+    _initializers_are_not_inputs(proto)
     try:
         model = cleanup_model(ModelWrapper(proto))
+        _bias_free_gemms_to_matmul(model)
         model = model.transform(GemmToMatMul())
         model = cleanup_model(model)
         model = model.transform(InferDataTypes())
@@ -54,6 +56,41 @@ def load_model(path, input_dtype=None):
     if input_dtype is not None:
         _annotate_input(model, input_dtype)
     return model
+
+
+def _initializers_are_not_inputs(proto):
+    """Old exporters (ONNX IR < 4) also list every initializer among the graph inputs, e.g. the
+    BatchNormalization parameters; an accelerator's weights are constants, so they are dropped from
+    the inputs (qonnx would otherwise see two value infos per parameter)."""
+    constants = {init.name for init in proto.graph.initializer}
+    kept = [i for i in proto.graph.input if i.name not in constants]
+    if len(kept) != len(proto.graph.input):
+        del proto.graph.input[:]
+        proto.graph.input.extend(kept)
+
+
+def _bias_free_gemms_to_matmul(model):
+    """Gemm without its optional C input (torch exports bias-free Linear layers so) -> MatMul, B transposed
+    first where ``transB``; qonnx's GemmToMatMul assumes a C input and fails on these."""
+    from onnx import helper
+
+    graph = model.graph
+    for node in list(graph.node):
+        if node.op_type != "Gemm" or len(node.input) != 2:
+            continue
+        attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+        if attrs.get("transA", 0) or attrs.get("alpha", 1.0) != 1.0:
+            continue                                  # left to GemmToMatMul
+        weight = node.input[1]
+        if attrs.get("transB", 0):
+            transposed = model.make_new_valueinfo_name()
+            at = list(graph.node).index(node)
+            graph.node.insert(at, helper.make_node("Transpose", [weight], [transposed], perm=[1, 0],
+                                                   name=f"{node.name}_transB"))
+            weight = transposed
+        node.op_type = "MatMul"
+        node.input[1] = weight
+        del node.attribute[:]
 
 
 def _annotate_input(model, name):

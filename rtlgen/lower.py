@@ -391,10 +391,12 @@ class _Lowering:
         attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
         if node.op_type == "AveragePool":
             kernel = tuple(attrs["kernel_shape"])
-            if kernel != (h, w) or any(attrs.get("pads", [0])) or attrs.get("ceil_mode", 0):
-                raise CompileError(f"node {node.name} (AveragePool): only a global average (kernel = the "
-                                   f"{h}x{w} feature map, no padding, no ceil mode) is supported; got kernel "
-                                   f"{kernel}, pads {list(attrs.get('pads', [0, 0, 0, 0]))}")
+            if any(attrs.get("pads", [0])) or attrs.get("ceil_mode", 0):
+                raise CompileError(f"node {node.name} (AveragePool): padding and ceil_mode are not supported; "
+                                   f"got pads {list(attrs.get('pads', [0, 0, 0, 0]))}, ceil_mode "
+                                   f"{attrs.get('ceil_mode', 0)}; legal: pads 0, ceil_mode 0")
+            if kernel != (h, w):
+                return self._window_average(t, node, kernel, tuple(attrs.get("strides", kernel)))
         self._check_codes(t, node)
         if not t.spatial:
             raise CompileError(f"node {node.name} ({node.op_type}) needs a feature map (N, C, H, W), "
@@ -403,6 +405,22 @@ class _Lowering:
         out = node.output[0]
         return StreamTensor(out, self.nodes[-1].spec().output_dtype, float(t.scale) / (h * w),
                             tuple(self.model.get_tensor_shape(out)))
+
+    def _window_average(self, t, node, kernel, stride):
+        """A (non-global) average pool, as FINN's accumulate-pool: a depthwise SWG and a VVAU of all-one
+        weights sum each window; the division by kh*kw is the weight scale, so the quantizer after
+        it (and any float ops between) become the VVAU's thresholds, derived from the model's own
+        float32 AveragePool as for any depthwise convolution."""
+        self._check_codes(t, node)
+        c, h, w = t.shape[1:]
+        kh, kw = kernel
+        swg = self._add("ConvolutionInputGenerator",
+                        dict(ifm_dim=(h, w), ifm_channels=c, kernel=kernel, input_dtype=t.dtype, stride=stride,
+                             depthwise=True), [node])
+        ones = np.ones((c, 1, kh, kw), dtype=np.int64)
+        wscale = np.full(c, 1.0 / (kh * kw))
+        return self._dot_product(t, node, "VVAU", ones, wscale, DataType["UINT2"],
+                                 dict(channels=c, kernel=kernel, dim=swg.spec().ofm_dim), spatial=True, bias=None)
 
     def _thresholding(self, t, node):
         """A quantizer on integer data (through elementwise ops): a standalone Thresholding layer."""
