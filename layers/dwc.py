@@ -7,13 +7,13 @@ from amaranth.hdl import Array, Module, Mux, Signal
 from qonnx.core.datatype import DataType
 
 from layers.datapath import StreamLayer
-from layers.op import Op, Resources, StreamContract
+from layers.op import OneDatatype, Op, Resources, StreamContract
 
 __all__ = ["DWCSpec", "StreamingDataWidthConverter"]
 
 
 @dataclass(frozen=True)
-class DWCSpec(StreamContract):
+class DWCSpec(StreamContract, OneDatatype):
     """Contract of a width converter (FINN attributes ``shape``, ``inWidth``, ``outWidth``, ``dataType``)."""
     shape: tuple                # the producer's normal output shape (one frame)
     in_width: int               # bits per input word (unpadded)
@@ -37,14 +37,6 @@ class DWCSpec(StreamContract):
             if self.frame_bits % getattr(self, name):
                 raise ValueError(f"DWC {name}={getattr(self, name)} must divide the frame of {self.frame_bits} bits "
                                  f"(shape {self.shape} x {bits} bits)")
-
-    @property
-    def input_dtype(self):
-        return self.dtype
-
-    @property
-    def output_dtype(self):
-        return self.dtype
 
     @property
     def folded_input_shape(self):

@@ -8,7 +8,7 @@ from amaranth.lib import stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-from layers.op import Op, Resources, StreamContract
+from layers.op import OneWidth, Op, Resources, StreamContract
 
 __all__ = ["FIFOSpec", "StreamingFIFO", "bram18_count", "output_fifo_spec"]
 
@@ -26,7 +26,7 @@ def bram18_count(width, depth):
 
 
 @dataclass(frozen=True)
-class FIFOSpec(StreamContract):
+class FIFOSpec(StreamContract, OneWidth):
     """Contract of a StreamingFIFO (FINN attributes ``depth``, ``ram_style``; width in bits).
 
     A FIFO carries words of any datatype and frame shape: its dtypes and folded shapes are None, and
@@ -58,14 +58,6 @@ class FIFOSpec(StreamContract):
     input_dtype = output_dtype = None
     folded_input_shape = folded_output_shape = None
     exp_cycles = 0
-
-    @property
-    def in_width(self):
-        return self.width
-
-    @property
-    def out_width(self):
-        return self.width
 
     @property
     def latency(self):

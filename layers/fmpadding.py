@@ -8,7 +8,7 @@ from amaranth.lib.wiring import In, Out
 
 from layers.datapath import check_dtype, legal_divisors, output_stage, wrapping_increment
 from layers.fifo import output_fifo_spec
-from layers.op import Op, Resources, StreamContract, divisors_of
+from layers.op import OneDatatype, OneWidth, Op, Resources, StreamContract, divisors_of
 from sim import golden
 
 
@@ -22,7 +22,7 @@ def _positive(owner, attr, value):
 
 
 @dataclass(frozen=True)
-class FMPaddingSpec(StreamContract):
+class FMPaddingSpec(StreamContract, OneDatatype, OneWidth):
     """Contract of a padding layer (FINN ``FMPadding``: ImgDim, Padding, NumChannels, SIMD, inputDataType).
 
     ``padding`` is FINN's order [top, left, bottom, right]; any non-negative amounts, asymmetric
@@ -72,22 +72,6 @@ class FMPaddingSpec(StreamContract):
     def width(self):
         """Bits per word, in and out."""
         return self.simd * self.dtype.bitwidth()
-
-    @property
-    def input_dtype(self):
-        return self.dtype
-
-    @property
-    def output_dtype(self):
-        return self.dtype
-
-    @property
-    def in_width(self):
-        return self.width
-
-    @property
-    def out_width(self):
-        return self.width
 
     @property
     def folded_input_shape(self):

@@ -11,7 +11,7 @@ from amaranth.lib import data
 from amaranth.lib.memory import Memory
 
 from layers.datapath import StreamLayer, check_dtype, element_value, legal_divisors, output_stage, register, wrapping_increment
-from layers.op import Op, Resources, StreamContract, divisors_of
+from layers.op import OneDatatype, Op, Resources, StreamContract, divisors_of
 from sim import golden
 
 
@@ -29,7 +29,7 @@ def _pair(owner, attr, value):
 
 
 @dataclass(frozen=True)
-class StreamingMaxPoolSpec(StreamContract):
+class StreamingMaxPoolSpec(StreamContract, OneDatatype):
     """Contract of a max pool (FINN attributes ImgDim, PoolDim, NumChannels, PE, CeilMode, dataType).
 
     The stride equals the pool size. 1D (a 1 x W image with a 1 x k kernel, or W x 1 with k x 1) streams
@@ -115,14 +115,6 @@ class StreamingMaxPoolSpec(StreamContract):
     @property
     def normal_output_shape(self):
         return (1, *self.out_img_dim, self.num_channels)
-
-    @property
-    def input_dtype(self):
-        return self.dtype
-
-    @property
-    def output_dtype(self):
-        return self.dtype
 
     @property
     def folded_input_shape(self):

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Callable, Protocol, runtime_checkable
 
-__all__ = ["Op", "LayerSpec", "Resources", "StreamContract", "divisors", "divisors_of", "discover"]
+__all__ = ["Op", "LayerSpec", "Resources", "StreamContract", "OneDatatype", "OneWidth", "divisors", "divisors_of", "discover"]
 
 
 @dataclass(frozen=True)
@@ -86,6 +86,30 @@ class StreamContract:
 
     def memory_images(self):
         return {}
+
+
+class OneDatatype:
+    """For a spec whose field ``dtype`` is the datatype of its input and output elements."""
+
+    @property
+    def input_dtype(self):
+        return self.dtype
+
+    @property
+    def output_dtype(self):
+        return self.dtype
+
+
+class OneWidth:
+    """For a spec whose property ``width`` is the word width of its inputs and outputs."""
+
+    @property
+    def in_width(self):
+        return self.width
+
+    @property
+    def out_width(self):
+        return self.width
 
 
 def divisors(n):

@@ -12,7 +12,7 @@ from qonnx.core.datatype import DataType
 from layers.datapath import (ChannelFolded, check_dtype, dtype_for_range, dtype_range, element_value, legal_divisors,
                              output_stage, register, wrapping_increment)
 from layers.fifo import StreamingFIFO, output_fifo_spec
-from layers.op import Op, Resources, StreamContract, divisors_of
+from layers.op import OneDatatype, OneWidth, Op, Resources, StreamContract, divisors_of
 from sim import golden
 
 __all__ = ["AddStreamsSpec", "AddStreams", "DuplicateStreamsSpec", "DuplicateStreams",
@@ -139,7 +139,7 @@ class AddStreams(wiring.Component):
 # --- DuplicateStreams ----------------------------------------------------------------------------
 
 @dataclass(frozen=True)
-class DuplicateStreamsSpec(ChannelFolded):
+class DuplicateStreamsSpec(ChannelFolded, OneDatatype):
     """Contract of a fan-out to several consumers (FINN ``DuplicateStreams``: NumChannels, PE,
     NumOutputStreams, inputDataType, numInputVectors)."""
     num_channels: int           # NumChannels: C
@@ -157,14 +157,6 @@ class DuplicateStreamsSpec(ChannelFolded):
             raise ValueError(f"{owner} num_output_streams must be an integer >= 2, not {n!r}")
         object.__setattr__(self, "dtype", check_dtype(owner, "dtype", self.dtype))
         object.__setattr__(self, "num_input_vectors", _vectors(owner, self.num_input_vectors))
-
-    @property
-    def input_dtype(self):
-        return self.dtype
-
-    @property
-    def output_dtype(self):
-        return self.dtype
 
     @property
     def num_outputs(self):
@@ -231,7 +223,7 @@ class DuplicateStreams(wiring.Component):
 # --- StreamingConcat -----------------------------------------------------------------------------
 
 @dataclass(frozen=True)
-class StreamingConcatSpec(StreamContract):
+class StreamingConcatSpec(StreamContract, OneDatatype, OneWidth):
     """Contract of a channel concatenation (FINN ``StreamingConcat``: ChannelsPerStream, SIMD,
     inputDataTypes (one common type here), numInputVectors)."""
     channels_per_stream: tuple  # ChannelsPerStream: (C0, C1, ...), at least 2 inputs
@@ -272,22 +264,6 @@ class StreamingConcatSpec(StreamContract):
     @property
     def width(self):
         return self.simd * self.dtype.bitwidth()
-
-    @property
-    def input_dtype(self):
-        return self.dtype
-
-    @property
-    def output_dtype(self):
-        return self.dtype
-
-    @property
-    def in_width(self):
-        return self.width
-
-    @property
-    def out_width(self):
-        return self.width
 
     @property
     def folded_input_shapes(self):
