@@ -11,7 +11,6 @@ from layers.datapath import (StreamLayer, ChannelFolded, check_dtype, check_fits
                              register, wrapping_increment)
 from memstream.packing import pack_words
 from layers.op import Op, Resources, divisors_of
-from sim import golden
 
 
 __all__ = ["ChannelwiseOpSpec", "ChannelwiseOp", "FUNCS"]
@@ -174,11 +173,8 @@ class ChannelwiseOp(StreamLayer):
         return m
 
 
-def _golden(spec, xs, producer):
-    return golden.channelwise(xs[0], spec.params, spec.func)
 
-
-OP = Op("ChannelwiseOp", ChannelwiseOpSpec, ChannelwiseOp, _golden, folding={"PE": "pe"},
+OP = Op("ChannelwiseOp", ChannelwiseOpSpec, ChannelwiseOp, folding={"PE": "pe"},
         parallelism={"PE": divisors_of("num_channels")},
         finn_names={"func": "Func", "num_channels": "NumChannels", "input_dtype": "inputDataType",
                     "param_dtype": "paramDataType", "output_dtype": "outputDataType",

@@ -129,6 +129,5 @@ class StreamingDataWidthConverter(StreamLayer):
 
 
 OP = Op("StreamingDataWidthConverter", DWCSpec, StreamingDataWidthConverter,
-        golden=lambda spec, xs, producer: xs[0],
         finn_names={"in_width": "inWidth", "out_width": "outWidth", "dtype": "dataType"},
         old_names=("StreamingDataWidthConverter_Batch",))

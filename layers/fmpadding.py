@@ -9,7 +9,6 @@ from amaranth.lib.wiring import In, Out
 from layers.datapath import check_dtype, legal_divisors, output_stage, wrapping_increment
 from layers.fifo import output_fifo_spec
 from layers.op import OneDatatype, OneWidth, Op, Resources, StreamContract, divisors_of
-from sim import golden
 
 
 __all__ = ["FMPaddingSpec", "FMPadding"]
@@ -167,11 +166,8 @@ class FMPadding(wiring.Component):
         return m
 
 
-def _golden(spec, xs, producer):
-    return golden.fm_padding(xs[0].reshape(xs[0].shape[0], *spec.img_dim, spec.num_channels), spec.padding)
 
-
-OP = Op("FMPadding", FMPaddingSpec, FMPadding, _golden, folding={"SIMD": "simd"},
+OP = Op("FMPadding", FMPaddingSpec, FMPadding, folding={"SIMD": "simd"},
         parallelism={"SIMD": divisors_of("num_channels")},
         finn_names={"img_dim": "ImgDim", "padding": "Padding", "num_channels": "NumChannels", "dtype": "inputDataType"},
         old_names=("FMPadding_Batch",))

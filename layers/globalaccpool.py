@@ -14,7 +14,6 @@ from qonnx.core.datatype import DataType
 from layers.datapath import (ChannelFolded, StreamLayer, check_dtype, dtype_for_range, dtype_range, element_value, legal_divisors, output_stage,
                              register, wrapping_increment)
 from layers.op import Op, Resources, divisors_of
-from sim import golden
 
 
 __all__ = ["GlobalAccPoolSpec", "GlobalAccPool"]
@@ -157,12 +156,8 @@ class GlobalAccPool(StreamLayer):
         return m
 
 
-def _golden(spec, xs, producer):
-    x = xs[0]
-    return golden.global_acc_pool(x.reshape(x.shape[0], *spec.num_input_vectors[1:], spec.num_channels))
 
-
-OP = Op("GlobalAccPool", GlobalAccPoolSpec, GlobalAccPool, _golden, folding={"PE": "pe"},
+OP = Op("GlobalAccPool", GlobalAccPoolSpec, GlobalAccPool, folding={"PE": "pe"},
         parallelism={"PE": divisors_of("num_channels")},
         finn_names={"num_channels": "NumChannels", "input_dtype": "inputDataType",
                     "num_input_vectors": "numInputVectors"},

@@ -14,7 +14,6 @@ from qonnx.core.datatype import DataType
 
 from layers.datapath import StreamLayer, check_dtype, element_value, legal_divisors, output_stage, wrapping_increment
 from layers.op import Op, Resources, StreamContract, divisors_of
-from sim import golden
 
 
 __all__ = ["LabelSelectSpec", "LabelSelect"]
@@ -202,11 +201,8 @@ def _insert(vals, idxs, value, index):
     return new_v, new_i
 
 
-def _golden(spec, xs, producer):
-    return golden.label_select(xs[0], spec.k, spec.input_dtype.min())
 
-
-OP = Op("LabelSelect", LabelSelectSpec, LabelSelect, _golden, folding={"PE": "pe"},
+OP = Op("LabelSelect", LabelSelectSpec, LabelSelect, folding={"PE": "pe"},
         parallelism={"PE": divisors_of("labels")},
         finn_names={"labels": "Labels", "k": "K", "input_dtype": "inputDataType"},
         old_names=("LabelSelect_Batch",))

@@ -23,7 +23,6 @@ from memstream.axilite import AXILiteSignature
 from memstream.memstream import MemStream, MemStreamSpec
 from memstream.packing import element_codes, pack_words
 from layers.op import Op, Resources, StreamContract, divisors_of
-from sim import golden
 
 
 __all__ = ["MVAUSpec", "MVAU", "DotProductUnit"]
@@ -458,16 +457,9 @@ UNIT_FOLDING = {"PE": "pe", "SIMD": "simd", "mem_mode": "mem_mode", "ram_style":
                 "ram_style_thresholds": "ram_style_thresholds", "resType": "res_type"}
 
 
-def unit_thresholds(spec):
-    return None if spec.table is None else spec.table.thresholds
 
 
-def _golden(spec, xs, producer):
-    return golden.mvau(xs[0], np.asarray(spec.weights), unit_thresholds(spec), spec.act_val, spec.xnor,
-                       spec.output_dtype == DataType["BIPOLAR"])
-
-
-OP = Op("MVAU", MVAUSpec, MVAU, _golden, folding=UNIT_FOLDING,
+OP = Op("MVAU", MVAUSpec, MVAU, folding=UNIT_FOLDING,
         parallelism={"SIMD": divisors_of("mw"), "PE": divisors_of("mh")},
         finn_names={"mw": "MW", "mh": "MH", "input_dtype": "inputDataType", "weight_dtype": "weightDataType",
                     "output_dtype": "outputDataType", "act_val": "ActVal", "num_input_vectors": "numInputVectors"},

@@ -134,15 +134,12 @@ class Op:
     the order FINN's SetFolding raises them, each with its legal values as a function of the network's
     parameters (e.g. ``{"PE": divisors_of("num_channels")}``). ``finn_names`` maps the other spec fields
     to FINN attribute names (``model_hw.onnx`` is written with them); ``old_names`` are the op's names in
-    older FINN versions. ``golden(spec, inputs, producer_spec)`` computes the op on numpy from the
-    layer's independent golden model (:mod:`sim.golden`): ``inputs`` are integer arrays per input
-    stream, each (batch, vectors, elements): the input's folded shape with its last two dimensions
-    merged; the result is one array (every output carries it) or a list (one per output).
+    older FINN versions. The op's numpy reference sits in :mod:`sim.golden_ops` (``layers`` must not
+    import ``sim``).
     """
     op_type: str
     spec: type
     component: Callable
-    golden: Callable
     folding: dict = field(default_factory=dict)
     parallelism: dict = field(default_factory=dict)
     finn_names: dict = field(default_factory=dict)

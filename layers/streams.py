@@ -13,7 +13,6 @@ from layers.datapath import (ChannelFolded, check_dtype, dtype_for_range, dtype_
                              output_stage, register, wrapping_increment)
 from layers.fifo import StreamingFIFO, output_fifo_spec
 from layers.op import OneDatatype, OneWidth, Op, Resources, StreamContract, divisors_of
-from sim import golden
 
 __all__ = ["AddStreamsSpec", "AddStreams", "DuplicateStreamsSpec", "DuplicateStreams",
            "StreamingConcatSpec", "StreamingConcat"]
@@ -349,25 +348,19 @@ class StreamingConcat(wiring.Component):
         return m
 
 
-def _add_golden(spec, xs, producer):
-    return golden.add_streams(*xs)
-
-
-def _concat_golden(spec, xs, producer):
-    return golden.concat_channels(xs)
 
 
 OPS = (
-    Op("AddStreams", AddStreamsSpec, AddStreams, _add_golden, folding={"PE": "pe"},
+    Op("AddStreams", AddStreamsSpec, AddStreams, folding={"PE": "pe"},
        parallelism={"PE": divisors_of("num_channels")},
        finn_names={"num_channels": "NumChannels", "input_dtype": "inputDataType",
                    "num_input_vectors": "numInputVectors"}, old_names=("AddStreams_Batch",)),
-    Op("DuplicateStreams", DuplicateStreamsSpec, DuplicateStreams, lambda spec, xs, producer: xs[0],
+    Op("DuplicateStreams", DuplicateStreamsSpec, DuplicateStreams,
        folding={"PE": "pe"},
        finn_names={"num_channels": "NumChannels", "num_output_streams": "NumOutputStreams",
                    "dtype": "inputDataType", "num_input_vectors": "numInputVectors"},
        old_names=("DuplicateStreams_Batch",)),
-    Op("StreamingConcat", StreamingConcatSpec, StreamingConcat, _concat_golden, folding={"SIMD": "simd"},
+    Op("StreamingConcat", StreamingConcatSpec, StreamingConcat, folding={"SIMD": "simd"},
        parallelism={"SIMD": divisors_of("channels_per_stream")},
        finn_names={"channels_per_stream": "ChannelsPerStream", "dtype": "inputDataType",
                    "num_input_vectors": "numInputVectors"}),

@@ -18,7 +18,6 @@ from layers.datapath import (ChannelFolded, check_dtype, check_fits, ceil_thresh
                              legal_divisors, output_stage, register, shape_for_range, wrapping_increment)
 from memstream.axilite import AXILiteSignature, accept_writes, refuse_reads
 from layers.op import Op, Resources, divisors_of
-from sim import golden
 
 
 __all__ = ["ThresholdTable", "ThresholdingSpec", "Thresholding", "threshold_search"]
@@ -312,11 +311,8 @@ def _clog2(n):
     return max(0, (n - 1).bit_length())
 
 
-def _golden(spec, xs, producer):
-    return golden.multithreshold(xs[0], spec.table.thresholds, spec.act_val, spec.output_dtype.name == "BIPOLAR")
 
-
-OP = Op("Thresholding", ThresholdingSpec, Thresholding, _golden, folding={"PE": "pe", "ram_style": "ram_style"},
+OP = Op("Thresholding", ThresholdingSpec, Thresholding, folding={"PE": "pe", "ram_style": "ram_style"},
         parallelism={"PE": divisors_of("num_channels")},
         finn_names={"num_channels": "NumChannels", "input_dtype": "inputDataType", "output_dtype": "outputDataType",
                     "act_val": "ActVal", "num_input_vectors": "numInputVectors"},

@@ -10,13 +10,11 @@ from math import prod
 from typing import Literal
 
 import numpy as np
-from qonnx.core.datatype import DataType
 
 from layers.datapath import legal_divisors
-from layers.mvau import UNIT_FOLDING, DotProductUnit, _positive, _UnitSpec, unit_thresholds
+from layers.mvau import UNIT_FOLDING, DotProductUnit, _positive, _UnitSpec
 from layers.op import Op, divisors, divisors_of
 from layers.thresholding import ThresholdTable
-from sim import golden
 
 
 __all__ = ["VVAUSpec", "VVAU"]
@@ -124,18 +122,8 @@ class VVAU(DotProductUnit):
         "every step reads a fresh\n    input word (the depthwise SWG order)")
 
 
-def _golden(spec, xs, producer):
-    """The input words in the order of the depthwise SWG feeding it (SIMD = the producer's)."""
-    x = xs[0]
-    k, c = spec.in_elems, spec.channels
-    simd = producer.simd if producer is not None else spec.pe
-    windows = x.reshape(*x.shape[:-1], c // simd, k, simd)
-    windows = np.moveaxis(windows, -2, -3).reshape(*x.shape[:-1], k, c)
-    return golden.vvau(windows, spec.weight_matrix(), unit_thresholds(spec), spec.act_val, spec.xnor,
-                       spec.output_dtype == DataType["BIPOLAR"])
 
-
-OP = Op("VVAU", VVAUSpec, VVAU, _golden, folding=UNIT_FOLDING,
+OP = Op("VVAU", VVAUSpec, VVAU, folding=UNIT_FOLDING,
         parallelism={"PE": divisors_of("channels"), "SIMD": lambda p: divisors(p["kernel"][0] * p["kernel"][1])},
         finn_names={"channels": "Channels", "kernel": "Kernel", "dim": "Dim", "input_dtype": "inputDataType",
                     "weight_dtype": "weightDataType", "output_dtype": "outputDataType", "act_val": "ActVal"},

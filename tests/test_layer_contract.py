@@ -12,6 +12,7 @@ from qonnx.core.datatype import DataType
 from layers.op import LayerSpec, Op, Resources
 from memstream.packing import pack_words
 from rtlgen.hwgraph import OPS, HWNode
+from sim.golden_ops import GOLDEN
 from sim.harness import simulate_streams
 
 RNG = np.random.default_rng(5)
@@ -52,8 +53,8 @@ def _node(op_type):
     return HWNode(f"{op_type}_0", op_type, params, dict(folding))
 
 
-def test_every_op_has_an_example():
-    assert set(EXAMPLES) == set(OPS)
+def test_every_op_has_an_example_and_a_golden():
+    assert set(EXAMPLES) == set(OPS) == set(GOLDEN)
 
 
 @pytest.mark.parametrize("op_type", sorted(OPS))
