@@ -110,6 +110,8 @@ class StreamTensor:
     gain: int = 1                   # the bipolar dot product as 2 * popcount - MW
     rounding: bool = False          # the model computes this tensor as a float32 dot product with scales
                                     # that are not powers of two: equal to scale * code only up to rounding
+    bias: np.ndarray = None         # per element: real = scale * code + bias. Only on an integer graph input
+                                    # that float ops move before its first MatMul, which absorbs the bias
 
     @property
     def spatial(self):

@@ -35,6 +35,8 @@ __all__ = ["StreamTensor", "lower"]
 COMPUTE_OPS = {"MatMul", "Conv"}
 MAX_TOPK_CHECK = 1 << 20            # accumulator values checked one by one to absorb a chain into TopK
 MAX_SUM_CHECK = 1 << 22             # code pairs checked one by one to prove a residual sum exact
+MAX_AFFINE_CHECK = 1 << 16         # input codes checked one by one to absorb float ops before a MatMul
+AFFINE_OPS = {"Add", "Sub", "Mul", "Div"}
 MAX_RESCALE = 1 << 8                # largest integer factor a branch's codes are multiplied by
 
 
@@ -101,7 +103,11 @@ class _Lowering:
         t = self.stream[streams[0]]
         self.cursor = self.wire[t.name]
         step = {"MatMul": self._matmul, "Conv": self._conv, "MaxPool": self._maxpool,
-                "AveragePool": self._global_pool, "GlobalAveragePool": self._global_pool}.get(node.op_type)
+                "AveragePool": self._global_pool, "GlobalAveragePool": self._global_pool,
+                "Resize": self._resize, "Upsample": self._resize}.get(node.op_type)
+        if t.bias is not None and node.op_type not in SHAPE_OPS | {"MatMul"}:
+            raise CompileError(f"node {node.name} ({node.op_type}) reads {t.name}, the input moved by float ops "
+                               f"(scale * code + offset); only a MatMul can absorb them; put a quantizer first")
         if node.op_type in SHAPE_OPS:
             new = self._reshape(t, node)
             self.done.add(node.name)
@@ -110,6 +116,10 @@ class _Lowering:
         if step is not None:
             new = step(t, node)
         elif node.op_type in ELEMENTWISE_OPS:
+            moved = self._input_affine(t, node)
+            if moved is not None:
+                self.wire[moved.name] = self.wire[t.name]
+                return [moved]
             new = self._thresholding(t, node)
         else:
             new = None
@@ -207,7 +217,7 @@ class _Lowering:
         if len(out_shape) == 4 and (not t.spatial or out_shape != t.shape):
             raise CompileError(f"node {node.name} ({node.op_type}) reshapes {t.shape} into the feature map "
                                f"{out_shape}; only flattening feature maps is supported")
-        return StreamTensor(node.output[0], t.dtype, t.scale, out_shape, t.row_order, t.kind)
+        return StreamTensor(node.output[0], t.dtype, t.scale, out_shape, t.row_order, t.kind, bias=t.bias)
 
     def _weights_of(self, node, index):
         name = node.input[index]
@@ -233,12 +243,15 @@ class _Lowering:
         codes, wscale, wdtype = self._weights_of(node, 1)
         if codes.ndim != 2:
             raise CompileError(f"node {node.name} (MatMul): weights must be 2D, not {codes.shape}")
+        mw, mh = codes.shape
+        wscale = _per_channel(wscale, mh, node)
+        # an offset on the input adds offset @ W to every output channel: a bias for the thresholds
+        bias = None if t.bias is None else np.asarray(t.bias, dtype=np.float64) @ (codes * wscale[None, :])
         if t.row_order is not None:
             codes = codes[t.row_order, :]
-        mw, mh = codes.shape
         vecs = tuple(t.shape[:-1]) if len(t.shape) > 2 else (1,)
-        return self._dot_product(t, node, "MVAU", codes, _per_channel(wscale, mh, node), wdtype,
-                                 dict(mw=mw, mh=mh, num_input_vectors=vecs), spatial=False, bias=None)
+        return self._dot_product(t, node, "MVAU", codes, wscale, wdtype,
+                                 dict(mw=mw, mh=mh, num_input_vectors=vecs), spatial=False, bias=bias)
 
     def _conv(self, t, node):
         self._check_codes(t, node)
@@ -328,8 +341,8 @@ class _Lowering:
 
     def _no_activation(self, t, node, op_type, base, wscale, out_name, out_shape, lo, hi, bias, odt=None):
         if bias is not None:
-            raise CompileError(f"node {node.name} ({node.op_type}): a biased convolution without a quantizer "
-                               f"after it is not supported")
+            raise CompileError(f"node {node.name} ({node.op_type}): a bias (of a convolution, or an offset on "
+                               f"its input) without a quantizer after it is not supported")
         params = dict(base, output_dtype=odt)
         params.pop("pe"), params.pop("simd")
         self._add(op_type, params, [node])
@@ -383,6 +396,29 @@ class _Lowering:
         out = node.output[0]
         return StreamTensor(out, t.dtype, t.scale, tuple(self.model.get_tensor_shape(out)))
 
+    def _resize(self, t, node):
+        """Nearest-neighbour upsampling by whole factors -> UpsampleNearestNeighbour. Whatever the node's
+        modes say, the node itself is run on a tensor of pixel indices and must copy each pixel sy x sx
+        times (ONNX Resize's coordinate modes can shift or round differently; none of that is guessed)."""
+        out_shape = tuple(self.model.get_tensor_shape(node.output[0]))
+        legal = "legal: nearest-neighbour upsampling of a feature map by whole factors of H and W"
+        if not t.spatial or len(out_shape) != 4 or out_shape[:2] != t.shape[:2] or \
+                out_shape[2] % t.shape[2] or out_shape[3] % t.shape[3]:
+            raise CompileError(f"node {node.name} ({node.op_type}) resizes {t.shape} to {out_shape}; {legal}")
+        c, h, w = t.shape[1:]
+        sy, sx = out_shape[2] // h, out_shape[3] // w
+        index = np.arange(c * h * w, dtype=np.float32).reshape(1, c, h, w)
+        if not np.array_equal(_run_alone(self.model, node, index), index.repeat(sy, 2).repeat(sx, 3)):
+            attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
+            modes = ", ".join(f"{k}={v.decode() if isinstance(v, bytes) else v}" for k, v in sorted(attrs.items())
+                              if k in ("mode", "coordinate_transformation_mode", "nearest_mode"))
+            raise CompileError(f"node {node.name} ({node.op_type}) with {modes or 'default modes'} does not copy "
+                               f"each pixel {sy} x {sx} times; {legal} (e.g. mode=nearest, "
+                               f"coordinate_transformation_mode=asymmetric, nearest_mode=floor)")
+        self._add("UpsampleNearestNeighbour", dict(ifm_dim=(h, w), ofm_dim=out_shape[2:], num_channels=c,
+                                                   dtype=t.dtype), [node])
+        return StreamTensor(node.output[0], t.dtype, t.scale, out_shape, None, t.kind)
+
     def _global_pool(self, t, node):
         """An average over the whole feature map -> GlobalAccPool: the stream carries the per-channel sum,
         so the average is that code at scale / (H*W); the quantizer (e.g. Trunc) after it becomes a
@@ -421,6 +457,35 @@ class _Lowering:
         wscale = np.full(c, 1.0 / (kh * kw))
         return self._dot_product(t, node, "VVAU", ones, wscale, DataType["UINT2"],
                                  dict(channels=c, kernel=kernel, dim=swg.spec().ofm_dim), spatial=True, bias=None)
+
+    def _input_affine(self, t, node):
+        """Float Add/Sub/Mul/Div with constants from an integer stream straight into a MatMul, no quantizer
+        between (FINN's cybersecurity MLP takes bipolar +-1 and computes (x + 1) / 2 first): the tensor
+        they give, as real = a * code + b with one a for all elements and b per element, checked exactly
+        on every code. The MatMul takes b into its thresholds; no hardware is added. None if ``node``
+        does not start such a chain."""
+        nodes, quantizer, after = self._chain_from(node)
+        if quantizer is not None or after is None or after.op_type != "MatMul" or t.spatial or t.bias is not None \
+                or t.kind != "codes" or np.ndim(t.scale) or any(n.op_type not in AFFINE_OPS for n in nodes):
+            return None
+        lo, hi = (int(v) for v in (t.dtype.min(), t.dtype.max()))
+        if hi - lo > MAX_AFFINE_CHECK:
+            return None
+        codes = np.array([-1, 1]) if t.dtype == DataType["BIPOLAR"] else np.arange(lo, hi + 1)
+        features, end = t.shape[-1], nodes[-1].output[0]
+        chain = ActivationChain(self.model, nodes, t.name, end, features, spatial=False)
+        real = chain(float(t.scale) * np.repeat(codes[:, None], features, axis=1).astype(np.float64))
+        gain = (real[-1] - real[0]) / (codes[-1] - codes[0])
+        offset = real[0] - gain * codes[0]
+        where = f"the float ops {', '.join(n.name for n in nodes)} between {t.name} and node {after.name} (MatMul)"
+        if not np.all(gain == gain[0]) or gain[0] == 0:
+            raise CompileError(f"{where} scale the elements differently (or by 0); legal: one scale for the "
+                               f"whole tensor, or a quantizer before the MatMul")
+        if not np.array_equal(real, gain[0] * codes[:, None] + offset[None, :]):
+            raise CompileError(f"{where} are not exactly a * x + b on the {t.dtype.name} codes in float32; put a "
+                               f"quantizer before the MatMul")
+        self.done.update(n.name for n in nodes)
+        return StreamTensor(end, t.dtype, float(gain[0]), tuple(self.model.get_tensor_shape(end)), bias=offset)
 
     def _thresholding(self, t, node):
         """A quantizer on integer data (through elementwise ops): a standalone Thresholding layer."""
@@ -635,6 +700,25 @@ def _per_tensor_node(model, node):
 def _power_of_two(x):
     mantissa, _ = np.frexp(x)
     return x > 0 and mantissa == 0.5
+
+
+def _run_alone(model, node, x):
+    """The output of ``node`` alone for data input ``x`` (its other inputs are the model's constants), by
+    onnxruntime, which is what qonnx ``execute_onnx`` runs standard ops with."""
+    import onnxruntime as ort
+    from onnx import TensorProto, helper
+    from onnx.numpy_helper import from_array
+
+    missing = [i for i in node.input[1:] if i and model.get_initializer(i) is None]
+    if missing:
+        raise CompileError(f"node {node.name} ({node.op_type}): input {missing[0]} must be a constant")
+    consts = [from_array(np.asarray(model.get_initializer(i)), i) for i in node.input[1:] if i]
+    graph = helper.make_graph([node], "alone", [helper.make_tensor_value_info(node.input[0], TensorProto.FLOAT, x.shape)],
+                              [helper.make_tensor_value_info(node.output[0], TensorProto.FLOAT, None)], consts)
+    opset = next((o.version for o in model.model.opset_import if o.domain in ("", "ai.onnx")), 13)
+    proto = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    session = ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"])
+    return session.run(None, {node.input[0]: x})[0]
 
 
 def _vvau_spec():

@@ -89,6 +89,12 @@ def fm_padding(x, padding, value=0):
     return out
 
 
+def upsample_nearest(x, factor):
+    """Nearest-neighbour upsampling of x (N, H, W, C) by integer factors (sy, sx): out[y, x] = x[y//sy, x//sx]."""
+    sy, sx = factor
+    return np.repeat(np.repeat(np.asarray(x), sy, axis=1), sx, axis=2)
+
+
 def add_streams(a, b):
     """Elementwise a + b, exact."""
     return _int(a) + _int(b)

@@ -57,6 +57,8 @@ GOLDEN = {
     "ConvolutionInputGenerator": _swg,
     "FMPadding": lambda spec, xs, _: golden.fm_padding(_image(spec, xs[0]), spec.padding),
     "StreamingMaxPool": lambda spec, xs, _: golden.maxpool_nhwc(_image(spec, xs[0]), spec.pool_dim),
+    "UpsampleNearestNeighbour": lambda spec, xs, _: golden.upsample_nearest(
+        xs[0].reshape(xs[0].shape[0], *spec.ifm_dim, spec.num_channels), spec.factor),
     "LabelSelect": lambda spec, xs, _: golden.label_select(xs[0], spec.k, spec.input_dtype.min()),
     "GlobalAccPool": lambda spec, xs, _: golden.global_acc_pool(
         xs[0].reshape(xs[0].shape[0], *spec.num_input_vectors[1:], spec.num_channels)),

@@ -37,6 +37,7 @@ MODELS = {
     "concat_mixed": ((1, 4, 8, 8), {"StreamingConcat": 1, "ChannelwiseOp": 3}),
     "fanout3": ((1, 4, 8, 8), {"AddStreams": 2, "ChannelwiseOp": 1}),
     "mlp_residual": ((1, 16), {"AddStreams": 1}),
+    "upsample_concat": ((1, 4, 8, 8), {"UpsampleNearestNeighbour": 1, "StreamingConcat": 1}),
 }
 FAST = ["mlp_residual", "mobilenetv2_block"]          # RTL in the default suite; the others are slow
 
@@ -186,6 +187,19 @@ def test_unsupported_op_in_a_branch_names_it(tmp_path, capsys):
     assert main(["compile", str(path), "-o", str(tmp_path / "out")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "node Floor_0 (Floor) cannot be mapped to hardware" in err[0], err
+
+
+def test_resize_that_does_not_copy_pixels_is_refused(tmp_path, capsys):
+    """A bilinear Resize interpolates: not an upsampler; the error names the node and its modes."""
+    model = onnx.load(str(BRANCHING / "upsample_concat.onnx"))
+    resize = next(n for n in model.graph.node if n.op_type == "Resize")
+    next(a for a in resize.attribute if a.name == "mode").s = b"linear"
+    path = tmp_path / "bilinear.onnx"
+    onnx.save(model, str(path))
+    assert main(["compile", str(path), "-o", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "node Resize_0 (Resize) with coordinate_transformation_mode=asymmetric, " \
+        "mode=linear, nearest_mode=floor does not copy each pixel 2 x 2 times" in err[0], err
 
 
 def test_residual_sum_with_inexact_scales_is_refused():

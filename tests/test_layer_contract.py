@@ -34,6 +34,8 @@ EXAMPLES = {
                                   {"SIMD": 2}),
     "FMPadding": (dict(img_dim=(3, 3), padding=(1, 1, 1, 1), num_channels=4, dtype="INT2"), {"SIMD": 2}),
     "StreamingMaxPool": (dict(img_dim=(4, 4), pool_dim=(2, 2), num_channels=4, dtype="INT2"), {}),
+    "UpsampleNearestNeighbour": (dict(ifm_dim=(2, 3), ofm_dim=(4, 6), num_channels=4, dtype="INT2"),
+                                 {"SIMD": 2}),
     "LabelSelect": (dict(labels=8, k=2, input_dtype="INT4"), {"PE": 2}),
     "GlobalAccPool": (dict(num_channels=4, input_dtype="UINT2", num_input_vectors=(1, 2, 2)), {"PE": 2}),
     "AddStreams": (dict(num_channels=4, input_dtype="INT2", num_input_vectors=(1, 2, 2)), {"PE": 2}),

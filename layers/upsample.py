@@ -1,0 +1,177 @@
+"""UpsampleNearestNeighbour: nearest-neighbour upsampling by integer factors of a channels-last pixel stream
+(FINN ``UpsampleNearestNeighbour``, ONNX ``Resize`` mode nearest as U-Net decoders export it).
+
+Output pixel (y, x) is input pixel (y // sy, x // sx). Every input word is taken once, forwarded as the
+first copy and written to a row buffer; the other copies of a pixel and the other copies of a row are
+read back from the buffer, so the output runs at one word per cycle and the input waits meanwhile.
+"""
+
+from dataclasses import dataclass
+
+from amaranth.hdl import Module, Mux, Signal
+from amaranth.lib.memory import Memory
+
+from layers.datapath import StreamLayer, check_dtype, legal_divisors, output_stage, register, wrapping_increment
+from layers.fifo import bram18_count, output_fifo_spec
+from layers.op import OneDatatype, OneWidth, Op, Resources, StreamContract, divisors_of
+
+__all__ = ["UpsampleNearestNeighbourSpec", "UpsampleNearestNeighbour"]
+
+OWNER = "UpsampleNearestNeighbour"
+LUTRAM_MAX_DEPTH = 256          # a deeper row buffer goes to BRAM (the same cut-off Yosys' memory mapper makes)
+
+
+def _dim(attr, value):
+    dim = (value, value) if isinstance(value, int) else tuple(value)
+    if len(dim) != 2 or any(not isinstance(v, int) or isinstance(v, bool) or v < 1 for v in dim):
+        raise ValueError(f"{OWNER} {attr} must be a positive integer or a pair (h, w) of them, not {value!r}")
+    return dim
+
+
+@dataclass(frozen=True)
+class UpsampleNearestNeighbourSpec(StreamContract, OneDatatype, OneWidth):
+    """Contract of an upsampler (FINN attributes IFMDim, OFMDim, NumChannels, inputDataType).
+
+    ``ofm_dim`` must be a whole multiple of ``ifm_dim`` on each axis (FINN's HLS layer also centres
+    non-integer factors; ONNX exports of ``nn.Upsample(scale_factor=k)`` never need that). ``simd``
+    channels travel per word (FINN streams whole pixels: simd = C); C/SIMD words per pixel.
+    """
+    ifm_dim: tuple              # IFMDim (h, w); an int means square
+    ofm_dim: tuple              # OFMDim (h, w); an int means square
+    num_channels: int           # NumChannels: C
+    simd: int = 1               # channels per word, divides C (an rtlgen folding axis)
+    dtype: object = "INT8"      # inputDataType (= output datatype)
+
+    def __post_init__(self):
+        ifm, ofm = _dim("ifm_dim", self.ifm_dim), _dim("ofm_dim", self.ofm_dim)
+        object.__setattr__(self, "ifm_dim", ifm)
+        object.__setattr__(self, "ofm_dim", ofm)
+        if ofm[0] % ifm[0] or ofm[1] % ifm[1]:
+            raise ValueError(f"{OWNER} ofm_dim={ofm} must be a whole multiple of ifm_dim={ifm} on each axis")
+        for attr in ("num_channels", "simd"):
+            v = getattr(self, attr)
+            if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+                raise ValueError(f"{OWNER} {attr} must be a positive integer, not {v!r}")
+        if self.num_channels % self.simd:
+            raise ValueError(f"{OWNER} simd={self.simd} must divide num_channels={self.num_channels}; "
+                             f"legal: {legal_divisors(self.num_channels)}")
+        object.__setattr__(self, "dtype", check_dtype(OWNER, "dtype", self.dtype))
+
+    @property
+    def factor(self):
+        """(sy, sx): copies of each row and of each pixel."""
+        return self.ofm_dim[0] // self.ifm_dim[0], self.ofm_dim[1] // self.ifm_dim[1]
+
+    @property
+    def cf(self):
+        """Words per pixel."""
+        return self.num_channels // self.simd
+
+    @property
+    def width(self):
+        return self.simd * self.dtype.bitwidth()
+
+    @property
+    def folded_input_shape(self):
+        return (1, *self.ifm_dim, self.cf, self.simd)
+
+    @property
+    def folded_output_shape(self):
+        return (1, *self.ofm_dim, self.cf, self.simd)
+
+    @property
+    def exp_cycles(self):
+        """Cycles per frame in steady state: one output word per cycle."""
+        return self.ofm_dim[0] * self.ofm_dim[1] * self.cf
+
+    latency = 3                 # cycles from taking an input word to offering it (measured: a register, the output FIFO)
+
+    @property
+    def buffer_depth(self):
+        """Words kept for the copies: a row of input pixels if rows repeat, else one pixel (0: no copies)."""
+        sy, sx = self.factor
+        if sy > 1:
+            return self.ifm_dim[1] * self.cf
+        return self.cf if sx > 1 else 0
+
+    def resource_estimate(self):
+        """The copy-or-forward select per bit, five position counters and the buffer address adder, the
+        row buffer (LUT RAM up to 256 words, else BRAM18), the forward register and the output FIFO."""
+        width, depth = self.width, self.buffer_depth
+        (h, w), (sy, sx) = self.ifm_dim, self.factor
+        counter_bits = sum(max(1, (n - 1).bit_length()) for n in (h, w, sy, sx, self.cf))
+        addr_bits = max(1, (depth - 1).bit_length()) if depth else 0
+        lut, ff, bram18 = width + 2 * counter_bits + addr_bits, counter_bits + addr_bits + width + 2, 0
+        if depth > LUTRAM_MAX_DEPTH:
+            bram18 = bram18_count(width, depth)
+        elif depth:
+            lut += width * -(-depth // 64)
+        return Resources(lut=lut, ff=ff, bram18=bram18) + output_fifo_spec(width).resource_estimate()
+
+
+class UpsampleNearestNeighbour(StreamLayer):
+    """Nearest-neighbour upsampling of a stream of pixels, in the order FINN streams them.
+
+    Members
+    -------
+    i : In(stream.Signature(spec.width))
+    o : Out(stream.Signature(spec.width))
+
+    Input: pixels row by row, each as ``spec.cf`` words of ``spec.simd`` channels. Output: the
+    upsampled image in the same order and format, one word per cycle whenever the consumer keeps up,
+    so a frame takes ``spec.exp_cycles`` cycles and frames follow back to back. A walker steps through
+    the output positions (input row, row copy, input column, column copy, fold); the first copy of a
+    word takes it from the input (waiting for it) and writes it to the row buffer at (column, fold),
+    every other copy reads it back from there. Words are offered ``spec.latency`` cycles after their
+    turn. ``i.ready`` is the output FIFO's registered ready gated by position; a stall freezes the
+    walker and the buffer read, so nothing is lost or repeated.
+    """
+
+    def elaborate(self, platform):
+        spec = self._spec
+        (h, w), (sy, sx), cf = spec.ifm_dim, spec.factor, spec.cf
+        m = Module()
+        advance, fifo_in = output_stage(m, self.o, spec.width)
+
+        f, rx, ix = Signal(range(cf)), Signal(range(sx)), Signal(range(w))
+        ry, iy = Signal(range(sy)), Signal(range(h))
+        base = Signal(range(max(spec.buffer_depth, 1)))        # ix * cf in a row buffer, else 0
+        fresh = (ry == 0) & (rx == 0)
+        step = advance & Mux(fresh, self.i.valid, 1)
+        m.d.comb += self.i.ready.eq(advance & fresh)
+        with m.If(step):
+            m.d.sync += f.eq(wrapping_increment(f, cf))
+            with m.If(f == cf - 1):
+                m.d.sync += rx.eq(wrapping_increment(rx, sx))
+                with m.If(rx == sx - 1):
+                    m.d.sync += ix.eq(wrapping_increment(ix, w))
+                    if sy > 1:
+                        m.d.sync += base.eq(Mux(ix == w - 1, 0, base + cf))
+                    with m.If(ix == w - 1):
+                        m.d.sync += ry.eq(wrapping_increment(ry, sy))
+                        with m.If(ry == sy - 1):
+                            m.d.sync += iy.eq(wrapping_increment(iy, h))
+
+        v1 = register(m, advance, step, name="v1", reset_less=False)
+        x1 = register(m, advance, self.i.payload, name="x1")
+        if not spec.buffer_depth:
+            m.d.comb += [fifo_in.valid.eq(v1), fifo_in.payload.eq(x1)]
+            return m
+
+        m.submodules.row = row = Memory(shape=spec.width, depth=spec.buffer_depth, init=[])
+        wr, rd = row.write_port(), row.read_port(domain="sync")
+        addr = base + f
+        m.d.comb += [
+            wr.addr.eq(addr), wr.data.eq(self.i.payload), wr.en.eq(step & fresh),
+            rd.addr.eq(addr), rd.en.eq(advance),
+        ]
+        fresh1 = register(m, advance, fresh, name="fresh1")
+        m.d.comb += [fifo_in.valid.eq(v1), fifo_in.payload.eq(Mux(fresh1, x1, rd.data))]
+        return m
+
+
+OP = Op("UpsampleNearestNeighbour", UpsampleNearestNeighbourSpec, UpsampleNearestNeighbour,
+        folding={"SIMD": "simd"}, parallelism={"SIMD": divisors_of("num_channels")},
+        finn_names={"ifm_dim": "IFMDim", "ofm_dim": "OFMDim", "num_channels": "NumChannels",
+                    "dtype": "inputDataType"},
+        old_names=("UpsampleNearestNeighbour_Batch",))
