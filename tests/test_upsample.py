@@ -2,7 +2,6 @@
 word per cycle, nothing lost under backpressure."""
 
 import numpy as np
-import onnx
 import onnxruntime as ort
 import pytest
 from hypothesis import given, settings
