@@ -16,6 +16,7 @@ from layers.fmpadding import FMPadding, FMPaddingSpec
 from layers.globalaccpool import GlobalAccPool, GlobalAccPoolSpec
 from layers.labelselect import LabelSelect, LabelSelectSpec
 from layers.maxpool import StreamingMaxPool, StreamingMaxPoolSpec
+from layers.upsample import UpsampleNearestNeighbour, UpsampleNearestNeighbourSpec
 from layers.streams import (AddStreams, AddStreamsSpec, DuplicateStreams, DuplicateStreamsSpec, StreamingConcat,
                             StreamingConcatSpec)
 
@@ -64,6 +65,10 @@ SMALL_CASES = [
                                                      np.arange(-32, 32)))),
     ("GlobalAccPool 7x7x64 PE8 UINT4",
      lambda: _layer(GlobalAccPool, GlobalAccPoolSpec(64, 8, "UINT4", (1, 7, 7)))),
+    ("Upsample 16x16x64 x2 SIMD8 UINT4 (row in LUTRAM)",
+     lambda: _layer(UpsampleNearestNeighbour, UpsampleNearestNeighbourSpec(16, 32, 64, 8, "UINT4"))),
+    ("Upsample 16x16x64 x2 SIMD1 UINT4 (row in BRAM)",
+     lambda: _layer(UpsampleNearestNeighbour, UpsampleNearestNeighbourSpec(16, 32, 64, 1, "UINT4"))),
 ]
 
 
