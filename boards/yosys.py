@@ -17,7 +17,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["SynthReport", "synthesize", "XC7Z020", "check_fits"]
+__all__ = ["SynthReport", "synthesize", "XC7Z020", "check_fits", "YosysError"]
 
 XC7Z020 = {"LUT": 53200, "FF": 106400, "BRAM36": 140, "DSP": 220}
 
@@ -27,6 +27,26 @@ _LUTRAM_LUTS = {
     "RAM16X1D": 2, "RAM32X1D": 2, "RAM64X1D": 2, "RAM128X1D": 4,
     "RAM32M": 4, "RAM64M": 4,
 }
+
+
+class YosysError(RuntimeError):
+    """Yosys failed. ``step`` is the pass it was in, ``error`` its ERROR line (or how it died), ``log`` the
+    log file (None when it was in a removed temporary directory)."""
+
+    def __init__(self, top, returncode, log_text, log=None):
+        steps = re.findall(r"^[\d.]+ Executing (.+?)\.?$", log_text, re.M)
+        errors = re.findall(r"^ERROR: (.+)$", log_text, re.M)
+        self.step = steps[-1] if steps else "start-up"
+        if errors:
+            self.error = errors[-1]
+        elif returncode < 0 or "memory" in log_text[-2000:].lower():
+            self.error = f"killed (exit {returncode}; out of memory? the WebAssembly Yosys has at most 4 GB)"
+        else:
+            self.error = f"exit {returncode}"
+        self.log = log
+        tail = "\n".join(log_text.splitlines()[-30:])
+        super().__init__(f"yosys failed on {top!r} during {self.step}: {self.error}"
+                         + (f"; log: {log}" if log else "") + f"\n{tail}")
 
 
 @dataclass(frozen=True)
@@ -136,9 +156,8 @@ def _run(verilog_text, top, sta, wd, extra_script, hierarchy=False, children_of=
     seconds = time.monotonic() - start
     if proc.returncode != 0:
         log = wd / "yosys.log"
-        text = log.read_text(errors="replace") if log.exists() else proc.stdout + proc.stderr
-        tail = "\n".join(text.splitlines()[-30:])
-        raise RuntimeError(f"yosys failed on {top!r} (exit {proc.returncode}):\n{tail}")
+        text = (log.read_text(errors="replace") if log.exists() else "") + proc.stdout + proc.stderr
+        raise YosysError(top, proc.returncode, text, log if log.exists() else None)
 
     stat = json.loads((wd / "stat.json").read_text())
     # "design" holds the totals over the whole hierarchy; after -flatten it equals the top module.

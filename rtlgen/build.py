@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from boards.yosys import XC7Z020, check_fits, synthesize
+from boards.yosys import XC7Z020, YosysError, check_fits, synthesize
 
 __all__ = ["BuildError", "build", "SHELLS"]
 
@@ -31,9 +31,12 @@ class BuildError(ValueError):
     """The design cannot be built as asked (unknown shell, over the device budget...)."""
 
 
-def build(out, *, shell="standalone", toolchain="yosys", board="pynq-z2", inputs=None, say=print, device=XC7Z020):
+def build(out, *, shell="standalone", toolchain="yosys", board="pynq-z2", inputs=None, say=print, device=XC7Z020,
+          force=False):
     """Build ``out`` (an ``rtlgen compile`` directory); returns the Yosys report dict (also written).
-    ``device``: the capacity checked against (the xc7z020's)."""
+    ``device``: the capacity checked against (the xc7z020's). A design estimated over ``FAR_OVER`` times a
+    resource of the board is refused before Yosys starts (it would run for long, often out of memory),
+    unless ``force``."""
     from sim.stream_io import read_outputs
     from rtlgen.stitch import DEFAULT_TOP_NAME
 
@@ -47,6 +50,7 @@ def build(out, *, shell="standalone", toolchain="yosys", board="pynq-z2", inputs
         raise BuildError("--toolchain vivado: vivado is not on PATH; with --toolchain yosys the Vivado plan is "
                          "written all the same (OUT/build/vivado/build_<name>.sh runs it where Vivado is installed)")
     verilog, io, report = read_outputs(out)
+    _refuse_far_over(report, board, force)
     root = Path(out) / "build"
     name = f"rtlgen_{shell}"
 
@@ -59,8 +63,12 @@ def build(out, *, shell="standalone", toolchain="yosys", board="pynq-z2", inputs
 
     files = plan.files
     shell_verilog = files[f"{name}.v"] + "\n" + verilog
-    synth = synthesize(shell_verilog, top=name, hierarchy=True, children_of=DEFAULT_TOP_NAME,
-                       workdir=root / "yosys")
+    say("Yosys synth_xilinx of the whole design (minutes on large designs) ...")
+    try:
+        synth = synthesize(shell_verilog, top=name, hierarchy=True, children_of=DEFAULT_TOP_NAME,
+                           workdir=root / "yosys")
+    except YosysError as exc:
+        raise BuildError(f"Yosys failed during {exc.step}: {exc.error}; log: {exc.log}") from None
     result = _report_dict(synth, report)
     (root / "yosys").mkdir(parents=True, exist_ok=True)
     (root / "yosys" / "report.json").write_text(json.dumps(result, indent=2) + "\n")
@@ -73,6 +81,14 @@ def build(out, *, shell="standalone", toolchain="yosys", board="pynq-z2", inputs
         plan.execute_local(str(root / "vivado"))
         say(f"bitstream: {root / 'vivado' / (name + '.bit')}")
     return result
+
+
+def _refuse_far_over(report, board, force):
+    from rtlgen.fit import BOARDS, FAR_OVER, usage
+    over = sorted((u for u in usage(report["totals"], board) if u.fraction > FAR_OVER), key=lambda u: -u.fraction)
+    if over and not force:
+        raise BuildError(f"not starting Yosys: the estimate is far over the {board} ({BOARDS[board][0]}): "
+                         f"{', '.join(map(str, over))}; lower the folding and compile again, or build with --force")
 
 
 def _standalone(verilog, io, report, inputs, say):

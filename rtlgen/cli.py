@@ -43,45 +43,74 @@ def add_compile_options(parser):
     parser.add_argument("--input-dtype", metavar="DTYPE",
                         help="the datatype of the model's input when it has no input quantizer (BIPOLAR, "
                              "BINARY, UINT8, INT8, ...), as FINN's set_tensor_datatype")
+    parser.add_argument("--strict", action="store_true",
+                        help="a design estimated over the board is an error (default: a warning)")
+    parser.add_argument("-q", "--quiet", action="store_true", help="no per-pass lines, no per-layer table")
 
 
 def _options(args):
+    """The compile options, checked before any long step."""
+    import math
     from rtlgen.compiler import CompileOptions
+    from rtlgen.frontend import CompileError
+
+    for flag, value in (("--clock-mhz", args.clock_mhz), ("--target-fps", args.target_fps)):
+        if value is not None and not (math.isfinite(value) and value > 0):
+            raise CompileError(f"{flag} {value:g}: must be a positive number")
     return CompileOptions(folding=args.folding, target_fps=args.target_fps, clock_mhz=args.clock_mhz,
                           board=args.board, fifo_sizing=args.fifo_sizing, simulator=args.simulator,
-                          input_dtype=args.input_dtype)
+                          input_dtype=args.input_dtype, strict=args.strict)
+
+
+def _warn(command, text):
+    print(f"rtlgen {command}: warning: {text}", file=sys.stderr, flush=True)
 
 
 def _compile(model, out, args):
+    """Compile ``model`` into ``out`` (checked and cleared of an earlier compile first); prints the passes
+    and the per-layer table unless ``--quiet``, and warns when the design is over the board."""
     from rtlgen.compiler import compile_model
-    from rtlgen.emit import build_report, write_outputs
+    from rtlgen.emit import build_report, prepare_out, write_outputs
+    from rtlgen.summary import console, print_summary
 
+    options = _options(args)
+    prepare_out(out)
+    quiet = getattr(args, "quiet", False)
     start = time.perf_counter()
     keep = getattr(args, "keep_intermediate", None)
     if keep == "":
         keep = str(Path(out) / "intermediate")
-    compiled = compile_model(model, _options(args), say=lambda line: _say(f"  {line}"), keep=keep)
+    say = (lambda line: None) if quiet else (lambda line: _say(f"  {line}"))
+    compiled = compile_model(model, options, say=say, keep=keep)
     write_outputs(compiled, out)
-    totals = build_report(compiled)["totals"]
-    _say(f"compiled {model} -> {out} in {time.perf_counter() - start:.1f} s: {len(compiled.nodes)} layers, "
-         f"II {compiled.analytic_cycles} cycles/frame "
-         f"({args.clock_mhz * 1e6 / compiled.analytic_cycles:,.0f} frames/s at {args.clock_mhz:g} MHz), "
-         f"estimate {', '.join(f'{k} {v:,}' for k, v in totals.items())}")
-    host = compiled.host_ops
-    if host["pre"] or host["post"]:
-        _say(f"host ops: before {host['pre'] or '-'}, after {host['post'] or '-'}")
+    report = build_report(compiled)
+    if not quiet:
+        _say(f"compiled {model} -> {out} in {time.perf_counter() - start:.1f} s: {len(compiled.nodes)} layers")
+        print_summary(report, console())
+        host = compiled.host_ops
+        if host["pre"] or host["post"]:
+            _say(f"host ops: before {host['pre'] or '-'}, after {host['post'] or '-'}")
+    from rtlgen.fit import Usage, fit_line
+    fit = report["fit"]
+    if not fit["fits"]:
+        used = [Usage(k, v["used"], v["available"]) for k, v in fit["resources"].items()]
+        _warn(args.command, f"{fit_line(used, fit['board'])}; lower the folding (--target-fps, --folding)")
+    if args.target_fps is not None and report["frames_per_second"] < args.target_fps * (1 - 1e-9):
+        _warn(args.command, f"--target-fps {args.target_fps:,.0f} is out of reach: the most parallel folding "
+                            f"gives {report['frames_per_second']:,.0f} frames/s at {args.clock_mhz:g} MHz")
     return compiled
 
 
 def _load_input(path):
     import numpy as np
+    from sim.stream_io import InputError
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"{path}: no such file")
     try:
         return np.load(path, allow_pickle=False)
     except Exception as exc:
-        raise ValueError(f"{path}: not a .npy array ({str(exc).splitlines()[0] if str(exc) else type(exc).__name__})") from None
+        raise InputError(f"{path}: not a .npy array ({str(exc).splitlines()[0] if str(exc) else type(exc).__name__})") from None
 
 
 def _model_input(model_path, x):
@@ -126,6 +155,7 @@ def run_sim_command(args):
 
     verilog, io, report = read_outputs(args.out)
     x = io.check_input(_load_input(args.input))
+    output = _npy_path(args.output) if args.output else None
     start = time.perf_counter()
     waves = None if args.waves is None else (args.waves or str(Path(args.out) / "waves.vcd"))
     run = simulate_model(verilog, io, x, report, simulator=args.simulator, waves=waves)
@@ -138,10 +168,23 @@ def run_sim_command(args):
     _say(line)
     if waves:
         _say(f"waveform -> {waves}")
-    if args.output:
-        np.save(args.output, run.outputs)
-        _say(f"output {run.outputs.shape} -> {args.output}")
+    if output:
+        np.save(output, run.outputs)
+        _say(f"output {run.outputs.shape} -> {output}")
     return 0
+
+
+def _npy_path(path):
+    """Where ``np.save(path)`` writes (it appends .npy), checked before the simulation runs."""
+    from sim.stream_io import InputError
+    path = Path(path)
+    if path.suffix != ".npy":
+        path = path.with_name(path.name + ".npy")
+    if not path.parent.is_dir():
+        raise InputError(f"-o {path}: the directory {path.parent} does not exist")
+    if path.is_dir():
+        raise InputError(f"-o {path}: is a directory; give a file name")
+    return path
 
 
 def add_verify_arguments(parser):
@@ -181,6 +224,8 @@ def add_build_arguments(parser):
                         help="yosys: synthesis report and the Vivado plan; vivado: also run the plan "
                              "(needs vivado on PATH) (default: %(default)s)")
     parser.add_argument("--input", metavar="X.npy", help="model inputs for the self-test ROM (default: random codes)")
+    parser.add_argument("--force", action="store_true",
+                        help="run Yosys even on a design estimated far (1.5x) over the board")
 
 
 def run_build_command(args):
@@ -191,7 +236,8 @@ def run_build_command(args):
     if args.input:
         _, io, _ = read_outputs(args.out)
         inputs = io.check_input(_load_input(args.input))
-    build(args.out, shell=args.shell, toolchain=args.toolchain, board=args.board, inputs=inputs, say=_say)
+    build(args.out, shell=args.shell, toolchain=args.toolchain, board=args.board, inputs=inputs, say=_say,
+          force=args.force)
     return 0
 
 
@@ -223,20 +269,62 @@ def build_parser():
     parser = argparse.ArgumentParser(prog="rtlgen", description=__import__("rtlgen").__doc__)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, (help_text, add_arguments, _) in COMMANDS.items():
-        add_arguments(sub.add_parser(name, help=help_text, description=help_text))
+        command = sub.add_parser(name, help=help_text, description=help_text)
+        add_arguments(command)
+        command.add_argument("--verbose", action="store_true", help="on an internal error, print the traceback")
     return parser
 
 
-def main(argv=None):
+def user_errors():
+    """The exceptions that mean bad input (exit 2, one line); anything else is a bug in rtlgen (exit 1)."""
+    from rtlgen.build import BuildError
+    from rtlgen.frontend import CompileError
     from sim.runner import SimulationError
+    from sim.stream_io import InputError
+    return CompileError, BuildError, InputError, SimulationError, FileNotFoundError
+
+
+def main(argv=None):
+    import warnings
+    from rtlgen.frontend import CompileWarning
 
     args = build_parser().parse_args(argv)
+
+    def show(message, category, *rest, **kwargs):
+        if issubclass(category, CompileWarning):
+            _warn(args.command, str(message))
+        else:
+            original(message, category, *rest, **kwargs)
+
+    with warnings.catch_warnings():             # filters and the printer are restored on return
+        # qonnx warns about opset versions and the like on every model: noise for a user of rtlgen
+        warnings.filterwarnings("ignore", module=r"qonnx(\.|$)")
+        warnings.filterwarnings("ignore", category=UserWarning, module=r"onnx(\.|$)")
+        warnings.simplefilter("always", CompileWarning)
+        original, warnings.showwarning = warnings.showwarning, show
+        return _run(args)
+
+
+def _run(args):
+    """The command; bad input -> one line, exit 2; Ctrl-C -> exit 130; anything else is a bug -> exit 1."""
+    import traceback
     try:
         return COMMANDS[args.command][2](args)
-    except (ValueError, SimulationError, FileNotFoundError) as exc:
+    except KeyboardInterrupt:
+        print(f"rtlgen {args.command}: interrupted", file=sys.stderr)
+        return 130
+    except user_errors() as exc:
         first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         print(f"rtlgen {args.command}: error: {first_line}", file=sys.stderr)
         return 2
+    except Exception as exc:
+        if args.verbose:
+            traceback.print_exc()
+        first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        print(f"rtlgen {args.command}: internal error: {type(exc).__name__}: {first_line} (a bug in rtlgen; "
+              f"{'the traceback is above' if args.verbose else 'rerun with --verbose for the traceback'})",
+              file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

@@ -4,6 +4,8 @@
     to_hw                weight quantizers folded, activations -> exact thresholds, layers matched:
                          a DataflowGraph of hardware nodes plus the host's pre/post ONNX nodes
     fold                 PE/SIMD/... per node: a FINN folding file, or FINN's SetFolding for a target
+    check_fit            the layers' resource estimate against --board (an error with --strict), before
+                         the long steps
     insert_duplicates    DuplicateStreams where a tensor feeds several nodes
     insert_fifos         DWCs where widths differ, a FIFO on every stream, depths by simulation (or the
                          analytic join bounds); a FIFO in front of a join below its bound is an error
@@ -16,12 +18,13 @@ as it was; :data:`PASSES` is the list :func:`compile_model` runs, timing each on
 """
 
 import time
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from rtlgen import stitch
 from sim.stream_io import StreamEnd, StreamIO
-from rtlgen.frontend import CompileError, load_model
+from rtlgen.frontend import CompileError, CompileWarning, load_model
 from rtlgen.host import submodel
 from rtlgen.lower import lower
 
@@ -40,6 +43,7 @@ class CompileOptions:
                                     # "none": 2, and the analytic bound in front of joins
     simulator: str = None
     input_dtype: str = None         # annotate the graph input (a qonnx DataType name), as FINN's notebooks do
+    strict: bool = False            # a design estimated over the board is an error, not a warning
 
     def target_cycles(self):
         if self.target_fps is None:
@@ -47,7 +51,7 @@ class CompileOptions:
         if not self.target_fps > 0:
             raise CompileError(f"--target-fps must be positive, not {self.target_fps}")
         from rtlgen.folding import target_cycles
-        return target_cycles(self.target_fps, self.clock_mhz)
+        return max(1, target_cycles(self.target_fps, self.clock_mhz))     # beyond 1 cycle: the most parallel
 
 
 # ---------------------------------------------------------------------------------------------- passes
@@ -63,9 +67,25 @@ def fold(graph, options):
     if options.folding:
         if options.target_fps is not None:
             raise CompileError("give either --folding or --target-fps, not both")
-        apply_folding_config(graph.nodes, load_folding_config(options.folding))
+        try:
+            notes = apply_folding_config(graph.nodes, load_folding_config(options.folding))
+        except ValueError as exc:       # the user's file: a bad entry, an illegal PE/SIMD for a node
+            raise CompileError(str(exc)) from None
+        for note in notes:
+            warnings.warn(note, CompileWarning, stacklevel=2)
     else:
         set_folding(graph, options.target_cycles())
+    return graph
+
+
+def check_fit(graph, options):
+    """The graph unchanged; under ``strict``, an error if its layers alone are estimated over the board."""
+    from rtlgen.fit import fit_line, fits, usage
+
+    used = usage(sum(n.spec().resource_estimate() for n in graph.nodes), options.board)
+    if options.strict and not fits(used):
+        raise CompileError(f"{fit_line(used, options.board)}; lower the folding (--target-fps, --folding) or "
+                           f"compile without --strict")
     return graph
 
 
@@ -84,6 +104,7 @@ def insert_fifos(graph, options):
 PASSES = (
     ("to_hw", to_hw),
     ("fold", fold),
+    ("check_fit", check_fit),
     ("insert_duplicates", insert_duplicates),
     ("insert_fifos", insert_fifos),
 )
@@ -101,6 +122,7 @@ class Compiled:
     host_ops: dict                  # {"pre": [onnx node names], "post": [...]}
     verilog: str
     seconds: dict = field(default_factory=dict)
+    options: CompileOptions = field(default_factory=CompileOptions)
 
     @property
     def nodes(self):
@@ -130,15 +152,10 @@ def compile_model(model_path, options=None, *, say=lambda text: None, keep=None)
     state, graphs = model, {}
     for k, (name, run) in enumerate(PASSES):
         t = time.perf_counter()
-        try:
-            state = run(state, options)
-        except ValueError as exc:
-            if isinstance(exc, CompileError):
-                raise
-            raise CompileError(str(exc)) from None
+        state = run(state, options)     # a ValueError that is not a CompileError is a bug: it stays one
         seconds[name] = time.perf_counter() - t
         graphs[name] = state
-        say(f"{name}: {seconds[name]:.1f} s ({_summary(name, state)})")
+        say(f"{name}: {seconds[name]:.1f} s ({_summary(name, state, options)})")
         if keep is not None:
             from rtlgen.emit import model_hw
             Path(keep).mkdir(parents=True, exist_ok=True)
@@ -150,14 +167,18 @@ def compile_model(model_path, options=None, *, say=lambda text: None, keep=None)
     say(f"stitch: {seconds['stitch']:.1f} s")
     io = _stream_io(model, state)
     return Compiled(str(model_path), graphs["fold"], state, io, {"pre": state.host_pre, "post": state.host_post},
-                    verilog, seconds)
+                    verilog, seconds, options)
 
 
-def _summary(name, graph):
+def _summary(name, graph, options):
     if name == "to_hw":
         return f"{len(graph.nodes)} layers, host ops: {len(graph.host_pre)} before, {len(graph.host_post)} after"
     if name == "fold":
         return f"II {max(n.spec().exp_cycles for n in graph.nodes)} cycles"
+    if name == "check_fit":
+        from rtlgen.fit import fit_line, usage
+        return fit_line(usage(sum(n.spec().resource_estimate() for n in graph.nodes), options.board),
+                        options.board, "layers' estimate")
     counts = {}
     for n in graph.nodes:
         counts[n.op_type] = counts.get(n.op_type, 0) + 1

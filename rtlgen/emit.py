@@ -21,10 +21,36 @@ from memstream.packing import write_memh
 from sim.stream_io import VERILOG_NAME as STREAM_IO_VERILOG_NAME
 from rtlgen.stitch import DEFAULT_TOP_NAME, as_graph, graph_report
 
-__all__ = ["write_outputs", "build_report", "model_hw", "VERILOG_NAME"]
+__all__ = ["write_outputs", "prepare_out", "build_report", "model_hw", "VERILOG_NAME"]
 
 VERILOG_NAME = f"{DEFAULT_TOP_NAME}.v"
 assert VERILOG_NAME == STREAM_IO_VERILOG_NAME        # where sim.stream_io.read_outputs looks
+
+
+# what a compile, a build, `sim --waves` and --keep-intermediate leave in OUT: cleared before a new compile
+OUT_ENTRIES = (VERILOG_NAME, "mem", "model_hw.onnx", "folding.json", "report.json", "io.json", "host_pre.onnx",
+               "host_post.onnx", "build", "waves.vcd", "intermediate")
+
+
+def prepare_out(out):
+    """Make ``out`` a directory without a previous compile's files (other files are left alone); a path
+    that is a file, or cannot be created, is an error before any work is done."""
+    import shutil
+    from rtlgen.frontend import CompileError
+
+    out = Path(out)
+    if out.exists() and not out.is_dir():
+        raise CompileError(f"-o {out}: is a file, not a directory")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise CompileError(f"-o {out}: cannot create the directory ({exc.strerror or exc})") from None
+    for name in OUT_ENTRIES:
+        path = out / name
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path)
+        elif path.exists() or path.is_symlink():
+            path.unlink()
 
 
 def write_outputs(compiled, out):
@@ -61,7 +87,17 @@ def build_report(compiled):
                    "dtype": model.output.dtype.name, "words_per_frame": model.output.words_per_frame,
                    "width": _top_width(compiled.chain[-1], "out")},
         "compile_seconds": {k: round(v, 3) for k, v in compiled.seconds.items()},
+        "clock_mhz": compiled.options.clock_mhz,
+        "frames_per_second": round(compiled.options.clock_mhz * 1e6 / ii, 1),
+        "fit": _fit(total["resources"], compiled.options.board),
     }
+
+
+def _fit(totals, board):
+    from rtlgen.fit import BOARDS, fits, usage
+    used = usage(totals, board)
+    return {"board": board, "device": BOARDS[board][0], "fits": fits(used),
+            "resources": {u.resource: {"used": u.used, "available": u.available} for u in used}}
 
 
 def _sources(compiled, name):

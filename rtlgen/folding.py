@@ -97,6 +97,11 @@ def _match_keys(nodes, config):
                 warns.append(f"{key}: no such node; {split[0]} nodes are inserted later by stitching "
                              f"(their depths and widths are computed there), entry ignored")
                 continue
+            if split is not None and split[0] in OPS:
+                warns.append(f"folding config entry {key!r}: no such node in the dataflow graph (known: "
+                             f"{', '.join(n.name for n in nodes)}; rtlgen runs a model's input and output "
+                             f"Thresholding / LabelSelect on the host where FINN makes them layers), ignored")
+                continue
             raise ValueError(f"folding config names node {key!r}, which is not in the dataflow graph; "
                              f"known nodes: {', '.join(n.name for n in nodes) or 'none'} (FINN names of any "
                              f"version match by op type and index: MVAU_hls_3 = MatrixVectorActivation_3 = MVAU_3)")

@@ -17,6 +17,11 @@ class CompileError(ValueError):
     """A model the compiler cannot turn into hardware; the message names the node and what is legal."""
 
 
+class CompileWarning(UserWarning):
+    """Something the user should know that does not stop the compile (an ignored folding entry...);
+    the CLI prints it as one ``warning:`` line."""
+
+
 INPUT_DTYPE_HINT = ("if the model's input already holds integers (e.g. +-1, 0/1 or 0..255), say which with "
                     "--input-dtype BIPOLAR|BINARY|UINT8|INT8|... (FINN's set_tensor_datatype)")
 
@@ -41,6 +46,7 @@ def load_model(path, input_dtype=None):
     except Exception as exc:                      # onnx raises DecodeError, OSError... on bad files
         raise CompileError(f"{path}: not a valid ONNX model ({_first_line(exc)})") from None
     _initializers_are_not_inputs(proto)
+    _fixed_input_shape(proto, path)
     try:
         model = cleanup_model(ModelWrapper(proto))
         _bias_free_gemms_to_matmul(model)
@@ -56,6 +62,23 @@ def load_model(path, input_dtype=None):
     if input_dtype is not None:
         _annotate_input(model, input_dtype)
     return model
+
+
+def _fixed_input_shape(proto, path):
+    """A symbolic batch dimension (``N`` in [N, F]) becomes 1, as the hardware takes one frame at a time;
+    any other symbolic or unknown dimension is an error (the hardware is built for one shape)."""
+    for graph_input in proto.graph.input[:1]:
+        dims = graph_input.type.tensor_type.shape.dim
+        for k, dim in enumerate(dims):
+            if dim.HasField("dim_value") and dim.dim_value > 0:
+                continue
+            if k == 0 and len(dims) > 1:
+                dim.Clear()
+                dim.dim_value = 1
+                continue
+            raise CompileError(f"{path}: input {graph_input.name} has a symbolic or unknown size in dimension {k} "
+                               f"({dim.dim_param or '?'}); legal: fixed sizes (only the batch dimension, the "
+                               f"first, may be symbolic)")
 
 
 def _initializers_are_not_inputs(proto):

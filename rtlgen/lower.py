@@ -144,7 +144,11 @@ class _Lowering:
         node = HWNode(name, op_type, params, sources=tuple(n.name for n in sources), inputs=inputs,
                       outputs=(f"{name}_out",))
         node.folding = {a: 1 for a in ("PE", "SIMD") if a in node.op.folding}
-        node.spec()         # validate now: errors name the ONNX nodes, not a later pass
+        try:
+            node.spec()     # validate now: errors name the ONNX nodes, not a later pass
+        except ValueError as exc:
+            where = ", ".join(f"{n.name} ({n.op_type})" for n in sources[:1])
+            raise CompileError(f"node {where} as {op_type}: {str(exc).split(': ', 1)[-1]}") from None
         self.nodes.append(node)
         self.done.update(n.name for n in sources)
         self.cursor = node.outputs[0]

@@ -90,12 +90,25 @@ def input_batch(x, name, shape):
     batch (N, ...) of it, or (N, *shape); anything else is an error naming both shapes."""
     x = np.asarray(x)
     want = tuple(shape)
+    if x.dtype.kind not in "biuf":
+        raise InputError(f"input of dtype {x.dtype} is not numbers; give a numeric .npy array")
     if x.shape == want or (x.shape[1:] == want[1:] and x.ndim == len(want)):
-        return x.astype(np.float32)
+        return _finite(x.astype(np.float32))
     if x.shape[1:] == want and x.ndim == len(want) + 1:
-        return x.reshape(-1, *want[1:]).astype(np.float32)
+        return _finite(x.reshape(-1, *want[1:]).astype(np.float32))
     raise InputError(f"input of shape {x.shape} does not match the model input {name} of shape {want} "
                        f"(a batch (N, {', '.join(map(str, want[1:]))}) is also accepted)")
+
+
+def _finite(x):
+    """``x`` (a batch) if it has samples and no NaN or infinity; else an error naming the first bad sample."""
+    if len(x) == 0:
+        raise InputError(f"input of shape {x.shape} has no samples")
+    bad = ~np.isfinite(x.reshape(len(x), -1)).all(axis=1)
+    if bad.any():
+        raise InputError(f"input sample {int(np.flatnonzero(bad)[0])} has NaN or infinite values "
+                         f"({int(bad.sum())} of {len(x)} samples)")
+    return x
 
 
 @dataclass
@@ -154,7 +167,9 @@ class StreamIO:
             elif path.exists():
                 path.unlink()
         meta = {"model_input": self.model_input, "model_input_shape": list(self.model_input_shape),
-                "model_output": self.model_output, "input": self.input.to_json(), "output": self.output.to_json()}
+                "model_output": self.model_output, "input": self.input.to_json(), "output": self.output.to_json(),
+                "host_models": [n for n, sub in (("host_pre.onnx", self.host_pre), ("host_post.onnx", self.host_post))
+                                if sub is not None]}
         (out / "io.json").write_text(json.dumps(meta, indent=2) + "\n")
 
     @classmethod
@@ -163,6 +178,10 @@ class StreamIO:
 
         out = Path(out)
         meta = json.loads((out / "io.json").read_text())
+        lost = [n for n in meta.get("host_models", ()) if not (out / n).is_file()]
+        if lost:
+            raise FileNotFoundError(f"{out}: {lost[0]} is missing (the host's share of the model, written by "
+                                    f"`rtlgen compile`); compile again")
         subs = [ModelWrapper(str(out / n)) if (out / n).exists() else None for n in ("host_pre.onnx", "host_post.onnx")]
         return cls(meta["model_input"], tuple(meta["model_input_shape"]), meta["model_output"],
                    StreamEnd.from_json(meta["input"]), StreamEnd.from_json(meta["output"]), *subs)

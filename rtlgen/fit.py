@@ -1,0 +1,60 @@
+"""Does a design fit its board? A resource estimate (or a Yosys count) against the device, per resource.
+
+The estimate counts BRAM18 halves; the device is counted in BRAM36 (two RAMB18 per RAMB36, as Vivado
+reports utilisation), so BRAM36 used = BRAM18 / 2.
+"""
+
+from dataclasses import dataclass
+
+from boards.yosys import XC7Z020
+
+__all__ = ["BOARDS", "Usage", "usage", "fits", "binding", "fit_line", "FAR_OVER"]
+
+BOARDS = {"pynq-z2": ("xc7z020", XC7Z020)}          # board -> (device, capacity)
+FAR_OVER = 1.5          # `build` refuses to start Yosys when the estimate exceeds a resource by this factor
+
+
+@dataclass(frozen=True)
+class Usage:
+    resource: str           # LUT, FF, BRAM36, DSP
+    used: float
+    available: int
+
+    @property
+    def fraction(self):
+        return self.used / self.available
+
+    @property
+    def fits(self):
+        return self.used <= self.available
+
+    def __str__(self):
+        used = f"{self.used:,.1f}" if self.used != int(self.used) else f"{int(self.used):,}"
+        return f"{self.resource} {used} of {self.available:,} ({self.fraction:.0%})"
+
+
+def usage(totals, board="pynq-z2"):
+    """[Usage] of ``totals`` (a mapping with LUT, FF, BRAM18, DSP, as ``Resources`` reads) on ``board``."""
+    _, capacity = BOARDS[board]
+    used = {"LUT": totals.get("LUT", 0), "FF": totals.get("FF", 0), "BRAM36": totals.get("BRAM18", 0) / 2,
+            "DSP": totals.get("DSP", 0)}
+    return [Usage(key, used[key], capacity[key]) for key in ("LUT", "FF", "BRAM36", "DSP")]
+
+
+def fits(usages):
+    return all(u.fits for u in usages)
+
+
+def binding(usages):
+    """The resource closest to (or furthest over) its capacity."""
+    return max(usages, key=lambda u: u.fraction)
+
+
+def fit_line(usages, board="pynq-z2", what="estimate"):
+    """One line: "fits the pynq-z2 (xc7z020) by the estimate: LUT ... " or "does not fit ...: BRAM36 530 of
+    140 (379 %)" with the resources over capacity first, the binding one leading."""
+    device, _ = BOARDS[board]
+    if fits(usages):
+        return f"fits the {board} ({device}) by the {what}: " + ", ".join(str(u) for u in usages)
+    over = sorted((u for u in usages if not u.fits), key=lambda u: -u.fraction)
+    return f"does not fit the {board} ({device}) by the {what}: " + ", ".join(str(u) for u in over)

@@ -1,0 +1,76 @@
+"""What `rtlgen compile` prints: a per-layer table from ``report.json`` (op, folding, widths, cycles per
+frame with the bottleneck marked, the resource estimate), the totals against the board, the rate at the
+clock. Rendered with rich; plain (no colour, ASCII rules) when stdout is not a terminal."""
+
+from rtlgen.fit import Usage
+
+__all__ = ["layer_table", "print_summary", "console"]
+
+INSERTED = ("StreamingFIFO", "StreamingDataWidthConverter")     # summed in one row: the stitcher's, not the network's
+RESOURCES = ("LUT", "FF", "BRAM18", "DSP")
+
+
+def console(stderr=False):
+    """A rich Console; when not writing to a terminal: no colour and lines as long as they are (logs)."""
+    import sys
+    from rich.console import Console
+    stream = sys.stderr if stderr else sys.stdout
+    tty = stream.isatty()
+    return Console(file=stream, highlight=False, width=None if tty else 200, no_color=not tty)
+
+
+def _folding(folding):
+    return " ".join(f"{k}={v}" for k, v in folding.items() if k not in ("depth", "ram_style")) or "-"
+
+
+def layer_table(report):
+    """A rich Table of ``report`` (the dict ``report.json`` holds)."""
+    from rich import box
+    from rich.table import Table
+
+    ii = report["analytic_cycles_per_frame"]
+    table = Table(box=box.SIMPLE_HEAD, pad_edge=False)
+    for name, justify in (("layer", "left"), ("op", "left"), ("folding", "left"), ("bits in>out", "right"),
+                          ("cycles/frame", "right"), *((r, "right") for r in RESOURCES)):
+        table.add_column(name, justify=justify, no_wrap=True)
+    inserted = {"count": {}, **{r: 0 for r in RESOURCES}}
+    for row in report["layers"]:
+        res = row["resources"]
+        if row["op_type"] in INSERTED:
+            inserted["count"][row["op_type"]] = inserted["count"].get(row["op_type"], 0) + 1
+            for r in RESOURCES:
+                inserted[r] += res.get(r, 0)
+            continue
+        slowest = row["exp_cycles"] == ii
+        cycles = ("II " if slowest else "") + f"{row['exp_cycles']:,}"
+        table.add_row(row["name"], row["op_type"], _folding(row["folding"]), f"{row['in_width']}>{row['out_width']}",
+                      cycles, *(f"{res.get(r, 0):,}" for r in RESOURCES), style="bold" if slowest else None)
+    if inserted["count"]:
+        what = ", ".join(f"{n} {'FIFOs' if op == 'StreamingFIFO' else 'DWCs'}" for op, n in inserted["count"].items())
+        table.add_row(f"({what})", "", "", "", "", *(f"{inserted[r]:,}" for r in RESOURCES))
+    totals = report["totals"]
+    table.add_section()
+    table.add_row("total", "", "", "", f"{ii:,}", *(f"{totals.get(r, 0):,}" for r in RESOURCES), style="bold")
+    fit = report.get("fit")
+    if fit:
+        res = fit["resources"]
+        pct = {r: f"{res[k]['used'] / res[k]['available']:.0%}" for r, k in
+               (("LUT", "LUT"), ("FF", "FF"), ("BRAM18", "BRAM36"), ("DSP", "DSP"))}
+        table.add_row(f"of the {fit['board']}", "", "", "", "", *(pct[r] for r in RESOURCES))
+    return table
+
+
+def print_summary(report, console):
+    """The table, then the rate and the fit line (a warning, on stderr, when over the board)."""
+    from rtlgen.fit import fit_line
+    console.print(layer_table(report))
+    ii = report["analytic_cycles_per_frame"]
+    console.print(f"II {ii:,} cycles/frame (the slowest layer, marked II): {report['frames_per_second']:,.0f} "
+                  f"frames/s at {report['clock_mhz']:g} MHz", highlight=False, soft_wrap=True)
+    fit = report["fit"]
+    used = [Usage(k, v["used"], v["available"]) for k, v in fit["resources"].items()]
+    line = fit_line(used, fit["board"])
+    if fit["fits"]:
+        console.print(line, highlight=False, soft_wrap=True)
+    return line, fit["fits"]
+
