@@ -241,6 +241,30 @@ def run_build_command(args):
     return 0
 
 
+def add_inspect_arguments(parser):
+    parser.add_argument("model", metavar="MODEL.onnx")
+    parser.add_argument("--json", action="store_true", help="print the description as JSON")
+    parser.add_argument("--folding", metavar="FOLD.json", help="FINN-format folding config (PE, SIMD, ...)")
+    parser.add_argument("--target-fps", type=float, metavar="N",
+                        help="naive folding (FINN SetFolding) for N frames/s (default: 1000 cycles per frame)")
+    parser.add_argument("--clock-mhz", type=float, default=100.0, help="clock for --target-fps (default: %(default)s)")
+    parser.add_argument("--input-dtype", metavar="DTYPE", help="the datatype of an input without a quantizer")
+
+
+def run_inspect_command(args):
+    import json
+    from rtlgen.describe import describe, print_description
+    from rtlgen.summary import console
+
+    args.board, args.fifo_sizing, args.simulator, args.strict = "pynq-z2", "none", None, False
+    info = describe(args.model, _options(args))
+    if args.json:
+        print(json.dumps(info, indent=2))
+    else:
+        print_description(info, console())
+    return 0
+
+
 def add_demo_arguments(parser):
     parser.add_argument("--simulator", choices=("verilator", "icarus"), default=None, help=SIMULATOR_HELP)
     parser.add_argument("--images", type=int, default=360, help="test images to simulate (default: all %(default)s)")
@@ -260,6 +284,8 @@ COMMANDS = {
                add_verify_arguments, run_verify_command),
     "build": ("synthesize a compiled accelerator in a board shell (Yosys report, Vivado plan, bitstream "
               "with Vivado)", add_build_arguments, run_build_command),
+    "inspect": ("show the dataflow graph a model lowers to: nodes, datatypes, folding axes with their legal "
+                "values, host ops", add_inspect_arguments, run_inspect_command),
     "demo": ("compile a bundled trained model (8x8 digits MLP), simulate its test set, report accuracy, "
              "cycles and resources", add_demo_arguments, run_demo_command),
 }
