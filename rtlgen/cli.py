@@ -50,16 +50,10 @@ def add_compile_options(parser):
 
 def _options(args):
     """The compile options, checked before any long step."""
-    import math
     from rtlgen.compiler import CompileOptions
-    from rtlgen.frontend import CompileError
-
-    for flag, value in (("--clock-mhz", args.clock_mhz), ("--target-fps", args.target_fps)):
-        if value is not None and not (math.isfinite(value) and value > 0):
-            raise CompileError(f"{flag} {value:g}: must be a positive number")
     return CompileOptions(folding=args.folding, target_fps=args.target_fps, clock_mhz=args.clock_mhz,
                           board=args.board, fifo_sizing=args.fifo_sizing, simulator=args.simulator,
-                          input_dtype=args.input_dtype, strict=args.strict)
+                          input_dtype=args.input_dtype, strict=args.strict).check()
 
 
 def _warn(command, text):
@@ -69,21 +63,19 @@ def _warn(command, text):
 def _compile(model, out, args):
     """Compile ``model`` into ``out`` (checked and cleared of an earlier compile first); prints the passes
     and the per-layer table unless ``--quiet``, and warns when the design is over the board."""
-    from rtlgen.compiler import compile_model
-    from rtlgen.emit import build_report, prepare_out, write_outputs
+    import dataclasses
+    import rtlgen
     from rtlgen.summary import console, print_summary
 
     options = _options(args)
-    prepare_out(out)
     quiet = getattr(args, "quiet", False)
     start = time.perf_counter()
     keep = getattr(args, "keep_intermediate", None)
     if keep == "":
         keep = str(Path(out) / "intermediate")
     say = (lambda line: None) if quiet else (lambda line: _say(f"  {line}"))
-    compiled = compile_model(model, options, say=say, keep=keep)
-    write_outputs(compiled, out)
-    report = build_report(compiled)
+    design = rtlgen.compile(model, out, **dataclasses.asdict(options), keep_intermediate=keep, say=say)
+    compiled, report = design.compiled, design.report
     if not quiet:
         _say(f"compiled {model} -> {out} in {time.perf_counter() - start:.1f} s: {len(compiled.nodes)} layers")
         print_summary(report, console())
@@ -98,7 +90,7 @@ def _compile(model, out, args):
     if args.target_fps is not None and report["frames_per_second"] < args.target_fps * (1 - 1e-9):
         _warn(args.command, f"--target-fps {args.target_fps:,.0f} is out of reach: the most parallel folding "
                             f"gives {report['frames_per_second']:,.0f} frames/s at {args.clock_mhz:g} MHz")
-    return compiled
+    return design
 
 
 def _load_input(path):
@@ -143,6 +135,7 @@ def add_sim_arguments(parser):
     parser.add_argument("out", metavar="OUT", help="a directory written by `rtlgen compile`")
     parser.add_argument("--input", required=True, metavar="X.npy", help="model input (batch first)")
     parser.add_argument("-o", "--output", metavar="Y.npy", help="where to save the model output")
+    parser.add_argument("--labels", metavar="LABELS.npy", help="class labels of the inputs: print the accuracy")
     parser.add_argument("--simulator", choices=("verilator", "icarus"), default=None, help=SIMULATOR_HELP)
     parser.add_argument("--waves", nargs="?", const="", metavar="FILE.vcd",
                         help="write a VCD waveform of the run (default: OUT/waves.vcd)")
@@ -150,15 +143,16 @@ def add_sim_arguments(parser):
 
 def run_sim_command(args):
     import numpy as np
-    from sim.stream_io import read_outputs
-    from rtlgen.verify import simulate_model
+    import rtlgen
 
-    verilog, io, report = read_outputs(args.out)
-    x = io.check_input(_load_input(args.input))
+    design = rtlgen.open_design(args.out)
+    report = design.report
+    x = design.io.check_input(_load_input(args.input))
+    labels = _labels(args.labels, len(x)) if args.labels else None
     output = _npy_path(args.output) if args.output else None
     start = time.perf_counter()
     waves = None if args.waves is None else (args.waves or str(Path(args.out) / "waves.vcd"))
-    run = simulate_model(verilog, io, x, report, simulator=args.simulator, waves=waves)
+    run = design.simulate(x, simulator=args.simulator, waves=waves)
     seconds = time.perf_counter() - start
     ii = report["analytic_cycles_per_frame"]
     line = f"simulated {run.frames} frame(s) in {seconds:.1f} s: {run.cycles} cycles, latency {run.latency} cycles"
@@ -171,7 +165,27 @@ def run_sim_command(args):
     if output:
         np.save(output, run.outputs)
         _say(f"output {run.outputs.shape} -> {output}")
+    predicted = run.outputs.reshape(len(x), -1)
+    predicted = predicted[:, 0] if predicted.shape[1] == 1 else predicted.argmax(axis=1)
+    if labels is not None:
+        _say(f"accuracy {100 * float((predicted == labels).mean()):.2f} % ({int((predicted == labels).sum())} of "
+             f"{len(x)} samples; class = {'the output' if run.outputs[0].size == 1 else 'argmax of the outputs'})")
+    else:
+        _say(f"class of the first samples: {', '.join(str(int(c)) for c in predicted[:10])}"
+             + (" ..." if len(x) > 10 else ""))
     return 0
+
+
+def _labels(path, n):
+    """Integer class labels, one per sample."""
+    import numpy as np
+    from sim.stream_io import InputError
+    labels = np.asarray(_load_input(path)).reshape(-1)
+    if len(labels) != n or labels.dtype.kind not in "iuf" or not np.all(np.isfinite(labels)) \
+            or not np.all(labels == np.round(labels)):
+        raise InputError(f"--labels {path}: need {n} integer class labels (one per sample), got an array of "
+                         f"shape {labels.shape} and dtype {labels.dtype}")
+    return labels.astype(np.int64)
 
 
 def _npy_path(path):
@@ -188,28 +202,32 @@ def _npy_path(path):
 
 
 def add_verify_arguments(parser):
-    parser.add_argument("model", metavar="MODEL.onnx")
+    parser.add_argument("model", metavar="MODEL.onnx|OUT",
+                        help="a model to compile and check, or a directory written by `rtlgen compile` to check")
     parser.add_argument("--input", required=True, metavar="X.npy", help="model input (batch first)")
     parser.add_argument("-o", "--out", metavar="OUT", help="keep the compile output here (default: a temporary directory)")
     add_compile_options(parser)
 
 
 def run_verify_command(args):
-    from sim.stream_io import read_outputs
-    from rtlgen.verify import compare, qonnx_reference, simulate_model, tolerance
+    """MODEL.onnx: compile (into -o or a temporary directory), simulate, compare; an OUT directory: simulate
+    the design there and compare with the model it was compiled from."""
+    import rtlgen
 
-    x = _model_input(args.model, _load_input(args.input))        # a bad input fails before the compile
+    existing = Path(args.model).is_dir()
+    model = rtlgen.open_design(args.model).model if existing else args.model
+    x = _model_input(model, _load_input(args.input))        # a bad input fails before the compile
+    if not existing:
+        _options(args)
     with tempfile.TemporaryDirectory(prefix="rtlgen-verify-") as tmp:
-        out = args.out or tmp
-        compiled = _compile(args.model, out, args)
-        verilog, io, report = read_outputs(out)
+        design = rtlgen.open_design(args.model) if existing else _compile(args.model, args.out or tmp, args)
         start = time.perf_counter()
-        run = simulate_model(verilog, io, x, report, simulator=args.simulator)
+        run = design.simulate(x, simulator=args.simulator)
         _say(f"simulated {run.frames} frame(s) in {time.perf_counter() - start:.1f} s"
-             + (f", {run.cycles_per_frame:.1f} cycles/frame (II {report['analytic_cycles_per_frame']})"
+             + (f", {run.cycles_per_frame:.1f} cycles/frame (II {design.report['analytic_cycles_per_frame']})"
                 if run.cycles_per_frame is not None else ""))
-    ref = qonnx_reference(args.model, x, progress=_progress("qonnx execute_onnx"))
-    result = compare(run.outputs, ref, rtol=tolerance(compiled.io))
+    from rtlgen.verify import verify_outputs
+    result = verify_outputs(model, x, run.outputs, design.io, progress=_progress("qonnx execute_onnx"))
     _say(result.summary())
     return 0 if result.passed else 1
 

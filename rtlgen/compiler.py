@@ -45,6 +45,20 @@ class CompileOptions:
     input_dtype: str = None         # annotate the graph input (a qonnx DataType name), as FINN's notebooks do
     strict: bool = False            # a design estimated over the board is an error, not a warning
 
+    def check(self):
+        """Raise CompileError for options no compile can use (before any long step)."""
+        import math
+        for flag, value in (("--clock-mhz", self.clock_mhz), ("--target-fps", self.target_fps)):
+            if value is not None and not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
+                raise CompileError(f"{flag} {value:g}: must be a positive number" if isinstance(value, (int, float))
+                                   else f"{flag} {value!r}: must be a positive number")
+        from rtlgen.fit import BOARDS
+        if self.board not in BOARDS:
+            raise CompileError(f"--board {self.board!r} is not supported; legal: {', '.join(BOARDS)}")
+        if self.fifo_sizing not in ("sim", "none"):
+            raise CompileError(f"--fifo-sizing {self.fifo_sizing!r}: legal: sim, none")
+        return self
+
     def target_cycles(self):
         if self.target_fps is None:
             return DEFAULT_TARGET_CYCLES

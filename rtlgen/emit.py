@@ -74,7 +74,7 @@ def build_report(compiled):
     model = compiled.io
     ii = compiled.analytic_cycles
     return {
-        "model": compiled.model_path,
+        "model": str(Path(compiled.model_path).resolve()),
         "top": DEFAULT_TOP_NAME,
         "analytic_cycles_per_frame": ii,
         "layers": [dict(r, sources=list(_sources(compiled, r["name"]))) for r in layers],

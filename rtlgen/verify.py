@@ -8,7 +8,8 @@ from rtlgen.stitch import DEFAULT_TOP_NAME, simulate_chain
 from sim.compiled import network_engine
 from sim.harness import FULL_RATE, cycle_budget
 
-__all__ = ["SimulationRun", "simulate_model", "qonnx_reference", "Comparison", "compare", "tolerance", "FLOAT32_RTOL"]
+__all__ = ["SimulationRun", "simulate_model", "qonnx_reference", "Comparison", "compare", "tolerance", "FLOAT32_RTOL",
+           "verify_outputs"]
 
 
 @dataclass
@@ -109,3 +110,8 @@ def compare(ours, reference, *, rtol=0.0):
 def tolerance(io):
     """The rtol for :func:`compare` of this accelerator's outputs."""
     return FLOAT32_RTOL if io.output.rounding else 0.0
+
+
+def verify_outputs(model_path, x, outputs, io, *, progress=None):
+    """The accelerator's ``outputs`` for model inputs ``x`` against qonnx's execution of ``model_path``."""
+    return compare(outputs, qonnx_reference(model_path, x, progress=progress), rtol=tolerance(io))
