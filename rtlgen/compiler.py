@@ -163,18 +163,19 @@ def compile_model(model_path, options=None, *, say=lambda text: None, keep=None)
     model = load_model(model_path, options.input_dtype)
     seconds["load"] = time.perf_counter() - t
     say(f"load: {seconds['load']:.1f} s")
-    state, graphs = model, {}
-    for k, (name, run) in enumerate(PASSES):
+    state, graphs, saved = model, {}, 0
+    for name, run in PASSES:
         t = time.perf_counter()
-        state = run(state, options)     # a ValueError that is not a CompileError is a bug: it stays one
+        previous, state = state, run(state, options)    # a ValueError that is not a CompileError is a bug
         seconds[name] = time.perf_counter() - t
         graphs[name] = state
         say(f"{name}: {seconds[name]:.1f} s ({_summary(name, state, options)})")
-        if keep is not None:
+        if keep is not None and state is not previous:     # a check (check_fit) changes nothing to save
+            saved += 1
             from rtlgen.emit import model_hw
             Path(keep).mkdir(parents=True, exist_ok=True)
             import onnx
-            onnx.save(model_hw(state), str(Path(keep) / f"{k + 1:02d}_{name}.onnx"))
+            onnx.save(model_hw(state), str(Path(keep) / f"{saved:02d}_{name}.onnx"))
     t = time.perf_counter()
     verilog = stitch.to_verilog(state)
     seconds["stitch"] = time.perf_counter() - t
