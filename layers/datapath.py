@@ -20,7 +20,7 @@ from layers.op import StreamContract
 
 __all__ = ["dtype_range", "shape_for_range", "dtype_for_range", "check_dtype", "check_fits",
            "legal_divisors", "register", "wrapping_increment", "output_stage", "element_value", "product",
-           "adder_tree", "tree_stages", "ceil_thresholds", "ChannelFolded", "StreamLayer"]
+           "adder_tree", "tree_stages", "ceil_thresholds", "ChannelFolded", "PixelFolded", "StreamLayer"]
 
 
 def check_dtype(owner, attr, dtype, *, allow_fixed=False):
@@ -206,6 +206,46 @@ class ChannelFolded(StreamContract):
     def lead_words(self):
         """Input words taken before the first output word can leave (FIFO bounds on reconvergent paths)."""
         return 1
+
+
+class PixelFolded(StreamContract):
+    """Geometry of a layer that maps one image to another of the same channels (padding, upsampling), both
+    streamed pixel by pixel as C/SIMD words of SIMD lanes, one output word per cycle.
+
+    For spec dataclasses with ``num_channels``, ``simd``, ``dtype`` and the properties ``in_image`` and
+    ``out_image`` ((h, w) each).
+    """
+
+    @property
+    def cf(self):
+        """Words per pixel."""
+        return self.num_channels // self.simd
+
+    @property
+    def width(self):
+        """Bits per word, in and out."""
+        return self.simd * self.dtype.bitwidth()
+
+    @property
+    def folded_input_shape(self):
+        return (1, *self.in_image, self.cf, self.simd)
+
+    @property
+    def folded_output_shape(self):
+        return (1, *self.out_image, self.cf, self.simd)
+
+    @property
+    def in_words(self):
+        return self.in_image[0] * self.in_image[1] * self.cf
+
+    @property
+    def out_words(self):
+        return self.out_image[0] * self.out_image[1] * self.cf
+
+    @property
+    def exp_cycles(self):
+        """Cycles per frame in steady state: one output word per cycle, frames back to back."""
+        return self.out_words
 
 
 class StreamLayer(wiring.Component):

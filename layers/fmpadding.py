@@ -6,9 +6,9 @@ from amaranth.hdl import Module, Mux, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from layers.datapath import check_dtype, legal_divisors, output_stage, wrapping_increment
+from layers.datapath import PixelFolded, check_dtype, legal_divisors, output_stage, wrapping_increment
 from layers.fifo import output_fifo_spec
-from layers.op import OneDatatype, OneWidth, Op, Resources, StreamContract, divisors_of
+from layers.op import OneDatatype, OneWidth, Op, Resources, divisors_of
 
 
 __all__ = ["FMPaddingSpec", "FMPadding"]
@@ -21,7 +21,7 @@ def _positive(owner, attr, value):
 
 
 @dataclass(frozen=True)
-class FMPaddingSpec(StreamContract, OneDatatype, OneWidth):
+class FMPaddingSpec(PixelFolded, OneDatatype, OneWidth):
     """Contract of a padding layer (FINN ``FMPadding``: ImgDim, Padding, NumChannels, SIMD, inputDataType).
 
     ``padding`` is FINN's order [top, left, bottom, right]; any non-negative amounts, asymmetric
@@ -62,36 +62,8 @@ class FMPaddingSpec(StreamContract, OneDatatype, OneWidth):
         top, left, bottom, right = self.padding
         return self.img_dim[0] + top + bottom, self.img_dim[1] + left + right
 
-    @property
-    def cf(self):
-        """Words per pixel."""
-        return self.num_channels // self.simd
-
-    @property
-    def width(self):
-        """Bits per word, in and out."""
-        return self.simd * self.dtype.bitwidth()
-
-    @property
-    def folded_input_shape(self):
-        return (1, *self.img_dim, self.cf, self.simd)
-
-    @property
-    def folded_output_shape(self):
-        return (1, *self.out_dim, self.cf, self.simd)
-
-    @property
-    def in_words(self):
-        return self.img_dim[0] * self.img_dim[1] * self.cf
-
-    @property
-    def out_words(self):
-        return self.out_dim[0] * self.out_dim[1] * self.cf
-
-    @property
-    def exp_cycles(self):
-        """Cycles per frame in steady state: one output word per cycle, frames back to back."""
-        return self.out_words
+    in_image = property(lambda self: self.img_dim)
+    out_image = property(lambda self: self.out_dim)
 
     @property
     def latency(self):

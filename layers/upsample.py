@@ -11,9 +11,9 @@ from dataclasses import dataclass
 from amaranth.hdl import Module, Mux, Signal
 from amaranth.lib.memory import Memory
 
-from layers.datapath import StreamLayer, check_dtype, legal_divisors, output_stage, register, wrapping_increment
+from layers.datapath import PixelFolded, StreamLayer, check_dtype, legal_divisors, output_stage, register, wrapping_increment
 from layers.fifo import bram18_count, output_fifo_spec
-from layers.op import OneDatatype, OneWidth, Op, Resources, StreamContract, divisors_of
+from layers.op import OneDatatype, OneWidth, Op, Resources, divisors_of
 
 __all__ = ["UpsampleNearestNeighbourSpec", "UpsampleNearestNeighbour"]
 
@@ -29,7 +29,7 @@ def _dim(attr, value):
 
 
 @dataclass(frozen=True)
-class UpsampleNearestNeighbourSpec(StreamContract, OneDatatype, OneWidth):
+class UpsampleNearestNeighbourSpec(PixelFolded, OneDatatype, OneWidth):
     """Contract of an upsampler (FINN attributes IFMDim, OFMDim, NumChannels, inputDataType).
 
     ``ofm_dim`` must be a whole multiple of ``ifm_dim`` on each axis (FINN's HLS layer also centres
@@ -62,27 +62,8 @@ class UpsampleNearestNeighbourSpec(StreamContract, OneDatatype, OneWidth):
         """(sy, sx): copies of each row and of each pixel."""
         return self.ofm_dim[0] // self.ifm_dim[0], self.ofm_dim[1] // self.ifm_dim[1]
 
-    @property
-    def cf(self):
-        """Words per pixel."""
-        return self.num_channels // self.simd
-
-    @property
-    def width(self):
-        return self.simd * self.dtype.bitwidth()
-
-    @property
-    def folded_input_shape(self):
-        return (1, *self.ifm_dim, self.cf, self.simd)
-
-    @property
-    def folded_output_shape(self):
-        return (1, *self.ofm_dim, self.cf, self.simd)
-
-    @property
-    def exp_cycles(self):
-        """Cycles per frame in steady state: one output word per cycle."""
-        return self.ofm_dim[0] * self.ofm_dim[1] * self.cf
+    in_image = property(lambda self: self.ifm_dim)
+    out_image = property(lambda self: self.ofm_dim)
 
     latency = 3                 # cycles from taking an input word to offering it (measured: a register, the output FIFO)
 
