@@ -68,7 +68,8 @@ def _compile(model, out, args):
     from rtlgen.summary import console, print_summary
 
     options = _options(args)
-    quiet = getattr(args, "quiet", False)
+    as_json = getattr(args, "json", False)
+    quiet = getattr(args, "quiet", False) or as_json
     start = time.perf_counter()
     keep = getattr(args, "keep_intermediate", None)
     if keep == "":
@@ -76,6 +77,9 @@ def _compile(model, out, args):
     say = (lambda line: None) if quiet else (lambda line: _say(f"  {line}"))
     design = rtlgen.compile(model, out, **dataclasses.asdict(options), keep_intermediate=keep, say=say)
     compiled, report = design.compiled, design.report
+    if as_json:
+        import json
+        print(json.dumps(report, indent=2), flush=True)
     if not quiet:
         _say(f"compiled {model} -> {out} in {time.perf_counter() - start:.1f} s: {len(compiled.nodes)} layers")
         print_summary(report, console())
@@ -124,6 +128,7 @@ def add_compile_arguments(parser):
                         help="save the dataflow graph after every compiler pass as ONNX (NN_<pass>.onnx, opens "
                              "in Netron) into DIR (default: OUT/intermediate)")
     add_compile_options(parser)
+    parser.add_argument("--json", action="store_true", help="print report.json on stdout instead of the table")
 
 
 def run_compile_command(args):

@@ -212,6 +212,12 @@ def test_compile_prints_the_layer_table_and_the_fit(tmp_path, capsys):
     assert report["fit"]["fits"] and report["fit"]["resources"]["BRAM36"]["available"] == 140
 
 
+def test_json_prints_the_report_only(tmp_path, capsys):
+    assert main(["compile", str(DIGITS), "-o", str(tmp_path / "out"), "--json", *FAST]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    assert printed == json.loads((tmp_path / "out" / "report.json").read_text())
+
+
 def test_out_of_reach_target_is_a_warning(tmp_path, capsys):
     assert main(["compile", str(DIGITS), "-o", str(tmp_path / "out"), "-q", "--target-fps", "1e12", *FAST]) == 0
     err = capsys.readouterr().err
