@@ -36,6 +36,9 @@ IGNORED_ATTRS = ("inFIFODepths", "outFIFODepths", "depth_trigger_uram", "depth_t
 PARALLEL_ATTRS = ("PE", "SIMD", "parallel_window")
 # Ops the stitcher inserts after folding: a config written after FINN's FIFO/DWC insertion names them.
 INSERTED_OPS = ("StreamingFIFO", "StreamingDataWidthConverter")
+# FINN makes layers of a model's input / output thresholds and top-K that rtlgen may run on the host: a
+# folding entry for one of them warns; an entry for any other op that matches no node is an error
+HOST_SIDE_OPS = ("Thresholding", "LabelSelect")
 _ALL_ATTRS = {a for op in OPS.values() for a in op.folding}
 
 
@@ -97,7 +100,7 @@ def _match_keys(nodes, config):
                 warns.append(f"{key}: no such node; {split[0]} nodes are inserted later by stitching "
                              f"(their depths and widths are computed there), entry ignored")
                 continue
-            if split is not None and split[0] in OPS:
+            if split is not None and split[0] in HOST_SIDE_OPS:
                 warns.append(f"folding config entry {key!r}: no such node in the dataflow graph (known: "
                              f"{', '.join(n.name for n in nodes)}; rtlgen runs a model's input and output "
                              f"Thresholding / LabelSelect on the host where FINN makes them layers), ignored")
