@@ -1,13 +1,13 @@
 """The Python API: what the `rtlgen` command line does, as functions and one object.
 
-    import rtlgen
-    design = rtlgen.compile("model.onnx", "out", target_fps=10_000)   # writes out/ as `rtlgen compile`
+    from rtlgen import api
+    design = api.compile("model.onnx", "out", target_fps=10_000)   # writes out/ as `rtlgen compile`
     design.report["frames_per_second"], design.fits
     run = design.simulate(x)                 # x: model inputs, batch first -> run.outputs, run.cycles_per_frame
     result = design.verify(x)                # the simulation against qonnx's execution of the model
     assert result.passed, result.summary()
     design.build(shell="zynq")               # Yosys report (and a bitstream with toolchain="vivado")
-    same = rtlgen.open_design("out")         # a Design for an existing compile output
+    same = api.open_design("out")         # a Design for an existing compile output
 
 Errors are the command line's: :class:`rtlgen.frontend.CompileError` (bad model or options),
 :class:`sim.stream_io.InputError` (bad inputs), :class:`rtlgen.build.BuildError`.

@@ -64,7 +64,7 @@ def _compile(model, out, args):
     """Compile ``model`` into ``out`` (checked and cleared of an earlier compile first); prints the passes
     and the per-layer table unless ``--quiet``, and warns when the design is over the board."""
     import dataclasses
-    import rtlgen
+    from rtlgen import api
     from rtlgen.summary import console, print_summary
 
     options = _options(args)
@@ -75,7 +75,7 @@ def _compile(model, out, args):
     if keep == "":
         keep = str(Path(out) / "intermediate")
     say = (lambda line: None) if quiet else (lambda line: _say(f"  {line}"))
-    design = rtlgen.compile(model, out, **dataclasses.asdict(options), keep_intermediate=keep, say=say)
+    design = api.compile(model, out, **dataclasses.asdict(options), keep_intermediate=keep, say=say)
     compiled, report = design.compiled, design.report
     if as_json:
         import json
@@ -148,9 +148,9 @@ def add_sim_arguments(parser):
 
 def run_sim_command(args):
     import numpy as np
-    import rtlgen
+    from rtlgen import api
 
-    design = rtlgen.open_design(args.out)
+    design = api.open_design(args.out)
     report = design.report
     x = design.io.check_input(_load_input(args.input))
     labels = _labels(args.labels, len(x)) if args.labels else None
@@ -217,15 +217,15 @@ def add_verify_arguments(parser):
 def run_verify_command(args):
     """MODEL.onnx: compile (into -o or a temporary directory), simulate, compare; an OUT directory: simulate
     the design there and compare with the model it was compiled from."""
-    import rtlgen
+    from rtlgen import api
 
     existing = Path(args.model).is_dir()
-    model = rtlgen.open_design(args.model).model if existing else args.model
+    model = api.open_design(args.model).model if existing else args.model
     x = _model_input(model, _load_input(args.input))        # a bad input fails before the compile
     if not existing:
         _options(args)
     with tempfile.TemporaryDirectory(prefix="rtlgen-verify-") as tmp:
-        design = rtlgen.open_design(args.model) if existing else _compile(args.model, args.out or tmp, args)
+        design = api.open_design(args.model) if existing else _compile(args.model, args.out or tmp, args)
         start = time.perf_counter()
         run = design.simulate(x, simulator=args.simulator)
         _say(f"simulated {run.frames} frame(s) in {time.perf_counter() - start:.1f} s"
