@@ -1,0 +1,182 @@
+"""The model's exact semantics, and which differences from qonnx are float32 rounding ties.
+
+qonnx executes a MatMul/Conv/Gemm in float32: the sum of a dot product is rounded after every addition,
+in an order the runtime chooses. The accelerator computes the same dot product exactly on integer codes
+and then runs the model's own float32 nodes (scale, bias, BatchNorm, ReLU, Quant) on the exact value
+(``rtlgen.thresholds``). Where the exact value lies within float32 rounding of a quantizer's boundary
+(a round-half-to-even tie of ``Quant``, or a threshold), the two can pick neighbouring codes, and the
+difference then travels through the rest of the network.
+
+:func:`exact_reference` evaluates the model node by node with the accelerator's semantics: quantizer
+outputs are kept exactly (``code * scale`` in float64) for the linear ops that consume them; MatMul,
+Conv and Gemm (and ops that only move values: reshapes, pooling by max, padding...) are evaluated in
+float64 and rounded once to float32; every other node runs as qonnx runs it, in float32. Its
+:class:`TieReport` compares the two executions quantizer by quantizer: an output code that differs
+while the quantizer's input differs by no more than float32 rounding (``rtol`` of the tensor's largest
+value) is a *tie*; a differing code whose input differs by more is *downstream* of a tie, legal only if
+the same sample has a tie upstream. Anything else is not explained by rounding, and ``explained`` is
+False.
+"""
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+__all__ = ["exact_reference", "TieReport", "TIE_RTOL"]
+
+LINEAR_OPS = {"MatMul", "Conv", "Gemm"}             # float64 from exact inputs, then one rounding to float32
+# ops that only select, move or copy values: exact in, exact out (evaluated in float64 as well)
+MOVING_OPS = {"Reshape", "Flatten", "Transpose", "Squeeze", "Unsqueeze", "Identity", "MaxPool", "Relu", "Pad",
+              "Concat", "Slice", "Split", "Gather"}
+QUANTIZER_OPS = {"Quant", "BipolarQuant", "MultiThreshold", "Trunc"}
+TIE_RTOL = 1e-5         # a float32 dot product's rounding, relative to the tensor's largest magnitude
+
+
+@dataclass
+class TieReport:
+    """How the float32 execution (qonnx) and the exact one differ, per quantizer node."""
+    samples: int
+    ties: dict = field(default_factory=dict)          # node name -> tie count over all samples
+    downstream: int = 0                               # differing codes caused by a tie upstream
+    unexplained: list = field(default_factory=list)   # (sample, node name, count): not a rounding tie
+
+    @property
+    def tie_count(self):
+        return sum(self.ties.values())
+
+    @property
+    def explained(self):
+        return not self.unexplained
+
+    def summary(self):
+        nodes = ", ".join(f"{name} ({n})" for name, n in self.ties.items())
+        text = f"{self.tie_count} rounding ties in qonnx's float32 execution (at {nodes})" if self.ties else \
+            "no rounding ties"
+        if self.unexplained:
+            rows = "; ".join(f"sample {s} {name}: {n} codes" for s, name, n in self.unexplained[:3])
+            text += f"; differences that are not ties: {rows}"
+        return text
+
+
+def exact_reference(model_path, x, *, progress=None):
+    """(outputs of the exact execution, :class:`TieReport` against the float32 execution) for the
+    input batch ``x``, one sample at a time as exported (batch 1). ``progress`` wraps the sample loop."""
+    from qonnx.core.modelwrapper import ModelWrapper
+    from qonnx.util.cleanup import cleanup_model
+
+    model = cleanup_model(ModelWrapper(str(model_path)))
+    graph = model.graph
+    name, out = graph.input[0].name, graph.output[0].name
+    shape = model.get_tensor_shape(name)
+    opset = next((o.version for o in model.model.opset_import if o.domain in ("", "ai.onnx")), 13)
+    report = TieReport(len(x))
+    outputs, samples = [], np.asarray(x, dtype=np.float32)
+    for sample, s in enumerate(samples if progress is None else progress(samples)):
+        exact_ctx, exact_pre = _run(model, opset, {name: s.reshape(shape)}, exact=True)
+        float_ctx, float_pre = _run(model, opset, {name: s.reshape(shape)}, exact=False)
+        _classify(graph, sample, exact_ctx, float_ctx, exact_pre, float_pre, report)
+        outputs.append(exact_ctx[out])
+    order = [node.name for node in graph.node]
+    report.ties = dict(sorted(report.ties.items(), key=lambda item: order.index(item[0])))
+    return np.concatenate(outputs, axis=0), report
+
+
+def _run(model, opset, inputs, *, exact):
+    """Node by node: the float32 context (what every non-linear node sees), and each quantizer's input.
+    With ``exact``, linear ops read the float64 values kept beside the float32 ones."""
+    from qonnx.core.onnx_exec import execute_node
+
+    ctx = model.make_empty_exec_context()
+    ctx.update(inputs)
+    exact_of = {}               # tensor -> float64 value, where it is known exactly
+    pre = {}                    # quantizer node name -> its float32 input
+    for node in model.graph.node:
+        if node.op_type in QUANTIZER_OPS:
+            pre[node.name] = np.asarray(ctx[node.input[0]], np.float32).copy()
+        if exact and node.op_type in LINEAR_OPS:
+            ctx[node.output[0]] = _linear(node, ctx, exact_of, opset).astype(np.float32)
+            continue
+        execute_node(node, ctx, model.graph, opset)
+        if not exact:
+            continue
+        if node.op_type in QUANTIZER_OPS:
+            exact_of[node.output[0]] = _exact_codes(node, ctx, model)
+        elif node.op_type in MOVING_OPS and node.input[0] in exact_of:
+            exact_of[node.output[0]] = _float64(node, [exact_of.get(i, ctx.get(i)) for i in node.input], opset)[0]
+        elif node.op_type == "Mul" and node.input[0] in exact_of and model.get_initializer(node.input[1]) is not None:
+            # a scale after integer codes (FINN-ONNX: MultiThreshold, then Mul): the accelerator's code x scale
+            exact_of[node.output[0]] = exact_of[node.input[0]] * model.get_initializer(node.input[1]).astype(np.float64)
+    return ctx, pre
+
+
+def _exact_codes(node, ctx, model):
+    """A quantizer's output as code x scale in float64 (qonnx computes the product in float32)."""
+    y = np.asarray(ctx[node.output[0]])
+    if node.op_type in ("MultiThreshold", "Trunc"):
+        return y.astype(np.float64)     # MultiThreshold: integers (exact); Trunc: its float32 value as is
+    scale = np.asarray(ctx[node.input[1]], np.float64)
+    if node.op_type == "BipolarQuant":
+        return np.sign(y).astype(np.float64) * scale
+    zero = np.asarray(ctx[node.input[2]], np.float64)
+    codes = np.round(y.astype(np.float64) / scale + zero)     # the float32 product rounds far below 0.5
+    return (codes - zero) * scale
+
+
+def _linear(node, ctx, exact_of, opset):
+    """MatMul/Conv/Gemm in float64 on exact inputs, rounded once to float32; a bias (Conv's third input,
+    Gemm's C) added afterwards in float32, as the accelerator's activation chain adds it."""
+    data = [exact_of.get(i, np.asarray(ctx[i], np.float64)) if i else None for i in node.input[:2]]
+    attrs = {a.name: a for a in node.attribute}
+    if node.op_type == "Gemm" and any(a in attrs and attrs[a].f != 1.0 for a in ("alpha", "beta")):
+        data = [np.asarray(ctx[i], np.float64) for i in node.input[:2]]    # scaled Gemm: as qonnx, float32
+    y = _float64(node, data, opset, inputs=node.input[:2])[0].astype(np.float32)
+    if len(node.input) > 2 and node.input[2]:
+        bias = np.asarray(ctx[node.input[2]], np.float32)
+        y = y + (bias.reshape(1, -1, *([1] * (y.ndim - 2))) if node.op_type == "Conv" else bias)
+    return y
+
+
+def _float64(node, values, opset, inputs=None):
+    """Run one standard ONNX node on float64 values (onnx's numpy reference: ORT has no float64 Conv)."""
+    from onnx import TensorProto, helper
+    from onnx.reference import ReferenceEvaluator
+
+    inputs = list(node.input if inputs is None else inputs)
+    feeds, infos = {}, []
+    for name, value in zip(inputs, values):
+        if not name:
+            continue
+        value = np.asarray(value)
+        if value.dtype == np.float32:
+            value = value.astype(np.float64)
+        feeds[name] = value
+        infos.append(helper.make_tensor_value_info(name, helper.np_dtype_to_tensor_dtype(value.dtype), value.shape))
+    single = helper.make_node(node.op_type, inputs, list(node.output[:1]) if node.op_type != "Split" else
+                              list(node.output), name=node.name)
+    single.attribute.extend(node.attribute)
+    graph = helper.make_graph([single], "one", infos,
+                              [helper.make_tensor_value_info(o, TensorProto.UNDEFINED, None) for o in single.output])
+    runner = ReferenceEvaluator(helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)]))
+    return runner.run(None, feeds)
+
+
+def _classify(graph, sample, exact_ctx, float_ctx, exact_pre, float_pre, report):
+    """Count, per quantizer, the codes that differ between the two executions: ties, or downstream."""
+    tie_seen = False
+    for node in graph.node:
+        if node.op_type not in QUANTIZER_OPS:
+            continue
+        differs = np.asarray(exact_ctx[node.output[0]]) != np.asarray(float_ctx[node.output[0]])
+        if not differs.any():
+            continue
+        a, b = exact_pre[node.name].astype(np.float64), float_pre[node.name].astype(np.float64)
+        gap = np.abs(a - b)
+        small = gap <= TIE_RTOL * max(np.abs(a).max(), np.abs(b).max())
+        ties, rest = int((differs & small).sum()), int((differs & ~small).sum())
+        if rest and tie_seen:
+            report.downstream += rest
+        elif rest:
+            report.unexplained.append((sample, node.name, rest))
+        if ties:
+            report.ties[node.name] = report.ties.get(node.name, 0) + ties
+            tie_seen = True
