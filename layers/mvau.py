@@ -179,9 +179,6 @@ class _UnitSpec(StreamContract):
             ff += 3 * self.weight_width
         return Resources(lut=lut, ff=ff + self.weight_width + self.in_width, bram18=bram18, dsp=macs if dsp else 0)
 
-    def memory_images(self):
-        return {} if self.weights is None else {"weights": (self.weight_memory_image(), self.weight_width)}
-
     def weight_memory_image(self):
         """WMEM words; word ``nf*SF + sf`` has element ``p*SIMD + s`` = W of channel nf*PE+p, row sf*SIMD+s."""
         w = self.weight_matrix().reshape(self.nf, self.pe, self.sf, self.simd).transpose(0, 2, 1, 3)

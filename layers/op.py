@@ -68,7 +68,6 @@ class LayerSpec(Protocol):
 
     def resource_estimate(self) -> Resources: ...
 
-    def memory_images(self) -> dict: ...    # {name: (words, width)}: contents of initialized memories
 
 
 class StreamContract:
@@ -83,9 +82,6 @@ class StreamContract:
     @property
     def lead_words(self):
         return 1
-
-    def memory_images(self):
-        return {}
 
 
 class OneDatatype:

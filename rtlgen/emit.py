@@ -2,7 +2,6 @@
 
 OUT/
   finn_design_wrapper.v   the stitched accelerator (FINN's top ports)
-  mem/<layer>_weights.dat  weight memory images ($readmemh, one word per line; also inlined in the Verilog)
   model_hw.onnx           the dataflow chain as FINN-style nodes with their attributes (opens in Netron)
   folding.json            the folding used (FINN format: feed it back with --folding)
   report.json             per layer: op, folding, widths, expected cycles, resource estimate; totals; host ops
@@ -17,7 +16,6 @@ import onnx
 from onnx import TensorProto, helper
 from qonnx.core.datatype import BaseDataType
 
-from memstream.packing import write_memh
 from sim.stream_io import VERILOG_NAME as STREAM_IO_VERILOG_NAME
 from rtlgen.stitch import DEFAULT_TOP_NAME, as_graph, graph_report
 
@@ -28,6 +26,7 @@ assert VERILOG_NAME == STREAM_IO_VERILOG_NAME        # where sim.stream_io.read_
 
 
 # what a compile, a build, `sim --waves` and --keep-intermediate leave in OUT: cleared before a new compile
+# (mem/: the weight images that earlier versions wrote)
 OUT_ENTRIES = (VERILOG_NAME, "mem", "model_hw.onnx", "folding.json", "report.json", "io.json", "host_pre.onnx",
                "host_post.onnx", "build", "waves.vcd", "intermediate")
 
@@ -57,11 +56,10 @@ def write_outputs(compiled, out):
     from rtlgen.folding import write_folding_config
 
     out = Path(out)
-    (out / "mem").mkdir(parents=True, exist_ok=True)
+    # The weights live inside the Verilog (memory initial values), so no mem/*.dat images are written: a
+    # file that the design does not read would invite edits that change nothing.
+    out.mkdir(parents=True, exist_ok=True)
     (out / VERILOG_NAME).write_text(compiled.verilog)
-    for node in compiled.nodes:
-        for memory, (words, width) in node.spec().memory_images().items():
-            write_memh(out / "mem" / f"{node.name}_{memory}.dat", words, width)
     compiled.io.save(out)
     write_folding_config(compiled.nodes, out / "folding.json")
     onnx.save(model_hw(compiled.graph), str(out / "model_hw.onnx"))
