@@ -151,13 +151,12 @@ def _run(verilog_text, top, sta, wd, extra_script, hierarchy=False, children_of=
     (wd / "synth.ys").write_text("\n".join(script) + "\n")
 
     start = time.monotonic()
-    proc = subprocess.run([*_yosys_command(), "-q", "-l", "yosys.log", "synth.ys"],
-                          cwd=wd, capture_output=True, text=True)
+    returncode, output = _run_watching(wd, f"Yosys synthesis of {top}")
     seconds = time.monotonic() - start
-    if proc.returncode != 0:
+    if returncode != 0:
         log = wd / "yosys.log"
-        text = (log.read_text(errors="replace") if log.exists() else "") + proc.stdout + proc.stderr
-        raise YosysError(top, proc.returncode, text, log if log.exists() else None)
+        text = (log.read_text(errors="replace") if log.exists() else "") + output
+        raise YosysError(top, returncode, text, log if log.exists() else None)
 
     stat = json.loads((wd / "stat.json").read_text())
     # "design" holds the totals over the whole hierarchy; after -flatten it equals the top module.
@@ -172,6 +171,37 @@ def _run(verilog_text, top, sta, wd, extra_script, hierarchy=False, children_of=
     if hierarchy:
         object.__setattr__(report, "modules", _per_submodule(stat["modules"], children_of or top))
     return report
+
+
+_STEP = re.compile(rb"^[\d.]+ Executing (.+?)[.(\n]", re.M)
+
+
+def _run_watching(wd, description):
+    """Run Yosys on ``wd/synth.ys``; while it runs, the step it is in (from its log) goes to
+    :mod:`sim.progress`. Returns (exit status, its stdout and stderr)."""
+    from sim import progress
+
+    log = wd / "yosys.log"
+    with open(wd / "yosys.out", "w+") as out, progress.task(description) as update:
+        proc = subprocess.Popen([*_yosys_command(), "-q", "-l", "yosys.log", "synth.ys"], cwd=wd, stdout=out,
+                                stderr=subprocess.STDOUT)
+        seen = 0
+        while True:
+            try:
+                proc.wait(timeout=0.5)
+                break
+            except subprocess.TimeoutExpired:
+                pass
+            if log.exists():
+                with open(log, "rb") as f:
+                    f.seek(seen)
+                    chunk = f.read()
+                steps = _STEP.findall(chunk[:chunk.rfind(b"\n") + 1])
+                seen += chunk.rfind(b"\n") + 1
+                if steps:
+                    update(description=f"{description}: {steps[-1].decode(errors='replace').strip()}")
+        out.seek(0)
+        return proc.returncode, out.read()
 
 
 def _per_submodule(modules, top):

@@ -46,13 +46,13 @@ class Design:
         return simulate_model(self.verilog, self.io, x, self.report, simulator=simulator,
                               backpressure=backpressure or FULL_RATE, waves=waves)
 
-    def verify(self, x, *, simulator=None, progress=None):
+    def verify(self, x, *, simulator=None):
         """Simulate ``x`` and compare with qonnx's execution of :attr:`model`: a
         :class:`rtlgen.verify.Comparison` (``passed``, ``exact``, ``summary()``)."""
         from rtlgen.verify import verify_outputs
         x = self.io.check_input(x)
         run = self.simulate(x, simulator=simulator)
-        return verify_outputs(self.model, x, run.outputs, self.io, progress=progress)
+        return verify_outputs(self.model, x, run.outputs, self.io)
 
     def build(self, *, shell="standalone", toolchain="yosys", inputs=None, force=False, say=print):
         """Synthesize in a board shell (see :func:`rtlgen.build.build`); returns the Yosys report dict."""

@@ -4,6 +4,7 @@ import argparse
 import sys
 import tempfile
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 __all__ = ["main"]
@@ -13,13 +14,36 @@ SIMULATOR_HELP = ("HDL simulator: verilator (a compiled C++ bench; fast) or icar
                   "opinion, slow on big networks); default: $RTLGEN_SIM, else verilator")
 
 
-def _progress(description):
-    """A rich progress bar over an iterable (on stderr, gone when done)."""
-    from rich.progress import track
+@contextmanager
+def _progress_bars():
+    """Show :mod:`sim.progress` tasks (Verilator builds, simulations, FIFO sizing, Yosys) as rich progress
+    bars on stderr, with elapsed time and, where the total is known, the time remaining; nothing when
+    stderr is not a terminal."""
+    from rich.progress import (BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn,
+                               TimeElapsedColumn, TimeRemainingColumn)
+    from sim import progress
 
-    def wrap(items):
-        return track(items, description=description, transient=True, console=_console())
-    return wrap
+    console = _console()
+    if not console.is_terminal:
+        yield
+        return
+    bars = Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                    TimeElapsedColumn(), TextColumn("eta"), TimeRemainingColumn(), console=console, transient=True)
+
+    @contextmanager
+    def reporter(description, total):
+        task = bars.add_task(description, total=total)
+
+        def update(completed=None, description=None):
+            bars.update(task, **({} if completed is None else {"completed": completed}),
+                        **({} if description is None else {"description": description}))
+        try:
+            yield update
+        finally:
+            bars.remove_task(task)
+
+    with bars, progress.reporting(reporter):
+        yield
 
 
 def _console():
@@ -232,7 +256,7 @@ def run_verify_command(args):
              + (f", {run.cycles_per_frame:.1f} cycles/frame (II {design.report['analytic_cycles_per_frame']})"
                 if run.cycles_per_frame is not None else ""))
     from rtlgen.verify import verify_outputs
-    result = verify_outputs(model, x, run.outputs, design.io, progress=_progress("qonnx execute_onnx"))
+    result = verify_outputs(model, x, run.outputs, design.io)
     _say(result.summary())
     return 0 if result.passed else 1
 
@@ -358,7 +382,8 @@ def _run(args):
     """The command; bad input -> one line, exit 2; Ctrl-C -> exit 130; anything else is a bug -> exit 1."""
     import traceback
     try:
-        return COMMANDS[args.command][2](args)
+        with _progress_bars():
+            return COMMANDS[args.command][2](args)
     except KeyboardInterrupt:
         print(f"rtlgen {args.command}: interrupted", file=sys.stderr)
         return 130

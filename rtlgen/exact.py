@@ -22,6 +22,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from sim import progress
+
 __all__ = ["exact_reference", "TieReport", "TIE_RTOL"]
 
 LINEAR_OPS = {"MatMul", "Conv", "Gemm"}             # float64 from exact inputs, then one rounding to float32
@@ -58,9 +60,9 @@ class TieReport:
         return text
 
 
-def exact_reference(model_path, x, *, progress=None):
+def exact_reference(model_path, x):
     """(outputs of the exact execution, :class:`TieReport` against the float32 execution) for the
-    input batch ``x``, one sample at a time as exported (batch 1). ``progress`` wraps the sample loop."""
+    input batch ``x``, one sample at a time as exported (batch 1)."""
     from qonnx.core.modelwrapper import ModelWrapper
     from qonnx.util.cleanup import cleanup_model
 
@@ -71,7 +73,7 @@ def exact_reference(model_path, x, *, progress=None):
     opset = next((o.version for o in model.model.opset_import if o.domain in ("", "ai.onnx")), 13)
     report = TieReport(len(x))
     outputs, samples = [], np.asarray(x, dtype=np.float32)
-    for sample, s in enumerate(samples if progress is None else progress(samples)):
+    for sample, s in enumerate(progress.over(samples, "exact semantics")):
         exact_ctx, exact_pre = _run(model, opset, {name: s.reshape(shape)}, exact=True)
         float_ctx, float_pre = _run(model, opset, {name: s.reshape(shape)}, exact=False)
         _classify(graph, sample, exact_ctx, float_ctx, exact_pre, float_pre, report)

@@ -5,6 +5,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from rtlgen.stitch import DEFAULT_TOP_NAME, simulate_chain
+from sim import progress
 from sim.compiled import network_engine
 from sim.harness import FULL_RATE, cycle_budget
 
@@ -44,7 +45,7 @@ def simulate_model(verilog, io, x, report, *, simulator=None, backpressure=FULL_
     return SimulationRun(outputs, frames, result.cycles, steady, first_end - result.in_cycles("s_axis_0")[0] + 1)
 
 
-def qonnx_reference(model_path, x, *, progress=None):
+def qonnx_reference(model_path, x):
     """qonnx ``execute_onnx`` of the model (after qonnx's cleanup, which only infers shapes and folds
     constants), one sample at a time as exported (batch 1)."""
     from qonnx.core.modelwrapper import ModelWrapper
@@ -54,9 +55,7 @@ def qonnx_reference(model_path, x, *, progress=None):
     model = cleanup_model(ModelWrapper(str(model_path)))
     name, out = model.graph.input[0].name, model.graph.output[0].name
     shape = model.get_tensor_shape(name)
-    samples = np.asarray(x, dtype=np.float32)
-    if progress is not None:
-        samples = progress(samples)
+    samples = progress.over(np.asarray(x, dtype=np.float32), "qonnx execute_onnx")
     return np.concatenate([execute_onnx(model, {name: s.reshape(shape)})[out] for s in samples], axis=0)
 
 
@@ -131,13 +130,13 @@ def tolerance(io):
     return FLOAT32_RTOL if io.output.rounding else 0.0
 
 
-def verify_outputs(model_path, x, outputs, io, *, progress=None):
+def verify_outputs(model_path, x, outputs, io):
     """The accelerator's ``outputs`` for model inputs ``x`` against qonnx's execution of ``model_path``;
     where they differ, also against the model's exact semantics (:mod:`rtlgen.exact`)."""
     from rtlgen.exact import exact_reference
 
-    result = compare(outputs, qonnx_reference(model_path, x, progress=progress), rtol=tolerance(io))
+    result = compare(outputs, qonnx_reference(model_path, x), rtol=tolerance(io))
     if result.passed:
         return result
-    exact, ties = exact_reference(model_path, x, progress=progress)
+    exact, ties = exact_reference(model_path, x)
     return replace(result, against_exact=compare(outputs, exact, rtol=tolerance(io)), ties=ties)

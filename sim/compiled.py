@@ -24,6 +24,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
+from sim import progress
 from sim.runner import SimulationError, _locked, _prepare_verilator, cache_dir
 
 __all__ = ["build_harness", "run_compiled", "network_engine"]
@@ -165,6 +166,7 @@ int main(int argc, char** argv) {{
         if (!done && got >= count && pos == n_words) {{ done = true; done_at = cycle; }}
         if (done && cycle - done_at >= drain) break;
         if (cycle >= max_cycles) {{ timed_out = true; break; }}
+        if ((cycle & 0x3FFFF) == 0) {{ fprintf(stderr, "progress %llu\\n", got); fflush(stderr); }}
     }}
     fprintf(out, "source %llu\\n", pos);
     for (unsigned long long c : in_cycles) fprintf(out, "%llu\\n", c);
@@ -199,15 +201,17 @@ def build_harness(verilog, toplevel, job, waves=False):
         cmd = ["verilator", "--cc", "--exe", "-j", "0", "--top-module", toplevel, "--no-timing", "-Wno-fatal",
                "-Wno-lint", "-Wno-style", "--x-assign", "fast", "--x-initial", "fast",
                *(["--trace"] if waves else []), "-Mdir", "obj", "-o", "harness", "main.cpp", f"{toplevel}.v"]
-        _run(cmd, build_dir, toplevel)
-        runtime = _runtime_dir()
-        if runtime.is_dir():        # Verilator's runtime library compiled once per environment (~5 s saved)
-            for f in runtime.iterdir():
-                shutil.copy2(f, build_dir / "obj" / f.name)
-        # Memory contents (weight ROMs: megabits in CNV or the GAN) land in the model's "slow" (run once)
-        # code: -O0 there; -O1 for the per-cycle code; -O3 would cost more compile time than it saves
-        _run(["make", "-C", "obj", "-f", f"V{toplevel}.mk", "-j", str(os.cpu_count() or 2), "OPT_SLOW=-O0",
-              "OPT_FAST=-O1", "OPT_GLOBAL=-O1"], build_dir, toplevel)
+        with progress.task(f"{_what(toplevel)}: Verilator translates the design") as update:
+            _run(cmd, build_dir, toplevel)
+            runtime = _runtime_dir()
+            if runtime.is_dir():        # Verilator's runtime library compiled once per environment (~5 s saved)
+                for f in runtime.iterdir():
+                    shutil.copy2(f, build_dir / "obj" / f.name)
+            update(description=f"{_what(toplevel)}: g++ compiles the bench")
+            # Memory contents (weight ROMs: megabits in CNV or the GAN) land in the model's "slow" (run
+            # once) code: -O0 there; -O1 for the per-cycle code; -O3 would cost more compile time than it saves
+            _run(["make", "-C", "obj", "-f", f"V{toplevel}.mk", "-j", str(os.cpu_count() or 2), "OPT_SLOW=-O0",
+                  "OPT_FAST=-O1", "OPT_GLOBAL=-O1"], build_dir, toplevel)
         if not exe.exists():
             raise SimulationError(f"verilator build of {toplevel} made no executable (see {build_dir}/build.log)")
         if not runtime.is_dir():
@@ -253,11 +257,30 @@ def run_compiled(verilog, toplevel, job, waves=None):
         lines += [" ".join(f"{(w >> (32 * k)) & mask:x}" for k in range(chunks)) for w in words]
         job_path.write_text("\n".join(lines) + "\n")
         args = [str(exe), str(job_path), str(out_path)] + ([str(Path(waves).resolve())] if waves else [])
-        proc = subprocess.run(args, capture_output=True, text=True)
-        if proc.returncode != 0:
-            raise SimulationError(f"compiled harness of {toplevel} exited with {proc.returncode}: "
-                                  f"{(proc.stdout + proc.stderr)[-2000:]}")
+        returncode, messages = _run_reporting(args, Path(tmp), f"{_what(toplevel)}: simulating", snk_job["count"])
+        if returncode != 0:
+            raise SimulationError(f"compiled harness of {toplevel} exited with {returncode}: {messages[-2000:]}")
         return _parse(out_path.read_text(), src, snk)
+
+
+def _what(toplevel):
+    return "FIFO sizing" if toplevel == "fifo_sizing" else toplevel
+
+
+def _run_reporting(args, tmp, description, total):
+    """Run the harness; its ``progress N`` lines on stderr (output words so far) drive a progress bar.
+    Returns (exit status, everything else it printed)."""
+    with open(tmp / "stdout.txt", "w+") as stdout, progress.task(description, total=total) as update:
+        proc = subprocess.Popen(args, stdout=stdout, stderr=subprocess.PIPE, text=True)
+        others = []
+        for line in proc.stderr:
+            if line.startswith("progress "):
+                update(int(line.split()[1]))
+            else:
+                others.append(line)
+        returncode = proc.wait()
+        stdout.seek(0)
+        return returncode, stdout.read() + "".join(others)
 
 
 def _parse(text, src, snk):
