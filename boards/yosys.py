@@ -17,6 +17,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from boards.timing import parse_sta
+
 __all__ = ["SynthReport", "synthesize", "XC7Z020", "check_fits", "YosysError"]
 
 XC7Z020 = {"LUT": 53200, "FF": 106400, "BRAM36": 140, "DSP": 220}
@@ -65,6 +67,7 @@ class SynthReport:
     critical_path_ns: float | None      # `sta` latest arrival (cell delays only); None if not run
     seconds: float                      # wall time of the Yosys run
     modules: dict = None                # {submodule: SynthReport} with synthesize(hierarchy=True)
+    paths: dict = None                  # with sta: {top or submodule: boards.timing.CriticalPath}
 
     @classmethod
     def from_cells(cls, top, cells, critical_path_ns=None, seconds=0.0):
@@ -146,8 +149,16 @@ def _run(verilog_text, top, sta, wd, extra_script, hierarchy=False, children_of=
         "tee -q -o stat.json stat -json",
     ]
     if sta:
-        # sta needs the cells' timing arcs, which live in the simulation library's specify blocks.
-        script += ["read_verilog -lib -specify +/xilinx/cells_sim.v", "tee -q -o sta.txt sta"]
+        # sta needs the cells' timing arcs, which live in the simulation library's specify blocks, and a
+        # flat module: with the hierarchy, each submodule is flattened on its own first (its own paths,
+        # from its registers and input ports), then the whole design (the paths across modules).
+        children = _children(verilog_text, children_of or top) if hierarchy else []
+        # (A second flatten after reading the library would flatten its cells too: hence save and load.)
+        if children:
+            script += ["design -save synthesized", f"setattr -mod -set keep_hierarchy 1 {' '.join(children)}",
+                       "flatten", "read_verilog -lib -specify +/xilinx/cells_sim.v", "tee -q -o sta_modules.txt sta",
+                       "design -load synthesized"]
+        script += ["flatten", "read_verilog -lib -specify +/xilinx/cells_sim.v", "tee -q -o sta.txt sta"]
     (wd / "synth.ys").write_text("\n".join(script) + "\n")
 
     start = time.monotonic()
@@ -163,14 +174,27 @@ def _run(verilog_text, top, sta, wd, extra_script, hierarchy=False, children_of=
     by_type = (stat.get("design") or stat["modules"][f"\\{top}"]).get("num_cells_by_type", {})
     cells = {t: n for t, n in by_type.items() if not t.startswith(("$", "\\"))}
 
-    critical = None
+    critical, paths = None, None
     if sta:
-        m = re.search(r"Latest arrival time in '.*?' is (\d+)", (wd / "sta.txt").read_text())
+        text = (wd / "sta.txt").read_text()
+        m = re.search(rf"Latest arrival time in '{re.escape(top)}' is (\d+)", text)
         critical = int(m.group(1)) / 1000 if m else None    # the xc7 timing library is in ps
+        paths = {top: p for m, p in parse_sta(text).items() if m == top}
+        if (wd / "sta_modules.txt").exists():
+            prefix = f"{children_of or top}."
+            paths.update({m[len(prefix):]: p for m, p in parse_sta((wd / "sta_modules.txt").read_text()).items()
+                          if m.startswith(prefix)})
     report = SynthReport.from_cells(top, cells, critical, seconds)
     if hierarchy:
         object.__setattr__(report, "modules", _per_submodule(stat["modules"], children_of or top))
+    object.__setattr__(report, "paths", paths)
     return report
+
+
+def _children(verilog_text, parent):
+    """The direct submodules of module ``parent`` as Amaranth names them (``parent.child``)."""
+    found = re.findall(rf"^module \\?({re.escape(parent)}\.[^.\s(]+)[\s(]", verilog_text, re.M)
+    return list(dict.fromkeys(found))
 
 
 _STEP = re.compile(rb"^[\d.]+ Executing (.+?)[.(\n]", re.M)

@@ -66,7 +66,7 @@ def build(out, *, shell="standalone", toolchain="yosys", board="pynq-z2", inputs
     say("Yosys synth_xilinx of the whole design (minutes on large designs) ...")
     try:
         synth = synthesize(shell_verilog, top=name, hierarchy=True, children_of=DEFAULT_TOP_NAME,
-                           workdir=root / "yosys")
+                           workdir=root / "yosys", sta=True)
     except YosysError as exc:
         raise BuildError(f"Yosys failed during {exc.step}: {exc.error}; log: {exc.log}") from None
     result = _report_dict(synth, report)
@@ -134,17 +134,40 @@ def _zynq(verilog, io, report, say):
 
 def _report_dict(synth, report):
     row = synth.as_row()
-    layers = {name: sub.as_row() for name, sub in (synth.modules or {}).items()}
+    estimates = {layer["name"]: layer["resources"] for layer in report["layers"]}
+    layers = {name: dict(sub.as_row(), estimate=estimates.get(name, {})) for name, sub in (synth.modules or {}).items()}
     shell = {k: row[k] - sum(r[k] for r in layers.values()) for k in ("lut", "ff", "bram36", "bram18", "dsp")}
     return {"top": synth.top, "device": "xc7z020", "capacity": XC7Z020, "totals": row, "shell": shell,
             "lut_including_memory": synth.lut + synth.lut_as_memory,
-            "layers": layers, "estimate": report["totals"], "yosys_seconds": round(synth.seconds, 1)}
+            "layers": layers, "estimate": report["totals"], "yosys_seconds": round(synth.seconds, 1),
+            "timing": _timing(synth, report)}
+
+
+def _timing(synth, report):
+    """The longest paths (Yosys sta) and the Fmax estimate of :mod:`boards.timing`, for the design and per
+    layer (a layer's own paths: from its registers and input ports), beside the requested clock."""
+    from boards.timing import MODEL
+
+    paths = synth.paths or {}
+    design = paths.get(synth.top)
+    layers = {name: paths[name].as_dict() for name in synth.modules or {} if name in paths}
+    names = [layer["name"] for layer in report["layers"]]
+    where = None
+    if design is not None:
+        where = next((n for n in names if any(f".{n}." in cell.replace("\\", "") for cell, _ in design.cells)), None)
+    return {"model": MODEL, "requested_mhz": report.get("clock_mhz"),
+            "design": None if design is None else dict(design.as_dict(), layer=where), "layers": layers}
 
 
 def _table(result):
-    lines = [f"{'layer':34s} {'LUT':>7s} {'FF':>7s} {'BRAM36':>6s} {'BRAM18':>6s} {'DSP':>4s}"]
+    lines = [f"{'layer':34s} {'LUT':>7s} {'(est)':>7s} {'FF':>7s} {'(est)':>7s} {'BRAM36':>6s} {'BRAM18':>6s} "
+             f"{'(est)':>6s} {'DSP':>4s} {'levels':>6s} {'Fmax~':>6s}"]
+    timing = result["timing"]
     for name, r in result["layers"].items():
-        lines.append(f"{name:34s} {r['lut']:7d} {r['ff']:7d} {r['bram36']:6d} {r['bram18']:6d} {r['dsp']:4d}")
+        est, path = r["estimate"], timing["layers"].get(name)
+        lines.append(f"{name:34s} {r['lut']:7d} {est.get('LUT', 0):7d} {r['ff']:7d} {est.get('FF', 0):7d} "
+                     f"{r['bram36']:6d} {r['bram18']:6d} {est.get('BRAM18', 0):6d} {r['dsp']:4d} "
+                     f"{path['levels'] if path else '-':>6} {round(path['fmax_mhz_estimate']) if path else '-':>6}")
     t, sh = result["totals"], result["shell"]
     cap = result["capacity"]
     lines.append(f"{'shell (ROMs / DMA, control, glue)':34s} {sh['lut']:7d} {sh['ff']:7d} {sh['bram36']:6d} "
@@ -154,4 +177,13 @@ def _table(result):
     lines.append(f"xc7z020: LUT {result['lut_including_memory'] / cap['LUT']:.1%} (incl. LUTRAM/SRL), "
                  f"FF {t['ff'] / cap['FF']:.1%}, BRAM36 {(t['bram36'] + t['bram18'] / 2) / cap['BRAM36']:.1%}, "
                  f"DSP {t['dsp'] / cap['DSP']:.1%}")
+    design = timing["design"]
+    if design is not None:
+        requested = timing["requested_mhz"]
+        verdict = "" if not requested else f"; the requested {requested:g} MHz " + (
+            "is within it" if design["fmax_mhz_estimate"] >= requested else "is ABOVE it: lower --clock-mhz")
+        lines.append(f"timing (estimate): longest path {design['levels']} logic levels "
+                     f"({design['through']}{' in ' + design['layer'] if design['layer'] else ''}), "
+                     f"~{design['path_ns_estimate']:.1f} ns, Fmax ~{design['fmax_mhz_estimate']:.0f} MHz{verdict}")
+        lines.append(f"  model: {timing['model']}")
     return "\n".join(lines)

@@ -106,6 +106,17 @@ def test_build_tfc_standalone_plan_and_report(tfc_out, capsys):
     assert totals["lut"] == sum(r["lut"] for r in report["layers"].values()) + report["shell"]["lut"]
     assert report["lut_including_memory"] < 53200 and totals["ff"] < 106400 and totals["dsp"] <= 220
     assert "xc7z020: LUT" in text and "MVAU_0" in text
+    for name, row in report["layers"].items():          # the estimate beside Yosys, per layer
+        assert row["estimate"]["LUT"] > 0 or name.startswith("StreamingFIFO"), name
+    timing = report["timing"]
+    assert timing["requested_mhz"] == 100.0 and "estimate" in timing["model"]
+    design = timing["design"]
+    assert design["levels"] >= 1 and design["path_ns_estimate"] > design["cell_ns"] > 0
+    assert abs(design["fmax_mhz_estimate"] - 1000 / design["path_ns_estimate"]) < 0.1
+    assert set(timing["layers"]) == layers and all(t["levels"] >= 0 for t in timing["layers"].values())
+    # the design's longest path is at least as long as any layer's own paths
+    assert design["cell_ns"] >= max(t["cell_ns"] for t in timing["layers"].values()) - 1e-9
+    assert "timing (estimate): longest path" in text and "Fmax ~" in text
 
 
 @pytest.mark.synth
