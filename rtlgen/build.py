@@ -73,6 +73,8 @@ def build(out, *, shell="standalone", toolchain="yosys", board="pynq-z2", inputs
     (root / "yosys").mkdir(parents=True, exist_ok=True)
     (root / "yosys" / "report.json").write_text(json.dumps(result, indent=2) + "\n")
     say(_table(result))
+    from rtlgen.html_report import write_html
+    say(f"report -> {write_html(out)}")
     over = check_fits(synth, device)
     if over:
         raise BuildError(f"the design does not fit the xc7z020: {'; '.join(over)}")
@@ -182,7 +184,7 @@ def _table(result):
         requested = timing["requested_mhz"]
         verdict = "" if not requested else f"; the requested {requested:g} MHz " + (
             "is within it" if design["fmax_mhz_estimate"] >= requested else "is ABOVE it: lower --clock-mhz")
-        lines.append(f"timing (estimate): longest path {design['levels']} logic levels "
+        lines.append(f"timing (estimate): longest path {design['levels']} logic level{'s' if design['levels'] != 1 else ''} "
                      f"({design['through']}{' in ' + design['layer'] if design['layer'] else ''}), "
                      f"~{design['path_ns_estimate']:.1f} ns, Fmax ~{design['fmax_mhz_estimate']:.0f} MHz{verdict}")
         lines.append(f"  model: {timing['model']}")

@@ -258,6 +258,9 @@ def run_verify_command(args):
     from rtlgen.verify import verify_outputs
     result = verify_outputs(model, x, run.outputs, design.io)
     _say(result.summary())
+    if existing or args.out:            # kept: the result goes into OUT's report.html
+        from rtlgen.html_report import record_verification
+        _say(f"report -> {record_verification(args.model if existing else args.out, result)}")
     return 0 if result.passed else 1
 
 

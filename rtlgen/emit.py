@@ -5,6 +5,7 @@ OUT/
   model_hw.onnx           the dataflow chain as FINN-style nodes with their attributes (opens in Netron)
   folding.json            the folding used (FINN format: feed it back with --folding)
   report.json             per layer: op, folding, widths, expected cycles, resource estimate; totals; host ops
+  report.html             the same as a page with plots (and Yosys / verify results once they have run)
   io.json, host_pre.onnx, host_post.onnx   how the model's tensors map onto the streams
 """
 
@@ -17,6 +18,7 @@ from onnx import TensorProto, helper
 from qonnx.core.datatype import BaseDataType
 
 from sim.stream_io import VERILOG_NAME as STREAM_IO_VERILOG_NAME
+from rtlgen.html_report import write_html
 from rtlgen.stitch import DEFAULT_TOP_NAME, as_graph, graph_report
 
 __all__ = ["write_outputs", "prepare_out", "build_report", "model_hw", "VERILOG_NAME"]
@@ -28,7 +30,7 @@ assert VERILOG_NAME == STREAM_IO_VERILOG_NAME        # where sim.stream_io.read_
 # what a compile, a build, `sim --waves` and --keep-intermediate leave in OUT: cleared before a new compile
 # (mem/: the weight images that earlier versions wrote)
 OUT_ENTRIES = (VERILOG_NAME, "mem", "model_hw.onnx", "folding.json", "report.json", "io.json", "host_pre.onnx",
-               "host_post.onnx", "build", "waves.vcd", "intermediate")
+               "host_post.onnx", "build", "waves.vcd", "intermediate", "report.html", "verify.json")
 
 
 def prepare_out(out):
@@ -64,6 +66,7 @@ def write_outputs(compiled, out):
     write_folding_config(compiled.nodes, out / "folding.json")
     onnx.save(model_hw(compiled.graph), str(out / "model_hw.onnx"))
     (out / "report.json").write_text(json.dumps(build_report(compiled), indent=2) + "\n")
+    write_html(out)
 
 
 def build_report(compiled):
