@@ -40,6 +40,31 @@ def _positive(owner, spec, *attrs):
             raise ValueError(f"{owner} {attr} must be a positive integer, not {value!r}")
 
 
+_CHECKED = {}       # id(weights) -> (weak reference, datatype names the array was checked against)
+
+
+def _checked_before(weights, dtype):
+    """True if this very array (not a copy) passed ``element_codes`` for ``dtype`` already (see
+    :func:`_mark_checked`), so a spec rebuilt with another folding (the folding optimizer builds
+    thousands) skips the O(weights) check. Sound because weight arrays are never changed in place once a
+    spec holds them (specs are frozen; graph params are shared and never mutated)."""
+    entry = _CHECKED.get(id(weights))
+    return entry is not None and entry[0]() is weights and dtype.name in entry[1]
+
+
+def _mark_checked(weights, dtype):
+    import weakref
+    entry = _CHECKED.get(id(weights))
+    if entry is not None and entry[0]() is weights:
+        entry[1].add(dtype.name)
+        return
+    try:
+        _CHECKED[id(weights)] = (weakref.ref(weights, lambda ref, key=id(weights): _CHECKED.pop(key, None)),
+                                 {dtype.name})
+    except TypeError:           # not weak-referenceable: checked every time
+        pass
+
+
 class _UnitSpec(StreamContract):
     """What MVAU and VVAU specs share: folding checks, datatypes, weights, accumulator, activation.
 
@@ -103,7 +128,9 @@ class _UnitSpec(StreamContract):
         w = np.asarray(self.weights)
         if w.shape != self.weights_shape:
             raise ValueError(f"{owner} weights must have shape {self.weights_shape}, not {w.shape}")
-        element_codes(w, self.weight_dtype)         # raises naming the legal values if any does not fit
+        if not _checked_before(w, self.weight_dtype):
+            element_codes(w, self.weight_dtype)     # raises naming the legal values if any does not fit
+            _mark_checked(w, self.weight_dtype)
 
     def _product_ranges(self):
         """(lo, hi) arrays of shape (out_channels, in_elems): the extremes of each product."""

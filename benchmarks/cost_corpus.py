@@ -1,0 +1,174 @@
+"""The cost model's corpus: Yosys syntheses of layer configurations that span the ops and the foldings the
+folding optimizer can choose, kept as data (``rtlgen/data/cost_corpus.json``) so that the fit in
+:mod:`rtlgen.costmodel` is reproducible without Yosys.
+
+    python -m benchmarks.cost_corpus [--jobs N] [--only OP]     # synthesizes what is missing (resumable)
+
+Each configuration is drawn deterministically (fixed seeds) from a grid per op; a record holds the op, the
+spec's parameters (JSON), the Yosys cell counts (``synth_xilinx -flatten``) and the Yosys run time.
+Records already in the file are kept, so an interrupted run continues where it stopped.
+"""
+
+import argparse
+import json
+import random
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from pathlib import Path
+
+import numpy as np
+from qonnx.core.datatype import DataType
+from qonnx.util.basic import gen_finn_dt_tensor
+
+CORPUS = Path(__file__).resolve().parent.parent / "rtlgen" / "data" / "cost_corpus.json"
+# (input, weight, output) datatypes and thresholds per output channel; None: no activation
+MAC_TYPES = [("BIPOLAR", "BIPOLAR", "BIPOLAR", 1), ("UINT2", "INT2", "UINT2", 3), ("UINT4", "INT4", "UINT4", 15),
+             ("UINT4", "INT2", "UINT4", 15), ("INT8", "INT8", None, 0), ("UINT8", "INT8", "UINT8", 255)]
+SHAPES = [(64, 64), (256, 64), (576, 64), (784, 64), (288, 32), (512, 128), (1152, 128), (100, 256)]
+
+
+def _divisors(n, limit):
+    return [d for d in range(1, min(n, limit) + 1) if n % d == 0]
+
+
+def configurations():
+    """[(key, op, params)]: the corpus, deterministic."""
+    rng = random.Random(2026)
+    configs = []
+    for k in range(64):
+        mw, mh = rng.choice(SHAPES)
+        idt, wdt, odt, steps = rng.choice(MAC_TYPES)
+        bits = DataType[idt].bitwidth() * DataType[wdt].bitwidth()
+        budget = 2048 if bits == 1 else 256 if bits <= 8 else 64       # MACs: keeps a Yosys run under a minute
+        simd = rng.choice(_divisors(mw, 64))
+        pe = rng.choice([d for d in _divisors(mh, 32) if d * simd <= budget] or [1])
+        params = dict(mw=mw, mh=mh, simd=simd, pe=pe, idt=idt, wdt=wdt, odt=odt, steps=steps,
+                      mem_mode=rng.choice(["internal_embedded", "internal_decoupled"]),
+                      res_type=rng.choice(["lut", "dsp"]) if bits >= 16 else "lut",
+                      ram_style=rng.choice(["auto", "auto", "distributed", "block"]))
+        configs.append(("MVAU", params))
+    for k in range(12):
+        channels = rng.choice([32, 64, 128, 256])
+        idt, odt, steps = rng.choice([("INT16", "UINT4", 15), ("INT12", "UINT2", 3), ("INT16", "UINT8", 255),
+                                      ("INT10", "BIPOLAR", 1)])
+        configs.append(("Thresholding", dict(channels=channels, pe=rng.choice(_divisors(channels, 16)), idt=idt,
+                                             odt=odt, steps=steps)))
+    for k in range(10):
+        channels = rng.choice([32, 64, 128])
+        configs.append(("VVAU", dict(channels=channels, kernel=3, dim=rng.choice([8, 16]),
+                                     pe=rng.choice(_divisors(channels, 16)), simd=rng.choice([1, 3, 9]),
+                                     idt="UINT4", wdt=rng.choice(["INT4", "INT2"]), odt="UINT4", steps=15,
+                                     mem_mode=rng.choice(["internal_embedded", "internal_decoupled"]))))
+    for k in range(10):
+        channels, parallel = rng.choice([32, 64, 128]), rng.random() < 0.3
+        configs.append(("ConvolutionInputGenerator", dict(dim=rng.choice([8, 16, 32]), channels=channels,
+                                                          simd=channels if parallel else rng.choice(_divisors(channels, 64)),
+                                                          dtype=rng.choice(["UINT2", "UINT4", "BIPOLAR"]),
+                                                          parallel=parallel)))
+    for k in range(12):
+        configs.append(("StreamingFIFO", dict(width=rng.choice([8, 16, 32, 64, 128, 256]),
+                                              depth=rng.choice([2, 8, 32, 64, 256, 1024, 4096]),
+                                              ram_style=rng.choice(["auto", "auto", "distributed", "block"]))))
+    for k in range(10):
+        elems = rng.choice([64, 128, 576])
+        a, b = rng.sample([d for d in _divisors(elems, 64)], 2)
+        bits = rng.choice([1, 2, 4])
+        configs.append(("StreamingDataWidthConverter", dict(elems=elems, in_elems=a, out_elems=b, bits=bits)))
+    return [(_key(op, params), op, params) for op, params in configs]
+
+
+def _key(op, params):
+    return op + " " + " ".join(f"{k}={v}" for k, v in sorted(params.items()))
+
+
+def build(op, params):
+    """(spec, component) of one configuration (random weights and thresholds, fixed seeds)."""
+    if op in ("MVAU", "VVAU"):
+        return _dot(op, params)
+    if op == "Thresholding":
+        from layers.thresholding import Thresholding, ThresholdingSpec
+        lo, hi = int(DataType[params["idt"]].min()), int(DataType[params["idt"]].max())
+        thr = _thresholds(lo, hi, params["channels"], params["steps"])
+        spec = ThresholdingSpec(params["channels"], params["pe"], DataType[params["idt"]], DataType[params["odt"]],
+                                thr)
+        return spec, Thresholding(spec)
+    if op == "ConvolutionInputGenerator":
+        from swg import ConvolutionInputGenerator, SWGSpec
+        spec = SWGSpec((params["dim"], params["dim"]), params["channels"], (3, 3), params["dtype"],
+                       simd=params["simd"], parallel_window=params["parallel"])
+        return spec, ConvolutionInputGenerator(spec)
+    if op == "StreamingFIFO":
+        from layers.fifo import FIFOSpec, StreamingFIFO
+        spec = FIFOSpec(params["width"], params["depth"], params["ram_style"])
+        return spec, StreamingFIFO(spec)
+    if op == "StreamingDataWidthConverter":
+        from layers.dwc import DWCSpec, StreamingDataWidthConverter
+        dtype = {1: "BINARY", 2: "UINT2", 4: "UINT4"}[params["bits"]]
+        spec = DWCSpec((1, params["elems"]), params["in_elems"] * params["bits"], params["out_elems"] * params["bits"],
+                       DataType[dtype])
+        return spec, StreamingDataWidthConverter(spec)
+    raise ValueError(f"unknown op {op}")
+
+
+def _thresholds(lo, hi, rows, steps, seed=0):
+    return np.sort(np.random.default_rng(seed).integers(lo, hi + 2, size=(rows, steps)), axis=1)
+
+
+def _dot(op, p):
+    from layers.mvau import MVAU, MVAUSpec
+    from layers.vvau import VVAU, VVAUSpec
+    np.random.seed(0)
+    idt, wdt = DataType[p["idt"]], DataType[p["wdt"]]
+    common = dict(mem_mode=p["mem_mode"])
+    if op == "MVAU":
+        w = gen_finn_dt_tensor(wdt, (p["mw"], p["mh"])).astype(np.int64)
+        make = lambda **kw: MVAUSpec(p["mw"], p["mh"], p["simd"], p["pe"], idt, wdt, w, res_type=p["res_type"],
+                                     ram_style=p["ram_style"], **common, **kw)
+        component = MVAU
+    else:
+        w = gen_finn_dt_tensor(wdt, (p["channels"], 1, p["kernel"], p["kernel"])).astype(np.int64)
+        make = lambda **kw: VVAUSpec(p["channels"], (p["kernel"],) * 2, (p["dim"],) * 2, p["pe"], p["simd"], idt,
+                                     wdt, w, **common, **kw)
+        component = VVAU
+    spec = make()
+    if p.get("odt"):
+        lo, hi = spec.acc_range()
+        bipolar = p["odt"] == "BIPOLAR"
+        spec = make(thresholds=_thresholds(lo, hi, spec.mh if op == "MVAU" else p["channels"], p["steps"]),
+                    output_dtype=DataType[p["odt"]], act_val=-1 if bipolar and not spec.xnor else 0)
+    return spec, component(spec)
+
+
+def synthesize_one(key, op, params):
+    from boards.yosys import synthesize
+    spec, component = build(op, params)
+    report = synthesize(component)
+    row = report.as_row()
+    return key, {"op": op, "params": params, "exp_cycles": spec.exp_cycles,
+                 "yosys": {k: row[k] for k in ("lut", "ff", "bram36", "bram18", "dsp", "lutram", "srl", "carry")},
+                 "lut_as_memory": report.lut_as_memory, "seconds": row["seconds"]}
+
+
+def load():
+    return json.loads(CORPUS.read_text()) if CORPUS.exists() else {}
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--jobs", type=int, default=1)
+    parser.add_argument("--only", help="one op type")
+    args = parser.parse_args(argv)
+    corpus = load()
+    todo = [c for c in configurations() if c[0] not in corpus and (args.only is None or c[1] == args.only)]
+    print(f"{len(corpus)} records, {len(todo)} to synthesize", flush=True)
+    with ProcessPoolExecutor(args.jobs) as pool:
+        futures = [pool.submit(synthesize_one, *c) for c in todo]
+        for future in as_completed(futures):
+            key, record = future.result()
+            corpus[key] = record
+            CORPUS.parent.mkdir(parents=True, exist_ok=True)
+            CORPUS.write_text(json.dumps(dict(sorted(corpus.items())), indent=1) + "\n")
+            print(f"{record['seconds']:6.1f} s  {key}: {record['yosys']}", flush=True)
+
+
+if __name__ == "__main__":
+    main()

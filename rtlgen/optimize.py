@@ -1,0 +1,273 @@
+"""The folding optimizer: the highest throughput that fits a resource budget, or, given a target rate as
+well, the cheapest design that reaches it.
+
+The problem (``folding-optimizer.md``): every node has a set of legal foldings (the product of its
+parallelism axes' legal values, ``Op.parallelism``, and, for MVAU/VVAU, the multiplier resource and the
+weight memory style); each folding has a cycle count and a resource estimate (``spec.resource_estimate``).
+The design's II is the largest cycle count; its cost is the sum over the nodes. FINN's ``SetFolding``
+walks each node up its axes until a target is met and ignores the cost; here:
+
+1. per node, the options are enumerated and those *dominated* (another option is no slower and no more
+   expensive in every resource) dropped;
+2. the lowest II that fits is found by bisection over the candidate IIs (the options' cycle counts);
+   whether an II fits is a 0/1 program (one option per node, the options meeting the II, the summed
+   resources within the budget), solved exactly by HiGHS through ``scipy.optimize.milp``, minimising the
+   resources in units of the budget (so the result is also the cheapest design at that II);
+3. the width converters and FIFOs that stitching adds between the nodes are not in the per-node costs:
+   after a solve they are estimated for the chosen folding (the analytic FIFO bounds, not the simulated
+   depths) and the node budget is lowered by that amount, until the whole design fits (a few rounds).
+
+A depthwise ConvolutionInputGenerator and the VVAU it feeds are chosen together (the generator's SIMD is
+the VVAU's PE, as FINN requires). Deterministic: the same graph and budget give the same folding.
+"""
+
+import itertools
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+__all__ = ["Budget", "optimize_folding", "OptimizerResult", "RESOURCES"]
+
+RESOURCES = ("LUT", "FF", "BRAM18", "DSP")
+# choices beyond the parallelism axes, per op: FINN folding attribute -> values
+CHOICES = {"MVAU": {"resType": ("lut", "dsp"), "ram_style": ("auto", "distributed", "block")},
+           "VVAU": {"resType": ("lut", "dsp")}}
+MAX_ROUNDS = 6
+
+
+@dataclass(frozen=True)
+class Budget:
+    """Resources available to the accelerator (7-series primitives; BRAM in 18 Kbit halves)."""
+    lut: float
+    ff: float
+    bram18: float
+    dsp: float
+
+    def as_vector(self):
+        return np.array([self.lut, self.ff, self.bram18, self.dsp], dtype=float)
+
+    @classmethod
+    def for_board(cls, board, max_utilization=0.8):
+        """The board's device capacity times ``max_utilization``."""
+        from rtlgen.fit import BOARDS
+        capacity = BOARDS[board][1]
+        return cls(capacity["LUT"] * max_utilization, capacity["FF"] * max_utilization,
+                   2 * capacity["BRAM36"] * max_utilization, capacity["DSP"] * max_utilization)
+
+    @classmethod
+    def parse(cls, text):
+        """``lut=N,ff=N,bram36=N,dsp=N`` (any subset; the rest unlimited; ``bram18=N`` also accepted)."""
+        values = {"lut": np.inf, "ff": np.inf, "bram18": np.inf, "dsp": np.inf}
+        for item in filter(None, (part.strip() for part in str(text).split(","))):
+            key, sep, number = item.partition("=")
+            key = key.strip().lower()
+            try:
+                amount = float(number)
+            except ValueError:
+                amount = -1
+            if not sep or key not in ("lut", "ff", "bram36", "bram18", "dsp") or not amount >= 0:
+                raise ValueError(f"--budget {text!r}: {item!r} is not KEY=N with KEY one of lut, ff, bram36, "
+                                 f"bram18, dsp and N >= 0")
+            if key == "bram36":
+                key, amount = "bram18", 2 * amount
+            values[key] = amount
+        return cls(**values)
+
+    def describe(self):
+        return ", ".join(f"{name} {value:,.0f}" for name, value in
+                         (("LUT", self.lut), ("FF", self.ff), ("BRAM36", self.bram18 / 2), ("DSP", self.dsp))
+                         if np.isfinite(value))
+
+
+@dataclass(frozen=True)
+class Option:
+    folding: tuple          # ((node index in the group, {attr: value}), ...)
+    cycles: int
+    cost: tuple             # (LUT, FF, BRAM18, DSP)
+
+
+@dataclass
+class OptimizerResult:
+    ii: int                         # cycles per frame of the chosen folding (largest node)
+    budget: Budget                  # what the nodes and the inserted DWCs/FIFOs had to fit
+    used: dict                      # estimate of the whole design {LUT, FF, BRAM18, DSP}, DWCs and FIFOs included
+    binding: str                    # the resource closest to its budget
+    seconds: float
+    options: int                    # options considered after pruning
+    rounds: int = 1
+    notes: list = field(default_factory=list)
+
+
+def optimize_folding(graph, budget, *, target_cycles=None):
+    """Set the folding of every node of ``graph`` (in place) to the fastest design within ``budget`` or,
+    with ``target_cycles``, the cheapest with every node at most that many cycles per frame; returns an
+    :class:`OptimizerResult`. Raises ``ValueError`` when even the slowest design (or the target) does not fit."""
+    start = time.perf_counter()
+    groups = _groups(graph)
+    choices = [_options(graph, group) for group in groups]
+    limit = budget.as_vector()
+    node_limit = limit.copy()
+    for rounds in range(1, MAX_ROUNDS + 1):
+        picked, ii = _solve(choices, node_limit, target_cycles)
+        if picked is None:
+            what = f"{target_cycles} cycles per frame" if target_cycles else "any folding"
+            raise ValueError(f"no design fits the budget ({budget.describe()}) at {what}: the smallest needs "
+                             f"{_describe(_cheapest(choices, target_cycles))}")
+        _apply(graph, groups, choices, picked)
+        used = _whole_design(graph)
+        over = used - limit
+        if (over <= 1e-9).all():
+            break
+        node_limit = node_limit - np.maximum(over, 0) - 1e-6      # the DWCs/FIFOs take that much
+    else:
+        raise ValueError(f"the folding optimizer did not converge on a design within the budget "
+                         f"({budget.describe()}) after {MAX_ROUNDS} rounds")
+    ratios = np.divide(used, limit, out=np.zeros_like(used), where=np.isfinite(limit) & (limit > 0))
+    binding = RESOURCES[int(np.argmax(ratios))].replace("BRAM18", "BRAM36")
+    return OptimizerResult(ii, budget, dict(zip(RESOURCES, used.tolist())), binding,
+                           time.perf_counter() - start, sum(len(c) for c in choices), rounds)
+
+
+def _groups(graph):
+    """Lists of node indices chosen together: a depthwise SWG with the VVAU it feeds; every other node alone."""
+    index = {id(node): k for k, node in enumerate(graph.nodes)}
+    paired, groups = set(), []
+    for k, node in enumerate(graph.nodes):
+        if node.op_type == "VVAU":
+            found = graph.producer(node.inputs[0]) if node.inputs else None
+            swg = found[0] if found else None
+            if swg is not None and swg.op_type == "ConvolutionInputGenerator" and swg.params.get("depthwise"):
+                paired.add(index[id(swg)])
+                groups.append([index[id(swg)], k])
+                continue
+        groups.append([k])
+    return [g for g in groups if len(g) > 1 or g[0] not in paired]
+
+
+def _node_foldings(node):
+    """Every combination of the node's parallelism axes and extra choices (FINN attribute dicts)."""
+    axes = {attr: node.op.legal(attr, node.params) for attr in node.op.parallelism}
+    if node.op_type == "ConvolutionInputGenerator" and not node.params.get("depthwise"):
+        axes["parallel_window"] = (False, True)
+    for attr, values in CHOICES.get(node.op_type, {}).items():
+        if attr in node.op.folding:
+            axes[attr] = values
+    names = list(axes)
+    for values in itertools.product(*(axes[n] for n in names)):
+        yield dict(zip(names, values))
+
+
+def _options(graph, group):
+    """The non-dominated options of a group of nodes."""
+    nodes = [graph.nodes[k] for k in group]
+    found = {}
+    if len(nodes) == 2:             # depthwise SWG + VVAU: the SWG follows the VVAU's PE and SIMD
+        swg, vvau = nodes
+        candidates = [((0, {"SIMD": f["PE"], "parallel_window": f["SIMD"] > 1}), (1, f)) for f in _node_foldings(vvau)]
+    else:
+        candidates = [((0, f),) for f in _node_foldings(nodes[0])]
+    for candidate in candidates:
+        try:
+            specs = [nodes[i].spec(**f) for i, f in candidate]
+        except ValueError:          # an illegal combination (e.g. parallel_window here, dsp with 1-bit weights)
+            continue
+        cycles = max(s.exp_cycles for s in specs)
+        est = sum((s.resource_estimate() for s in specs), start=0)
+        cost = tuple(int(est[r]) for r in RESOURCES)
+        key = (cycles, cost)
+        if key not in found:        # the first of equal options: the order of the legal values decides
+            found[key] = Option(tuple((i, dict(f)) for i, f in candidate), cycles, cost)
+    return _pareto(list(found.values()))
+
+
+def _pareto(options):
+    """Drop every option that another is no slower than and no more expensive in any resource."""
+    options.sort(key=lambda o: (o.cycles, sum(o.cost), o.cost))
+    kept = []
+    for option in options:
+        if not any(k.cycles <= option.cycles and all(a <= b for a, b in zip(k.cost, option.cost)) for k in kept):
+            kept.append(option)
+    return kept
+
+
+def _solve(choices, limit, target_cycles):
+    """(option index per group, II) of the fastest fitting design (or the cheapest at ``target_cycles``)."""
+    if target_cycles is not None:
+        picked = _cheapest_within(choices, limit, target_cycles)
+        return (picked, _ii(choices, picked)) if picked is not None else (None, None)
+    candidates = sorted({o.cycles for options in choices for o in options})
+    floor = max(min(o.cycles for o in options) for options in choices)
+    candidates = [c for c in candidates if c >= floor]
+    best = None
+    lo, hi = 0, len(candidates) - 1
+    if _cheapest_within(choices, limit, candidates[hi]) is None:
+        return None, None
+    while lo <= hi:                 # the smallest candidate II that fits
+        mid = (lo + hi) // 2
+        picked = _cheapest_within(choices, limit, candidates[mid])
+        if picked is not None:
+            best, hi = picked, mid - 1
+        else:
+            lo = mid + 1
+    return best, _ii(choices, best)
+
+
+def _ii(choices, picked):
+    return max(choices[g][k].cycles for g, k in enumerate(picked))
+
+
+def _cheapest_within(choices, limit, ii):
+    """The 0/1 program at one II: one option per group with cycles <= ii, sum of costs <= limit, minimum
+    cost in units of the limit. None if infeasible."""
+    from scipy.optimize import Bounds, LinearConstraint, milp
+
+    allowed = [[k for k, o in enumerate(options) if o.cycles <= ii] for options in choices]
+    if any(not a for a in allowed):
+        return None
+    columns = [(g, k) for g, a in enumerate(allowed) for k in a]
+    costs = np.array([choices[g][k].cost for g, k in columns], dtype=float)        # (options, resources)
+    finite = np.isfinite(limit)
+    scale = np.where(finite & (limit > 0), limit, np.maximum(costs.max(axis=0), 1.0))
+    objective = (costs / scale).sum(axis=1)
+    objective += 1e-9 * np.arange(len(columns))         # a fixed order among equal costs: deterministic
+    one_each = np.zeros((len(choices), len(columns)))
+    for j, (g, _) in enumerate(columns):
+        one_each[g, j] = 1
+    constraints = [LinearConstraint(one_each, 1, 1)]
+    if finite.any():
+        constraints.append(LinearConstraint(costs[:, finite].T, -np.inf, limit[finite]))
+    result = milp(objective, constraints=constraints, integrality=np.ones(len(columns)), bounds=Bounds(0, 1))
+    if result.status != 0 or result.x is None:
+        return None
+    chosen = {columns[j][0]: columns[j][1] for j in np.flatnonzero(result.x > 0.5)}
+    return [chosen[g] for g in range(len(choices))]
+
+
+def _cheapest(choices, target_cycles):
+    """The cost of the cheapest option of every group (at the target, if any)."""
+    total = np.zeros(len(RESOURCES))
+    for options in choices:
+        usable = [o for o in options if target_cycles is None or o.cycles <= target_cycles] or options
+        total += np.array(min(usable, key=lambda o: sum(o.cost)).cost, dtype=float)
+    return total
+
+
+def _describe(vector):
+    lut, ff, bram18, dsp = vector
+    return f"LUT {lut:,.0f}, FF {ff:,.0f}, BRAM36 {bram18 / 2:,.1f}, DSP {dsp:,.0f}"
+
+
+def _apply(graph, groups, choices, picked):
+    for group, options, k in zip(groups, choices, picked):
+        for i, folding in options[k].folding:
+            graph.nodes[group[i]].folding.update(folding)
+
+
+def _whole_design(graph):
+    """Estimate of the design as stitched: the nodes plus the DWCs and FIFOs between them (FIFO depths at
+    their analytic bounds)."""
+    from rtlgen.stitch import analytic_fifo_depths, insert_dwcs_and_fifos
+    stitched = insert_dwcs_and_fifos(graph, analytic_fifo_depths(graph))
+    total = sum(node.spec().resource_estimate() for node in stitched.nodes)
+    return np.array([float(total[r]) for r in RESOURCES])
