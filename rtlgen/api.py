@@ -62,7 +62,8 @@ class Design:
 
 
 def compile(model, out, *, folding=None, target_fps=None, clock_mhz=100.0, board="pynq-z2", fifo_sizing="sim",
-            simulator=None, input_dtype=None, strict=False, keep_intermediate=None, say=None):
+            simulator=None, input_dtype=None, strict=False, fit=None, max_utilization=0.8, budget=None,
+            keep_intermediate=None, say=None):
     """Compile ``model`` (a QONNX / FINN-ONNX file) into the directory ``out`` (created; a previous compile
     there is cleared) and return its :class:`Design`. The options are `rtlgen compile`'s; ``say`` gets one
     line per compiler pass."""
@@ -70,7 +71,8 @@ def compile(model, out, *, folding=None, target_fps=None, clock_mhz=100.0, board
     from rtlgen.emit import prepare_out, write_outputs
 
     options = CompileOptions(folding=folding, target_fps=target_fps, clock_mhz=clock_mhz, board=board,
-                             fifo_sizing=fifo_sizing, simulator=simulator, input_dtype=input_dtype, strict=strict)
+                             fifo_sizing=fifo_sizing, simulator=simulator, input_dtype=input_dtype, strict=strict,
+                             fit=fit, max_utilization=max_utilization, budget=budget)
     options.check()
     prepare_out(out)
     compiled = compile_model(model, options, say=say or (lambda line: None), keep=keep_intermediate)

@@ -67,6 +67,13 @@ def add_compile_options(parser):
     parser.add_argument("--input-dtype", metavar="DTYPE",
                         help="the datatype of the model's input when it has no input quantizer (BIPOLAR, "
                              "BINARY, UINT8, INT8, ...), as FINN's set_tensor_datatype")
+    parser.add_argument("--fit", metavar="BOARD", choices=("pynq-z2",),
+                        help="the folding optimizer: the fastest design within BOARD's device x --max-utilization "
+                             "(with --target-fps: the cheapest design reaching it)")
+    parser.add_argument("--max-utilization", type=float, default=0.8, metavar="F",
+                        help="share of the device --fit may fill (default: %(default)s)")
+    parser.add_argument("--budget", metavar="lut=N,ff=N,bram36=N,dsp=N",
+                        help="the folding optimizer within this budget (any subset of the resources)")
     parser.add_argument("--strict", action="store_true",
                         help="a design estimated over the board is an error (default: a warning)")
     parser.add_argument("-q", "--quiet", action="store_true", help="no per-pass lines, no per-layer table")
@@ -77,7 +84,8 @@ def _options(args):
     from rtlgen.compiler import CompileOptions
     return CompileOptions(folding=args.folding, target_fps=args.target_fps, clock_mhz=args.clock_mhz,
                           board=args.board, fifo_sizing=args.fifo_sizing, simulator=args.simulator,
-                          input_dtype=args.input_dtype, strict=args.strict).check()
+                          input_dtype=args.input_dtype, strict=args.strict, fit=args.fit,
+                          max_utilization=args.max_utilization, budget=args.budget).check()
 
 
 def _warn(command, text):

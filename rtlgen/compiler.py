@@ -44,6 +44,9 @@ class CompileOptions:
     simulator: str = None
     input_dtype: str = None         # annotate the graph input (a qonnx DataType name), as FINN's notebooks do
     strict: bool = False            # a design estimated over the board is an error, not a warning
+    fit: str = None                 # a board: the folding optimizer's budget is its device x max_utilization
+    max_utilization: float = 0.8
+    budget: str = None              # "lut=N,ff=N,bram36=N,dsp=N": the folding optimizer's budget
 
     def check(self):
         """Raise CompileError for options no compile can use (before any long step)."""
@@ -57,7 +60,29 @@ class CompileOptions:
             raise CompileError(f"--board {self.board!r} is not supported; legal: {', '.join(BOARDS)}")
         if self.fifo_sizing not in ("sim", "none"):
             raise CompileError(f"--fifo-sizing {self.fifo_sizing!r}: legal: sim, none")
+        if self.fit is not None and self.fit not in BOARDS:
+            raise CompileError(f"--fit {self.fit!r} is not supported; legal: {', '.join(BOARDS)}")
+        if not (isinstance(self.max_utilization, (int, float)) and 0 < self.max_utilization <= 1):
+            raise CompileError(f"--max-utilization {self.max_utilization!r}: must be in (0, 1]")
+        if self.fit is not None and self.budget is not None:
+            raise CompileError("give either --fit or --budget, not both")
+        if self.folding and (self.fit is not None or self.budget is not None):
+            raise CompileError("give either --folding or --fit/--budget, not both")
+        if self.budget is not None:
+            self.optimizer_budget()
         return self
+
+    def optimizer_budget(self):
+        """The folding optimizer's budget, or None when it is not asked for."""
+        from rtlgen.optimize import Budget
+        if self.fit is not None:
+            return Budget.for_board(self.fit, self.max_utilization)
+        if self.budget is not None:
+            try:
+                return Budget.parse(self.budget)
+            except ValueError as exc:
+                raise CompileError(str(exc)) from None
+        return None
 
     def target_cycles(self):
         if self.target_fps is None:
@@ -87,6 +112,13 @@ def fold(graph, options):
             raise CompileError(str(exc)) from None
         for note in notes:
             warnings.warn(note, CompileWarning, stacklevel=2)
+    elif options.optimizer_budget() is not None:
+        from rtlgen.optimize import NoFit, optimize_folding
+        target = options.target_cycles() if options.target_fps is not None else None
+        try:
+            graph.optimizer = optimize_folding(graph, options.optimizer_budget(), target_cycles=target)
+        except NoFit as exc:
+            raise CompileError(str(exc)) from None
     else:
         set_folding(graph, options.target_cycles())
     return graph
@@ -189,7 +221,9 @@ def _summary(name, graph, options):
     if name == "to_hw":
         return f"{len(graph.nodes)} layers, host ops: {len(graph.host_pre)} before, {len(graph.host_post)} after"
     if name == "fold":
-        return f"II {max(n.spec().exp_cycles for n in graph.nodes)} cycles"
+        chosen = graph.optimizer
+        return f"II {max(n.spec().exp_cycles for n in graph.nodes)} cycles" + (
+            "" if chosen is None else f", by the folding optimizer in {chosen.seconds:.1f} s: {chosen.binding} binds")
     if name == "check_fit":
         from rtlgen.fit import fit_line, usage
         return fit_line(usage(sum(n.spec().resource_estimate() for n in graph.nodes), options.board),

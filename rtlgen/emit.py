@@ -91,7 +91,21 @@ def build_report(compiled):
         "clock_mhz": compiled.options.clock_mhz,
         "frames_per_second": round(compiled.options.clock_mhz * 1e6 / ii, 1),
         "fit": _fit(total["resources"], compiled.options.board),
+        "optimizer": _optimizer(compiled.folded.optimizer),
     }
+
+
+def _optimizer(result):
+    """What the folding optimizer chose against (None when the folding came from a file or --target-fps)."""
+    if result is None:
+        return None
+    b = result.budget
+    limit = lambda value: value if value != float("inf") else None      # JSON has no infinity: unlimited
+    return {"budget": {"LUT": limit(b.lut), "FF": limit(b.ff), "BRAM36": limit(b.bram18 / 2), "DSP": limit(b.dsp)},
+            "estimate": {"LUT": result.used["LUT"], "FF": result.used["FF"], "BRAM36": result.used["BRAM18"] / 2,
+                         "DSP": result.used["DSP"]},
+            "binding": result.binding, "ii": result.ii, "seconds": round(result.seconds, 2),
+            "options": result.options, "rounds": result.rounds}
 
 
 def _fit(totals, board):

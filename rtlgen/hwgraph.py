@@ -135,6 +135,7 @@ class DataflowGraph:
     model: object = None
     host_pre: list = field(default_factory=list)
     host_post: list = field(default_factory=list)
+    optimizer: object = None        # the folding optimizer's result (rtlgen.optimize.OptimizerResult), if it chose
 
     @classmethod
     def chain(cls, nodes, **kwargs):
@@ -153,7 +154,7 @@ class DataflowGraph:
         """A new graph with copies of the nodes (and ``changes`` to its fields)."""
         fields = dict(nodes=[n.copy() for n in self.nodes], input=self.input, output=self.output,
                       tensors=dict(self.tensors), model=self.model, host_pre=list(self.host_pre),
-                      host_post=list(self.host_post))
+                      host_post=list(self.host_post), optimizer=self.optimizer)
         fields.update(changes)
         return DataflowGraph(**fields)
 

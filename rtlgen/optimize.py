@@ -27,13 +27,17 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-__all__ = ["Budget", "optimize_folding", "OptimizerResult", "RESOURCES"]
+__all__ = ["Budget", "optimize_folding", "OptimizerResult", "NoFit", "RESOURCES"]
 
 RESOURCES = ("LUT", "FF", "BRAM18", "DSP")
 # choices beyond the parallelism axes, per op: FINN folding attribute -> values
 CHOICES = {"MVAU": {"resType": ("lut", "dsp"), "ram_style": ("auto", "distributed", "block")},
            "VVAU": {"resType": ("lut", "dsp")}}
 MAX_ROUNDS = 6
+
+
+class NoFit(ValueError):
+    """No folding fits the budget (or reaches the target within it)."""
 
 
 @dataclass(frozen=True)
@@ -102,7 +106,7 @@ class OptimizerResult:
 def optimize_folding(graph, budget, *, target_cycles=None):
     """Set the folding of every node of ``graph`` (in place) to the fastest design within ``budget`` or,
     with ``target_cycles``, the cheapest with every node at most that many cycles per frame; returns an
-    :class:`OptimizerResult`. Raises ``ValueError`` when even the slowest design (or the target) does not fit."""
+    :class:`OptimizerResult`. Raises :class:`NoFit` when even the slowest design (or the target) does not fit."""
     start = time.perf_counter()
     groups = _groups(graph)
     choices = [_options(graph, group) for group in groups]
@@ -112,7 +116,7 @@ def optimize_folding(graph, budget, *, target_cycles=None):
         picked, ii = _solve(choices, node_limit, target_cycles)
         if picked is None:
             what = f"{target_cycles} cycles per frame" if target_cycles else "any folding"
-            raise ValueError(f"no design fits the budget ({budget.describe()}) at {what}: the smallest needs "
+            raise NoFit(f"no design fits the budget ({budget.describe()}) at {what}: the smallest needs "
                              f"{_describe(_cheapest(choices, target_cycles))}")
         _apply(graph, groups, choices, picked)
         used = _whole_design(graph)
@@ -121,7 +125,7 @@ def optimize_folding(graph, budget, *, target_cycles=None):
             break
         node_limit = node_limit - np.maximum(over, 0) - 1e-6      # the DWCs/FIFOs take that much
     else:
-        raise ValueError(f"the folding optimizer did not converge on a design within the budget "
+        raise NoFit(f"the folding optimizer did not converge on a design within the budget "
                          f"({budget.describe()}) after {MAX_ROUNDS} rounds")
     ratios = np.divide(used, limit, out=np.zeros_like(used), where=np.isfinite(limit) & (limit > 0))
     binding = RESOURCES[int(np.argmax(ratios))].replace("BRAM18", "BRAM36")

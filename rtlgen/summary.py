@@ -67,6 +67,12 @@ def print_summary(report, console):
     ii = report["analytic_cycles_per_frame"]
     console.print(f"II {ii:,} cycles/frame (the slowest layer, marked II): {report['frames_per_second']:,.0f} "
                   f"frames/s at {report['clock_mhz']:g} MHz", highlight=False, soft_wrap=True)
+    chosen = report.get("optimizer")
+    if chosen:
+        budget = ", ".join(f"{k} {v:,.0f}" for k, v in chosen["budget"].items() if v is not None)
+        share = chosen["estimate"][chosen["binding"]] / chosen["budget"][chosen["binding"]]
+        console.print(f"folding optimizer ({chosen['seconds']:.1f} s): the fastest design within {budget}; "
+                      f"{chosen['binding']} binds ({share:.0%} of its budget)", highlight=False, soft_wrap=True)
     fit = report["fit"]
     used = [Usage(k, v["used"], v["available"]) for k, v in fit["resources"].items()]
     line = fit_line(used, fit["board"])

@@ -1,0 +1,121 @@
+"""The folding optimizer (issue 15): exact at each II (checked against brute force), never worse than the
+best naive folding under the same budget, deterministic, within the budget including the DWCs and
+FIFOs, and its designs bit-exact against qonnx."""
+
+import itertools
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from rtlgen.cli import main
+from rtlgen.compiler import CompileOptions, to_hw
+from rtlgen.folding import set_folding
+from rtlgen.frontend import load_model
+from rtlgen.optimize import Budget, _groups, _options, _solve, _whole_design, optimize_folding
+
+MODELS = Path(__file__).parent / "models"
+
+
+def lowered(name):
+    return to_hw(load_model(str(MODELS / name)), CompileOptions())
+
+
+def folding_of(graph):
+    return {n.name: dict(n.folding) for n in graph.nodes}
+
+
+def test_budget_parsing():
+    b = Budget.parse("lut=1000, bram36=4,dsp=0")
+    assert (b.lut, b.bram18, b.dsp) == (1000, 8, 0) and b.ff == float("inf")
+    assert Budget.for_board("pynq-z2", 0.5).as_vector().tolist() == [26600, 53200, 140, 110]
+    for bad in ("lut", "lut=-1", "luts=5", "lut=x"):
+        with pytest.raises(ValueError, match="is not KEY=N"):
+            Budget.parse(bad)
+
+
+def test_each_ii_is_solved_exactly():
+    """The 0/1 program against every combination of the (Pareto) options of a 2-layer MLP."""
+    graph = lowered("decimal/brevitas_decimal_mlp.onnx")
+    choices = [_options(graph, g) for g in _groups(graph)]
+    combos = list(itertools.product(*choices))
+    for lut in (400, 900, 2000, 6000):
+        limit = np.array([lut, np.inf, np.inf, np.inf])
+        fitting = [c for c in combos if sum(o.cost[0] for o in c) <= lut]
+        picked, ii = _solve(choices, limit, None)
+        if not fitting:
+            assert picked is None
+            continue
+        assert ii == min(max(o.cycles for o in c) for c in fitting), lut
+        assert sum(choices[g][k].cost[0] for g, k in enumerate(picked)) <= lut
+
+
+def best_naive(graph, budget):
+    """FINN's SetFolding at every target, fastest first: the first whole design within the budget."""
+    limit = budget.as_vector()
+    targets = sorted({1, *[2 ** k for k in range(1, 18)]})
+    for target in targets:
+        g = graph.copy()
+        ii = set_folding(g, target)
+        if (_whole_design(g) <= limit).all():
+            return ii
+    return None
+
+
+@pytest.mark.parametrize("name, budget", [("TFC_2W2A.onnx", "lut=8000"), ("TFC_1W1A.onnx", "lut=3000,ff=4000"),
+                                          ("decimal/brevitas_decimal_mlp.onnx", "lut=1500")])
+def test_never_slower_than_the_best_naive_design_and_within_budget(name, budget):
+    graph = lowered(name)
+    b = Budget.parse(budget)
+    chosen = graph.copy()
+    result = optimize_folding(chosen, b)
+    assert (_whole_design(chosen) <= b.as_vector()).all()
+    assert result.ii == max(n.spec().exp_cycles for n in chosen.nodes)
+    naive = best_naive(graph, b)
+    assert naive is None or result.ii <= naive, (result.ii, naive)
+    again = graph.copy()
+    optimize_folding(again, b)
+    assert folding_of(again) == folding_of(chosen)            # deterministic
+    assert result.binding in ("LUT", "FF", "BRAM36", "DSP")
+
+
+def test_with_a_target_the_cheapest_design_that_reaches_it():
+    graph = lowered("TFC_2W2A.onnx")
+    b = Budget.for_board("pynq-z2")
+    chosen = graph.copy()
+    optimize_folding(chosen, b, target_cycles=200)
+    assert max(n.spec().exp_cycles for n in chosen.nodes) <= 200
+    naive = graph.copy()
+    set_folding(naive, 200)
+    cost = lambda g: float((_whole_design(g) / b.as_vector()).sum())
+    assert cost(chosen) <= cost(naive) + 1e-9
+
+
+def test_cli_errors(tmp_path, capsys):
+    model = str(MODELS / "TFC_2W2A.onnx")
+    for args, message in ((["--fit", "pynq-z2", "--folding", "x.json"], "give either --folding or --fit/--budget"),
+                          (["--budget", "lut=10"], "no design fits the budget (LUT 10) at any folding"),
+                          (["--budget", "lut=ten"], "is not KEY=N"),
+                          (["--fit", "pynq-z2", "--max-utilization", "1.5"], "--max-utilization 1.5: must be in (0, 1]"),
+                          (["--fit", "pynq-z2", "--budget", "lut=5"], "give either --fit or --budget")):
+        assert main(["compile", model, "-o", str(tmp_path / "o"), *args]) == 2, args
+        err = capsys.readouterr().err
+        assert message in err and err.count("\n") == 1, (args, err)
+
+
+@pytest.mark.sim
+def test_optimized_design_is_bit_exact(tmp_path, capsys):
+    d = np.load(MODELS / "mnist_test_1000.npz")
+    x = (d["x"][:20].astype(np.float32) / 255).reshape(20, 1, 28, 28)
+    np.save(tmp_path / "x.npy", x)
+    out = tmp_path / "out"
+    code = main(["verify", str(MODELS / "TFC_2W2A.onnx"), "--input", str(tmp_path / "x.npy"), "-o", str(out),
+                 "--budget", "lut=6000"])
+    text = capsys.readouterr().out
+    assert code == 0 and "bit-exact: 20 samples" in text, text
+    report = json.loads((out / "report.json").read_text())
+    chosen = report["optimizer"]
+    assert chosen["budget"]["LUT"] == 6000 and chosen["budget"]["FF"] is None
+    assert report["totals"]["LUT"] <= 6000 and chosen["ii"] == report["analytic_cycles_per_frame"]
+    assert "folding optimizer" in text and "binds" in text
