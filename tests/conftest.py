@@ -6,6 +6,12 @@ import pytest
 from sim.runner import available_simulators, default_simulator, to_verilog
 
 
+# Examples per hypothesis random-spec test: every example is a new design to build and simulate, so the
+# default suite draws a few (fresh ones each run: over many runs the space is covered); export
+# RTLGEN_RANDOM_EXAMPLES=8 (or more) for a thorough pass.
+RANDOM_EXAMPLES = int(os.environ.get("RTLGEN_RANDOM_EXAMPLES", "2"))
+
+
 def simulators_under_test():
     """Every installed simulator (CI installs both); RTLGEN_SIM narrows it to one."""
     if os.environ.get("RTLGEN_SIM"):

@@ -84,6 +84,7 @@ BOARD_PINS = {"clk125_0__io": "H16", "led_0__io": "R14", "led_1__io": "P14", "le
               "button_0__io": "D19", "rgb_led_0__r__io": "N15", "rgb_led_0__g__io": "G17", "rgb_led_0__b__io": "L15"}
 
 
+@pytest.mark.slow
 @pytest.mark.synth
 def test_build_tfc_standalone_plan_and_report(tfc_out, capsys):
     out = tfc_out
@@ -119,6 +120,7 @@ def test_build_tfc_standalone_plan_and_report(tfc_out, capsys):
     assert "timing (estimate): longest path" in text and "Fmax ~" in text
 
 
+@pytest.mark.slow
 @pytest.mark.synth
 def test_build_tfc_zynq_shell(tfc_out, capsys):
     assert main(["build", str(tfc_out), "--shell", "zynq"]) == 0

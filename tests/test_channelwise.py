@@ -12,7 +12,7 @@ from layers.datapath import dtype_for_range
 from memstream.packing import pack_words, unpack_words
 from sim import golden
 from sim.harness import FULL_RATE, Backpressure, simulate_streams
-from tests.conftest import sampled_grid, simulators_under_test, verilog_once
+from tests.conftest import RANDOM_EXAMPLES, sampled_grid, simulators_under_test, verilog_once
 
 
 
@@ -76,7 +76,7 @@ def test_each_simulator(sim_name):
 
 
 @pytest.mark.sim
-@settings(max_examples=5)
+@settings(max_examples=RANDOM_EXAMPLES)
 @given(func=st.sampled_from(["cmp_le", "cmp_ge", "add", "mul"]), cf=st.integers(1, 4), pe=st.integers(1, 3),
        idt=st.sampled_from(["BINARY", "UINT3", "INT4", "INT9"]), pdt=st.sampled_from(["UINT2", "INT3", "INT8"]),
        seed=st.integers(0, 9999))

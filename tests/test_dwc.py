@@ -12,7 +12,7 @@ from qonnx.util.basic import gen_finn_dt_tensor
 from layers.dwc import DWCSpec, StreamingDataWidthConverter
 from memstream.packing import pack_words, unpack_words
 from sim.harness import FULL_RATE, Backpressure, simulate_streams
-from tests.conftest import simulators_under_test
+from tests.conftest import RANDOM_EXAMPLES, simulators_under_test
 
 
 def run_dwc(spec, frames, backpressure, simulator=None):
@@ -55,7 +55,7 @@ def test_each_simulator(sim_name):
 
 
 @pytest.mark.sim
-@settings(max_examples=8)
+@settings(max_examples=RANDOM_EXAMPLES)
 @given(dtype=st.sampled_from(["BIPOLAR", "INT2", "UINT3", "INT8"]), in_lanes=st.integers(1, 24),
        out_lanes=st.integers(1, 24), reps=st.integers(1, 3), seed=st.integers(0, 1000))
 def test_random_specs(dtype, in_lanes, out_lanes, reps, seed):

@@ -10,7 +10,7 @@ from qonnx.util.basic import gen_finn_dt_tensor
 from layers.fifo import FIFOSpec, StreamingFIFO
 from memstream.packing import pack_words, unpack_words
 from sim.harness import FULL_RATE, Backpressure, simulate_streams
-from tests.conftest import simulators_under_test
+from tests.conftest import RANDOM_EXAMPLES, simulators_under_test
 
 
 def occupancy_peak(in_cycles, out_cycles):
@@ -77,7 +77,7 @@ def test_each_simulator(sim_name):
 
 
 @pytest.mark.sim
-@settings(max_examples=6)
+@settings(max_examples=RANDOM_EXAMPLES)
 @given(width=st.integers(1, 96), depth=st.integers(2, 300), ram_style=st.sampled_from(["auto", "distributed", "block"]),
        seed=st.integers(0, 1000))
 def test_random_specs(width, depth, ram_style, seed):

@@ -10,7 +10,7 @@ from layers.fmpadding import FMPadding, FMPaddingSpec
 from memstream.packing import pack_words, unpack_words
 from sim import golden
 from sim.harness import FULL_RATE, Backpressure, simulate_streams
-from tests.conftest import sampled_grid, simulators_under_test, verilog_once
+from tests.conftest import RANDOM_EXAMPLES, sampled_grid, simulators_under_test, verilog_once
 
 
 
@@ -68,7 +68,7 @@ def test_each_simulator(sim_name):
 
 
 @pytest.mark.sim
-@settings(max_examples=5)
+@settings(max_examples=RANDOM_EXAMPLES)
 @given(h=st.integers(1, 6), w=st.integers(1, 6), pad=st.tuples(*[st.integers(0, 3)] * 4),
        cf=st.integers(1, 3), simd=st.integers(1, 3), dtype=st.sampled_from(["BIPOLAR", "BINARY", "INT3", "UINT8"]),
        seed=st.integers(0, 9999))

@@ -11,7 +11,7 @@ from layers.globalaccpool import GlobalAccPool, GlobalAccPoolSpec
 from memstream.packing import pack_words, unpack_words
 from sim import golden
 from sim.harness import FULL_RATE, Backpressure, simulate_streams
-from tests.conftest import simulators_under_test
+from tests.conftest import RANDOM_EXAMPLES, simulators_under_test
 
 
 def run(spec, frames, backpressure, simulator=None, seed=1, x=None):
@@ -71,7 +71,7 @@ def test_each_simulator(sim_name):
 
 
 @pytest.mark.sim
-@settings(max_examples=5)
+@settings(max_examples=RANDOM_EXAMPLES)
 @given(nf=st.integers(1, 4), pe=st.integers(1, 4), n=st.integers(1, 2), h=st.integers(1, 4), w=st.integers(1, 4),
        idt=st.sampled_from(["UINT2", "INT3", "BIPOLAR", "INT8"]), seed=st.integers(0, 9999))
 def test_random_specs(nf, pe, n, h, w, idt, seed):

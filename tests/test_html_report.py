@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from rtlgen.cli import main
-from rtlgen.html_report import record_verification, write_html
+from rtlgen.html_report import record_verification
 from rtlgen.verify import compare
 
 

@@ -11,7 +11,7 @@ from layers.labelselect import LabelSelect, LabelSelectSpec
 from memstream.packing import pack_words, unpack_words
 from sim import golden
 from sim.harness import FULL_RATE, Backpressure, simulate_streams
-from tests.conftest import sampled_grid, simulators_under_test
+from tests.conftest import RANDOM_EXAMPLES, sampled_grid, simulators_under_test
 
 
 def run(spec, frames, backpressure, simulator=None, seed=1, x=None):
@@ -120,7 +120,7 @@ def test_each_simulator(sim_name):
 
 
 @pytest.mark.sim
-@settings(max_examples=5)
+@settings(max_examples=RANDOM_EXAMPLES)
 @given(nf=st.integers(1, 6), pe=st.integers(1, 4), k=st.integers(1, 6), vecs=st.integers(1, 3),
        idt=st.sampled_from(["UINT2", "INT3", "BIPOLAR", "UINT8"]), seed=st.integers(0, 9999))
 def test_random_specs(nf, pe, k, vecs, idt, seed):

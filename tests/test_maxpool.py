@@ -11,7 +11,7 @@ from layers.maxpool import StreamingMaxPool, StreamingMaxPoolSpec
 from memstream.packing import pack_words, unpack_words
 from sim import golden
 from sim.harness import FULL_RATE, Backpressure, simulate_streams
-from tests.conftest import sampled_grid, simulators_under_test
+from tests.conftest import RANDOM_EXAMPLES, sampled_grid, simulators_under_test
 
 
 def run(spec, frames, backpressure, simulator=None, seed=1, x=None):
@@ -114,7 +114,7 @@ def test_each_simulator(sim_name):
 
 
 @pytest.mark.sim
-@settings(max_examples=5)
+@settings(max_examples=RANDOM_EXAMPLES)
 @given(one_d=st.booleans(), rows=st.integers(1, 3), k=st.integers(1, 3), extra=st.integers(0, 2),
        pe=st.integers(1, 3), nf=st.integers(1, 2), ceil=st.booleans(), dtype=st.sampled_from(["INT3", "UINT4", "INT8"]),
        seed=st.integers(0, 9999))

@@ -9,7 +9,7 @@ from memstream import MemStream, MemStreamSpec
 from memstream.axilite import OKAY, SLVERR
 from sim.harness import FULL_RATE, Backpressure, simulate_streams
 from sim.runner import build, run_cocotb
-from tests.conftest import simulators_under_test
+from tests.conftest import RANDOM_EXAMPLES, simulators_under_test
 
 
 def random_image(depth, width, seed):
@@ -41,7 +41,7 @@ def test_streams_cyclically(depth, width, ram_style, simulator):
 
 
 @pytest.mark.sim
-@settings(max_examples=5)
+@settings(max_examples=RANDOM_EXAMPLES)
 @given(depth=st.integers(1, 200), width=st.integers(1, 100), writeable=st.booleans(), seed=st.integers(0, 99))
 def test_random_specs(depth, width, writeable, seed):
     spec = MemStreamSpec(depth, width, random_image(depth, width, seed), runtime_writeable=writeable)

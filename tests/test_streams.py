@@ -13,7 +13,7 @@ from layers.streams import (AddStreams, AddStreamsSpec, DuplicateStreams, Duplic
 from memstream.packing import pack_words, unpack_words
 from sim import golden
 from sim.harness import FULL_RATE, Backpressure, simulate_streams
-from tests.conftest import sampled_grid, simulators_under_test, verilog_once
+from tests.conftest import RANDOM_EXAMPLES, sampled_grid, simulators_under_test, verilog_once
 
 
 
@@ -67,7 +67,7 @@ def test_add_grid_rest(case, simulator):
 
 
 @pytest.mark.sim
-@settings(max_examples=5)
+@settings(max_examples=RANDOM_EXAMPLES)
 @given(cf=st.integers(1, 4), pe=st.integers(1, 4), dtype=st.sampled_from(["BIPOLAR", "BINARY", "INT3", "UINT5"]),
        vecs=st.sampled_from([(1,), (2,), (1, 3)]), seed=st.integers(0, 9999))
 def test_add_random_specs(cf, pe, dtype, vecs, seed):
@@ -137,7 +137,7 @@ def test_duplicate_outputs_drift_apart_by_the_buffer_only(simulator):
 
 
 @pytest.mark.sim
-@settings(max_examples=5)
+@settings(max_examples=RANDOM_EXAMPLES)
 @given(n=st.integers(2, 4), cf=st.integers(1, 3), pe=st.integers(1, 3), dtype=st.sampled_from(["BINARY", "INT3"]),
        seed=st.integers(0, 9999))
 def test_duplicate_random_specs(n, cf, pe, dtype, seed):
@@ -178,7 +178,7 @@ def test_concat_rest(chans, simd, dtype, vecs, simulator):
 
 
 @pytest.mark.sim
-@settings(max_examples=5)
+@settings(max_examples=RANDOM_EXAMPLES)
 @given(folds=st.lists(st.integers(1, 3), min_size=2, max_size=4), simd=st.integers(1, 3),
        dtype=st.sampled_from(["BINARY", "INT3", "UINT4"]), seed=st.integers(0, 9999))
 def test_concat_random_specs(folds, simd, dtype, seed):

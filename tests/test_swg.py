@@ -11,7 +11,7 @@ from memstream.packing import pack_words, unpack_words
 from sim import golden
 from sim.harness import FULL_RATE, Backpressure, simulate_streams
 from swg import ConvolutionInputGenerator, SWGSpec
-from tests.conftest import sampled_grid, simulators_under_test, verilog_once
+from tests.conftest import RANDOM_EXAMPLES, sampled_grid, simulators_under_test, verilog_once
 
 
 def expected_windows(spec, x):
@@ -107,7 +107,7 @@ def test_each_simulator(sim_name, parallel):
 
 
 @pytest.mark.sim
-@settings(max_examples=5)
+@settings(max_examples=RANDOM_EXAMPLES)
 @given(h=st.integers(1, 9), w=st.integers(1, 9), c=st.sampled_from([1, 2, 3, 4]), kh=st.integers(1, 3),
        kw=st.integers(1, 3), sh=st.integers(1, 3), sw=st.integers(1, 3), dh=st.integers(1, 2), dw=st.integers(1, 2),
        depthwise=st.booleans(), parallel=st.booleans(), data=st.data())

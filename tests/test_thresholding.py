@@ -13,7 +13,7 @@ from layers.thresholding import Thresholding, ThresholdingSpec, ThresholdTable
 from memstream.packing import pack_words, unpack_words
 from sim import golden
 from sim.harness import FULL_RATE, Backpressure, simulate_streams
-from tests.conftest import sampled_grid, simulators_under_test
+from tests.conftest import RANDOM_EXAMPLES, sampled_grid, simulators_under_test
 
 
 def make_spec(channels, pe, idt, tdt, act, vecs=(1,), narrow=False, per_tensor=False, seed=0, **kwargs):
@@ -90,7 +90,7 @@ def test_eight_bit_output():
 
 
 @pytest.mark.sim
-@settings(max_examples=8)
+@settings(max_examples=RANDOM_EXAMPLES)
 @given(cf=st.integers(1, 4), pe=st.sampled_from([1, 2, 3]), idt=st.sampled_from(["INT3", "UINT4", "INT12"]),
        steps=st.integers(1, 20), act_val=st.integers(-4, 4), per_tensor=st.booleans(), seed=st.integers(0, 9999))
 def test_random_specs(cf, pe, idt, steps, act_val, per_tensor, seed):

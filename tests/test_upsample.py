@@ -13,7 +13,7 @@ from layers.upsample import UpsampleNearestNeighbour, UpsampleNearestNeighbourSp
 from memstream.packing import pack_words, unpack_words
 from sim import golden
 from sim.harness import FULL_RATE, Backpressure, simulate_streams
-from tests.conftest import verilog_once
+from tests.conftest import RANDOM_EXAMPLES, verilog_once
 
 
 def onnx_resize(x_nchw, scales):
@@ -69,7 +69,7 @@ def test_bit_exact_at_one_word_per_cycle_and_under_backpressure(ifm, ofm, channe
 
 
 @pytest.mark.sim
-@settings(max_examples=5)
+@settings(max_examples=RANDOM_EXAMPLES)
 @given(h=st.integers(1, 4), w=st.integers(1, 4), sy=st.integers(1, 3), sx=st.integers(1, 3),
        cf=st.integers(1, 3), simd=st.integers(1, 3), dtype=st.sampled_from(["BINARY", "INT3", "UINT8"]),
        seed=st.integers(0, 9999))

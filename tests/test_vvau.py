@@ -12,7 +12,7 @@ from qonnx.util.basic import gen_finn_dt_tensor
 from layers.vvau import VVAU, VVAUSpec
 from sim import golden
 from sim.harness import FULL_RATE, Backpressure
-from tests.conftest import sampled_grid
+from tests.conftest import RANDOM_EXAMPLES, sampled_grid
 from tests.mvau_util import activation_args, run_unit
 
 
@@ -76,7 +76,7 @@ def test_mem_modes(mode):
 
 
 @pytest.mark.sim
-@settings(max_examples=6)
+@settings(max_examples=RANDOM_EXAMPLES)
 @given(nf=st.integers(1, 3), pe=st.sampled_from([1, 2, 4]), kernel=st.sampled_from([(3, 3), (1, 5), (2, 2)]),
        simd_pick=st.integers(0, 8), idt=st.sampled_from(["BIPOLAR", "INT4", "UINT2"]),
        wdt=st.sampled_from(["BIPOLAR", "INT3"]), act=st.sampled_from([None, "BIPOLAR", "INT4"]),
