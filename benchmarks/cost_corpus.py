@@ -38,12 +38,13 @@ def configurations():
         mw, mh = rng.choice(SHAPES)
         idt, wdt, odt, steps = rng.choice(MAC_TYPES)
         bits = DataType[idt].bitwidth() * DataType[wdt].bitwidth()
-        budget = 2048 if bits == 1 else 256 if bits <= 8 else 64       # MACs: keeps a Yosys run under a minute
-        simd = rng.choice(_divisors(mw, 64))
+        res_type = rng.choice(["lut", "dsp"]) if bits >= 16 else "lut"
+        # MACs: keeps a Yosys run within a minute or two (8x8-bit multipliers in LUTs are the slow ones)
+        budget = 2048 if bits == 1 else 256 if bits <= 8 else 64 if res_type == "dsp" else 16
+        simd = rng.choice([d for d in _divisors(mw, 64) if d <= budget])
         pe = rng.choice([d for d in _divisors(mh, 32) if d * simd <= budget] or [1])
         params = dict(mw=mw, mh=mh, simd=simd, pe=pe, idt=idt, wdt=wdt, odt=odt, steps=steps,
-                      mem_mode=rng.choice(["internal_embedded", "internal_decoupled"]),
-                      res_type=rng.choice(["lut", "dsp"]) if bits >= 16 else "lut",
+                      mem_mode=rng.choice(["internal_embedded", "internal_decoupled"]), res_type=res_type,
                       ram_style=rng.choice(["auto", "auto", "distributed", "block"]))
         configs.append(("MVAU", params))
     for k in range(12):

@@ -55,6 +55,16 @@ def _say(text):
     print(text, flush=True)
 
 
+def add_optimizer_options(parser):
+    parser.add_argument("--fit", metavar="BOARD", choices=("pynq-z2",),
+                        help="the folding optimizer: the fastest design within BOARD's device x --max-utilization "
+                             "(with --target-fps: the cheapest design reaching it)")
+    parser.add_argument("--max-utilization", type=float, default=0.8, metavar="F",
+                        help="share of the device --fit may fill (default: %(default)s)")
+    parser.add_argument("--budget", metavar="lut=N,ff=N,bram36=N,dsp=N",
+                        help="the folding optimizer within this budget (any subset of the resources)")
+
+
 def add_compile_options(parser):
     parser.add_argument("--folding", metavar="FOLD.json", help="FINN-format folding config (PE, SIMD, mem_mode, ...)")
     parser.add_argument("--target-fps", type=float, metavar="N",
@@ -67,13 +77,7 @@ def add_compile_options(parser):
     parser.add_argument("--input-dtype", metavar="DTYPE",
                         help="the datatype of the model's input when it has no input quantizer (BIPOLAR, "
                              "BINARY, UINT8, INT8, ...), as FINN's set_tensor_datatype")
-    parser.add_argument("--fit", metavar="BOARD", choices=("pynq-z2",),
-                        help="the folding optimizer: the fastest design within BOARD's device x --max-utilization "
-                             "(with --target-fps: the cheapest design reaching it)")
-    parser.add_argument("--max-utilization", type=float, default=0.8, metavar="F",
-                        help="share of the device --fit may fill (default: %(default)s)")
-    parser.add_argument("--budget", metavar="lut=N,ff=N,bram36=N,dsp=N",
-                        help="the folding optimizer within this budget (any subset of the resources)")
+    add_optimizer_options(parser)
     parser.add_argument("--strict", action="store_true",
                         help="a design estimated over the board is an error (default: a warning)")
     parser.add_argument("-q", "--quiet", action="store_true", help="no per-pass lines, no per-layer table")
@@ -307,6 +311,7 @@ def add_inspect_arguments(parser):
                         help="naive folding (FINN SetFolding) for N frames/s (default: 1000 cycles per frame)")
     parser.add_argument("--clock-mhz", type=float, default=100.0, help="clock for --target-fps (default: %(default)s)")
     parser.add_argument("--input-dtype", metavar="DTYPE", help="the datatype of an input without a quantizer")
+    add_optimizer_options(parser)
 
 
 def run_inspect_command(args):

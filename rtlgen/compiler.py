@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from rtlgen import stitch
+from rtlgen.costmodel import estimate
 from sim.stream_io import StreamEnd, StreamIO
 from rtlgen.frontend import CompileError, CompileWarning, load_model
 from rtlgen.host import submodel
@@ -128,7 +129,7 @@ def check_fit(graph, options):
     """The graph unchanged; under ``strict``, an error if its layers alone are estimated over the board."""
     from rtlgen.fit import fit_line, fits, usage
 
-    used = usage(sum(n.spec().resource_estimate() for n in graph.nodes), options.board)
+    used = usage(sum(estimate(n.spec()) for n in graph.nodes), options.board)
     if options.strict and not fits(used):
         raise CompileError(f"{fit_line(used, options.board)}; lower the folding (--target-fps, --folding) or "
                            f"compile without --strict")
@@ -226,7 +227,7 @@ def _summary(name, graph, options):
             "" if chosen is None else f", by the folding optimizer in {chosen.seconds:.1f} s: {chosen.binding} binds")
     if name == "check_fit":
         from rtlgen.fit import fit_line, usage
-        return fit_line(usage(sum(n.spec().resource_estimate() for n in graph.nodes), options.board),
+        return fit_line(usage(sum(estimate(n.spec()) for n in graph.nodes), options.board),
                         options.board, "layers' estimate")
     counts = {}
     for n in graph.nodes:

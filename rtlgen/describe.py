@@ -5,6 +5,8 @@ and why. A model that cannot be lowered fails here with the same one-line error 
 
 import numpy as np
 
+from rtlgen.costmodel import estimate
+
 __all__ = ["describe", "print_description"]
 
 
@@ -37,7 +39,7 @@ def describe(model_path, options):
             "out_width": spec.out_width, "exp_cycles": spec.exp_cycles, "folding": legal,
             "model_tensors": {t: {"shape": list(s.shape), "dtype": s.dtype.name, "scale": _scale(s.scale)}
                               for t, s in tensors.items()},
-            "resources": dict(spec.resource_estimate()),
+            "resources": dict(estimate(spec)),
         })
     t_in = graph.tensors[graph.input]
     return {

@@ -27,6 +27,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from rtlgen.costmodel import estimate
+
 __all__ = ["Budget", "optimize_folding", "OptimizerResult", "NoFit", "RESOURCES"]
 
 RESOURCES = ("LUT", "FF", "BRAM18", "DSP")
@@ -177,7 +179,7 @@ def _options(graph, group):
         except ValueError:          # an illegal combination (e.g. parallel_window here, dsp with 1-bit weights)
             continue
         cycles = max(s.exp_cycles for s in specs)
-        est = sum((s.resource_estimate() for s in specs), start=0)
+        est = sum((estimate(s) for s in specs), start=0)
         cost = tuple(int(est[r]) for r in RESOURCES)
         key = (cycles, cost)
         if key not in found:        # the first of equal options: the order of the legal values decides
@@ -273,5 +275,5 @@ def _whole_design(graph):
     their analytic bounds)."""
     from rtlgen.stitch import analytic_fifo_depths, insert_dwcs_and_fifos
     stitched = insert_dwcs_and_fifos(graph, analytic_fifo_depths(graph))
-    total = sum(node.spec().resource_estimate() for node in stitched.nodes)
+    total = sum(estimate(node.spec()) for node in stitched.nodes)
     return np.array([float(total[r]) for r in RESOURCES])

@@ -27,6 +27,7 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from memstream.packing import padded_width
+from rtlgen.costmodel import estimate
 from rtlgen.hwgraph import DataflowGraph, HWNode, input_port, output_port
 from sim.compiled import network_engine
 from sim.harness import FULL_RATE, cycle_budget, run_stitched
@@ -564,7 +565,7 @@ def graph_report(graph):
     totals = {}
     for node in graph.nodes:
         spec = node.spec()
-        est = dict(spec.resource_estimate())
+        est = dict(estimate(spec))
         for key, value in est.items():
             totals[key] = totals.get(key, 0) + value
         rows.append({"name": node.name, "op_type": node.op_type, "inputs": list(node.inputs),

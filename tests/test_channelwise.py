@@ -57,14 +57,14 @@ def _grid_case(case, simulator):
 
 
 @pytest.mark.sim
-@pytest.mark.parametrize("case", sampled_grid(GRID_AXES, stride=5, sample=True))
+@pytest.mark.parametrize("case", sampled_grid(GRID_AXES, stride=11, sample=True))
 def test_finn_grid(case, simulator):
     _grid_case(case, simulator)
 
 
 @pytest.mark.slow
 @pytest.mark.sim
-@pytest.mark.parametrize("case", sampled_grid(GRID_AXES, stride=5, sample=False))
+@pytest.mark.parametrize("case", sampled_grid(GRID_AXES, stride=11, sample=False))
 def test_finn_grid_rest(case, simulator):
     _grid_case(case, simulator)
 

@@ -49,14 +49,14 @@ def _grid_case(case, simulator):
 
 
 @pytest.mark.sim
-@pytest.mark.parametrize("case", sampled_grid(GRID_AXES, stride=21, sample=True))
+@pytest.mark.parametrize("case", sampled_grid(GRID_AXES, stride=43, sample=True))
 def test_finn_grid(case, simulator):
     _grid_case(case, simulator)
 
 
 @pytest.mark.slow
 @pytest.mark.sim
-@pytest.mark.parametrize("case", sampled_grid(GRID_AXES, stride=21, sample=False))
+@pytest.mark.parametrize("case", sampled_grid(GRID_AXES, stride=43, sample=False))
 def test_finn_grid_rest(case, simulator):
     _grid_case(case, simulator)
 

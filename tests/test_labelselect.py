@@ -38,7 +38,7 @@ GRID_AXES = dict(idt=["UINT8", "UINT16", "INT16"], labels=[10, 100], k=[1, 5], f
 
 
 def _grid(sample):
-    return sampled_grid(GRID_AXES, stride=7, sample=sample)
+    return sampled_grid(GRID_AXES, stride=13, sample=sample)
 
 
 def _grid_case(case, simulator):

@@ -47,7 +47,7 @@ def _legal(c):
 
 
 def _grid(sample):
-    return sampled_grid(GRID_AXES, stride=7, sample=sample, legal=_legal)
+    return sampled_grid(GRID_AXES, stride=13, sample=sample, legal=_legal)
 
 
 def _grid_case(case, simulator):

@@ -48,7 +48,7 @@ ADD_AXES = dict(dtype=["UINT4", "UINT8", "INT4"], channels=[1, 64], pe=[1, 2, 64
 
 
 def _add_grid(sample):
-    return sampled_grid(ADD_AXES, stride=11, sample=sample, legal=lambda c: c["channels"] % c["pe"] == 0)
+    return sampled_grid(ADD_AXES, stride=23, sample=sample, legal=lambda c: c["channels"] % c["pe"] == 0)
 
 
 @pytest.mark.sim

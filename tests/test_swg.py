@@ -61,14 +61,14 @@ def _spec(case, **kwargs):
 
 
 @pytest.mark.sim
-@pytest.mark.parametrize("case", sampled_grid(GRID_AXES, stride=43, sample=True, legal=_legal))
+@pytest.mark.parametrize("case", sampled_grid(GRID_AXES, stride=89, sample=True, legal=_legal))
 def test_grid(case, simulator):
     check(_spec(case), simulator)
 
 
 @pytest.mark.sim
 @pytest.mark.slow
-@pytest.mark.parametrize("case", sampled_grid(GRID_AXES, stride=43, sample=False, legal=_legal))
+@pytest.mark.parametrize("case", sampled_grid(GRID_AXES, stride=89, sample=False, legal=_legal))
 def test_grid_rest(case, simulator):
     check(_spec(case), simulator)
 

@@ -53,7 +53,7 @@ GRID_AXES = dict(channels=[6, 16], vecs=[(1,), (1, 2, 2)], act=["INT4", "BIPOLAR
 
 def _grid(sample):
     # a 1-step (BIPOLAR) quantizer has no narrow form
-    return sampled_grid(GRID_AXES, stride=13, sample=sample, legal=lambda c: not (c["act"] == "BIPOLAR" and c["narrow"]))
+    return sampled_grid(GRID_AXES, stride=29, sample=sample, legal=lambda c: not (c["act"] == "BIPOLAR" and c["narrow"]))
 
 
 def _grid_case(case, simulator):

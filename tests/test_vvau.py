@@ -46,7 +46,7 @@ GRID_AXES = dict(idt=["BIPOLAR", "UINT4"], wdt=["BIPOLAR", "UINT4"], act=["BIPOL
 
 
 def _grid(sample):
-    return sampled_grid(GRID_AXES, stride=17, sample=sample,
+    return sampled_grid(GRID_AXES, stride=37, sample=sample,
                         legal=lambda c: c["channels"] % c["pe"] == 0 and (c["kernel"][0] * c["kernel"][1]) % c["simd"] == 0)
 
 
