@@ -12,8 +12,6 @@ pynq-z2``'s default) and half of that.
 import time
 from pathlib import Path
 
-import numpy as np
-
 from benchmarks.tables import write_section
 from rtlgen.compiler import CompileOptions, to_hw
 from rtlgen.folding import set_folding
