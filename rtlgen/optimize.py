@@ -113,13 +113,17 @@ def optimize_folding(graph, budget, *, target_cycles=None):
     groups = _groups(graph)
     choices = [_options(graph, group) for group in groups]
     limit = budget.as_vector()
-    node_limit = limit.copy()
+    node_limit, used = limit.copy(), None
     for rounds in range(1, MAX_ROUNDS + 1):
         picked, ii = _solve(choices, node_limit, target_cycles)
         if picked is None:
             what = f"{target_cycles} cycles per frame" if target_cycles else "any folding"
-            raise NoFit(f"no design fits the budget ({budget.describe()}) at {what}: the smallest needs "
-                             f"{_describe(_cheapest(choices, target_cycles))}")
+            if rounds == 1:
+                raise NoFit(f"no design fits the budget ({budget.describe()}) at {what}: its layers alone need "
+                            f"at least {_describe(_cheapest(choices, target_cycles))}")
+            raise NoFit(f"no design fits the budget ({budget.describe()}) at {what} once the DWCs, FIFOs and "
+                        f"DuplicateStreams between the layers are counted: the last one tried needed "
+                        f"{_describe(used)}")
         _apply(graph, groups, choices, picked)
         used = _whole_design(graph)
         over = used - limit
@@ -251,11 +255,12 @@ def _cheapest_within(choices, limit, ii):
 
 
 def _cheapest(choices, target_cycles):
-    """The cost of the cheapest option of every group (at the target, if any)."""
+    """A lower bound on the layers' cost: per resource, the sum of every group's smallest figure (at the
+    target, if any)."""
     total = np.zeros(len(RESOURCES))
     for options in choices:
         usable = [o for o in options if target_cycles is None or o.cycles <= target_cycles] or options
-        total += np.array(min(usable, key=lambda o: sum(o.cost)).cost, dtype=float)
+        total += np.array([min(o.cost[r] for o in usable) for r in range(len(RESOURCES))], dtype=float)
     return total
 
 
@@ -271,9 +276,10 @@ def _apply(graph, groups, choices, picked):
 
 
 def _whole_design(graph):
-    """Estimate of the design as stitched: the nodes plus the DWCs and FIFOs between them (FIFO depths at
-    their analytic bounds)."""
-    from rtlgen.stitch import analytic_fifo_depths, insert_dwcs_and_fifos
-    stitched = insert_dwcs_and_fifos(graph, analytic_fifo_depths(graph))
+    """Estimate of the design as stitched: the nodes plus the DuplicateStreams, DWCs and FIFOs between
+    them (FIFO depths at their analytic bounds)."""
+    from rtlgen.stitch import analytic_fifo_depths, insert_duplicates, insert_dwcs_and_fifos
+    branched = insert_duplicates(graph)             # a tensor feeding several nodes: DuplicateStreams
+    stitched = insert_dwcs_and_fifos(branched, analytic_fifo_depths(branched))
     total = sum(estimate(node.spec()) for node in stitched.nodes)
     return np.array([float(total[r]) for r in RESOURCES])
