@@ -10,12 +10,13 @@ walks each node up its axes until a target is met and ignores the cost; here:
 1. per node, the options are enumerated and those *dominated* (another option is no slower and no more
    expensive in every resource) dropped;
 2. the lowest II that fits is found by bisection over the candidate IIs (the options' cycle counts);
-   whether an II fits is a 0/1 program (one option per node, the options meeting the II, the summed
+   at one II, the design is a 0/1 program (one option per node, the options meeting the II, the summed
    resources within the budget), solved exactly by HiGHS through ``scipy.optimize.milp``, minimising the
    resources in units of the budget (so the result is also the cheapest design at that II);
-3. the width converters and FIFOs that stitching adds between the nodes are not in the per-node costs:
+3. the DuplicateStreams, width converters and FIFOs that stitching adds are not in the per-node costs:
    after a solve they are estimated for the chosen folding (the analytic FIFO bounds, not the simulated
-   depths) and the node budget is lowered by that amount, until the whole design fits (a few rounds).
+   depths); while the whole design is over, the node budget at that II shrinks by the overshoot and the
+   program is solved again (a few rounds), and an II where that fails counts as not fitting.
 
 A depthwise ConvolutionInputGenerator and the VVAU it feeds are chosen together (the generator's SIMD is
 the VVAU's PE, as FINN requires). Deterministic: the same graph and budget give the same folding.
@@ -113,26 +114,35 @@ def optimize_folding(graph, budget, *, target_cycles=None):
     groups = _groups(graph)
     choices = [_options(graph, group) for group in groups]
     limit = budget.as_vector()
-    node_limit, used = limit.copy(), None
-    for rounds in range(1, MAX_ROUNDS + 1):
-        picked, ii = _solve(choices, node_limit, target_cycles)
-        if picked is None:
-            what = f"{target_cycles} cycles per frame" if target_cycles else "any folding"
-            if rounds == 1:
-                raise NoFit(f"no design fits the budget ({budget.describe()}) at {what}: its layers alone need "
-                            f"at least {_describe(_cheapest(choices, target_cycles))}")
-            raise NoFit(f"no design fits the budget ({budget.describe()}) at {what} once the DWCs, FIFOs and "
-                        f"DuplicateStreams between the layers are counted: the last one tried needed "
-                        f"{_describe(used)}")
-        _apply(graph, groups, choices, picked)
-        used = _whole_design(graph)
-        over = used - limit
-        if (over <= 1e-9).all():
-            break
-        node_limit = node_limit - np.maximum(over, 0) - 1e-6      # the DWCs/FIFOs take that much
-    else:
-        raise NoFit(f"the folding optimizer did not converge on a design within the budget "
-                         f"({budget.describe()}) after {MAX_ROUNDS} rounds")
+
+    def attempt(ii):
+        """(picked, whole-design estimate, rounds): the cheapest design at ``ii`` whose estimate, inserted
+        nodes included, fits; the node budget shrinks by what they overshoot, a few rounds. None if none."""
+        node_limit = limit.copy()
+        for rounds in range(1, MAX_ROUNDS + 1):
+            picked = _cheapest_within(choices, node_limit, ii)
+            if picked is None:
+                return None
+            _apply(graph, groups, choices, picked)
+            used = _whole_design(graph)
+            over = used - limit
+            if (over <= 1e-9).all():
+                return picked, used, rounds
+            node_limit = node_limit - np.maximum(over, 0) - 1e-6
+        return None
+
+    candidates = [target_cycles] if target_cycles is not None else _candidates(choices)
+    found = _smallest_fitting(candidates, attempt)
+    if found is None:
+        what = f"{target_cycles} cycles per frame" if target_cycles else "any folding"
+        if _cheapest_within(choices, limit, candidates[-1]) is None:
+            raise NoFit(f"no design fits the budget ({budget.describe()}) at {what}: its layers alone need "
+                        f"at least {_describe(_cheapest(choices, target_cycles))}")
+        raise NoFit(f"no design fits the budget ({budget.describe()}) at {what} once the DWCs, FIFOs and "
+                    f"DuplicateStreams between the layers are counted")
+    ii, (picked, used, rounds) = found
+    _apply(graph, groups, choices, picked)
+    ii = _ii(choices, picked)
     ratios = np.divide(used, limit, out=np.zeros_like(used), where=np.isfinite(limit) & (limit > 0))
     binding = RESOURCES[int(np.argmax(ratios))].replace("BRAM18", "BRAM36")
     return OptimizerResult(ii, budget, dict(zip(RESOURCES, used.tolist())), binding,
@@ -201,26 +211,29 @@ def _pareto(options):
     return kept
 
 
-def _solve(choices, limit, target_cycles):
-    """(option index per group, II) of the fastest fitting design (or the cheapest at ``target_cycles``)."""
-    if target_cycles is not None:
-        picked = _cheapest_within(choices, limit, target_cycles)
-        return (picked, _ii(choices, picked)) if picked is not None else (None, None)
-    candidates = sorted({o.cycles for options in choices for o in options})
+def _candidates(choices):
+    """Every II some design can have: the options' cycle counts from the slowest group's fastest option up."""
     floor = max(min(o.cycles for o in options) for options in choices)
-    candidates = [c for c in candidates if c >= floor]
-    best = None
-    lo, hi = 0, len(candidates) - 1
-    if _cheapest_within(choices, limit, candidates[hi]) is None:
-        return None, None
-    while lo <= hi:                 # the smallest candidate II that fits
+    return sorted(c for c in {o.cycles for options in choices for o in options} if c >= floor)
+
+
+def _smallest_fitting(candidates, attempt):
+    """(II, attempt(II)) for the smallest candidate II whose attempt succeeds, by bisection (fitting is
+    taken as monotone in the II: a larger II allows every option a smaller one does); None if the largest
+    fails."""
+    last = attempt(candidates[-1])
+    if last is None:
+        return None
+    best = (candidates[-1], last)
+    lo, hi = 0, len(candidates) - 2
+    while lo <= hi:
         mid = (lo + hi) // 2
-        picked = _cheapest_within(choices, limit, candidates[mid])
-        if picked is not None:
-            best, hi = picked, mid - 1
+        found = attempt(candidates[mid])
+        if found is not None:
+            best, hi = (candidates[mid], found), mid - 1
         else:
             lo = mid + 1
-    return best, _ii(choices, best)
+    return best
 
 
 def _ii(choices, picked):

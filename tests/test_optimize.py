@@ -13,7 +13,8 @@ from rtlgen.cli import main
 from rtlgen.compiler import CompileOptions, to_hw
 from rtlgen.folding import set_folding
 from rtlgen.frontend import load_model
-from rtlgen.optimize import Budget, _groups, _options, _solve, _whole_design, optimize_folding
+from rtlgen.optimize import (Budget, _candidates, _cheapest_within, _groups, _options, _smallest_fitting,
+                             _whole_design, optimize_folding)
 
 MODELS = Path(__file__).parent / "models"
 
@@ -43,10 +44,11 @@ def test_each_ii_is_solved_exactly():
     for lut in (400, 900, 2000, 6000):
         limit = np.array([lut, np.inf, np.inf, np.inf])
         fitting = [c for c in combos if sum(o.cost[0] for o in c) <= lut]
-        picked, ii = _solve(choices, limit, None)
+        found = _smallest_fitting(_candidates(choices), lambda ii: _cheapest_within(choices, limit, ii))
         if not fitting:
-            assert picked is None
+            assert found is None
             continue
+        ii, picked = found
         assert ii == min(max(o.cycles for o in c) for c in fitting), lut
         assert sum(choices[g][k].cost[0] for g, k in enumerate(picked)) <= lut
 
