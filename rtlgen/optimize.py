@@ -16,7 +16,9 @@ walks each node up its axes until a target is met and ignores the cost; here:
 3. the DuplicateStreams, width converters and FIFOs that stitching adds are not in the per-node costs:
    after a solve they are estimated for the chosen folding (the analytic FIFO bounds, not the simulated
    depths); while the whole design is over, the node budget at that II shrinks by the overshoot and the
-   program is solved again (a few rounds), and an II where that fails counts as not fitting.
+   program is solved again (a few rounds); where that fails, FINN's SetFolding at that II is tried (the
+   widths between layers, which decide the inserted nodes, are outside the per-node program), so the
+   optimizer never does worse than the naive folding at the IIs it visits.
 
 A depthwise ConvolutionInputGenerator and the VVAU it feeds are chosen together (the generator's SIMD is
 the VVAU's PE, as FINN requires). Deterministic: the same graph and budget give the same folding.
@@ -114,6 +116,14 @@ def optimize_folding(graph, budget, *, target_cycles=None):
     groups = _groups(graph)
     choices = [_options(graph, group) for group in groups]
     limit = budget.as_vector()
+    original = [dict(node.folding) for node in graph.nodes]
+
+    def naive(ii):
+        """FINN's SetFolding for ``ii`` from the graph's own folding (resType, ram_style as given)."""
+        from rtlgen.folding import set_folding
+        for node, folding in zip(graph.nodes, original):
+            node.folding = dict(folding)
+        return set_folding(graph, ii)
 
     def attempt(ii):
         """(picked, whole-design estimate, rounds): the cheapest design at ``ii`` whose estimate, inserted
@@ -129,6 +139,13 @@ def optimize_folding(graph, budget, *, target_cycles=None):
             if (over <= 1e-9).all():
                 return picked, used, rounds
             node_limit = node_limit - np.maximum(over, 0) - 1e-6
+        # The inserted nodes depend on the neighbours' widths, which the per-node program does not see:
+        # where it found no fitting design, FINN's SetFolding at this II still may (the optimizer must
+        # never do worse than the naive folding).
+        if naive(ii) <= ii:
+            used = _whole_design(graph)
+            if (used <= limit + 1e-9).all():
+                return None, used, MAX_ROUNDS + 1
         return None
 
     candidates = [target_cycles] if target_cycles is not None else _candidates(choices)
@@ -141,8 +158,11 @@ def optimize_folding(graph, budget, *, target_cycles=None):
         raise NoFit(f"no design fits the budget ({budget.describe()}) at {what} once the DWCs, FIFOs and "
                     f"DuplicateStreams between the layers are counted")
     ii, (picked, used, rounds) = found
-    _apply(graph, groups, choices, picked)
-    ii = _ii(choices, picked)
+    if picked is None:                  # the naive folding at this II
+        ii = naive(ii)
+    else:
+        _apply(graph, groups, choices, picked)
+        ii = _ii(choices, picked)
     ratios = np.divide(used, limit, out=np.zeros_like(used), where=np.isfinite(limit) & (limit > 0))
     binding = RESOURCES[int(np.argmax(ratios))].replace("BRAM18", "BRAM36")
     return OptimizerResult(ii, budget, dict(zip(RESOURCES, used.tolist())), binding,
