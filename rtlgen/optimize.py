@@ -145,7 +145,7 @@ def optimize_folding(graph, budget, *, target_cycles=None):
         if naive(ii) <= ii:
             used = _whole_design(graph)
             if (used <= limit + 1e-9).all():
-                return None, used, MAX_ROUNDS + 1
+                return ("naive", ii), used, MAX_ROUNDS + 1
         return None
 
     candidates = [target_cycles] if target_cycles is not None else _candidates(choices)
@@ -158,8 +158,20 @@ def optimize_folding(graph, budget, *, target_cycles=None):
         raise NoFit(f"no design fits the budget ({budget.describe()}) at {what} once the DWCs, FIFOs and "
                     f"DuplicateStreams between the layers are counted")
     ii, (picked, used, rounds) = found
-    if picked is None:                  # the naive folding at this II
-        ii = naive(ii)
+    if target_cycles is None:
+        # Fitting is not quite monotone in the II (the inserted nodes follow the widths), so bisection can
+        # step over an II where the naive folding fits: try it at targets between the fastest II and ours.
+        target = float(candidates[0])
+        while target < ii:
+            reached = naive(int(target))
+            if reached < ii:
+                naive_used = _whole_design(graph)
+                if (naive_used <= limit + 1e-9).all():
+                    ii, (picked, used, rounds) = reached, (("naive", int(target)), naive_used, MAX_ROUNDS + 1)
+                    break
+            target *= 2 ** 0.25
+    if picked[0] == "naive":            # FINN's SetFolding at that target
+        ii = naive(picked[1])
     else:
         _apply(graph, groups, choices, picked)
         ii = _ii(choices, picked)
