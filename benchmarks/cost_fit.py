@@ -5,9 +5,11 @@
 Per variant (op type plus multiplier kind) and resource (LUT, FF): ``yosys ~ a * analytic + b`` with
 a, b >= 0, least squares on the *relative* error (each record weighted by 1 / its Yosys count), on the
 records whose index in the sorted corpus is not a multiple of 4; every 4th record is held out and only
-used for the error table. A variant needs MIN_RECORDS fitted records, else it stays analytic. LUT counts
+used for the error table. A resource of a variant is calibrated only where that beats the analytic figure
+in leave-one-out over the training records (else its coefficients are 1, 0). A variant needs MIN_RECORDS fitted records, else it stays analytic. LUT counts
 include the LUTs Yosys uses as LUTRAM/SRL (Vivado's "Slice LUTs"). BRAM (BRAM18-equivalents) and DSP are
-compared exactly. Writes ``rtlgen/data/cost_model.json`` and a section of BENCHMARKS.md.
+compared exactly. Writes ``rtlgen/data/cost_model.json`` and a section of BENCHMARKS.md; ship the model
+file only when the calibrated held-out errors beat the analytic ones.
 """
 
 import json
@@ -41,14 +43,27 @@ def fit(rows):
         train = [r for k, r in enumerate(rows) if r[1] == name and k % HOLD_OUT_EVERY]
         if len(train) < MIN_RECORDS:
             continue
-        model[name] = {}
+        fitted = {}
         for resource in ("LUT", "FF"):
             x = np.array([float(r[2][resource]) for r in train])
             y = np.array([float(r[3][resource]) for r in train])
-            weight = 1.0 / np.maximum(y, 1.0)
-            coef, _ = nnls(np.stack([x * weight, weight], axis=1), y * weight)
-            model[name][resource] = [round(float(coef[0]), 4), round(float(coef[1]), 2)]
+            # leave-one-out on the training records: calibrate only where it beats the analytic figure
+            loo = [abs(_line(np.delete(x, k), np.delete(y, k)) @ [x[k], 1.0] - y[k]) / max(y[k], 1.0)
+                   for k in range(len(x))]
+            plain = np.abs(x - y) / np.maximum(y, 1.0)
+            a, b = _line(x, y)
+            fitted[resource] = [round(float(a), 4), round(float(b), 2)] if np.median(loo) < np.median(plain) \
+                else [1.0, 0.0]
+        if fitted != {"LUT": [1.0, 0.0], "FF": [1.0, 0.0]}:
+            model[name] = fitted
     return model
+
+
+def _line(x, y):
+    """(a, b) >= 0 minimising the relative error of a * x + b against y."""
+    weight = 1.0 / np.maximum(y, 1.0)
+    coef, _ = nnls(np.stack([x * weight, weight], axis=1), y * weight)
+    return coef
 
 
 def _predict(model, name, analytic, resource):
