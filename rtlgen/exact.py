@@ -95,7 +95,7 @@ def _run(model, opset, inputs, *, exact):
     for node in model.graph.node:
         if node.op_type in QUANTIZER_OPS:
             pre[node.name] = np.asarray(ctx[node.input[0]], np.float32).copy()
-        if exact and node.op_type in LINEAR_OPS:
+        if exact and node.op_type in LINEAR_OPS and not _scaled_gemm(node):
             ctx[node.output[0]] = _linear(node, ctx, exact_of, opset).astype(np.float32)
             continue
         execute_node(node, ctx, model.graph, opset)
@@ -127,15 +127,17 @@ def _exact_codes(node, ctx, model):
 def _linear(node, ctx, exact_of, opset):
     """MatMul/Conv/Gemm in float64 on exact inputs, rounded once to float32; a bias (Conv's third input,
     Gemm's C) added afterwards in float32, as the accelerator's activation chain adds it."""
-    data = [exact_of.get(i, np.asarray(ctx[i], np.float64)) if i else None for i in node.input[:2]]
-    attrs = {a.name: a for a in node.attribute}
-    if node.op_type == "Gemm" and any(a in attrs and attrs[a].f != 1.0 for a in ("alpha", "beta")):
-        data = [np.asarray(ctx[i], np.float64) for i in node.input[:2]]    # scaled Gemm: as qonnx, float32
+    data = [exact_of.get(i, np.asarray(ctx[i], np.float64)) for i in node.input[:2]]
     y = _float64(node, data, opset, inputs=node.input[:2])[0].astype(np.float32)
     if len(node.input) > 2 and node.input[2]:
         bias = np.asarray(ctx[node.input[2]], np.float32)
         y = y + (bias.reshape(1, -1, *([1] * (y.ndim - 2))) if node.op_type == "Conv" else bias)
     return y
+
+
+def _scaled_gemm(node):
+    """A Gemm with alpha or beta other than 1 (not what exporters write): left to qonnx, in float32."""
+    return node.op_type == "Gemm" and any(a.name in ("alpha", "beta") and a.f != 1.0 for a in node.attribute)
 
 
 def _float64(node, values, opset, inputs=None):

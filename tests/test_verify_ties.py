@@ -14,6 +14,7 @@ from rtlgen import api
 from rtlgen.cli import main
 from rtlgen.exact import TieReport, _classify, exact_reference
 from rtlgen.verify import qonnx_reference, verify_outputs
+from sim.harness import Backpressure
 
 MODELS = Path(__file__).parent / "models"
 DECIMAL = MODELS / "decimal" / "brevitas_decimal_mlp.onnx"
@@ -88,6 +89,8 @@ def test_hardware_equals_exact_semantics_and_one_code_off_fails(decimal_design):
     x = decimal_inputs(32)
     outputs = decimal_design.simulate(x).outputs
     assert np.array_equal(outputs.reshape(32, -1), numpy_exact_semantics(x))
+    stalled = decimal_design.simulate(x, backpressure=Backpressure(seed=5)).outputs      # random valid/ready
+    assert np.array_equal(stalled, outputs)
     result = verify_outputs(decimal_design.model, x, outputs, decimal_design.io)
     assert result.passed and result.at_ties and not result.exact
     assert result.bad_elements > 0 and result.ties.tie_count > 0
