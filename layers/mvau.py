@@ -22,7 +22,8 @@ from layers.thresholding import ThresholdTable, activation_lane, check_activatio
 from memstream.axilite import AXILiteSignature
 from memstream.memstream import MemStream, MemStreamSpec
 from memstream.packing import element_codes, pack_words
-from layers.op import Op, Resources, StreamContract, divisors_of
+from layers.op import ArrayMemo, Op, Resources, StreamContract, divisors_of
+from layers.requant import REQUANT_STAGES, requant_form, requantize
 
 
 __all__ = ["MVAUSpec", "MVAU", "DotProductUnit"]
@@ -40,29 +41,7 @@ def _positive(owner, spec, *attrs):
             raise ValueError(f"{owner} {attr} must be a positive integer, not {value!r}")
 
 
-_CHECKED = {}       # id(weights) -> (weak reference, datatype names the array was checked against)
-
-
-def _checked_before(weights, dtype):
-    """True if this very array (not a copy) passed ``element_codes`` for ``dtype`` already (see
-    :func:`_mark_checked`), so a spec rebuilt with another folding (the folding optimizer builds
-    thousands) skips the O(weights) check. Sound because weight arrays are never changed in place once a
-    spec holds them (specs are frozen; graph params are shared and never mutated)."""
-    entry = _CHECKED.get(id(weights))
-    return entry is not None and entry[0]() is weights and dtype.name in entry[1]
-
-
-def _mark_checked(weights, dtype):
-    import weakref
-    entry = _CHECKED.get(id(weights))
-    if entry is not None and entry[0]() is weights:
-        entry[1].add(dtype.name)
-        return
-    try:
-        _CHECKED[id(weights)] = (weakref.ref(weights, lambda ref, key=id(weights): _CHECKED.pop(key, None)),
-                                 {dtype.name})
-    except TypeError:           # not weak-referenceable: checked every time
-        pass
+_WEIGHT_CHECKS = ArrayMemo()     # weights already checked against a datatype
 
 
 class _UnitSpec(StreamContract):
@@ -110,6 +89,7 @@ class _UnitSpec(StreamContract):
             check_fits(owner, "output_dtype", out, lo, hi, "accumulators (noActivation)")
             object.__setattr__(self, "output_dtype", out)
             object.__setattr__(self, "table", None)
+            object.__setattr__(self, "requant", requant_form(owner, self.activation_style, None, None))
         else:
             if self.output_dtype is None:
                 raise ValueError(f"{owner} output_dtype is required with thresholds")
@@ -118,6 +98,7 @@ class _UnitSpec(StreamContract):
             table = ThresholdTable(owner, self.thresholds, self.out_channels, self.pe, (lo, hi))
             object.__setattr__(self, "table", table)
             check_activation(owner, table, out, self.act_val)
+            object.__setattr__(self, "requant", requant_form(owner, self.activation_style, self.thresholds, table))
 
     def _validate_weights(self):
         owner = self.owner
@@ -128,9 +109,8 @@ class _UnitSpec(StreamContract):
         w = np.asarray(self.weights)
         if w.shape != self.weights_shape:
             raise ValueError(f"{owner} weights must have shape {self.weights_shape}, not {w.shape}")
-        if not _checked_before(w, self.weight_dtype):
-            element_codes(w, self.weight_dtype)     # raises naming the legal values if any does not fit
-            _mark_checked(w, self.weight_dtype)
+        # raises naming the legal values if any does not fit
+        _WEIGHT_CHECKS.get(w, self.weight_dtype.name, lambda: element_codes(w, self.weight_dtype) is not None)
 
     def _product_ranges(self):
         """(lo, hi) arrays of shape (out_channels, in_elems): the extremes of each product."""
@@ -193,8 +173,11 @@ class _UnitSpec(StreamContract):
         tree_lut = (self.simd - 1) * (product_bits + self.simd.bit_length() // 2)
         lut = macs * mult_lut + self.pe * (tree_lut + acc)
         ff = self.pe * (acc * 2 + (self.simd * product_bits if self.registers_products else 0))
-        bram18 = 0
-        if self.table is not None:
+        bram18 = dsp_act = 0
+        if self.requant is not None:
+            act = self.requant.resource_estimate(self.pe, acc)
+            lut, ff, bram18, dsp_act = lut + act.lut, ff + act.ff, act.bram18, act.dsp
+        elif self.table is not None:
             t_lut, t_ff, bram18 = self.table.resource_estimate()
             lut, ff = lut + t_lut, ff + t_ff
         if self.ram_style in ("block", "ultra") or (self.ram_style == "auto" and self.wmem > 64):
@@ -204,7 +187,8 @@ class _UnitSpec(StreamContract):
         if self.mem_mode == "internal_decoupled":
             lut += self.weight_width
             ff += 3 * self.weight_width
-        return Resources(lut=lut, ff=ff + self.weight_width + self.in_width, bram18=bram18, dsp=macs if dsp else 0)
+        return Resources(lut=lut, ff=ff + self.weight_width + self.in_width, bram18=bram18,
+                         dsp=(macs if dsp else 0) + dsp_act)
 
     def weight_memory_image(self):
         """WMEM words; word ``nf*SF + sf`` has element ``p*SIMD + s`` = W of channel nf*PE+p, row sf*SIMD+s."""
@@ -233,7 +217,14 @@ class _UnitSpec(StreamContract):
     def pipeline_depth(self):
         """Register stages from issuing a (vector, nf, sf) step to its output reaching the FIFO."""
         tree = tree_stages(self.simd, TREE_LEVELS_PER_STAGE)
-        return 1 + int(self.registers_products) + tree + 1 + (self.table.stages if self.table else 0)
+        return 1 + int(self.registers_products) + tree + 1 + self.activation_stages
+
+    @property
+    def activation_stages(self):
+        """Register stages of the activation: the requantizer's, or one per threshold search step."""
+        if self.requant is not None:
+            return REQUANT_STAGES
+        return self.table.stages if self.table is not None else 0
 
     @property
     def latency(self):
@@ -261,8 +252,10 @@ class MVAUSpec(_UnitSpec):
     ram_style: Literal["auto", "distributed", "block", "ultra"] = "auto"
     ram_style_thresholds: Literal["auto", "distributed", "block"] = "auto"
     runtime_writeable_weights: bool = False
+    activation_style: Literal["auto", "thresholds", "requant"] = "auto"    # see layers.requant.requant_form
     xnor: bool = field(init=False, repr=False)
     table: ThresholdTable = field(init=False, repr=False)
+    requant: object = field(init=False, repr=False)
 
     owner = "MVAU"
 
@@ -413,7 +406,11 @@ class DotProductUnit(wiring.Component):
         if spec.table is None:
             payload = self._extend_lanes(m, accs)
         else:
-            v, counts = threshold_search(m, advance, v, accs, nfr, spec.table, ram_style=spec.ram_style_thresholds)
+            if spec.requant is not None:
+                v, counts = requantize(m, advance, v, accs, nfr, spec.requant, spec.pe)
+            else:
+                v, counts = threshold_search(m, advance, v, accs, nfr, spec.table,
+                                             ram_style=spec.ram_style_thresholds)
             payload = Cat(activation_lane(c, spec.output_dtype, spec.act_val) for c in counts)
         m.d.comb += [fifo_in.valid.eq(v), fifo_in.payload.eq(payload)]
         return m
@@ -478,7 +475,8 @@ class MVAU(DotProductUnit):
 
 
 UNIT_FOLDING = {"PE": "pe", "SIMD": "simd", "mem_mode": "mem_mode", "ram_style": "ram_style",
-                "ram_style_thresholds": "ram_style_thresholds", "resType": "res_type"}
+                "ram_style_thresholds": "ram_style_thresholds", "resType": "res_type",
+                "activation_style": "activation_style"}
 
 
 

@@ -10,11 +10,13 @@ with several ops). The compiler discovers the ops of every module of ``layers`` 
 
 import importlib
 import pkgutil
+import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Callable, Protocol, runtime_checkable
 
-__all__ = ["Op", "LayerSpec", "Resources", "StreamContract", "OneDatatype", "OneWidth", "divisors", "divisors_of", "discover"]
+__all__ = ["Op", "LayerSpec", "Resources", "StreamContract", "OneDatatype", "OneWidth", "divisors", "divisors_of", "discover",
+           "ArrayMemo"]
 
 
 @dataclass(frozen=True)
@@ -159,3 +161,28 @@ def discover(*packages):
                     raise TypeError(f"op {op.op_type} is declared twice ({module.__name__})")
                 ops[op.op_type] = op
     return ops
+
+
+class ArrayMemo:
+    """Results computed from a numpy array, remembered while that very array (not a copy) lives.
+
+    Sound because the arrays specs hold (weights, thresholds) are never changed in place: specs are frozen
+    and the compiler's graph params are shared, never mutated. The folding optimizer rebuilds a layer's
+    spec thousands of times with other foldings; O(weights) checks and threshold fits then run once.
+    """
+
+    def __init__(self):
+        self._entries = {}          # id(array) -> (weak reference, {key: result})
+
+    def get(self, array, key, compute):
+        entry = self._entries.get(id(array))
+        if entry is None or entry[0]() is not array:
+            try:
+                ref = weakref.ref(array, lambda _, k=id(array): self._entries.pop(k, None))
+            except TypeError:       # not weak-referenceable (a list): computed every time
+                return compute()
+            entry = self._entries[id(array)] = (ref, {})
+        if key not in entry[1]:
+            entry[1][key] = compute()
+        return entry[1][key]
+

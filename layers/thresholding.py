@@ -18,6 +18,7 @@ from layers.datapath import (ChannelFolded, check_dtype, check_fits, ceil_thresh
                              legal_divisors, output_stage, register, shape_for_range, wrapping_increment)
 from memstream.axilite import AXILiteSignature, accept_writes, refuse_reads
 from layers.op import Op, Resources, divisors_of
+from layers.requant import REQUANT_STAGES, requant_form, requantize
 
 
 __all__ = ["ThresholdTable", "ThresholdingSpec", "Thresholding", "threshold_search"]
@@ -183,7 +184,9 @@ class ThresholdingSpec(ChannelFolded):
     ram_style: Literal["auto", "distributed", "block"] = "auto"
     threshold_dtype: object = None      # weightDataType; default: the smallest type holding inputs and T
     runtime_writeable: bool = False     # runtime_writeable_weights: AXI-Lite writes of any threshold_dtype value
+    activation_style: Literal["auto", "thresholds", "requant"] = "auto"    # see layers.requant.requant_form
     table: ThresholdTable = field(init=False, repr=False)
+    requant: object = field(init=False, repr=False)
 
     def __post_init__(self):
         owner = "Thresholding"
@@ -215,6 +218,8 @@ class ThresholdingSpec(ChannelFolded):
         table = ThresholdTable(owner, self.thresholds, self.num_channels, self.pe, (lo, hi), writable)
         object.__setattr__(self, "table", table)
         check_activation(owner, table, self.output_dtype, self.act_val)
+        object.__setattr__(self, "requant", requant_form(owner, self.activation_style, self.thresholds, table,
+                                                         writable=self.runtime_writeable))
 
     @property
     def axilite_addr_width(self):
@@ -228,12 +233,18 @@ class ThresholdingSpec(ChannelFolded):
 
     @property
     def latency(self):
-        """Cycles from an input transfer to its output being offered (register, N stages, output FIFO)."""
-        return 1 + self.table.stages + 2
+        """Cycles from an input transfer to its output being offered (register, the search's N stages or
+        the requantizer's, output FIFO)."""
+        return 1 + (REQUANT_STAGES if self.requant is not None else self.table.stages) + 2
 
     def resource_estimate(self):
-        lut, ff, bram18 = self.table.resource_estimate()
-        return Resources(lut=lut + self.out_width, ff=ff + self.in_width + 3 * self.out_width, bram18=bram18)
+        if self.requant is not None:
+            act = self.requant.resource_estimate(self.pe, self.input_dtype.bitwidth())
+            lut, ff, bram18, dsp = act.lut, act.ff, act.bram18, act.dsp
+        else:
+            (lut, ff, bram18), dsp = self.table.resource_estimate(), 0
+        return Resources(lut=lut + self.out_width, ff=ff + self.in_width + 3 * self.out_width, bram18=bram18,
+                         dsp=dsp)
 
 
 class Thresholding(wiring.Component):
@@ -285,9 +296,12 @@ class Thresholding(wiring.Component):
         cf0 = register(m, advance, cf, name="cf0")
         x0 = [register(m, advance, element_value(lanes[p], spec.input_dtype), name=f"x0_{p}")
               for p in range(spec.pe)]
-        writer = self._axilite(m) if spec.runtime_writeable else None
-        valid, counts = threshold_search(m, advance, v0, x0, cf0, spec.table, ram_style=spec.ram_style,
-                                         writer=writer)
+        if spec.requant is not None:
+            valid, counts = requantize(m, advance, v0, x0, cf0, spec.requant, spec.pe)
+        else:
+            writer = self._axilite(m) if spec.runtime_writeable else None
+            valid, counts = threshold_search(m, advance, v0, x0, cf0, spec.table, ram_style=spec.ram_style,
+                                             writer=writer)
         m.d.comb += [
             fifo_in.valid.eq(valid),
             fifo_in.payload.eq(Cat(activation_lane(c, spec.output_dtype, spec.act_val) for c in counts)),
@@ -312,7 +326,8 @@ def _clog2(n):
 
 
 
-OP = Op("Thresholding", ThresholdingSpec, Thresholding, folding={"PE": "pe", "ram_style": "ram_style"},
+OP = Op("Thresholding", ThresholdingSpec, Thresholding,
+        folding={"PE": "pe", "ram_style": "ram_style", "activation_style": "activation_style"},
         parallelism={"PE": divisors_of("num_channels")},
         finn_names={"num_channels": "NumChannels", "input_dtype": "inputDataType", "output_dtype": "outputDataType",
                     "act_val": "ActVal", "num_input_vectors": "numInputVectors"},

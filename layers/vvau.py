@@ -40,9 +40,11 @@ class VVAUSpec(_UnitSpec):
     ram_style: Literal["auto", "distributed", "block", "ultra"] = "auto"
     ram_style_thresholds: Literal["auto", "distributed", "block"] = "auto"
     runtime_writeable_weights: bool = False
+    activation_style: Literal["auto", "thresholds", "requant"] = "auto"    # see layers.requant.requant_form
     num_input_vectors: tuple = field(init=False, repr=False)
     xnor: bool = field(init=False, repr=False)
     table: ThresholdTable = field(init=False, repr=False)
+    requant: object = field(init=False, repr=False)
 
     owner = "VVAU"
 

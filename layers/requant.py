@@ -1,0 +1,405 @@
+"""An exact requantizer: many-level thresholds as one multiply-add, a shift, and a few corrected levels.
+
+A threshold table with S levels per channel (:class:`layers.thresholding.ThresholdTable`) stores S
+numbers per channel: for an 8-bit activation 255 numbers of 20-25 bits. When the activation is an
+affine map of the accumulator followed by rounding (a float scale, bias and quantizer, which is what
+an INT8 network has) the thresholds lie on a line, except where the model's float32 arithmetic rounds a
+near-tie the other way. :class:`RequantForm` computes the same counts as the table with
+
+    z = M[c] * x + B[c]                                  (integers; M >= 0)
+    q = floor(z / 2^shift),  rem = z mod 2^shift
+    raw = q                                  rounding "floor":     raw >= k  <=>  z >= k * 2^shift
+    raw = q - [q odd and rem == 0]           rounding "half_even": raw >= k  <=>  z >= k * 2^shift + (k & 1)
+    count = clip(raw - up + down, 0, S)
+
+where ``up`` is 1 when x is the first accumulator of level ``raw`` and ``raw`` is listed as an "up" level
+of channel c (its true threshold is one higher than the line's), and ``down`` is 1 when x is the last
+accumulator before level ``raw + 1`` and that level is listed as "down" (one lower). Per channel: M (or
+one M for all), B, and at most ``MAX_EXCEPTIONS`` listed levels, instead of S thresholds.
+
+:func:`fit_requant` finds such a form for a table, or returns None. It never returns an inexact one: the
+form's counts are compared with the table's at every accumulator where either function can change
+(see :meth:`RequantForm.equals_table`), which proves equality on the whole range.
+"""
+
+from dataclasses import dataclass
+
+import numpy as np
+from amaranth.hdl import Const, Mux, Signal, signed, unsigned
+from amaranth.lib.memory import Memory
+
+from layers.datapath import register, shape_for_range
+from layers.op import ArrayMemo, Resources
+
+__all__ = ["RequantForm", "fit_requant", "requant_form", "requantize", "ACTIVATION_STYLES", "MAX_EXCEPTIONS",
+           "MULTIPLIER_BITS", "REQUANT_MIN_STEPS", "REQUANT_STAGES"]
+
+MAX_EXCEPTIONS = 8              # corrected levels per channel the hardware lists
+MULTIPLIER_BITS = (17, 24, 32)  # M widths tried, narrowest first (17: one DSP48E1 B port, unsigned)
+MAX_PRODUCT_BITS = 60           # |M * x| + |B| stays inside int64 in the numpy model
+ROUNDINGS = ("floor", "half_even")
+ACTIVATION_STYLES = ("auto", "thresholds", "requant")
+REQUANT_STAGES = 4              # register stages of :func:`requantize`
+REQUANT_MIN_STEPS = 63          # activation_style="auto" requantizes from 6-bit activations up
+_FITS = ArrayMemo()             # thresholds -> their exact requantizer (or None)
+
+
+@dataclass(frozen=True, eq=False)
+class RequantForm:
+    """The requantizer's constants for ``channels`` channels of ``levels`` levels over ``value_range``.
+
+    ``multipliers`` and ``offsets`` are (C,) int64; ``exceptions`` is (C, E, 3) int64 rows
+    (valid, up, level); ``shared_multiplier`` says every channel has the same M (a constant in hardware).
+    """
+    multipliers: np.ndarray
+    offsets: np.ndarray
+    shift: int
+    rounding: str
+    exceptions: np.ndarray
+    levels: int
+    value_range: tuple
+    shared_multiplier: bool
+
+    @property
+    def channels(self):
+        return len(self.multipliers)
+
+    @property
+    def exception_slots(self):
+        return self.exceptions.shape[1]
+
+    @property
+    def multiplier_bits(self):
+        return max(1, int(self.multipliers.max()).bit_length())
+
+    @property
+    def offset_shape(self):
+        return shape_for_range(min(0, int(self.offsets.min())), max(0, int(self.offsets.max())))
+
+    @property
+    def level_bits(self):
+        return (self.levels + 1).bit_length()
+
+    @property
+    def z_shape(self):
+        """Signed shape holding M * x + B for every x in range, and at least two bits above the shift."""
+        lo, hi = self.value_range
+        m = self.multipliers
+        ends = np.concatenate([m * lo + self.offsets, m * hi + self.offsets])
+        width = shape_for_range(min(-1, int(ends.min())), max(0, int(ends.max()))).width
+        return signed(max(width, self.shift + 2))
+
+    # -- the function -------------------------------------------------------------------------------
+
+    def raw_counts(self, z):
+        """(raw, d, u): the rounded level of z and z's distance above that level's boundary and below the
+        next one's (numpy, elementwise)."""
+        one = np.int64(1)
+        q, rem = z >> self.shift, z & ((one << self.shift) - 1)
+        if self.rounding == "floor":
+            return q, rem, (one << self.shift) - rem
+        down = (q & 1 == 1) & (rem == 0)
+        raw = q - down
+        d = np.where(down, one << self.shift, rem - (q & 1))
+        u = np.where(down, 1, (one << self.shift) + ((q + 1) & 1) - rem)
+        return raw, d, u
+
+    def counts(self, x):
+        """Counts 0..levels for accumulators ``x`` (N, C) int: the hardware's function, bit for bit."""
+        x = np.asarray(x, dtype=np.int64)
+        m, b = self.multipliers[None, :], self.offsets[None, :]
+        raw, d, u = self.raw_counts(m * x + b)
+        first, last = d < m, u <= m
+        ex = self.exceptions[None]                                   # (1, C, E, 3)
+        valid, up, level = ex[..., 0] == 1, ex[..., 1] == 1, ex[..., 2]
+        minus = first & np.any(valid & up & (level == raw[..., None]), axis=-1)
+        plus = last & np.any(valid & ~up & (level == raw[..., None] + 1), axis=-1)
+        return np.clip(raw - minus + plus, 0, self.levels)
+
+    def equals_table(self, thresholds):
+        """True iff :meth:`counts` equals the table's counts #{k : T[c, k] <= x} for every x in range.
+
+        Both are step functions of x: the table's changes only at its thresholds, the form's only where
+        the line crosses a level boundary (A_k) and one accumulator either side (where ``first`` and
+        ``last`` switch). Equal at the range's start and at every such point means equal everywhere.
+        """
+        lo, hi = self.value_range
+        t = np.clip(np.asarray(thresholds, dtype=np.int64), lo, hi + 1)
+        line = self.line_thresholds()
+        points = np.concatenate([np.full((self.channels, 1), lo), t, line - 1, line, line + 1], axis=1)
+        points = np.clip(points, lo, hi)                              # (C, P)
+        truth = np.stack([np.searchsorted(row, p, side="right") for row, p in zip(t, points)])
+        return bool(np.array_equal(self.counts(points.T).T, truth))
+
+    def line_thresholds(self):
+        """(C, levels): A[c, k-1] = the smallest x with raw count >= k (unclipped; M = 0 gives
+        lo or hi + 1)."""
+        lo, hi = self.value_range
+        k = np.arange(1, self.levels + 1, dtype=np.int64)
+        t = _boundaries(k, self.shift, self.rounding)[None, :] - self.offsets[:, None]
+        m = self.multipliers[:, None]
+        safe = np.maximum(m, 1)
+        line = -((-t) // safe)
+        return np.where(m > 0, line, np.where(t <= 0, lo, hi + 1))
+
+    # -- cost -----------------------------------------------------------------------------------------
+
+    def word_fields(self):
+        """(name, width) of a per-channel constant word, low bits first."""
+        fields = [] if self.shared_multiplier else [("m", self.multiplier_bits)]
+        fields.append(("b", self.offset_shape.width))
+        for e in range(self.exception_slots):
+            fields += [(f"valid{e}", 1), (f"up{e}", 1), (f"level{e}", self.level_bits)]
+        return fields
+
+    @property
+    def word_width(self):
+        return sum(w for _, w in self.word_fields())
+
+    def resource_estimate(self, pe, acc_width):
+        """(Resources) of ``pe`` lanes: the multiplier in DSP48E1s (25 x 18 signed each), the rounding,
+        flags and exception compares in LUTs, the per-channel words in LUT ROM (BRAM18 when deep)."""
+        depth = self.channels // pe
+        dsp = -(-acc_width // 25) * -(-self.multiplier_bits // 17)
+        zbits, rbits = self.z_shape.width, self.shift
+        lut = zbits + 2 * rbits + self.exception_slots * (self.level_bits // 2 + 2) + 2 * self.level_bits
+        ff = acc_width + 2 * zbits + 3 * self.level_bits
+        bram18 = 0
+        if depth >= 512:
+            bram18 = -(-self.word_width // 36) * -(-depth // 512)
+        elif depth > 1:
+            lut += self.word_width * -(-depth // 64)
+        return Resources(lut=pe * lut, ff=pe * ff, bram18=pe * bram18, dsp=pe * dsp)
+
+
+def _boundaries(k, shift, rounding):
+    """z at which the raw count reaches k."""
+    return (k << shift) + ((k & 1) if rounding == "half_even" else 0)
+
+
+# ------------------------------------------------------------------------------------------------ fit
+
+def fit_requant(thresholds, value_range, *, max_exceptions=MAX_EXCEPTIONS, multiplier_bits=MULTIPLIER_BITS):
+    """The narrowest exact :class:`RequantForm` for ``thresholds`` (C, S) ascending ints over the
+    accumulators ``value_range``, or None when no M of the given widths needs at most
+    ``max_exceptions`` corrected levels per channel."""
+    t = np.asarray(thresholds, dtype=np.int64)
+    lo, hi = (int(v) for v in value_range)
+    acc_bits = max(abs(lo), abs(hi) + 1).bit_length() + 1
+    u = np.clip(t, lo, hi + 1)
+    slope, intercept = _line_fit(u, lo, hi)
+    for bits in multiplier_bits:
+        if acc_bits + bits > MAX_PRODUCT_BITS:
+            break
+        best = None
+        for rounding in ROUNDINGS:
+            form = _fit_at(u, lo, hi, slope, intercept, bits, rounding, max_exceptions)
+            if form is not None and (best is None or form.exception_slots < best.exception_slots):
+                best = form
+        if best is not None:
+            return best
+    return None
+
+
+def requant_form(owner, style, thresholds, table, *, writable=False):
+    """The exact requantizer replacing ``table`` (a :class:`layers.requant.RequantForm`), or None for the
+    threshold search. ``style``: "thresholds" never requantizes; "requant" must (an error if no exact form
+    exists); "auto" requantizes tables of at least REQUANT_MIN_STEPS levels that have an exact form.
+    Run-time writable thresholds stay thresholds; no ``table`` (no activation) gives None."""
+    if style not in ACTIVATION_STYLES:
+        raise ValueError(f"{owner} activation_style must be one of {', '.join(ACTIVATION_STYLES)}, not {style!r}")
+    if table is None or style == "thresholds" or (style == "auto" and (table.steps < REQUANT_MIN_STEPS or writable)):
+        return None
+    if writable:
+        raise ValueError(f"{owner} activation_style=requant cannot rewrite thresholds at run time; "
+                         f"legal with runtime writes: thresholds, auto")
+    form = _FITS.get(thresholds, table.value_range, lambda: fit_requant(table.thresholds, table.value_range))
+    if form is None and style == "requant":
+        raise ValueError(f"{owner} activation_style=requant: these {table.steps} thresholds per channel have no "
+                         f"exact requantizer (a line with at most {MAX_EXCEPTIONS} corrected levels per channel); "
+                         f"legal here: thresholds, auto")
+    return form
+
+
+def _line_fit(u, lo, hi):
+    """Per channel, least squares of level k against the midpoint U_k - 1/2 of its boundary (interior
+    thresholds only): (slope, intercept) in levels per accumulator. Channels with fewer than two
+    interior thresholds get a slope too flat to cross more than one level boundary in the range."""
+    c, s = u.shape
+    k = np.arange(1, s + 1, dtype=np.float64)
+    inner = (u > lo) & (u <= hi)
+    n = inner.sum(axis=1)
+    x = np.where(inner, u - 0.5, 0.0)
+    y = np.where(inner, k[None, :], 0.0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mx, my = x.sum(1) / n, y.sum(1) / n
+        cov = (np.where(inner, (x - mx[:, None]) * (y - my[:, None]), 0)).sum(1)
+        var = (np.where(inner, (x - mx[:, None]) ** 2, 0)).sum(1)
+        slope = cov / var
+    good = (n >= 2) & (var > 0) & np.isfinite(slope)
+    # at most one level inside the range: a slope that crosses one boundary at most over [lo, hi]
+    flat = 1.0 / (hi - lo + 2)
+    fallback = min(np.median(slope[good]), flat) if good.any() else flat
+    slope = np.where(good, slope, fallback)
+    intercept = np.where(n >= 1, my - slope * mx, 0.0)
+    return slope, intercept
+
+
+def _fit_at(u, lo, hi, slope, intercept, bits, rounding, max_exceptions):
+    c, s = u.shape
+    top = float(slope.max())
+    if top <= 0:
+        return None
+    shift = int(np.floor(np.log2(((1 << bits) - 1) / top)))
+    if shift < 1:
+        return None
+    exact = np.round(slope * 2.0 ** shift).astype(np.int64)
+    shared = np.ptp(slope) <= 1e-6 * top
+    candidates = [np.full(c, int(np.round(np.median(slope) * 2.0 ** shift)))] if shared else []
+    candidates += [exact + d for d in (0, -1, 1, -2, 2)]
+    k = np.arange(1, s + 1, dtype=np.int64)
+    tk = _boundaries(k, shift, rounding)
+    best = None
+    for m in candidates:
+        m = np.clip(m, 0, (1 << bits) - 1)
+        b, hits = _best_offsets(u, lo, hi, m, tk)
+        form = _with_exceptions(u, lo, hi, m, b, shift, rounding, s, max_exceptions,
+                                shared=bool(np.all(m == m[0])))
+        if form is not None and (best is None or form.exception_slots < best.exception_slots):
+            best = form
+        if best is not None and best.exception_slots == 0:
+            break
+    return best
+
+
+def _best_offsets(u, lo, hi, m, tk):
+    """Per channel the B matching the most levels exactly for multiplier ``m`` (C,): level k matches
+    iff B lies in [t_k - M U_k, t_k - M (U_k - 1) - 1] (one-sided for thresholds clipped to the range);
+    the point covered by most intervals, by a sweep over sorted end points."""
+    big = np.int64(1) << 62
+    lower = np.where(u <= hi, tk[None, :] - m[:, None] * u, -big)
+    upper = np.where(u > lo, tk[None, :] - m[:, None] * (u - 1) - 1, big - 1)
+    ok = lower <= upper
+    pos = np.concatenate([np.where(ok, lower, big), np.where(ok, upper + 1, big)], axis=1)
+    delta = np.concatenate([ok.astype(np.int64), -ok.astype(np.int64)], axis=1)
+    # at equal positions the interval that ends (-1) sorts before the one that starts (+1)
+    order = np.stack([np.lexsort((d, p)) for p, d in zip(pos, delta)])
+    pos_sorted = np.take_along_axis(pos, order, axis=1)
+    cover = np.cumsum(np.take_along_axis(delta, order, axis=1), axis=1)
+    j = np.argmax(cover, axis=1)
+    rows = np.arange(len(m))
+    best = np.where(cover[rows, j] > 0, pos_sorted[rows, j], 0)
+    return best, cover[rows, j]
+
+
+def _with_exceptions(u, lo, hi, m, b, shift, rounding, levels, max_exceptions, *, shared):
+    """The form for (m, b) with its mismatched levels listed, if each is off by one accumulator, at most
+    ``max_exceptions`` per channel, and the result is proven equal to the table."""
+    trial = RequantForm(m, b, shift, rounding, np.zeros((len(m), 0, 3), dtype=np.int64), levels, (lo, hi), shared)
+    line = np.clip(trial.line_thresholds(), lo, hi + 1)
+    diff = u - line
+    if np.abs(diff).max(initial=0) > 1:
+        return None
+    wrong = diff != 0
+    slots = int(wrong.sum(axis=1).max(initial=0))
+    if slots > max_exceptions:
+        return None
+    ex = np.zeros((len(m), slots, 3), dtype=np.int64)
+    for ch, level in zip(*np.nonzero(wrong)):
+        e = int(np.count_nonzero(ex[ch, :, 0]))
+        ex[ch, e] = (1, int(diff[ch, level] > 0), level + 1)
+    form = RequantForm(m, b, shift, rounding, ex, levels, (lo, hi), shared)
+    return form if form.equals_table(u) else None
+
+
+# ------------------------------------------------------------------------------------------- hardware
+
+
+def requantize(m, advance, valid, values, cf, form, pe, *, name="rq"):
+    """The requantizer pipeline for ``pe`` lanes (lane p of fold cf is channel cf * pe + p); returns
+    (valid, counts) ``REQUANT_STAGES`` register stages later, the counts combinational from the last
+    stage (the contract of :func:`layers.thresholding.threshold_search`).
+
+    Stage 1: the channel's word (M, B, listed levels) from a per-lane ROM read at cf. 2: M * x (a
+    DSP48E1's M register). 3: + B (its P register). 4: the raw level and the first/last flags. Then the
+    corrections of listed levels and the clip, combinational.
+    """
+    fields, cfs = form.word_fields(), form.channels // pe
+    counts = []
+    for p, value in enumerate(values):
+        image = [_pack(form, f * pe + p, fields) for f in range(cfs)]
+        if cfs == 1:
+            word = Const(image[0], form.word_width)
+        else:
+            m.submodules[f"{name}_words{p}"] = mem = Memory(shape=form.word_width, depth=cfs, init=image)
+            rd = mem.read_port(domain="sync")
+            m.d.comb += [rd.addr.eq(cf), rd.en.eq(advance)]
+            word = rd.data
+        x = register(m, advance, value, name=f"{name}_x1_{p}")
+        words = [word]
+        for s in (2, 3, 4):
+            words.append(register(m, advance, words[-1], name=f"{name}_w{s}_{p}"))
+        w1, w2, w3, w4 = (_unpack(w, fields, form) for w in words)
+        prod = register(m, advance, x * w1["m"], name=f"{name}_prod2_{p}")
+        z = Signal(form.z_shape, name=f"{name}_z3_{p}", reset_less=True)
+        with m.If(advance):
+            m.d.sync += z.eq(prod + w2["b"])
+        raw, first, last = _level(m, advance, z, w3["m"], form, f"{name}_{p}")
+        counts.append(_correct(raw, first, last, w4, form))
+    for s in (1, 2, 3, 4):
+        valid = register(m, advance, valid, name=f"{name}_v{s}", reset_less=False)
+    return valid, counts
+
+
+def _pack(form, ch, fields):
+    parts = {"m": int(form.multipliers[ch]), "b": int(form.offsets[ch])}
+    for e, (v, up, level) in enumerate(form.exceptions[ch]):
+        parts.update({f"valid{e}": int(v), f"up{e}": int(up), f"level{e}": int(level)})
+    value, offset = 0, 0
+    for n, w in fields:
+        value |= (parts[n] & ((1 << w) - 1)) << offset
+        offset += w
+    return value
+
+
+def _unpack(word, fields, form):
+    """The word's fields as Amaranth values (B signed when it can be negative; M a constant when shared)."""
+    out, offset = {}, 0
+    for n, w in fields:
+        part = word[offset:offset + w]
+        out[n] = part.as_signed() if n == "b" and form.offset_shape.signed else part
+        offset += w
+    if form.shared_multiplier:
+        out["m"] = Const(int(form.multipliers[0]), unsigned(form.multiplier_bits))
+    return out
+
+
+def _level(m, advance, z, mult, form, name):
+    """Registered (raw level, first, last) of z, as :meth:`RequantForm.raw_counts` defines them."""
+    sh = form.shift
+    q, rem = z[sh:].as_signed(), z[:sh]
+    if form.rounding == "floor":
+        raw, d, u = q, rem, (1 << sh) - rem
+    else:
+        down = q[0] & (rem == 0)
+        raw = Mux(down, q - 1, q)
+        d = Mux(down, 1 << sh, rem - q[0])
+        u = Mux(down, 1, (1 << sh) + ~q[0] - rem)
+    raw_r = Signal(signed(len(q) + 1), name=f"{name}_raw4", reset_less=True)
+    first = Signal(name=f"{name}_first4", reset_less=True)
+    last = Signal(name=f"{name}_last4", reset_less=True)
+    with m.If(advance):
+        m.d.sync += [raw_r.eq(raw), first.eq(d < mult), last.eq(u <= mult)]
+    return raw_r, first, last
+
+
+def _correct(raw, first, last, word, form):
+    """clip(raw - up + down, 0, levels): ``up`` if x is the first of level raw and raw is listed up,
+    ``down`` if x is the last before level raw + 1 and that level is listed down."""
+    minus, plus = Const(0, 1), Const(0, 1)
+    for e in range(form.exception_slots):
+        level, listed, up = word[f"level{e}"], word[f"valid{e}"], word[f"up{e}"]
+        minus = minus | (listed & up & (raw == level))
+        plus = plus | (listed & ~up & (raw + 1 == level))
+    count = raw - (first & minus) + (last & plus)
+    return Mux(count < 0, 0, Mux(count > form.levels, form.levels, count))[:form.level_bits]
