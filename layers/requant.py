@@ -31,7 +31,7 @@ from amaranth.lib.memory import Memory
 from layers.datapath import register, shape_for_range
 from layers.op import ArrayMemo, Resources
 
-__all__ = ["RequantForm", "fit_requant", "requant_form", "requantize", "ACTIVATION_STYLES", "MAX_EXCEPTIONS",
+__all__ = ["RequantForm", "fit_requant", "requant_form", "requantize", "activation_summary", "ACTIVATION_STYLES", "MAX_EXCEPTIONS",
            "MULTIPLIER_BITS", "REQUANT_MIN_STEPS", "REQUANT_STAGES"]
 
 MAX_EXCEPTIONS = 8              # corrected levels per channel the hardware lists
@@ -219,6 +219,26 @@ def requant_form(owner, style, thresholds, table, *, writable=False):
                          f"exact requantizer (a line with at most {MAX_EXCEPTIONS} corrected levels per channel); "
                          f"legal here: thresholds, auto")
     return form
+
+
+def activation_summary(spec):
+    """A layer's activation as report.json shows it: None without thresholds; else the style in use, its
+    levels and, for the requantizer, its constants; ``note`` says why many levels stayed a table."""
+    table = getattr(spec, "table", None)
+    if table is None:
+        return None
+    form = spec.requant
+    if form is not None:
+        return {"style": "requant", "levels": form.levels, "rounding": form.rounding, "shift": form.shift,
+                "multiplier_bits": form.multiplier_bits, "shared_multiplier": form.shared_multiplier,
+                "corrected_levels": form.exception_slots, "word_bits": form.word_width}
+    summary = {"style": "thresholds", "levels": table.steps, "threshold_bits": table.storage_shape.width}
+    if spec.activation_style == "auto" and table.steps >= REQUANT_MIN_STEPS:
+        summary["note"] = (f"{table.steps} thresholds per channel stored: no exact requantizer (a line with at "
+                           f"most {MAX_EXCEPTIONS} corrected levels per channel)"
+                           if not getattr(spec, "runtime_writeable", False) else
+                           f"{table.steps} thresholds per channel stored: they are writable at run time")
+    return summary
 
 
 def _line_fit(u, lo, hi):

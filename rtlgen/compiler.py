@@ -126,8 +126,15 @@ def fold(graph, options):
 
 
 def check_fit(graph, options):
-    """The graph unchanged; under ``strict``, an error if its layers alone are estimated over the board."""
+    """The graph unchanged; under ``strict``, an error if its layers alone are estimated over the board.
+    A many-level activation kept as a threshold table (no exact requantizer) is a warning."""
+    from layers.requant import activation_summary
     from rtlgen.fit import fit_line, fits, usage
+
+    for node in graph.nodes:
+        note = (activation_summary(node.spec()) or {}).get("note")
+        if note:
+            warnings.warn(f"{node.name}: {note}", CompileWarning, stacklevel=2)
 
     used = usage(sum(estimate(n.spec()) for n in graph.nodes), options.board)
     if options.strict and not fits(used):

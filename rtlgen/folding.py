@@ -2,6 +2,7 @@
 
 Both work on a chain of :class:`~rtlgen.hwgraph.HWNode` and only change ``node.folding`` (FINN attribute
 names: ``PE``, ``SIMD``, ``parallel_window``, ``mem_mode``, ``ram_style``, ``ram_style_thresholds``,
+``activation_style`` (ours: auto, thresholds, requant; see :func:`layers.requant.requant_form`),
 ``resType``, FIFO ``depth``); every choice is checked by building the node's spec, whose errors name the
 node, the attribute and its legal values.
 

@@ -36,8 +36,10 @@ __all__ = ["Budget", "optimize_folding", "OptimizerResult", "NoFit", "RESOURCES"
 
 RESOURCES = ("LUT", "FF", "BRAM18", "DSP")
 # choices beyond the parallelism axes, per op: FINN folding attribute -> values
-CHOICES = {"MVAU": {"resType": ("lut", "dsp"), "ram_style": ("auto", "distributed", "block")},
-           "VVAU": {"resType": ("lut", "dsp")}}
+CHOICES = {"MVAU": {"resType": ("lut", "dsp"), "ram_style": ("auto", "distributed", "block"),
+                    "activation_style": ("thresholds", "requant")},
+           "VVAU": {"resType": ("lut", "dsp"), "activation_style": ("thresholds", "requant")}}
+REQUANT_CHOICE_STEPS = 15       # activation_style is a choice from 4-bit activations up (fewer: thresholds)
 MAX_ROUNDS = 6
 
 
@@ -203,11 +205,16 @@ def _node_foldings(node):
     if node.op_type == "ConvolutionInputGenerator" and not node.params.get("depthwise"):
         axes["parallel_window"] = (False, True)
     for attr, values in CHOICES.get(node.op_type, {}).items():
-        if attr in node.op.folding:
+        if attr in node.op.folding and (attr != "activation_style" or _many_levels(node)):
             axes[attr] = values
     names = list(axes)
     for values in itertools.product(*(axes[n] for n in names)):
         yield dict(zip(names, values))
+
+
+def _many_levels(node):
+    thresholds = node.params.get("thresholds")
+    return thresholds is not None and np.shape(thresholds)[-1] >= REQUANT_CHOICE_STEPS
 
 
 def _options(graph, group):

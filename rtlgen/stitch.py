@@ -26,6 +26,7 @@ from amaranth.hdl import ClockDomain, ClockSignal, Module, ResetSignal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
+from layers.requant import activation_summary
 from memstream.packing import padded_width
 from rtlgen.costmodel import estimate
 from rtlgen.hwgraph import DataflowGraph, HWNode, input_port, output_port
@@ -568,10 +569,14 @@ def graph_report(graph):
         est = dict(estimate(spec))
         for key, value in est.items():
             totals[key] = totals.get(key, 0) + value
-        rows.append({"name": node.name, "op_type": node.op_type, "inputs": list(node.inputs),
-                     "outputs": list(node.outputs), "folding": dict(node.folding),
-                     "in_width": spec.in_width, "out_width": spec.out_width,
-                     "exp_cycles": spec.exp_cycles, "resources": est})
+        row = {"name": node.name, "op_type": node.op_type, "inputs": list(node.inputs),
+               "outputs": list(node.outputs), "folding": dict(node.folding),
+               "in_width": spec.in_width, "out_width": spec.out_width,
+               "exp_cycles": spec.exp_cycles, "resources": est}
+        activation = activation_summary(spec)
+        if activation is not None:
+            row["activation"] = activation
+        rows.append(row)
     first = graph.consumers(graph.input)[0][0].spec()
     last = graph.producer(graph.output)[0].spec()
     rows.append({"name": "TOTAL", "op_type": "", "inputs": [graph.input], "outputs": [graph.output], "folding": {},

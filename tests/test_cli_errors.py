@@ -227,17 +227,16 @@ def test_out_of_reach_target_is_a_warning(tmp_path, capsys):
 
 
 def test_generator_mlp_does_not_fit_and_build_stops_at_once(tmp_path, capsys):
-    """The INT8 generator at its default folding: 255 thresholds per channel fill 3x the BRAM."""
+    """The INT8 generator at its default (fastest) folding: its LUT MACs are twice the board."""
     out = tmp_path / "gan"
     line = one_line(capsys, ["compile", str(MODELS / "gen_mlp_int8.onnx"), "-o", str(out), "--strict", "-q"])
-    # resources listed most over first: with the calibrated LUT model, LUT comes before BRAM36
     assert "does not fit the pynq-z2 (xc7z020) by the estimate: " in line
-    assert re.search(r"BRAM36 [\d,.]+ of 140 \(\d+%\)", line), line
+    assert re.search(r"LUT [\d,.]+ of 53,200 \(\d+%\)", line), line
     assert main(["compile", str(MODELS / "gen_mlp_int8.onnx"), "-o", str(out), "-q", *FAST]) == 0
     err = capsys.readouterr().err
-    assert "rtlgen compile: warning: does not fit the pynq-z2 (xc7z020) by the estimate: " in err and "BRAM36" in err
+    assert "rtlgen compile: warning: does not fit the pynq-z2 (xc7z020) by the estimate: " in err and "LUT" in err
     line = one_line(capsys, ["build", str(out)])
-    assert "not starting Yosys: the estimate is far over the pynq-z2 (xc7z020): " in line and "BRAM36" in line
+    assert "not starting Yosys: the estimate is far over the pynq-z2 (xc7z020): " in line and "LUT" in line
     assert not (out / "build").exists()
 
 

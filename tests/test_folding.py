@@ -228,7 +228,7 @@ def test_config_round_trip(tmp_path):
     # every folding attribute as the spec resolved it, FINN names and values
     assert on_disk["MVAU_0"] == {"PE": nodes[0].folding["PE"], "SIMD": nodes[0].folding["SIMD"],
                                  "mem_mode": "internal_decoupled", "ram_style": "auto",
-                                 "ram_style_thresholds": "auto", "resType": "lut"}
+                                 "ram_style_thresholds": "auto", "resType": "lut", "activation_style": "auto"}
     assert on_disk["MVAU_1"]["mem_mode"] == "internal_embedded"      # old name resolved
     assert on_disk["ConvolutionInputGenerator_0"] == {"SIMD": 4, "parallel_window": 1, "ram_style": "auto"}
     assert on_disk["LabelSelect_0"] == {"PE": 1}

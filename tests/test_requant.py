@@ -143,3 +143,18 @@ def test_mvau_requantizes_bit_exact():
     assert spec.requant is not None
     assert spec.resource_estimate().bram18 == 0
     check_mvau(spec)
+
+
+def test_report_names_the_style_and_why_a_table_stays(generator_layers):
+    from layers.requant import activation_summary
+    from rtlgen.stitch import graph_report
+    t = np.sort(np.random.default_rng(3).integers(-30_000, 30_000, size=(4, 255)), axis=1)
+    summary = activation_summary(ThresholdingSpec(4, 2, "INT16", "UINT8", t))
+    assert summary["style"] == "thresholds" and summary["levels"] == 255
+    assert summary["note"] == ("255 thresholds per channel stored: no exact requantizer (a line with at most 8 "
+                               "corrected levels per channel)")
+    assert "note" not in activation_summary(ThresholdingSpec(4, 2, "INT16", "UINT8", t,
+                                                             activation_style="thresholds"))
+    rows = graph_report(generator_layers)
+    assert [r["activation"]["style"] for r in rows[:3]] == ["requant"] * 3
+    assert all(r["activation"]["multiplier_bits"] <= 24 for r in rows[:3])
