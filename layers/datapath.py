@@ -10,7 +10,7 @@ import math
 from math import prod
 
 import numpy as np
-from amaranth.hdl import Mux, Signal, signed, unsigned
+from amaranth.hdl import Cat, Const, Mux, Signal, signed, unsigned
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 from qonnx.core.datatype import DataType
@@ -18,7 +18,7 @@ from qonnx.core.datatype import DataType
 from layers.fifo import StreamingFIFO, output_fifo_spec
 from layers.op import StreamContract
 
-__all__ = ["dtype_range", "shape_for_range", "dtype_for_range", "check_dtype", "check_fits",
+__all__ = ["packing_shift", "packed_products", "unpack_products", "signed_width", "dtype_range", "shape_for_range", "dtype_for_range", "check_dtype", "check_fits",
            "legal_divisors", "register", "wrapping_increment", "output_stage", "element_value", "product",
            "adder_tree", "tree_stages", "ceil_thresholds", "ChannelFolded", "PixelFolded", "StreamLayer"]
 
@@ -130,6 +130,51 @@ def product(x, x_dtype, w, w_dtype, *, xnor, res_type):
     if len(w) <= len(x):
         return _shift_add(xv, w, w_dtype.signed())
     return _shift_add(wv, x, x_dtype.signed())
+
+
+DSP_A_BITS, DSP_B_BITS = 25, 18        # DSP48E1 multiplier operands (signed)
+
+
+def packing_shift(x_dtype, w_dtype):
+    """The field width S that lets one DSP48E1 compute two products x*w_lo and x*w_hi sharing x as
+    (w_hi * 2^S + w_lo) * x, or None when the operands do not allow it: S holds any product as a signed
+    number, the packed weight fits the 25-bit A port and x the 18-bit B port."""
+    bipolar = DataType["BIPOLAR"]
+    if x_dtype == bipolar or w_dtype == bipolar or min(x_dtype.bitwidth(), w_dtype.bitwidth()) < 2:
+        return None
+    xlo, xhi = dtype_range(x_dtype)
+    wlo, whi = dtype_range(w_dtype)
+    corners = [a * b for a in (xlo, xhi) for b in (wlo, whi)]
+    shift = signed_width(min(corners), max(corners))
+    packed_lo, packed_hi = (wlo - 1) * 2 ** shift, whi * 2 ** shift + (2 ** (shift - 1) - 1)
+    if signed_width(packed_lo, packed_hi) > DSP_A_BITS or signed_width(xlo, xhi) > DSP_B_BITS:
+        return None
+    return shift
+
+
+def signed_width(lo, hi):
+    """Bits of the narrowest signed number holding [lo, hi]."""
+    return max(int(hi).bit_length(), (-int(lo) - 1).bit_length()) + 1
+
+
+def packed_products(x, x_dtype, w_lo, w_hi, w_dtype, shift):
+    """(w_hi * 2^shift + w_lo) * x as one multiplier (Yosys: one DSP48E1), from raw element bits.
+
+    The packed weight is w_lo's low ``shift`` bits (two's complement) under w_hi - [w_lo < 0]: the
+    borrow the negative low field takes from the high one, so the sum is exact. Returns the product;
+    :func:`unpack_products` splits it."""
+    xv, hi = element_value(x, x_dtype), element_value(w_hi, w_dtype)
+    borrow = w_lo[-1] if w_dtype.signed() else Const(0, 1)
+    low_field = Cat(w_lo, *([borrow] * (shift - len(w_lo))))      # w_lo sign-extended to ``shift`` bits
+    return Cat(low_field, hi - borrow).as_signed() * xv
+
+
+def unpack_products(product, shift):
+    """(x * w_lo, x * w_hi) from :func:`packed_products`' result: the low field as a signed number, and
+    the high part plus the low field's sign (the borrow given back)."""
+    low = product[:shift].as_signed()
+    high = product[shift:].as_signed() + product[shift - 1]
+    return low, high
 
 
 def adder_tree(terms, *, m=None, advance=None, levels_per_stage=0, name="sum"):

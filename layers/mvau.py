@@ -17,7 +17,8 @@ from amaranth.lib.wiring import In, Out
 from qonnx.core.datatype import DataType
 
 from layers.datapath import (adder_tree, check_dtype, check_fits, dtype_for_range, dtype_range, legal_divisors,
-                             output_stage, product, register, shape_for_range, tree_stages, wrapping_increment)
+                             output_stage, packed_products, packing_shift, product, register, shape_for_range,
+                             tree_stages, unpack_products, wrapping_increment)
 from layers.thresholding import ThresholdTable, activation_lane, check_activation, threshold_search
 from memstream.axilite import AXILiteSignature
 from memstream.memstream import MemStream, MemStreamSpec
@@ -98,7 +99,8 @@ class _UnitSpec(StreamContract):
             table = ThresholdTable(owner, self.thresholds, self.out_channels, self.pe, (lo, hi))
             object.__setattr__(self, "table", table)
             check_activation(owner, table, out, self.act_val)
-            object.__setattr__(self, "requant", requant_form(owner, self.activation_style, self.thresholds, table))
+            object.__setattr__(self, "requant", requant_form(owner, self.activation_style, self.thresholds, table,
+                                                             pe=self.pe, acc_width=self.acc_shape.width))
 
     def _validate_weights(self):
         owner = self.owner
@@ -172,6 +174,10 @@ class _UnitSpec(StreamContract):
         mult_lut = 0 if dsp or self.xnor or min(wb, ib) == 1 else wb * ib
         tree_lut = (self.simd - 1) * (product_bits + self.simd.bit_length() // 2)
         lut = macs * mult_lut + self.pe * (tree_lut + acc)
+        dsp_macs = macs if dsp else 0
+        if dsp and self.dsp_packing is not None:      # half the DSPs; a borrow and an increment per pair
+            dsp_macs = macs // 2
+            lut += (macs // 2) * (wb + self.dsp_packing + 1)
         ff = self.pe * (acc * 2 + (self.simd * product_bits if self.registers_products else 0))
         bram18 = dsp_act = 0
         if self.requant is not None:
@@ -188,7 +194,7 @@ class _UnitSpec(StreamContract):
             lut += self.weight_width
             ff += 3 * self.weight_width
         return Resources(lut=lut, ff=ff + self.weight_width + self.in_width, bram18=bram18,
-                         dsp=(macs if dsp else 0) + dsp_act)
+                         dsp=dsp_macs + dsp_act)
 
     def weight_memory_image(self):
         """WMEM words; word ``nf*SF + sf`` has element ``p*SIMD + s`` = W of channel nf*PE+p, row sf*SIMD+s."""
@@ -203,6 +209,15 @@ class _UnitSpec(StreamContract):
     def external_weight_words(self, vectors):
         """What a producer must send on ``w`` for ``vectors`` input vectors (the image, once per vector)."""
         return self.weight_memory_image() * vectors
+
+    @property
+    def dsp_packing(self):
+        """The field shift S when two lanes share each DSP48E1 (resType dsp, an MVAU whose lanes see the
+        same input element, an even PE, operands narrow enough: :func:`layers.datapath.packing_shift`),
+        else None."""
+        if self.res_type != "dsp" or self.xnor or not self.replays_input or self.pe % 2:
+            return None
+        return packing_shift(self.input_dtype, self.weight_dtype)
 
     @property
     def registers_products(self):
@@ -380,11 +395,7 @@ class DotProductUnit(wiring.Component):
         xs = data.View(data.ArrayLayout(spec.input_dtype.bitwidth(), len(x) // spec.input_dtype.bitwidth()), x)
         ws = data.View(data.ArrayLayout(spec.weight_dtype.bitwidth(), spec.pe * spec.simd), w)
         sums = []
-        for p in range(spec.pe):
-            prods = [product(xs[spec.lane_input_index(p, s)], spec.input_dtype, ws[p * spec.simd + s],
-                             spec.weight_dtype, xnor=spec.xnor, res_type=spec.res_type) for s in range(spec.simd)]
-            if spec.registers_products:
-                prods = [register(m, advance, x, name=f"prod_{p}_{s}") for s, x in enumerate(prods)]
+        for p, prods in enumerate(self._products(m, advance, xs, ws)):
             total, stages = adder_tree(prods, m=m, advance=advance, levels_per_stage=TREE_LEVELS_PER_STAGE,
                                        name=f"sum{p}")
             sums.append(total)
@@ -414,6 +425,30 @@ class DotProductUnit(wiring.Component):
             payload = Cat(activation_lane(c, spec.output_dtype, spec.act_val) for c in counts)
         m.d.comb += [fifo_in.valid.eq(v), fifo_in.payload.eq(payload)]
         return m
+
+    def _products(self, m, advance, xs, ws):
+        """Per lane, the SIMD products (registered where ``registers_products``). With ``dsp_packing``
+        lanes 2q and 2q+1 share one DSP48E1 per element: (w_{2q+1} 2^S + w_{2q}) * x, split after its
+        register."""
+        spec = self._spec
+        weight = lambda p, s: ws[p * spec.simd + s]
+        if spec.dsp_packing is None:
+            lanes = [[product(xs[spec.lane_input_index(p, s)], spec.input_dtype, weight(p, s), spec.weight_dtype,
+                              xnor=spec.xnor, res_type=spec.res_type) for s in range(spec.simd)]
+                     for p in range(spec.pe)]
+            if not spec.registers_products:
+                return lanes
+            return [[register(m, advance, x, name=f"prod_{p}_{s}") for s, x in enumerate(prods)]
+                    for p, prods in enumerate(lanes)]
+        shift, lanes = spec.dsp_packing, [[] for _ in range(spec.pe)]
+        for q in range(0, spec.pe, 2):
+            for s in range(spec.simd):
+                packed = packed_products(xs[s], spec.input_dtype, weight(q, s), weight(q + 1, s),
+                                         spec.weight_dtype, shift)
+                low, high = unpack_products(register(m, advance, packed, name=f"prod_{q}_{q + 1}_{s}"), shift)
+                lanes[q].append(low)
+                lanes[q + 1].append(high)
+        return lanes
 
     def _extend_lanes(self, m, accs):
         """Accumulators sign- or zero-extended to the output element width."""

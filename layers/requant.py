@@ -34,12 +34,12 @@ from layers.op import ArrayMemo, Resources
 __all__ = ["RequantForm", "fit_requant", "requant_form", "requantize", "activation_summary", "ACTIVATION_STYLES", "MAX_EXCEPTIONS",
            "MULTIPLIER_BITS", "REQUANT_MIN_STEPS", "REQUANT_STAGES"]
 
-MAX_EXCEPTIONS = 8              # corrected levels per channel the hardware lists
+MAX_EXCEPTIONS = 32             # corrected levels per channel the hardware may list
 MULTIPLIER_BITS = (17, 24, 32)  # M widths tried, narrowest first (17: one DSP48E1 B port, unsigned)
 MAX_PRODUCT_BITS = 60           # |M * x| + |B| stays inside int64 in the numpy model
 ROUNDINGS = ("floor", "half_even")
 ACTIVATION_STYLES = ("auto", "thresholds", "requant")
-REQUANT_STAGES = 4              # register stages of :func:`requantize`
+REQUANT_STAGES = 5              # register stages of :func:`requantize`
 REQUANT_MIN_STEPS = 63          # activation_style="auto" requantizes from 6-bit activations up
 _FITS = ArrayMemo()             # thresholds -> their exact requantizer (or None)
 
@@ -156,6 +156,11 @@ class RequantForm:
     def word_width(self):
         return sum(w for _, w in self.word_fields())
 
+    def lane_cost(self, acc_width):
+        """What one lane costs per channel, to choose between forms: its multiplier, rounding and compares
+        (:func:`_score` of one lane with its constants fixed) plus the bits of one channel's word."""
+        return _score(self.resource_estimate(self.channels, acc_width)) / self.channels + self.word_width
+
     def resource_estimate(self, pe, acc_width):
         """(Resources) of ``pe`` lanes: the multiplier in DSP48E1s (25 x 18 signed each), the rounding,
         flags and exception compares in LUTs, the per-channel words in LUT ROM (BRAM18 when deep)."""
@@ -180,31 +185,32 @@ def _boundaries(k, shift, rounding):
 # ------------------------------------------------------------------------------------------------ fit
 
 def fit_requant(thresholds, value_range, *, max_exceptions=MAX_EXCEPTIONS, multiplier_bits=MULTIPLIER_BITS):
-    """The narrowest exact :class:`RequantForm` for ``thresholds`` (C, S) ascending ints over the
-    accumulators ``value_range``, or None when no M of the given widths needs at most
-    ``max_exceptions`` corrected levels per channel."""
+    """The cheapest exact :class:`RequantForm` (:meth:`RequantForm.lane_cost`) for ``thresholds`` (C, S)
+    ascending ints over the accumulators ``value_range``, or None when no M of the given widths needs at
+    most ``max_exceptions`` corrected levels per channel. A wider M costs DSPs but leaves fewer levels to
+    correct where float32 rounding is the only reason a threshold is off the line."""
     t = np.asarray(thresholds, dtype=np.int64)
     lo, hi = (int(v) for v in value_range)
     acc_bits = max(abs(lo), abs(hi) + 1).bit_length() + 1
     u = np.clip(t, lo, hi + 1)
     slope, intercept = _line_fit(u, lo, hi)
-    for bits in multiplier_bits:
-        if acc_bits + bits > MAX_PRODUCT_BITS:
-            break
-        best = None
-        for rounding in ROUNDINGS:
-            form = _fit_at(u, lo, hi, slope, intercept, bits, rounding, max_exceptions)
-            if form is not None and (best is None or form.exception_slots < best.exception_slots):
-                best = form
-        if best is not None:
-            return best
-    return None
+    forms = [form for bits in multiplier_bits if acc_bits + bits <= MAX_PRODUCT_BITS
+             for rounding in ROUNDINGS for form in _fits_at(u, lo, hi, slope, intercept, bits, rounding, max_exceptions)]
+    return min(forms, key=lambda form: form.lane_cost(acc_bits), default=None)
 
 
-def requant_form(owner, style, thresholds, table, *, writable=False):
+def _score(resources):
+    """One number to compare two implementations of an activation: LUT-equivalents (a BRAM18 or a DSP
+    counted as 100 LUTs, a flip-flop as half of one)."""
+    return resources.lut + resources.ff / 2 + 100 * (resources.bram18 + resources.dsp)
+
+
+def requant_form(owner, style, thresholds, table, *, pe=1, acc_width=32, writable=False):
     """The exact requantizer replacing ``table`` (a :class:`layers.requant.RequantForm`), or None for the
     threshold search. ``style``: "thresholds" never requantizes; "requant" must (an error if no exact form
-    exists); "auto" requantizes tables of at least REQUANT_MIN_STEPS levels that have an exact form.
+    exists); "auto" requantizes tables of at least REQUANT_MIN_STEPS levels that have an exact form when
+    its estimate (``pe`` lanes, ``acc_width``-bit inputs) is below the table's, LUTs, BRAM and DSPs weighed
+    as :func:`_score` says.
     Run-time writable thresholds stay thresholds; no ``table`` (no activation) gives None."""
     if style not in ACTIVATION_STYLES:
         raise ValueError(f"{owner} activation_style must be one of {', '.join(ACTIVATION_STYLES)}, not {style!r}")
@@ -214,6 +220,9 @@ def requant_form(owner, style, thresholds, table, *, writable=False):
         raise ValueError(f"{owner} activation_style=requant cannot rewrite thresholds at run time; "
                          f"legal with runtime writes: thresholds, auto")
     form = _FITS.get(thresholds, table.value_range, lambda: fit_requant(table.thresholds, table.value_range))
+    if form is not None and style == "auto" and _score(form.resource_estimate(pe, acc_width)) > \
+            _score(Resources(*table.resource_estimate())):
+        return None
     if form is None and style == "requant":
         raise ValueError(f"{owner} activation_style=requant: these {table.steps} thresholds per channel have no "
                          f"exact requantizer (a line with at most {MAX_EXCEPTIONS} corrected levels per channel); "
@@ -265,31 +274,29 @@ def _line_fit(u, lo, hi):
     return slope, intercept
 
 
-def _fit_at(u, lo, hi, slope, intercept, bits, rounding, max_exceptions):
+def _fits_at(u, lo, hi, slope, intercept, bits, rounding, max_exceptions):
+    """The exact forms with M below 2^bits: one M for every channel when the slopes agree, and per channel
+    M at the fitted slope and a step or two either side."""
     c, s = u.shape
     top = float(slope.max())
     if top <= 0:
-        return None
+        return []
     shift = int(np.floor(np.log2(((1 << bits) - 1) / top)))
     if shift < 1:
-        return None
+        return []
     exact = np.round(slope * 2.0 ** shift).astype(np.int64)
     shared = np.ptp(slope) <= 1e-6 * top
     candidates = [np.full(c, int(np.round(np.median(slope) * 2.0 ** shift)))] if shared else []
     candidates += [exact + d for d in (0, -1, 1, -2, 2)]
-    k = np.arange(1, s + 1, dtype=np.int64)
-    tk = _boundaries(k, shift, rounding)
-    best = None
+    tk = _boundaries(np.arange(1, s + 1, dtype=np.int64), shift, rounding)
+    forms = []
     for m in candidates:
         m = np.clip(m, 0, (1 << bits) - 1)
-        b, hits = _best_offsets(u, lo, hi, m, tk)
-        form = _with_exceptions(u, lo, hi, m, b, shift, rounding, s, max_exceptions,
-                                shared=bool(np.all(m == m[0])))
-        if form is not None and (best is None or form.exception_slots < best.exception_slots):
-            best = form
-        if best is not None and best.exception_slots == 0:
-            break
-    return best
+        b, _ = _best_offsets(u, lo, hi, m, tk)
+        form = _with_exceptions(u, lo, hi, m, b, shift, rounding, s, max_exceptions, shared=bool(np.all(m == m[0])))
+        if form is not None:
+            forms.append(form)
+    return forms
 
 
 def _best_offsets(u, lo, hi, m, tk):
@@ -337,12 +344,13 @@ def _with_exceptions(u, lo, hi, m, b, shift, rounding, levels, max_exceptions, *
 
 def requantize(m, advance, valid, values, cf, form, pe, *, name="rq"):
     """The requantizer pipeline for ``pe`` lanes (lane p of fold cf is channel cf * pe + p); returns
-    (valid, counts) ``REQUANT_STAGES`` register stages later, the counts combinational from the last
-    stage (the contract of :func:`layers.thresholding.threshold_search`).
+    (valid, counts) ``REQUANT_STAGES`` register stages later (as :func:`layers.thresholding.threshold_search`
+    does, whose counts are combinational from its last stage; these are registered).
 
     Stage 1: the channel's word (M, B, listed levels) from a per-lane ROM read at cf. 2: M * x (a
-    DSP48E1's M register). 3: + B (its P register). 4: the raw level and the first/last flags. Then the
-    corrections of listed levels and the clip, combinational.
+    DSP48E1's M register). 3: + B (its P register). 4: the raw level and the first/last flags. 5: the
+    corrections of listed levels and the clip. (Without stage 5 the corrections, the clip and the layer's
+    ActVal add were one path of 8 logic levels: about 106 MHz by Yosys ``sta``.)
     """
     fields, cfs = form.word_fields(), form.channels // pe
     counts = []
@@ -365,8 +373,8 @@ def requantize(m, advance, valid, values, cf, form, pe, *, name="rq"):
         with m.If(advance):
             m.d.sync += z.eq(prod + w2["b"])
         raw, first, last = _level(m, advance, z, w3["m"], form, f"{name}_{p}")
-        counts.append(_correct(raw, first, last, w4, form))
-    for s in (1, 2, 3, 4):
+        counts.append(register(m, advance, _correct(raw, first, last, w4, form), name=f"{name}_count5_{p}"))
+    for s in range(1, REQUANT_STAGES + 1):
         valid = register(m, advance, valid, name=f"{name}_v{s}", reset_less=False)
     return valid, counts
 

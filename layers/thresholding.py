@@ -219,6 +219,7 @@ class ThresholdingSpec(ChannelFolded):
         object.__setattr__(self, "table", table)
         check_activation(owner, table, self.output_dtype, self.act_val)
         object.__setattr__(self, "requant", requant_form(owner, self.activation_style, self.thresholds, table,
+                                                         pe=self.pe, acc_width=self.input_dtype.bitwidth(),
                                                          writable=self.runtime_writeable))
 
     @property

@@ -1,6 +1,7 @@
 """MVAU: bit-exact against sim.golden over FINN's grid and larger shapes, exact SF*NF cycles, clear errors."""
 
 import itertools
+from dataclasses import replace
 from math import prod
 
 import numpy as np
@@ -116,6 +117,21 @@ def test_int8_batch_of_vectors(res_type):
     spec = make_spec(36, 12, 6, 3, "INT8", "INT8", None, num_input_vectors=(1, 3, 3), res_type=res_type,
                      mem_mode="internal_embedded")
     check(spec, frames=2, simulator="verilator")
+
+
+@pytest.mark.sim
+@pytest.mark.parametrize("idt, wdt, pe", [("UINT8", "INT8", 4), ("INT8", "INT8", 2), ("INT4", "UINT4", 2),
+                                          ("UINT3", "TERNARY", 2)])
+def test_dsp_packing_is_bit_exact(idt, wdt, pe):
+    # Two lanes per DSP48E1: (w_hi 2^S + w_lo) * x split into two products, the extreme operands included.
+    spec = make_spec(16, 2 * pe, 4, pe, idt, wdt, "INT4", res_type="dsp", mem_mode="internal_embedded")
+    assert spec.dsp_packing is not None
+    wlo, whi = int(DataType[wdt].min()), int(DataType[wdt].max())
+    w = np.array(spec.weights)
+    w[0, :] = wlo                                  # the most negative weight in every lane
+    w[1, ::2], w[1, 1::2] = whi, wlo
+    spec = replace(spec, weights=w, thresholds=spec.thresholds)
+    check(spec)
 
 
 @pytest.mark.sim

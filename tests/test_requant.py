@@ -124,7 +124,7 @@ def affine_thresholds(channels, idt, odt, seed):
 @pytest.mark.parametrize("channels, pe", [(8, 2), (4, 4)])
 def test_standalone_thresholding_requantizes_bit_exact(channels, pe):
     t, qmin = affine_thresholds(channels, "INT16", "INT8", seed=channels)
-    spec = ThresholdingSpec(channels, pe, "INT16", "INT8", t, qmin, (1, 3))
+    spec = ThresholdingSpec(channels, pe, "INT16", "INT8", t, qmin, (1, 3), activation_style="requant")
     assert spec.requant is not None and spec.latency == 1 + REQUANT_STAGES + 2
     check_thresholding(spec)                  # golden thresholds, full rate (cycle-exact), backpressure
 
@@ -151,7 +151,7 @@ def test_report_names_the_style_and_why_a_table_stays(generator_layers):
     t = np.sort(np.random.default_rng(3).integers(-30_000, 30_000, size=(4, 255)), axis=1)
     summary = activation_summary(ThresholdingSpec(4, 2, "INT16", "UINT8", t))
     assert summary["style"] == "thresholds" and summary["levels"] == 255
-    assert summary["note"] == ("255 thresholds per channel stored: no exact requantizer (a line with at most 8 "
+    assert summary["note"] == ("255 thresholds per channel stored: no exact requantizer (a line with at most 32 "
                                "corrected levels per channel)")
     assert "note" not in activation_summary(ThresholdingSpec(4, 2, "INT16", "UINT8", t,
                                                              activation_style="thresholds"))

@@ -10,17 +10,27 @@ from layers.mvau import MVAU, MVAUSpec
 from layers.thresholding import Thresholding, ThresholdingSpec
 
 
-def int8_mvau(res_type, **kwargs):
+def int8_mvau(res_type, pe=2, idt="INT8", **kwargs):
     np.random.seed(0)
     w = gen_finn_dt_tensor(DataType["INT8"], (32, 8))
-    return MVAUSpec(32, 8, 4, 2, "INT8", "INT8", w, res_type=res_type, mem_mode="internal_embedded", **kwargs)
+    return MVAUSpec(32, 8, 4, pe, idt, "INT8", w, res_type=res_type, mem_mode="internal_embedded", **kwargs)
 
 
 @pytest.mark.synth
-def test_dsp_res_type_uses_one_dsp48_per_mac():
-    spec = int8_mvau("dsp")
+@pytest.mark.parametrize("idt", ["INT8", "UINT8"])
+def test_dsp_res_type_packs_two_int8_products_per_dsp48(idt):
+    spec = int8_mvau("dsp", pe=4, idt=idt)      # lanes (0, 1) and (2, 3) share their DSPs
+    assert spec.dsp_packing == 16
     r = synthesize(MVAU(spec))
-    assert r.dsp == spec.pe * spec.simd
+    assert r.dsp == spec.pe * spec.simd // 2 == spec.resource_estimate().dsp
+
+
+@pytest.mark.synth
+def test_dsp_res_type_with_odd_pe_uses_one_dsp48_per_mac():
+    spec = int8_mvau("dsp", pe=1)
+    assert spec.dsp_packing is None
+    r = synthesize(MVAU(spec))
+    assert r.dsp == spec.pe * spec.simd == spec.resource_estimate().dsp
 
 
 @pytest.mark.synth
