@@ -31,7 +31,8 @@ __all__ = ["MVAUSpec", "MVAU", "DotProductUnit"]
 
 MEM_MODES = ("internal_embedded", "internal_decoupled", "external")
 RAM_STYLES = ("auto", "distributed", "block", "ultra")
-RES_TYPES = ("lut", "dsp")
+RES_TYPES = ("auto", "lut", "dsp")
+AUTO_DSP_BITS = 6               # resType auto: DSP48E1 multipliers when both operands are at least this wide
 TREE_LEVELS_PER_STAGE = 2       # adder levels between pipeline registers
 
 
@@ -82,6 +83,9 @@ class _UnitSpec(StreamContract):
         # bipolar x bipolar is xnor-popcount in FINN whether or not the flag is set
         object.__setattr__(self, "xnor", bool(self.binary_xnor_mode) or
                            (self.input_dtype == bipolar and self.weight_dtype == bipolar))
+        if self.res_type == "auto":     # FINN's default too; resolved here so reports show the choice
+            narrow = min(self.input_dtype.bitwidth(), self.weight_dtype.bitwidth())
+            object.__setattr__(self, "res_type", "dsp" if narrow >= AUTO_DSP_BITS and not self.xnor else "lut")
         self._validate_weights()
         lo, hi = self.acc_range()
         if self.thresholds is None:
@@ -263,7 +267,8 @@ class MVAUSpec(_UnitSpec):
     binary_xnor_mode: bool = False      # binaryXnorMode: 1-bit operands, acc = popcount(xnor)
     num_input_vectors: tuple = (1,)     # numInputVectors, e.g. (1, OH, OW) for a lowered convolution
     mem_mode: Literal["internal_embedded", "internal_decoupled", "external"] = "internal_decoupled"
-    res_type: Literal["lut", "dsp"] = "lut"     # resType: multipliers in fabric or DSP48E1
+    res_type: Literal["auto", "lut", "dsp"] = "auto"    # resType: multipliers in fabric or DSP48E1 (auto:
+                                                        # DSP from 6x6-bit operands, two per DSP in pairs)
     ram_style: Literal["auto", "distributed", "block", "ultra"] = "auto"
     ram_style_thresholds: Literal["auto", "distributed", "block"] = "auto"
     runtime_writeable_weights: bool = False

@@ -36,7 +36,7 @@ class VVAUSpec(_UnitSpec):
     act_val: int = 0                    # ActVal
     binary_xnor_mode: bool = False
     mem_mode: Literal["internal_embedded", "internal_decoupled", "external"] = "internal_embedded"
-    res_type: Literal["lut", "dsp"] = "lut"
+    res_type: Literal["auto", "lut", "dsp"] = "auto"    # see MVAUSpec
     ram_style: Literal["auto", "distributed", "block", "ultra"] = "auto"
     ram_style_thresholds: Literal["auto", "distributed", "block"] = "auto"
     runtime_writeable_weights: bool = False

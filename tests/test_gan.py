@@ -63,3 +63,24 @@ def test_whole_design_in_the_zynq_shell_fits_by_yosys(tmp_path):
     totals = json.loads((tmp_path / "gan" / "build" / "yosys" / "report.json").read_text())["totals"]
     assert totals["lut"] <= 53_200 and totals["ff"] <= 106_400 and totals["dsp"] <= 220
     assert totals["bram36"] + totals["bram18"] / 2 <= 140
+
+
+@pytest.mark.sim
+def test_another_int8_mlp_gets_the_requantizer_and_dsp_packing_with_no_flag(tmp_path):
+    # 64-512-384-768, per-channel weight scales, float biases (tests/models/int8_mlp/make_int8_mlp.py):
+    # --target-fps alone; every 8-bit activation becomes a requantizer, the MACs DSP48E1 pairs.
+    from rtlgen import api
+    model = ROOT / "tests" / "models" / "int8_mlp" / "int8_mlp_per_channel.onnx"
+    design = api.compile(model, tmp_path / "mlp", target_fps=40_000, clock_mhz=200, fifo_sizing="none")
+    assert design.report["frames_per_second"] >= 40_000 and design.fits
+    specs = [node.spec() for node in design.compiled.graph.nodes if node.op_type == "MVAU"]
+    assert len(specs) == 3
+    assert all(spec.requant is not None and not spec.requant.shared_multiplier for spec in specs)
+    assert all(spec.res_type == "dsp" for spec in specs)
+    assert [spec.dsp_packing is not None for spec in specs] == [spec.pe % 2 == 0 for spec in specs]
+    assert any(spec.dsp_packing for spec in specs)
+    folding = json.loads((tmp_path / "mlp" / "folding.json").read_text())
+    assert {folding[name]["resType"] for name in ("MVAU_0", "MVAU_1", "MVAU_2")} == {"dsp"}
+    x = np.load(ROOT / "tests" / "models" / "int8_mlp" / "inputs8.npy")
+    result = design.verify(x)
+    assert result.passed and result.exact, result.summary()

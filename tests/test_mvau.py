@@ -209,7 +209,7 @@ T_OK = np.tile(np.arange(15), (8, 1))
      r"^MVAU runtime_writeable_weights needs mem_mode=internal_decoupled"),
     (dict(binary_xnor_mode=True), r"^MVAU binary_xnor_mode needs 1-bit input_dtype, not INT4$"),
     (dict(input_dtype="FLOAT32"), r"^MVAU input_dtype=FLOAT32 is not supported"),
-    (dict(res_type="bram"), r"^MVAU res_type must be one of lut, dsp"),
+    (dict(res_type="bram"), r"^MVAU res_type must be one of auto, lut, dsp"),
     (dict(thresholds=None, output_dtype=None, input_dtype="INT9"), None),      # legal: a control case
 ])
 def test_illegal_specs(kwargs, message):
