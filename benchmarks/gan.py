@@ -18,6 +18,11 @@ from pathlib import Path
 import numpy as np
 
 from benchmarks.tables import write_section
+from boards.yosys import synthesize
+from layers.datapath import dtype_for_range
+from layers.thresholding import Thresholding, ThresholdingSpec
+from rtlgen import api
+from rtlgen.verify import verify_outputs
 
 ROOT = Path(__file__).resolve().parent.parent
 MODEL = ROOT / "tests" / "models" / "gen_mlp_int8.onnx"
@@ -27,15 +32,13 @@ FRAMES = 32
 CAPACITY = {"LUT": 53_200, "FF": 106_400, "BRAM36": 140, "DSP": 220}
 HLS = {"design": "hand-written Vitis HLS (project brief)", "II cycles": "-", "fps @200 MHz": "3,008",
        "fps @100 MHz": "1,575", "LUT": "58 %", "FF": "-", "BRAM36": "94 %", "DSP": "42 %", "binds": "BRAM",
-       "vs HLS": "1.0x"}
+       "Fmax estimate": "200 MHz (reported)", "vs HLS": "1.0x"}
 
 
 def whole_design(work):
-    from rtlgen import api
     design = api.compile(MODEL, work / "gan", folding=str(FOLDING), clock_mhz=CLOCK_MHZ)
     x = np.random.default_rng(1).uniform(-3.8, 3.8, size=(FRAMES, 100)).astype(np.float32)
     run = design.simulate(x)
-    from rtlgen.verify import verify_outputs
     comparison = verify_outputs(design.model, x, run.outputs, design.io)
     assert comparison.passed, comparison.summary()
     synth = design.build(shell="zynq", say=lambda line: None)
@@ -44,28 +47,42 @@ def whole_design(work):
             "DSP": totals["dsp"]}
     share = {k: used[k] / CAPACITY[k] for k in used}
     ii = design.report["analytic_cycles_per_frame"]
-    est = design.report["totals"]["resources"] if "resources" in design.report["totals"] else design.report["totals"]
+    path = synth["timing"]["design"]
     fps = lambda mhz: f"{mhz * 1e6 / run.cycles_per_frame:,.0f}"
     row = {"design": f"rtlgen, {FOLDING.relative_to(ROOT)} (zynq shell, Yosys)", "II cycles": f"{ii:,}",
            "fps @200 MHz": fps(200), "fps @100 MHz": fps(100),
            **{k: f"{used[k]:,.1f} ({100 * share[k]:.0f} %)" if k == "BRAM36" else f"{used[k]:,} ({100 * share[k]:.0f} %)"
               for k in used},
-           "binds": max(share, key=share.get), "vs HLS": f"{CLOCK_MHZ * 1e6 / run.cycles_per_frame / 3008:.1f}x"}
-    print(row, f"measured {run.cycles_per_frame} cycles/frame; estimate {est}", flush=True)
-    return row, design
+           "binds": max(share, key=share.get),
+           "Fmax estimate": f"~{path['fmax_mhz_estimate']:.0f} MHz ({path['levels']} levels)" if path else "-",
+           "vs HLS": f"{CLOCK_MHZ * 1e6 / run.cycles_per_frame / 3008:.1f}x"}
+    print(row, f"measured {run.cycles_per_frame} cycles/frame; longest path {path}", flush=True)
+    return row, design, layer_rows(synth)
+
+
+def layer_rows(synth):
+    """Per layer of the whole design: Yosys beside the estimate, and its longest path (the DSP-packed MVAUs'
+    pipelining shows here: levels after the launching register, the cells it runs through)."""
+    rows = []
+    for name, r in synth["layers"].items():
+        est, path = r["estimate"], synth["timing"]["layers"].get(name)
+        rows.append({"layer": name, "LUT": f"{r['lut']:,}", "est LUT": f"{est.get('LUT', 0):,}", "FF": f"{r['ff']:,}",
+                     "BRAM36": f"{r['bram36'] + r['bram18'] / 2:g}", "est BRAM36": f"{est.get('BRAM18', 0) / 2:g}",
+                     "DSP": r["dsp"], "est DSP": est.get("DSP", 0),
+                     "levels": path["levels"] if path else "-",
+                     "longest path": path["through"] if path else "-",
+                     "Fmax estimate": f"~{path['fmax_mhz_estimate']:.0f} MHz" if path else "-"})
+    return rows
 
 
 def activation_rows(design):
     """Per layer: the requantizer and the threshold table, each alone in a Thresholding layer, by Yosys."""
-    from boards.yosys import synthesize
-    from layers.thresholding import Thresholding, ThresholdingSpec
     rows = []
     for node in design.compiled.graph.nodes:
         if node.op_type != "MVAU":
             continue
         spec = node.spec()
         lo, hi = spec.table.value_range
-        from layers.datapath import dtype_for_range
         for style in ("requant", "thresholds"):
             unit = ThresholdingSpec(spec.mh, spec.pe, dtype_for_range(lo, hi), spec.output_dtype, spec.thresholds,
                                     spec.act_val, activation_style=style)
@@ -81,7 +98,7 @@ def activation_rows(design):
 
 def main():
     with tempfile.TemporaryDirectory(prefix="rtlgen-gan-") as tmp:
-        row, design = whole_design(Path(tmp))
+        row, design, layers = whole_design(Path(tmp))
         write_section(
             "INT8 generator MLP on the PYNQ-Z2",
             f"`tests/models/gen_mlp_int8.onnx` (100-256-512-784, INT8) compiled with "
@@ -90,6 +107,12 @@ def main():
             f"`synth_xilinx` of the whole design in the zynq shell (PS7, AXI-Lite control, AXI DMA), "
             f"utilisation of the xc7z020. The HLS design's figures are the project brief's.",
             [row, HLS])
+        write_section(
+            "INT8 generator MLP: per layer, Yosys beside the estimate, and timing",
+            f"The same build, per layer (FIFOs and width converters included as their own rows): Yosys cells "
+            f"beside `resource_estimate()`, and each layer's longest register-to-register path from Yosys `sta` "
+            f"with the delay model of `boards/timing.py` (cell delays + 0.5 ns per routed net + 0.3 ns setup; "
+            f"an estimate, Vivado's timing report is the real figure).", layers)
         write_section(
             "INT8 activations: the requantizer against the threshold table",
             "Each generator layer's activation alone (a standalone Thresholding layer with the layer's "

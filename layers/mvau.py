@@ -19,6 +19,7 @@ from qonnx.core.datatype import DataType
 from layers.datapath import (adder_tree, check_dtype, check_fits, dtype_for_range, dtype_range, legal_divisors,
                              output_stage, packed_products, packing_shift, product, register, shape_for_range,
                              tree_stages, unpack_products, wrapping_increment)
+from layers.fifo import bram18_count
 from layers.thresholding import ThresholdTable, activation_lane, check_activation, threshold_search
 from memstream.axilite import AXILiteSignature
 from memstream.memstream import MemStream, MemStreamSpec
@@ -34,6 +35,7 @@ RAM_STYLES = ("auto", "distributed", "block", "ultra")
 RES_TYPES = ("auto", "lut", "dsp")
 AUTO_DSP_BITS = 6               # resType auto: DSP48E1 multipliers when both operands are at least this wide
 TREE_LEVELS_PER_STAGE = 2       # adder levels between pipeline registers
+AUTO_BRAM_MIN_DEPTH = 65        # ram_style auto: weights in block RAM from this many words, else LUT ROM
 
 
 def _positive(owner, spec, *attrs):
@@ -190,15 +192,26 @@ class _UnitSpec(StreamContract):
         elif self.table is not None:
             t_lut, t_ff, bram18 = self.table.resource_estimate()
             lut, ff = lut + t_lut, ff + t_ff
-        if self.ram_style in ("block", "ultra") or (self.ram_style == "auto" and self.wmem > 64):
-            bram18 += -(-self.weight_width // 36) * -(-self.wmem // 512)
+        if self.weight_ram_style == "distributed":
+            lut += self.weight_width * -(-self.wmem // 64)          # a LUT6 holds 64 words of one bit
         else:
-            lut += self.weight_width * -(-self.wmem // 64)
+            bram18 += bram18_count(self.weight_width, self.wmem)
         if self.mem_mode == "internal_decoupled":
             lut += self.weight_width
             ff += 3 * self.weight_width
         return Resources(lut=lut, ff=ff + self.weight_width + self.in_width, bram18=bram18,
                          dsp=dsp_macs + dsp_act)
+
+    @property
+    def weight_ram_style(self):
+        """Where the weights are built, as Yosys is told (``rom_style``/``ram_style``): ``block`` (BRAM),
+        ``distributed`` (LUT ROM or LUTRAM), or ``ultra``. ``auto`` resolves here, so that the estimate
+        and the hardware agree: block RAM from :data:`AUTO_BRAM_MIN_DEPTH` words (a shallow memory wastes
+        a block's depth), LUTs below. The compiler may move shallow weights to BRAM while the board's
+        BRAM allows (``rtlgen.compiler.place_memories``)."""
+        if self.ram_style != "auto":
+            return self.ram_style
+        return "block" if self.wmem >= AUTO_BRAM_MIN_DEPTH else "distributed"
 
     def weight_memory_image(self):
         """WMEM words; word ``nf*SF + sf`` has element ``p*SIMD + s`` = W of channel nf*PE+p, row sf*SIMD+s."""
@@ -208,7 +221,7 @@ class _UnitSpec(StreamContract):
     def weight_stream_spec(self):
         """The memstream of mem_mode internal_decoupled."""
         return MemStreamSpec(self.wmem, self.weight_width, tuple(self.weight_memory_image()),
-                             self.ram_style, self.runtime_writeable_weights)
+                             self.weight_ram_style, self.runtime_writeable_weights)
 
     def external_weight_words(self, vectors):
         """What a producer must send on ``w`` for ``vectors`` input vectors (the image, once per vector)."""
@@ -480,7 +493,7 @@ class DotProductUnit(wiring.Component):
         spec = self._spec
         if weights is not None:
             return register(m, advance, weights.payload, name="w1")
-        attrs = {} if spec.ram_style == "auto" else {"rom_style": spec.ram_style}
+        attrs = {"rom_style": spec.weight_ram_style}
         m.submodules.weight_mem = mem = Memory(shape=spec.weight_width, depth=spec.wmem,
                                                init=spec.weight_memory_image(), attrs=attrs)
         addr = Signal(range(spec.wmem))

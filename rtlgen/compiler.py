@@ -4,6 +4,8 @@
     to_hw                weight quantizers folded, activations -> exact thresholds, layers matched:
                          a DataflowGraph of hardware nodes plus the host's pre/post ONNX nodes
     fold                 PE/SIMD/... per node: a FINN folding file, or FINN's SetFolding for a target
+    place_memories       weights at ram_style auto that would sit in LUTs move to BRAM the board leaves
+                         free (most LUTs saved per BRAM18 first, within --max-utilization)
     check_fit            the layers' resource estimate against --board (an error with --strict), before
                          the long steps
     insert_duplicates    DuplicateStreams where a tensor feeds several nodes
@@ -125,6 +127,36 @@ def fold(graph, options):
     return graph
 
 
+def place_memories(graph, options):
+    """Weights left at ``ram_style`` auto that auto would build as LUT ROM move to block RAM, the most LUTs
+    saved per RAMB18 first, while the layers' BRAM stays within ``max_utilization`` of the board's: BRAM
+    left unused is wasted, while LUTs are what every datapath and the glue need. A folding that names the
+    style keeps it; after the optimizer (which chose every style under its budget) nothing moves."""
+    from rtlgen.fit import BOARDS
+
+    if graph.optimizer is not None:
+        return graph
+    graph = graph.copy()
+    _, capacity = BOARDS[options.board]
+    room = 2 * capacity["BRAM36"] * options.max_utilization - sum(estimate(n.spec()).bram18 for n in graph.nodes)
+    moves = []
+    for node in graph.nodes:
+        if node.folding.get("ram_style", "auto") != "auto" or "ram_style" not in node.op.folding:
+            continue
+        spec = node.spec()
+        if spec.mem_mode == "external" or spec.weight_ram_style != "distributed":
+            continue
+        here, there = estimate(spec), estimate(node.spec(ram_style="block"))
+        saved, cost = here.lut - there.lut, there.bram18 - here.bram18
+        if saved > 0:
+            moves.append((-saved / max(cost, 1), node.name, node, cost))
+    for _, _, node, cost in sorted(moves, key=lambda move: move[:2]):
+        if cost <= room:
+            node.folding["ram_style"] = "block"
+            room -= cost
+    return graph
+
+
 def check_fit(graph, options):
     """The graph unchanged; under ``strict``, an error if its layers alone are estimated over the board.
     A many-level activation kept as a threshold table (no exact requantizer) is a warning."""
@@ -158,6 +190,7 @@ def insert_fifos(graph, options):
 PASSES = (
     ("to_hw", to_hw),
     ("fold", fold),
+    ("place_memories", place_memories),
     ("check_fit", check_fit),
     ("insert_duplicates", insert_duplicates),
     ("insert_fifos", insert_fifos),

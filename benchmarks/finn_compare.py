@@ -1,0 +1,110 @@
+"""FINN's BNN-PYNQ networks at FINN's own folding, whole design by Yosys, beside FINN's published figures.
+
+    python -m benchmarks.finn_compare [--only NAME ...] [--shells standalone,zynq]
+
+For TFC-w1a1, TFC-w2a2, CNV-w1a1 and CNV-w2a2: compile with FINN's folding config for the network
+(``examples/finn/``, from finn-examples), simulate test images on Verilator (bit-exact against
+qonnx, the steady-state cycles per frame measured), and build the whole design with Yosys in the
+standalone and the zynq shell. Two tables: whole designs (LUT, FF, BRAM36-equivalent, DSP) beside FINN's
+published board figures, and per layer (the zynq build) Yosys beside the estimate.
+
+FINN's figures (``../shared/reference/anchors.md``): CNV-w1a1 21,135 LUT + 98 BRAM36 (FINN issue #209) and
+26,072 LUT / 124 BRAM36 / 24 DSP (BNN-PYNQ v2); CNV-w2a2 37,302 LUT / 140 BRAM36 / 32 DSP (BNN-PYNQ v2).
+FINN publishes no resource figures for TFC on this chip.
+"""
+
+import argparse
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+from benchmarks.tables import write_section
+from rtlgen import api
+from rtlgen.verify import verify_outputs
+
+ROOT = Path(__file__).resolve().parent.parent
+MODELS = ROOT / "tests" / "models"
+FOLDINGS = ROOT / "examples" / "finn"
+FRAMES = {"TFC": 16, "CNV": 3}
+
+
+def mnist(n):
+    d = np.load(MODELS / "mnist_test_1000.npz")
+    return (d["x"][:n].astype(np.float32) / 255).reshape(n, 1, 28, 28)
+
+
+def cifar(n):
+    return np.load(MODELS / "cifar10_cifar10-test-data-class3.npz")["arr_0"][:n].astype(np.float32)
+
+
+NETWORKS = {
+    "TFC-w1a1": (MODELS / "TFC_1W1A.onnx", "tfc-w1a1.json", mnist, "-"),
+    "TFC-w2a2": (MODELS / "TFC_2W2A.onnx", "tfc-w2a2.json", mnist, "-"),
+    "CNV-w1a1": (MODELS / "cnv_1w1a_ts_clean.onnx", "cnv-w1a1.json", cifar,
+                 "21,135 LUT, 98 BRAM36 (FINN #209); 26,072 LUT, 124 BRAM36, 24 DSP (BNN-PYNQ v2)"),
+    "CNV-w2a2": (MODELS / "cnv_2w2a_ts_clean.onnx", "cnv-w2a2.json", cifar,
+                 "37,302 LUT, 140 BRAM36, 32 DSP (BNN-PYNQ v2)"),
+}
+
+
+def measure(name, work, shells):
+    model, folding, data, finn = NETWORKS[name]
+    design = api.compile(model, work / name, folding=str(FOLDINGS / folding), clock_mhz=100.0)
+    x = data(FRAMES[name[:3]])
+    run = design.simulate(x)
+    comparison = verify_outputs(design.model, x, run.outputs, design.io)
+    assert comparison.passed, f"{name}: {comparison.summary()}"
+    rows, layers = [], []
+    for shell in shells:
+        synth = design.build(shell=shell, say=lambda line: None)
+        t = synth["totals"]
+        est = design.report["totals"]
+        rows.append({"network": name, "shell": shell, "cycles/frame": f"{run.cycles_per_frame:,.0f}",
+                     "analytic": f"{design.report['analytic_cycles_per_frame']:,}",
+                     "fps @100 MHz": f"{100e6 / run.cycles_per_frame:,.0f}",
+                     "LUT": f"{t['lut']:,}", "LUT incl. LUTRAM/SRL": f"{synth['lut_including_memory']:,}",
+                     "FF": f"{t['ff']:,}", "BRAM36": f"{t['bram36'] + t['bram18'] / 2:g}", "DSP": t["dsp"],
+                     "estimate LUT (layers)": f"{est.get('LUT', 0):,}", "FINN (published)": finn})
+        print(rows[-1], flush=True)
+        if shell == shells[-1]:
+            layers = [{"network": name, "layer": layer, "LUT": r["lut"], "est LUT": r["estimate"].get("LUT", 0),
+                       "FF": r["ff"], "est FF": r["estimate"].get("FF", 0),
+                       "BRAM36": f"{r['bram36'] + r['bram18'] / 2:g}",
+                       "est BRAM36": f"{r['estimate'].get('BRAM18', 0) / 2:g}",
+                       "LUT error": _error(r["estimate"].get("LUT", 0), r["lut"])}
+                      for layer, r in synth["layers"].items()]
+    return rows, layers
+
+
+def _error(estimate, actual):
+    return f"{100 * (estimate - actual) / actual:+.0f} %" if actual else "-"
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--only", nargs="*", default=list(NETWORKS), choices=list(NETWORKS))
+    parser.add_argument("--shells", default="standalone,zynq")
+    args = parser.parse_args()
+    shells = args.shells.split(",")
+    whole, layers = [], []
+    with tempfile.TemporaryDirectory(prefix="rtlgen-finn-") as tmp:
+        for name in args.only:
+            rows, per_layer = measure(name, Path(tmp), shells)
+            whole += rows
+            layers += per_layer
+    write_section(
+        "FINN's networks at FINN's folding: whole designs by Yosys",
+        "Each network compiled with FINN's folding config for it (finn-examples, `examples/finn/`) at "
+        "100 MHz; cycles per frame measured on Verilator (bit-exact against qonnx on test images) beside the "
+        "analytic II; resources by Yosys `synth_xilinx` of the whole design in each shell (standalone: the "
+        "self-test with input ROMs; zynq: PS7, AXI-Lite control, AXI DMA). LUT excludes LUTRAM/SRL, listed "
+        "beside. FINN's figures are its published board builds (Vivado, whole design).", whole)
+    write_section(
+        "FINN's networks at FINN's folding: per layer, Yosys beside the estimate",
+        "The zynq build of each network above, per layer (FIFOs and width converters are their own rows): "
+        "Yosys cells beside `resource_estimate()`.", layers)
+
+
+if __name__ == "__main__":
+    main()
