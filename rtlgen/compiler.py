@@ -144,7 +144,7 @@ def place_memories(graph, options):
         if node.folding.get("ram_style", "auto") != "auto" or "ram_style" not in node.op.folding:
             continue
         spec = node.spec()
-        if spec.mem_mode == "external" or spec.weight_ram_style != "distributed":
+        if getattr(spec, "weight_ram_style", None) != "distributed" or spec.mem_mode == "external":
             continue
         here, there = estimate(spec), estimate(node.spec(ram_style="block"))
         saved, cost = here.lut - there.lut, there.bram18 - here.bram18
