@@ -178,7 +178,10 @@ class _UnitSpec(StreamContract):
         dsp = self.res_type == "dsp" and not self.xnor and min(wb, ib) > 1
         product_bits = 1 if self.xnor else wb + ib
         mult_lut = 0 if dsp or self.xnor or min(wb, ib) == 1 else wb * ib
-        tree_lut = (self.simd - 1) * (product_bits + self.simd.bit_length() // 2)
+        if self.xnor:       # XNORs and popcount fuse into LUT6 counters: ~2 LUT per term (benchmarks/popcount.py)
+            tree_lut = 2 * (self.simd - 1)
+        else:
+            tree_lut = (self.simd - 1) * (product_bits + self.simd.bit_length() // 2)
         lut = macs * mult_lut + self.pe * (tree_lut + acc)
         dsp_macs = macs if dsp else 0
         if dsp and self.dsp_packing is not None:      # half the DSPs; a borrow and an increment per pair
