@@ -187,7 +187,7 @@ class _UnitSpec(StreamContract):
         if dsp and self.dsp_packing is not None:      # half the DSPs; a borrow and an increment per pair
             dsp_macs = macs // 2
             lut += (macs // 2) * (wb + self.dsp_packing + 1)
-        ff = self.pe * (acc * 2 + (self.simd * product_bits if self.registers_products else 0))
+        ff = self.pe * (acc * (2 + int(self.registers_sum)) + (self.simd * product_bits if self.registers_products else 0))
         bram18 = dsp_act = 0
         if self.requant is not None:
             act = self.requant.resource_estimate(self.pe, acc)
@@ -249,9 +249,16 @@ class _UnitSpec(StreamContract):
         return self.res_type == "dsp" or (narrow > 1 and self.input_dtype.bitwidth() * self.weight_dtype.bitwidth() >= 16)
 
     @property
+    def registers_sum(self):
+        """The lane sum gets a register before the accumulator where products are wide (DSP48 or 4x4
+        bits and more) and SIMD > 1: the tree's last adder and the accumulator's would otherwise share
+        a cycle (two carry chains in series, ~100 MHz on the xc7z020 by ``boards.timing``)."""
+        return self.registers_products and self.simd > 1
+
+    @property
     def pipeline_depth(self):
         """Register stages from issuing a (vector, nf, sf) step to its output reaching the FIFO."""
-        tree = tree_stages(self.simd, TREE_LEVELS_PER_STAGE)
+        tree = tree_stages(self.simd, TREE_LEVELS_PER_STAGE) + int(self.registers_sum)
         return 1 + int(self.registers_products) + tree + 1 + self.activation_stages
 
     @property
@@ -419,8 +426,8 @@ class DotProductUnit(wiring.Component):
         for p, prods in enumerate(self._products(m, advance, xs, ws)):
             total, stages = adder_tree(prods, m=m, advance=advance, levels_per_stage=TREE_LEVELS_PER_STAGE,
                                        name=f"sum{p}")
-            sums.append(total)
-        depth = int(spec.registers_products) + stages
+            sums.append(register(m, advance, total, name=f"sum{p}_r") if spec.registers_sum else total)
+        depth = int(spec.registers_products) + stages + int(spec.registers_sum)
         v = self._delay(m, advance, v, depth, "v", reset_less=False)
         first, last, nfr = (self._delay(m, advance, sig, depth, name)
                             for sig, name in ((first, "first"), (last, "last"), (nfr, "nf")))
@@ -521,8 +528,10 @@ class DotProductUnit(wiring.Component):
 
     @staticmethod
     def _delay(m, advance, signal, stages, name, reset_less=True):
+        # The last stage has a reset, so that Yosys keeps it a flip-flop: a delay line mapped whole into
+        # an SRL16E would start the accumulator's path with the SRL's slow clock-to-out (~1.5 ns).
         for k in range(stages):
-            signal = register(m, advance, signal, name=f"{name}_d{k}", reset_less=reset_less)
+            signal = register(m, advance, signal, name=f"{name}_d{k}", reset_less=reset_less and k < stages - 1)
         return signal
 
 

@@ -39,7 +39,7 @@ MULTIPLIER_BITS = (17, 24, 32)  # M widths tried, narrowest first (17: one DSP48
 MAX_PRODUCT_BITS = 60           # |M * x| + |B| stays inside int64 in the numpy model
 ROUNDINGS = ("floor", "half_even")
 ACTIVATION_STYLES = ("auto", "thresholds", "requant")
-REQUANT_STAGES = 5              # register stages of :func:`requantize`
+REQUANT_STAGES = 6              # register stages of :func:`requantize`
 REQUANT_MIN_STEPS = 63          # activation_style="auto" requantizes from 6-bit activations up
 _FITS = ArrayMemo()             # thresholds -> their exact requantizer (or None)
 
@@ -168,7 +168,7 @@ class RequantForm:
         dsp = -(-acc_width // 25) * -(-self.multiplier_bits // 17)
         zbits, rbits = self.z_shape.width, self.shift
         lut = zbits + 2 * rbits + self.exception_slots * (self.level_bits // 2 + 2) + 2 * self.level_bits
-        ff = acc_width + 2 * zbits + 3 * self.level_bits
+        ff = acc_width + 2 * zbits + 4 * self.level_bits
         bram18 = 0
         if depth >= 512:
             bram18 = -(-self.word_width // 36) * -(-depth // 512)
@@ -349,8 +349,8 @@ def requantize(m, advance, valid, values, cf, form, pe, *, name="rq"):
 
     Stage 1: the channel's word (M, B, listed levels) from a per-lane ROM read at cf. 2: M * x (a
     DSP48E1's M register). 3: + B (its P register). 4: the raw level and the first/last flags. 5: the
-    corrections of listed levels and the clip. (Without stage 5 the corrections, the clip and the layer's
-    ActVal add were one path of 8 logic levels: about 106 MHz by Yosys ``sta``.)
+    corrections of listed levels. 6: the clip. (The corrections and the clip in one stage were a path of
+    two carry chains, 7 logic levels: about 116 MHz by Yosys ``sta`` and ``boards.timing``.)
     """
     fields, cfs = form.word_fields(), form.channels // pe
     counts = []
@@ -365,15 +365,16 @@ def requantize(m, advance, valid, values, cf, form, pe, *, name="rq"):
             word = rd.data
         x = register(m, advance, value, name=f"{name}_x1_{p}")
         words = [word]
-        for s in (2, 3, 4):
-            words.append(register(m, advance, words[-1], name=f"{name}_w{s}_{p}"))
+        for s in (2, 3, 4):     # stage 4's copy has a reset: a flip-flop, not the end of an SRL16E (slow out)
+            words.append(register(m, advance, words[-1], name=f"{name}_w{s}_{p}", reset_less=s < 4))
         w1, w2, w3, w4 = (_unpack(w, fields, form) for w in words)
         prod = register(m, advance, x * w1["m"], name=f"{name}_prod2_{p}")
         z = Signal(form.z_shape, name=f"{name}_z3_{p}", reset_less=True)
         with m.If(advance):
             m.d.sync += z.eq(prod + w2["b"])
         raw, first, last = _level(m, advance, z, w3["m"], form, f"{name}_{p}")
-        counts.append(register(m, advance, _correct(raw, first, last, w4, form), name=f"{name}_count5_{p}"))
+        count = register(m, advance, _correct(raw, first, last, w4, form), name=f"{name}_count5_{p}")
+        counts.append(register(m, advance, _clip(count, form), name=f"{name}_count6_{p}"))
     for s in range(1, REQUANT_STAGES + 1):
         valid = register(m, advance, valid, name=f"{name}_v{s}", reset_less=False)
     return valid, counts
@@ -429,5 +430,9 @@ def _correct(raw, first, last, word, form):
         level, listed, up = word[f"level{e}"], word[f"valid{e}"], word[f"up{e}"]
         minus = minus | (listed & up & (raw == level))
         plus = plus | (listed & ~up & (raw + 1 == level))
-    count = raw - (first & minus) + (last & plus)
+    return raw - (first & minus) + (last & plus)
+
+
+def _clip(count, form):
+    """clip(count, 0, levels), as the output level's bits."""
     return Mux(count < 0, 0, Mux(count > form.levels, form.levels, count))[:form.level_bits]
