@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks.tables import write_section
+from benchmarks.tables import section_rows, write_section
 from rtlgen import api
 from rtlgen.verify import verify_outputs
 
@@ -27,6 +27,8 @@ ROOT = Path(__file__).resolve().parent.parent
 MODELS = ROOT / "tests" / "models"
 FOLDINGS = ROOT / "examples" / "finn"
 FRAMES = {"TFC": 16, "CNV": 3}
+WHOLE = "FINN's networks at FINN's folding: whole designs by Yosys"
+LAYERS = "FINN's networks at FINN's folding: per layer, Yosys beside the estimate"
 
 
 def mnist(n):
@@ -96,15 +98,21 @@ def main():
             rows, per_layer = measure(name, Path(tmp), shells)
             whole += rows
             layers += per_layer
+    # networks not measured in this run keep their rows
+    order = list(NETWORKS)
+    whole = sorted([r for r in section_rows(WHOLE) if r["network"] not in args.only] + whole,
+                   key=lambda r: order.index(r["network"]))
+    layers = sorted([r for r in section_rows(LAYERS) if r["network"] not in args.only] + layers,
+                    key=lambda r: order.index(r["network"]))
     write_section(
-        "FINN's networks at FINN's folding: whole designs by Yosys",
+        WHOLE,
         "Each network compiled with FINN's folding config for it (finn-examples, `examples/finn/`) at "
         "100 MHz; cycles per frame measured on Verilator (bit-exact against qonnx on test images) beside the "
         "analytic II; resources by Yosys `synth_xilinx` of the whole design in each shell (standalone: the "
         "self-test with input ROMs; zynq: PS7, AXI-Lite control, AXI DMA). LUT excludes LUTRAM/SRL, listed "
         "beside. FINN's figures are its published board builds (Vivado, whole design).", whole)
     write_section(
-        "FINN's networks at FINN's folding: per layer, Yosys beside the estimate",
+        LAYERS,
         "The zynq build of each network above, per layer (FIFOs and width converters are their own rows): "
         "Yosys cells beside `resource_estimate()`.", layers)
 

@@ -25,3 +25,17 @@ def write_section(name, intro, rows):
     pattern = re.compile(rf"^## {re.escape(name)}\n.*?(?=^## |\Z)", re.S | re.M)
     text = pattern.sub(lambda _: body + "\n", text) if pattern.search(text) else text.rstrip("\n") + "\n\n" + body
     BENCHMARKS.write_text(text)
+
+
+def section_rows(name):
+    """The rows of the table in section ``## name`` of BENCHMARKS.md (dicts of strings), [] if none: lets
+    a script re-measure some rows and keep the others."""
+    if not BENCHMARKS.exists():
+        return []
+    match = re.search(rf"^## {re.escape(name)}\n(.*?)(?=^## |\Z)", BENCHMARKS.read_text(), re.S | re.M)
+    lines = [line for line in (match.group(1).splitlines() if match else []) if line.startswith("|")]
+    if len(lines) < 2:
+        return []
+    cells = lambda line: [c.strip() for c in line.strip().strip("|").split(" | ")]
+    keys = cells(lines[0])
+    return [dict(zip(keys, cells(line))) for line in lines[2:]]

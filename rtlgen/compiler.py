@@ -136,7 +136,6 @@ def place_memories(graph, options):
 
     if graph.optimizer is not None:
         return graph
-    graph = graph.copy()
     _, capacity = BOARDS[options.board]
     room = 2 * capacity["BRAM36"] * options.max_utilization - sum(estimate(n.spec()).bram18 for n in graph.nodes)
     moves = []
@@ -149,11 +148,18 @@ def place_memories(graph, options):
         here, there = estimate(spec), estimate(node.spec(ram_style="block"))
         saved, cost = here.lut - there.lut, there.bram18 - here.bram18
         if saved > 0:
-            moves.append((-saved / max(cost, 1), node.name, node, cost))
-    for _, _, node, cost in sorted(moves, key=lambda move: move[:2]):
+            moves.append((-saved / max(cost, 1), node.name, cost))
+    chosen = set()
+    for _, name, cost in sorted(moves):
         if cost <= room:
-            node.folding["ram_style"] = "block"
+            chosen.add(name)
             room -= cost
+    if not chosen:
+        return graph            # unchanged (and not saved again under --keep-intermediate)
+    graph = graph.copy()
+    for node in graph.nodes:
+        if node.name in chosen:
+            node.folding["ram_style"] = "block"
     return graph
 
 

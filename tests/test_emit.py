@@ -37,7 +37,9 @@ def test_report_and_folding_agree(out_dir):
     sizes = {"MVAU_0": (64, 64), "MVAU_1": (64, 64), "MVAU_2": (64, 64), "MVAU_3": (64, 10)}
     for name, (mw, mh) in sizes.items():
         f = folding[name]
-        assert layers[name]["folding"] == {"PE": f["PE"], "SIMD": f["SIMD"]}
+        # the compiler's own choice besides PE/SIMD: weights read in place (mem_mode), as folding.json says
+        assert layers[name]["folding"] == {"PE": f["PE"], "SIMD": f["SIMD"], "mem_mode": "internal_embedded"}
+        assert f["mem_mode"] == "internal_embedded"
         assert layers[name]["exp_cycles"] == (mw // f["SIMD"]) * (mh // f["PE"])
         assert layers[name]["in_width"] == f["SIMD"]            # BIPOLAR input: 1 bit per element
     assert report["analytic_cycles_per_frame"] == max(layers[n]["exp_cycles"] for n in mvaus)

@@ -8,7 +8,6 @@ import pytest
 
 from rtlgen import api
 from rtlgen.compiler import CompileOptions, place_memories
-from rtlgen.hwgraph import DataflowGraph
 from rtlgen.verify import verify_outputs
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -75,4 +74,7 @@ def test_place_memories_moves_shallow_weights_to_free_bram(tmp_path):
         node.folding.pop("ram_style", None)
     again = place_memories(shallow, tight)
     assert next(n for n in again.nodes if n.name == "MVAU_1").spec().weight_ram_style == "distributed"
-    assert isinstance(again, DataflowGraph) and again is not shallow
+    assert again is shallow         # nothing moved: the pass returns its input
+    roomy = place_memories(shallow, CompileOptions())
+    assert roomy is not shallow and next(n for n in roomy.nodes if n.name == "MVAU_1").folding["ram_style"] == "block"
+    assert next(n for n in shallow.nodes if n.name == "MVAU_1").spec().weight_ram_style == "distributed"
