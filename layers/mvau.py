@@ -193,12 +193,16 @@ class _UnitSpec(StreamContract):
             act = self.requant.resource_estimate(self.pe, acc)
             lut, ff, bram18, dsp_act = lut + act.lut, ff + act.ff, act.bram18, act.dsp
         elif self.table is not None:
-            t_lut, t_ff, bram18 = self.table.resource_estimate()
+            t_lut, t_ff, bram18 = self.table.resource_estimate(self.ram_style_thresholds)
             lut, ff = lut + t_lut, ff + t_ff
         if self.weight_ram_style == "distributed":
             lut += self.weight_width * -(-self.wmem // 64)          # a LUT6 holds 64 words of one bit
         else:
             bram18 += bram18_count(self.weight_width, self.wmem)
+        # control: the sf/nf/address counters, and the replay buffer's read mux (input read once per NF)
+        lut += sum(max(n - 1, 1).bit_length() for n in (self.sf, self.nf, self.wmem))
+        if self.replays_input and self.nf > 1:
+            lut += self.in_width
         if self.mem_mode == "internal_decoupled":
             lut += self.weight_width
             ff += 3 * self.weight_width

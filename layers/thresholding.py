@@ -24,6 +24,7 @@ from layers.requant import REQUANT_STAGES, requant_form, requantize
 __all__ = ["ThresholdTable", "ThresholdingSpec", "Thresholding", "threshold_search"]
 
 RAM_STYLES = ("auto", "distributed", "block")
+AUTO_BRAM_MIN_DEPTH = 512        # ram_style auto: a stage's thresholds in block RAM from this many entries per lane
 
 
 @dataclass(frozen=True, eq=False)
@@ -77,19 +78,27 @@ class ThresholdTable:
         """Address bits of a threshold within its channel (FINN's AXI-Lite map: 2^N slots)."""
         return self.stages
 
-    def resource_estimate(self):
+    def resource_estimate(self, ram_style="auto"):
         """(LUT, FF, BRAM18) of the search unit: a compare per stage and lane, each stage's thresholds
-        in LUT ROM (up to 256 entries) or BRAM18 (Yosys' choice for deeper ones)."""
+        in LUT ROM or BRAM18 (:meth:`stage_ram_style`)."""
         width, lut, bram18 = self.storage_shape.width, 0, 0
         for s in range(self.stages):
             depth = self.cf << s
-            if depth >= 512:
+            if self.stage_ram_style(s, ram_style) == "block":
                 bram18 += self.pe * -(-width // 18) * -(-depth // 1024)
             else:
                 lut += self.pe * width * -(-depth // 64)
             lut += self.pe * width
         ff = self.pe * self.stages * (width + self.stages)
         return lut, ff, bram18
+
+    def stage_ram_style(self, stage, ram_style="auto"):
+        """Where stage ``stage``'s thresholds are built, as Yosys is told: ``ram_style`` unless auto, which
+        is block RAM from :data:`AUTO_BRAM_MIN_DEPTH` entries per lane and LUTs below (so that the
+        estimate and the hardware agree)."""
+        if ram_style != "auto":
+            return ram_style
+        return "block" if self.cf << stage >= AUTO_BRAM_MIN_DEPTH else "distributed"
 
     def padded(self):
         """(channels, 2^N - 1) thresholds clipped to [lo, hi + 1], padded with hi + 1."""
@@ -122,7 +131,6 @@ def threshold_search(m, advance, valid, values, cf, table, *, ram_style="auto", 
     stage whose search visits it, see :meth:`ThresholdTable.stage_images`.
     """
     style_attr = "rom_style" if writer is None else "ram_style"
-    attrs = {} if ram_style == "auto" else {style_attr: ram_style}
     n = table.stages
     if writer is not None:
         strobe, w_lane, w_cf, w_index, w_data = writer
@@ -130,6 +138,7 @@ def threshold_search(m, advance, valid, values, cf, table, *, ram_style="auto", 
     prefixes = [Const(0, 0)] * table.pe
     for s, image in enumerate(table.stage_images()):
         reads = []
+        attrs = {style_attr: table.stage_ram_style(s, ram_style)}
         for lane in range(table.pe):
             mem = Memory(shape=table.storage_shape, depth=len(image[lane]), init=[int(v) for v in image[lane]],
                          attrs=attrs)
@@ -243,7 +252,7 @@ class ThresholdingSpec(ChannelFolded):
             act = self.requant.resource_estimate(self.pe, self.input_dtype.bitwidth())
             lut, ff, bram18, dsp = act.lut, act.ff, act.bram18, act.dsp
         else:
-            (lut, ff, bram18), dsp = self.table.resource_estimate(), 0
+            (lut, ff, bram18), dsp = self.table.resource_estimate(self.ram_style), 0
         return Resources(lut=lut + self.out_width, ff=ff + self.in_width + 3 * self.out_width, bram18=bram18,
                          dsp=dsp)
 
