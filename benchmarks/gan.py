@@ -116,9 +116,9 @@ def main():
         write_section(
             "INT8 generator MLP: per layer, Yosys beside the estimate, and timing",
             "The same build, per layer (FIFOs and width converters included as their own rows): Yosys cells "
-            f"beside `resource_estimate()`, and each layer's longest register-to-register path from Yosys `sta` "
-            f"with the delay model of `boards/timing.py` (cell delays + 0.5 ns per routed net + 0.3 ns setup; "
-            f"an estimate, Vivado's timing report is the real figure).", layers)
+            "beside `resource_estimate()`, and each layer's longest register-to-register path from Yosys `sta` "
+            "with the delay model of `boards/timing.py` (cell delays + 0.5 ns per routed net + 0.3 ns setup; "
+            "an estimate, Vivado's timing report is the real figure).", layers)
         if args.whole_only:
             return
         write_section(
