@@ -339,6 +339,56 @@ def run_demo_command(args):
     return run_demo(simulator=args.simulator, synth=not args.no_synth, images=args.images, say=_say)
 
 
+def add_partition_arguments(parser):
+    parser.add_argument("model", help="QONNX / FINN-ONNX model (.onnx)")
+    parser.add_argument("-o", "--out", required=True, help="output directory (partition.json, folding.json, cluster/)")
+    parser.add_argument("--devices", type=int, required=True, help="number of FPGAs (at most)")
+    parser.add_argument("--board", default="pynq-z2", choices=("pynq-z2",), help="each device's board")
+    parser.add_argument("--budget", default=None, help="per-device budget lut=N,ff=N,bram36=N,dsp=N (default: "
+                        "the board x --max-utilization)")
+    parser.add_argument("--max-utilization", type=float, default=0.8, help="share of the board per device")
+    parser.add_argument("--partition", default=None, help="JSON {node name: device index from 0} to fix placements")
+    parser.add_argument("--link-gbps", type=float, default=1.0, help="payload rate of each link (default 1 Gbit/s)")
+    parser.add_argument("--clock-mhz", type=float, default=100.0)
+
+
+def run_partition_command(args):
+    """Plan only: cuts, folding and cluster files; the per-device tops are not built yet (issue 16)."""
+    import json
+    from rtlgen.frontend import CompileError, load_model
+    from rtlgen.lower import lower
+    from rtlgen.optimize import Budget
+    from rtlgen.partition import PartitionError, partition, write_plan
+
+    try:
+        budget = Budget.parse(args.budget) if args.budget else Budget.for_board(args.board, args.max_utilization)
+    except ValueError as exc:
+        raise CompileError(f"--budget: {exc}") from None
+    fixed = None
+    if args.partition:
+        try:
+            fixed = json.loads(Path(args.partition).read_text())
+        except (OSError, ValueError) as exc:
+            raise CompileError(f"--partition {args.partition}: {exc}") from None
+        if not isinstance(fixed, dict):
+            raise CompileError(f"--partition {args.partition}: must be a JSON object {{node name: device index}}")
+    graph = lower(load_model(args.model))
+    try:
+        part = partition(graph, args.devices, budget, link_gbps=args.link_gbps, clock_mhz=args.clock_mhz,
+                         fixed=fixed)
+    except PartitionError as exc:
+        raise CompileError(str(exc)) from None
+    paths = write_plan(part, args.out, board=args.board)
+    for device in part.devices:
+        if device.nodes:
+            _say(f"device {device.index}: {', '.join(device.nodes)} ({device.cycles:,} cycles; "
+                 f"{device.binding} {device.utilization:.0%} of its budget)")
+    _say(f"II {part.ii:,} cycles ({part.frames_per_second:,.0f} frames/s at {part.clock_mhz:g} MHz), "
+         f"set by {part.bound_by}; plan -> {paths['partition']}, cluster files -> {paths['logical'].parent}")
+    _say("not built yet: per-device Verilog tops with the Galapagos bridges, and the multi-device simulation")
+    return 0
+
+
 COMMANDS = {
     "compile": ("compile a QONNX / FINN-ONNX model into a stitched Verilog accelerator",
                 add_compile_arguments, run_compile_command),
@@ -349,6 +399,9 @@ COMMANDS = {
               "with Vivado)", add_build_arguments, run_build_command),
     "inspect": ("show the dataflow graph a model lowers to: nodes, datatypes, folding axes with their legal "
                 "values, host ops", add_inspect_arguments, run_inspect_command),
+    "partition": ("split a model across several FPGAs (Galapagos): cuts and folding under each device's "
+                  "budget and the links' bandwidth, cluster files (a plan: per-device tops not built yet)",
+                  add_partition_arguments, run_partition_command),
     "demo": ("compile a bundled trained model (8x8 digits MLP), simulate its test set, report accuracy, "
              "cycles and resources", add_demo_arguments, run_demo_command),
 }

@@ -610,3 +610,44 @@ def _subgraph(graph, positions):
     sink = graph.output if last == len(graph.nodes) - 1 else nodes[-1].outputs[0]
     tensors = {t: v for t, v in graph.tensors.items() if t in inside or t == source}
     return DataflowGraph([n.copy() for n in nodes], source, sink, tensors=tensors, model=graph.model).check()
+
+
+def write_plan(part, out, *, board="pynq-z2"):
+    """Write what `rtlgen partition` leaves in ``out``: ``partition.json`` (II, frames/s, what binds, per
+    device its nodes, folding, estimate and Galapagos kernel ID, per cut its link load), ``folding.json``
+    (the whole graph's folding, FINN's format) and the Galapagos cluster files ``cluster/logical.xml``
+    and ``cluster/map.xml``: one Verilog kernel per used device (IDs from 1, in stream order) and the
+    host's pre/post ops as a software kernel on a ``sw`` node. Returns the paths written."""
+    import json
+    from pathlib import Path
+
+    from galapagos.cluster import Device, Kernel, check_cluster, logical_xml, map_xml, sw_kernel
+
+    out = Path(out)
+    (out / "cluster").mkdir(parents=True, exist_ok=True)
+    used = [d for d in part.devices if d.nodes]
+    host = len(used) + 1
+    kernels = [Kernel(id=k + 1, name=f"rtlgen_device{d.index}") for k, d in enumerate(used)] + [sw_kernel(host)]
+    nodes = [Device(index=k + 1, type="hw", kernels=(k + 1,), board=board) for k in range(len(used))]
+    nodes.append(Device(index=host, type="sw", kernels=(host,)))
+    edges = [(host, 1)] + [(k, k + 1) for k in range(1, len(used))] + [(len(used), host)]
+    check_cluster(kernels, nodes, edges)
+    plan = {
+        "ii": part.ii, "frames_per_second": part.frames_per_second, "bound_by": part.bound_by,
+        "clock_mhz": part.clock_mhz, "link_gbps": part.link_gbps, "flit_width": part.flit_width,
+        "seconds": round(part.seconds, 2),
+        "devices": [{"index": d.index, "kernel_id": k + 1, "nodes": list(d.nodes), "cycles": d.cycles,
+                     "resources": {r: int(v) for r, v in d.resources.items()}, "binding": d.binding,
+                     "utilization": round(d.utilization, 4)} for k, d in enumerate(used)],
+        "cuts": [{"src": c.src, "dst": c.dst, "tensor": c.tensor, "src_device": c.src_device,
+                  "dst_device": c.dst_device, "bits_per_frame": c.bits_per_frame, "link_ii": c.link_ii,
+                  "link_utilization": round(c.link_utilization, 4)} for c in part.cuts],
+        "not_built": "per-device Verilog tops with the bridges, and the multi-device simulation",
+    }
+    paths = {"partition": out / "partition.json", "folding": out / "folding.json",
+             "logical": out / "cluster" / "logical.xml", "map": out / "cluster" / "map.xml"}
+    paths["partition"].write_text(json.dumps(plan, indent=2) + "\n")
+    paths["folding"].write_text(json.dumps(part.folding, indent=2) + "\n")
+    paths["logical"].write_text(logical_xml(kernels))
+    paths["map"].write_text(map_xml(nodes))
+    return paths

@@ -237,3 +237,53 @@ def test_argument_errors(tfc):
                             ({"clock_mhz": -5.0}, "clock_mhz must be a positive number, not -5.0")):
         with pytest.raises(PartitionError, match=message.replace("(", r"\(").replace(")", r"\)")):
             partition(tfc, 2, **{"budgets": b, **kwargs})
+
+
+# ---------------------------------------------------------------------------------------------- CLI
+
+def _cli(argv, capsys):
+    from rtlgen.cli import main
+    code = main(argv)
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def test_cli_writes_the_plan_and_cluster_files(tmp_path, capsys):
+    import json
+    from galapagos.cluster import check_cluster, parse_logical, parse_map
+    model = str(Path(__file__).parent / "models" / "TFC_2W2A.onnx")
+    out = tmp_path / "plan"
+    code, stdout, _ = _cli(["partition", model, "-o", str(out), "--devices", "2", "--budget", "lut=4000"], capsys)
+    assert code == 0, stdout
+    plan = json.loads((out / "partition.json").read_text())
+    assert len(plan["devices"]) == 2 and plan["ii"] == max(d["cycles"] for d in plan["devices"])
+    assert [c["src"] for c in plan["cuts"]] == [plan["devices"][0]["nodes"][-1]]
+    assert all(d["resources"]["LUT"] <= 4000 for d in plan["devices"])
+    folding = json.loads((out / "folding.json").read_text())
+    assert set(folding) == {n for d in plan["devices"] for n in d["nodes"]}
+    kernels = parse_logical((out / "cluster" / "logical.xml").read_text())
+    devices = parse_map((out / "cluster" / "map.xml").read_text())
+    assert [k.id for k in kernels] == [1, 2, 3] and kernels[-1].type == "sw"
+    check_cluster(kernels, devices, [(3, 1), (1, 2), (2, 3)])
+    assert "not built yet" in stdout
+
+
+@pytest.mark.parametrize("extra, fragment", [
+    (["--devices", "99"], "99 devices for 4 layers"),
+    (["--devices", "2", "--budget", "lut=10"], "no partition over 2 devices fits"),
+    (["--devices", "2", "--budget", "nonsense=3"], "--budget"),
+])
+def test_cli_bad_input_is_one_line_and_exit_2(tmp_path, capsys, extra, fragment):
+    model = str(Path(__file__).parent / "models" / "TFC_2W2A.onnx")
+    code, _, err = _cli(["partition", model, "-o", str(tmp_path / "p"), *extra], capsys)
+    assert code == 2 and err.count("\n") == 1 and err.startswith("rtlgen partition: error:"), err
+    assert fragment in err
+
+
+def test_cli_partition_file_naming_an_unknown_node(tmp_path, capsys):
+    model = str(Path(__file__).parent / "models" / "TFC_2W2A.onnx")
+    fixed = tmp_path / "map.json"
+    fixed.write_text('{"MVAU_9": 1}')
+    code, _, err = _cli(["partition", model, "-o", str(tmp_path / "p"), "--devices", "2", "--partition", str(fixed)],
+                        capsys)
+    assert code == 2 and "MVAU_9" in err and err.count("\n") == 1, err
