@@ -92,17 +92,18 @@ def main():
     parser.add_argument("--shells", default="standalone,zynq")
     args = parser.parse_args()
     shells = args.shells.split(",")
-    whole, layers = [], []
     with tempfile.TemporaryDirectory(prefix="rtlgen-finn-") as tmp:
-        for name in args.only:
+        for name in args.only:          # the tables are rewritten after each network (an hour of Yosys in all)
             rows, per_layer = measure(name, Path(tmp), shells)
-            whole += rows
-            layers += per_layer
-    # networks not measured in this run keep their rows
+            write_tables(name, rows, per_layer)
+
+
+def write_tables(name, whole, layers):
+    """The two sections with ``name``'s rows replaced (other networks keep theirs), in NETWORKS order."""
     order = list(NETWORKS)
-    whole = sorted([r for r in section_rows(WHOLE) if r["network"] not in args.only] + whole,
+    whole = sorted([r for r in section_rows(WHOLE) if r["network"] != name] + whole,
                    key=lambda r: order.index(r["network"]))
-    layers = sorted([r for r in section_rows(LAYERS) if r["network"] not in args.only] + layers,
+    layers = sorted([r for r in section_rows(LAYERS) if r["network"] != name] + layers,
                     key=lambda r: order.index(r["network"]))
     write_section(
         WHOLE,
@@ -115,7 +116,6 @@ def main():
         LAYERS,
         "The zynq build of each network above, per layer (FIFOs and width converters are their own rows): "
         "Yosys cells beside `resource_estimate()`.", layers)
-
 
 if __name__ == "__main__":
     main()
