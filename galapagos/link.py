@@ -10,7 +10,8 @@ The model, exactly
 - **Wire rate.** The wire moves ``bits_per_cycle`` bits per clock cycle (a :class:`~fractions.Fraction`:
   1 Gbit/s at 100 MHz is 10). A flit occupies it for ``flit_width / bits_per_cycle`` cycles, and every
   packet is preceded by ``header_flits`` flit times of overhead (Ethernet preamble, MAC/IP/UDP headers,
-  FCS and the inter-frame gap: 66 bytes, :data:`ETHERNET_HEADER_FLITS` 64-bit flit times). A packet of
+  FCS and the inter-frame gap: :data:`ETHERNET_OVERHEAD_BITS`, by default rounded up to whole flits: 9
+  64-bit or 2 512-bit flit times). A packet of
   ``F`` flits therefore takes ``(F + header_flits) * flit_width / bits_per_cycle`` cycles of wire time
   (:meth:`LinkSpec.packet_cycles`); back-to-back packets reach exactly that rate on average (the
   fraction of a cycle left over by one flit is carried to the next; an idle wire banks less than
@@ -41,12 +42,17 @@ from amaranth.lib.wiring import In, Out
 
 from galapagos.bridges import FLIT_WIDTHS, flit_layout
 
-__all__ = ["LinkSpec", "LinkModel", "ETHERNET_HEADER_FLITS", "DEFAULT_LATENCY", "PROBES"]
+__all__ = ["LinkSpec", "LinkModel", "ETHERNET_OVERHEAD_BITS", "header_flits", "DEFAULT_LATENCY", "PROBES"]
 
-ETHERNET_HEADER_FLITS = 9       # 8 B preamble + 14 B MAC + 20 B IPv4 + 8 B UDP + 4 B FCS + 12 B gap = 66 B
+ETHERNET_OVERHEAD_BITS = 66 * 8     # 8 B preamble + 14 B MAC + 20 B IPv4 + 8 B UDP + 4 B FCS + 12 B gap
 DEFAULT_LATENCY = 500           # cycles: 5 us at 100 MHz, a switched 1 GbE hop between two FPGA stacks
 PROBES = ("flits", "packets", "first_end", "last_end", "max_level")
 COUNTER_BITS = 32
+
+
+def header_flits(flit_width):
+    """Flit times of Ethernet, IPv4 and UDP overhead per packet (:data:`ETHERNET_OVERHEAD_BITS`, rounded up)."""
+    return ceil(ETHERNET_OVERHEAD_BITS / flit_width)
 
 
 @dataclass(frozen=True)
@@ -55,13 +61,15 @@ class LinkSpec:
     flit_width: int
     bits_per_cycle: Fraction
     latency: int = DEFAULT_LATENCY
-    header_flits: int = ETHERNET_HEADER_FLITS
+    header_flits: int = None        # default: header_flits(flit_width), the Ethernet/IP/UDP overhead
     depth: int = None               # far-end buffer in flits; default: what the latency keeps in flight + 64
 
     def __post_init__(self):
         if self.flit_width not in FLIT_WIDTHS:
             raise ValueError(f"link flit_width must be one of {', '.join(map(str, FLIT_WIDTHS))}, "
                              f"not {self.flit_width!r}")
+        if self.header_flits is None:
+            object.__setattr__(self, "header_flits", header_flits(self.flit_width))
         rate = Fraction(self.bits_per_cycle)
         if rate <= 0:
             raise ValueError(f"link bits_per_cycle must be positive, not {self.bits_per_cycle!r}")

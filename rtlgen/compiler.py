@@ -282,13 +282,13 @@ def _summary(name, graph, options):
         "DuplicateStreams", "StreamingFIFO", "StreamingDataWidthConverter")) or "nothing inserted"
 
 
-def _stream_io(model, graph):
+def _stream_io(model, graph, last=None):
     """How the model's input and output map onto ``graph``'s streams (its first consumer's and last
-    producer's word widths)."""
-
+    producer's word widths); the output is ``last``'s when given (the last device of a partition)."""
+    last_graph = last or graph
     node, port = graph.consumers(graph.input)[0]
-    first, last = node.spec(), graph.producer(graph.output)[0].spec()
-    t_in, t_out = graph.tensors[graph.input], graph.tensors[graph.output]
+    first, last = node.spec(), last_graph.producer(last_graph.output)[0].spec()
+    t_in, t_out = graph.tensors[graph.input], last_graph.tensors[last_graph.output]
     in_bits, out_bits = t_in.dtype.bitwidth(), t_out.dtype.bitwidth()
     graph_in, graph_out = model.graph.input[0].name, model.graph.output[0].name
     ends = []

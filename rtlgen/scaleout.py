@@ -1,0 +1,353 @@
+"""A partitioned network built and simulated: one Galapagos kernel per device, and the cluster in one run.
+
+What `rtlgen partition` builds from a :class:`rtlgen.partition.Partition` (after the plan):
+
+- **Per device** ``d`` (kernel ID ``k = d + 1``; the host's software kernel is ``H = devices + 1``), in
+  ``OUT/device{d}/``: its subgraph with the partition's folding, stitched as a compile stitches a
+  whole network (DuplicateStreams, DWCs, FIFOs sized by simulation), top ``rtlgen_device{d}_accel``;
+  around it the kernel top ``rtlgen_device{d}`` (:class:`DeviceKernel`): a
+  :class:`galapagos.FromGalapagos` with ID ``k`` in front (packets for another ID are dropped) and a
+  :class:`galapagos.ToGalapagos` behind (TDEST ``k + 1``, or ``H`` for the last device; TID ``k``),
+  one frame per packet, the Galapagos AXI-Stream ports ``s_axis_0_*`` / ``m_axis_0_*`` (tdata, tkeep,
+  tlast, tdest, tid, tvalid, tready) that ``cluster/logical.xml`` names. Files: ``rtlgen_device{d}.v``
+  (kernel and accelerator), ``report.json`` (nodes, layers with cycles and estimates, bridges).
+- **For the whole network**: ``io.json`` and the host ONNX models (as a compile writes them: the host
+  encodes model inputs into the first device's words and decodes the last device's).
+
+The multi-device simulation (:func:`simulate`) puts everything into one Verilog top,
+:class:`ClusterSim`, with FINN's stream ports so that the compiled Verilator bench runs it like a single
+design: the host's ToGalapagos (TID ``H``, TDEST 1) -> link -> device 0 -> link -> ... -> device
+``m - 1`` -> link -> the host's FromGalapagos (ID ``H``). Every link is a :class:`galapagos.link.LinkModel`
+(wire rate from the partition's ``link_gbps`` at its ``clock_mhz``, Ethernet header time per packet, a
+latency in cycles). Its probes give each link's measured packet interval (the sending device's
+measured II), its utilisation and the receive buffer it needed.
+"""
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from amaranth.hdl import ClockDomain, ClockSignal, Instance, Module, ResetSignal, Signal
+from amaranth.lib import wiring
+from amaranth.lib.wiring import In, Out
+
+from galapagos.bridges import FromGalapagos, FromGalapagosSpec, ToGalapagos, ToGalapagosSpec, flit_layout
+from galapagos.link import PROBES, LinkModel, LinkSpec
+from memstream.packing import padded_width
+from rtlgen import stitch
+
+__all__ = ["DeviceKernel", "ClusterSim", "build_devices", "write_devices", "cluster_verilog", "simulate",
+           "ClusterRun", "CLUSTER_TOP", "device_name"]
+
+CLUSTER_TOP = "rtlgen_cluster"
+FLIT_FIELDS = ("tdata", "tkeep", "tlast", "tdest", "tid")
+
+
+def device_name(index):
+    return f"rtlgen_device{index}"
+
+
+def _flit_members(prefix, flit_width, flow_in):
+    """The Galapagos AXI-Stream ports ``{prefix}_tdata`` ... ``{prefix}_tready`` of a kernel."""
+    fields = flit_layout(flit_width).members
+    data, back = (In, Out) if flow_in else (Out, In)
+    members = {f"{prefix}_{name}": data(shape) for name, shape in fields.items()}
+    members[f"{prefix}_tvalid"] = data(1)
+    members[f"{prefix}_tready"] = back(1)
+    return members
+
+
+class DeviceKernel(wiring.Component):
+    """One device's Galapagos kernel: flits in -> :class:`FromGalapagos` -> the device's stitched
+    accelerator (an instance of module ``accel``, FINN's stream ports) -> :class:`ToGalapagos` -> flits out.
+
+    Members: ``ap_clk``, ``ap_rst_n``; ``s_axis_0_{tdata,tkeep,tlast,tdest,tid,tvalid}`` in and
+    ``s_axis_0_tready`` out; ``m_axis_0_*`` the other way round. The accelerator's input word is the
+    FromGalapagos word zero-extended to its padded port width; its output word's pad bits are dropped.
+    """
+
+    def __init__(self, accel, receive, send):
+        assert receive.flit_width == send.flit_width
+        self._accel, self._receive, self._send = accel, receive, send
+        super().__init__({"ap_clk": In(1), "ap_rst_n": In(1),
+                          **_flit_members("s_axis_0", receive.flit_width, True),
+                          **_flit_members("m_axis_0", send.flit_width, False)})
+
+    def elaborate(self, platform):
+        m = Module()
+        m.domains.sync = ClockDomain("sync")
+        m.d.comb += [ClockSignal("sync").eq(self.ap_clk), ResetSignal("sync").eq(~self.ap_rst_n)]
+        m.submodules.from_galapagos = receive = FromGalapagos(self._receive)
+        m.submodules.to_galapagos = send = ToGalapagos(self._send)
+        _flits_from_ports(m, self, "s_axis_0", receive.i)
+        _flits_to_ports(m, send.o, self, "m_axis_0")
+        in_width, out_width = padded_width(self._receive.word_width), padded_width(self._send.word_width)
+        s_data, m_data = Signal(in_width), Signal(out_width)
+        s_ready, m_valid = Signal(), Signal()
+        m.d.comb += [s_data.eq(receive.o.payload), send.i.payload.eq(m_data[:self._send.word_width]),
+                     receive.o.ready.eq(s_ready), send.i.valid.eq(m_valid)]
+        m.submodules.accel = Instance(self._accel, i_ap_clk=ClockSignal("sync"), i_ap_rst_n=self.ap_rst_n,
+                                      i_s_axis_0_tdata=s_data, i_s_axis_0_tvalid=receive.o.valid,
+                                      o_s_axis_0_tready=s_ready, o_m_axis_0_tdata=m_data,
+                                      o_m_axis_0_tvalid=m_valid, i_m_axis_0_tready=send.i.ready)
+        return m
+
+
+def _flits_from_ports(m, owner, prefix, sink):
+    """Drive the flit stream ``sink`` from ``owner``'s ``{prefix}_*`` ports."""
+    for name in FLIT_FIELDS:
+        m.d.comb += getattr(sink.payload, name).eq(getattr(owner, f"{prefix}_{name}"))
+    m.d.comb += [sink.valid.eq(getattr(owner, f"{prefix}_tvalid")), getattr(owner, f"{prefix}_tready").eq(sink.ready)]
+
+
+def _flits_to_ports(m, source, owner, prefix):
+    for name in FLIT_FIELDS:
+        m.d.comb += getattr(owner, f"{prefix}_{name}").eq(getattr(source.payload, name))
+    m.d.comb += [getattr(owner, f"{prefix}_tvalid").eq(source.valid), source.ready.eq(getattr(owner, f"{prefix}_tready"))]
+
+
+class ClusterSim(wiring.Component):
+    """The cluster for simulation (module docstring): FINN's stream ports ``s_axis_0_*`` / ``m_axis_0_*``
+    (host words), ``ap_clk``/``ap_rst_n``, and per link ``j`` (link 0 from the host, link ``m`` to it) the
+    probes ``link{j}_flits`` ... ``link{j}_max_level`` of :class:`LinkModel`. ``kernels``: the device
+    kernel module names in stream order; ``host_send``/``host_receive``: the host's bridges."""
+
+    def __init__(self, kernels, host_send, host_receive, links):
+        assert len(links) == len(kernels) + 1
+        self._kernels, self._send, self._receive, self._links = kernels, host_send, host_receive, links
+        members = {"ap_clk": In(1), "ap_rst_n": In(1),
+                   "s_axis_0_tdata": In(padded_width(host_send.word_width)), "s_axis_0_tvalid": In(1),
+                   "s_axis_0_tready": Out(1),
+                   "m_axis_0_tdata": Out(padded_width(host_receive.word_width)), "m_axis_0_tvalid": Out(1),
+                   "m_axis_0_tready": In(1)}
+        for j, link in enumerate(links):
+            for name in PROBES:
+                members[f"link{j}_{name}"] = Out(32 if name != "max_level" else range(link.depth + 1))
+        super().__init__(members)
+
+    def elaborate(self, platform):
+        m = Module()
+        m.domains.sync = ClockDomain("sync")
+        m.d.comb += [ClockSignal("sync").eq(self.ap_clk), ResetSignal("sync").eq(~self.ap_rst_n)]
+        m.submodules.host_send = send = ToGalapagos(self._send)
+        m.submodules.host_receive = receive = FromGalapagos(self._receive)
+        m.d.comb += [send.i.payload.eq(self.s_axis_0_tdata[:self._send.word_width]),
+                     send.i.valid.eq(self.s_axis_0_tvalid), self.s_axis_0_tready.eq(send.i.ready),
+                     self.m_axis_0_tdata.eq(receive.o.payload), self.m_axis_0_tvalid.eq(receive.o.valid),
+                     receive.o.ready.eq(self.m_axis_0_tready)]
+        links = []
+        for j, spec in enumerate(self._links):
+            m.submodules[f"link{j}"] = link = LinkModel(spec)
+            for name in PROBES:
+                m.d.comb += getattr(self, f"link{j}_{name}").eq(getattr(link, name))
+            links.append(link)
+        wiring.connect(m, send.o, links[0].i)
+        wiring.connect(m, links[-1].o, receive.i)
+        for k, kernel in enumerate(self._kernels):
+            fw = self._send.flit_width
+            ports = {name: Signal(shape, name=f"k{k}_m_{name}") for name, shape in flit_layout(fw).members.items()}
+            m_valid, s_ready = Signal(name=f"k{k}_m_tvalid"), Signal(name=f"k{k}_s_tready")
+            incoming, outgoing = links[k].o, links[k + 1].i
+            args = {"i_ap_clk": ClockSignal("sync"), "i_ap_rst_n": self.ap_rst_n,
+                    "i_s_axis_0_tvalid": incoming.valid, "o_s_axis_0_tready": s_ready,
+                    "o_m_axis_0_tvalid": m_valid, "i_m_axis_0_tready": outgoing.ready}
+            for name in FLIT_FIELDS:
+                args[f"i_s_axis_0_{name}"] = getattr(incoming.payload, name)
+                args[f"o_m_axis_0_{name}"] = ports[name]
+                m.d.comb += getattr(outgoing.payload, name).eq(ports[name])
+            m.d.comb += [incoming.ready.eq(s_ready), outgoing.valid.eq(m_valid)]
+            m.submodules[f"device{k}"] = Instance(kernel, **args)
+        return m
+
+
+# ---------------------------------------------------------------------------------------------- build
+
+@dataclass
+class DeviceBuild:
+    """One device of a built partition."""
+    index: int
+    kernel_id: int
+    name: str                       # the kernel's top module
+    graph: object                   # its stitched subgraph
+    receive: FromGalapagosSpec
+    send: ToGalapagosSpec
+    verilog: str                    # the kernel top and its accelerator
+
+
+def build_devices(model_path, part, *, options=None, say=lambda line: None):
+    """Per used device of ``part`` (a :class:`rtlgen.partition.Partition` of ``model_path``'s lowered
+    graph): its stitched subgraph and kernel Verilog; and the whole network's :class:`StreamIO`.
+    Returns ``(devices, io)``."""
+    from rtlgen.compiler import CompileOptions, _stream_io, insert_duplicates, insert_fifos, to_hw
+    from rtlgen.frontend import load_model
+
+    options = options or CompileOptions(clock_mhz=part.clock_mhz)
+    model = load_model(model_path, options.input_dtype)
+    lowered = to_hw(model, options)
+    names = [n.name for n in lowered.nodes]
+    planned = [name for d in part.devices for name in d.nodes]
+    if sorted(names) != sorted(planned):
+        raise ValueError(f"the partition's nodes {planned} are not the model's layers {names}")
+    used = [(plan, sub) for plan, sub in zip(part.devices, part.split(lowered)) if sub is not None]
+    host = len(used) + 1
+    stitched = []
+    for plan, sub in used:
+        say(f"device {plan.index}: stitching {', '.join(plan.nodes)}")
+        stitched.append(insert_fifos(insert_duplicates(sub, options), options))
+    devices = []
+    for k, ((plan, _), graph) in enumerate(zip(used, stitched)):
+        first = graph.consumers(graph.input)[0][0].spec()
+        last = graph.producer(graph.output)[0].spec()
+        words = stitch.tensor_words(graph)
+        in_words, out_words = words[graph.input], words[graph.output]
+        receive = FromGalapagosSpec(first.in_width, part.flit_width, in_words, kernel_id=k + 1)
+        send = ToGalapagosSpec(last.out_width, part.flit_width, out_words, dest=k + 2 if k + 1 < len(used) else host,
+                               source_id=k + 1)
+        name = device_name(plan.index)
+        accel = stitch.to_verilog(graph, name=f"{name}_accel")
+        kernel = _convert(DeviceKernel(f"{name}_accel", receive, send), name)
+        devices.append(DeviceBuild(plan.index, k + 1, name, graph, receive, send, kernel + accel))
+    io = _stream_io(model, stitched[0].copy(host_pre=lowered.host_pre, host_post=lowered.host_post),
+                    last=stitched[-1])
+    return devices, io
+
+
+def _convert(component, name):
+    from amaranth.back import verilog
+    return verilog.convert(component, name=name, emit_src=False)
+
+
+def write_devices(devices, io, out):
+    """``OUT/device{d}/`` per device (kernel Verilog, report.json) and the network's ``io.json`` with the
+    host models; returns the kernel Verilog paths."""
+    from rtlgen.costmodel import estimate
+
+    out = Path(out)
+    io.save(out)
+    paths = []
+    for device in devices:
+        where = out / f"device{device.index}"
+        where.mkdir(parents=True, exist_ok=True)
+        path = where / f"{device.name}.v"
+        path.write_text(device.verilog)
+        layers = [{"name": n.name, "op_type": n.op_type, "exp_cycles": n.spec().exp_cycles,
+                   "estimate": dict(estimate(n.spec()))} for n in device.graph.nodes]
+        bridges = {"receive": dict(estimate(device.receive)), "send": dict(estimate(device.send))}
+        report = {"index": device.index, "kernel_id": device.kernel_id, "top": device.name,
+                  "accelerator": f"{device.name}_accel", "flit_width": device.send.flit_width,
+                  "receive": {"word_width": device.receive.word_width,
+                              "words_per_packet": device.receive.words_per_packet,
+                              "flits_per_packet": device.receive.flits_per_packet},
+                  "send": {"word_width": device.send.word_width, "words_per_packet": device.send.words_per_packet,
+                           "flits_per_packet": device.send.flits_per_packet, "dest": device.send.dest},
+                  "cycles": max(layer["exp_cycles"] for layer in layers), "layers": layers, "bridges": bridges}
+        (where / "report.json").write_text(json.dumps(report, indent=2) + "\n")
+        paths.append(path)
+    return paths
+
+
+# ---------------------------------------------------------------------------------------------- simulation
+
+@dataclass
+class LinkRun:
+    """One link of a cluster run, measured from its probes."""
+    src: str                        # "host" or a kernel module name
+    dst: str
+    packets: int
+    flits_per_packet: int
+    interval: float                 # measured cycles between packet ends (None for one packet)
+    wire_cycles: float              # wire time of one packet, headers included
+    utilization: float              # wire_cycles / interval: the share of the link's time it is busy
+    max_level: int                  # most flits its far-end buffer held
+    depth: int
+
+
+@dataclass
+class ClusterRun:
+    outputs: object                 # model outputs (after the host post ops)
+    frames: int
+    cycles: int
+    cycles_per_frame: float         # steady state at the host's receiving end (None for one frame)
+    latency: int                    # first input word to the first frame's last output word
+    devices: list                   # per device: {"name", "analytic_ii", "measured_ii"}
+    links: list                     # LinkRun per link, host -> device 0 first
+
+    def as_dict(self):
+        return {"frames": self.frames, "cycles": self.cycles, "cycles_per_frame": self.cycles_per_frame,
+                "latency": self.latency, "devices": self.devices,
+                "links": [dict(vars(link)) for link in self.links]}
+
+
+def _load_cluster(out):
+    out = Path(out)
+    plan_path = out / "partition.json"
+    if not plan_path.is_file():
+        raise FileNotFoundError(f"{out}: not an `rtlgen partition` output (missing partition.json)")
+    plan = json.loads(plan_path.read_text())
+    devices = []
+    for device in plan["devices"]:
+        where = out / f"device{device['index']}"
+        report_path = where / "report.json"
+        if not report_path.is_file():
+            raise FileNotFoundError(f"{out}: device {device['index']} was not built (missing {report_path}); "
+                                    f"run `rtlgen partition` without --plan-only")
+        report = json.loads(report_path.read_text())
+        devices.append((report, (where / f"{report['top']}.v").read_text()))
+    return plan, devices
+
+
+def cluster_verilog(out, *, latency=None, header_flits=None):
+    """(Verilog of :class:`ClusterSim` over the devices built in ``out``, its link specs, the plan, the
+    device reports)."""
+    from galapagos.link import DEFAULT_LATENCY
+    plan, devices = _load_cluster(out)
+    fw, host = plan["flit_width"], len(devices) + 1
+    first, last = devices[0][0], devices[-1][0]
+    host_send = ToGalapagosSpec(first["receive"]["word_width"], fw, first["receive"]["words_per_packet"], dest=1,
+                                source_id=host)
+    host_receive = FromGalapagosSpec(last["send"]["word_width"], fw, last["send"]["words_per_packet"],
+                                     kernel_id=host)
+    links = [LinkSpec.ethernet(fw, plan["link_gbps"], plan["clock_mhz"],
+                               latency=DEFAULT_LATENCY if latency is None else latency, header_flits=header_flits)
+             for _ in range(len(devices) + 1)]
+    top = ClusterSim([report["top"] for report, _ in devices], host_send, host_receive, links)
+    text = _convert(top, CLUSTER_TOP) + "".join(verilog for _, verilog in devices)
+    return text, links, plan, [report for report, _ in devices]
+
+
+def simulate(out, x, *, latency=None, header_flits=None, backpressure=None):
+    """Model inputs ``x`` through the host ops and the cluster of ``out`` (an `rtlgen partition` output),
+    on the compiled Verilator bench: a :class:`ClusterRun`."""
+    from sim.harness import FULL_RATE, cycle_budget
+    from sim.stream_io import StreamIO
+
+    text, links, plan, reports = cluster_verilog(out, latency=latency, header_flits=header_flits)
+    io = StreamIO.load(out)
+    x = io.check_input(x)
+    words = io.encode(x)
+    frames, per_frame = x.shape[0], io.output.words_per_frame
+    flits = [reports[0]["receive"]["flits_per_packet"]] + [r["send"]["flits_per_packet"] for r in reports]
+    wire = [float(link.packet_cycles(f)) for link, f in zip(links, flits)]
+    layer_cycles = [layer["exp_cycles"] for r in reports for layer in r["layers"]]
+    ii = max([plan["ii"], *wire])
+    backpressure = backpressure or FULL_RATE
+    max_cycles = cycle_budget(layer_cycles + [int(w) + 1 for w in wire], ii, frames,
+                              len(words) + frames * per_frame, backpressure) \
+        + sum(link.latency + int(w) + 1 for link, w in zip(links, wire))
+    probes = [f"link{j}_{name}" for j in range(len(links)) for name in PROBES]
+    result = stitch.simulate_chain(text, words, frames * per_frame, toplevel=CLUSTER_TOP, compiled=True,
+                                   probes=probes, max_cycles=max_cycles, backpressure=backpressure)
+    ends = ["host"] + [r["top"] for r in reports] + ["host"]
+    runs = []
+    for j, (link, f, w) in enumerate(zip(links, flits, wire)):
+        probe = lambda name: result.probe(f"link{j}_{name}")
+        packets = probe("packets")
+        interval = (probe("last_end") - probe("first_end")) / (packets - 1) if packets >= 2 else None
+        runs.append(LinkRun(ends[j], ends[j + 1], packets, f, interval, w,
+                            None if interval is None else w / interval, probe("max_level"), link.depth))
+    devices = [{"name": r["top"], "nodes": [layer["name"] for layer in r["layers"]], "analytic_ii": r["cycles"],
+                "measured_ii": runs[k + 1].interval} for k, r in enumerate(reports)]
+    steady = result.steady_cycles("m_axis_0", per_frame) if frames >= 2 else None
+    first_end = result.out_cycles("m_axis_0")[per_frame - 1]
+    return ClusterRun(io.decode(result.words("m_axis_0"), frames), frames, result.cycles, steady,
+                      first_end - result.in_cycles("s_axis_0")[0] + 1, devices, runs)
