@@ -180,12 +180,22 @@ def add_sim_arguments(parser):
     parser.add_argument("--simulator", choices=("verilator", "icarus"), default=None, help=SIMULATOR_HELP)
     parser.add_argument("--waves", nargs="?", const="", metavar="FILE.vcd",
                         help="write a VCD waveform of the run (default: OUT/waves.vcd)")
+    parser.add_argument("--link-latency", type=int, default=None, metavar="CYCLES",
+                        help="an `rtlgen partition` OUT: cycles from a flit entering a link to its arrival "
+                             "(default 500: 5 us at 100 MHz)")
 
 
 def run_sim_command(args):
     import numpy as np
     from rtlgen import api
 
+    from sim.stream_io import InputError
+
+    if (Path(args.out) / "partition.json").is_file():
+        return _run_cluster_sim(args)
+    if args.link_latency is not None:
+        raise InputError(f"--link-latency: {args.out} is a single-device compile, not an `rtlgen partition` "
+                           f"output")
     design = api.open_design(args.out)
     report = design.report
     x = design.io.check_input(_load_input(args.input))
@@ -206,15 +216,64 @@ def run_sim_command(args):
     if output:
         np.save(output, run.outputs)
         _say(f"output {run.outputs.shape} -> {output}")
-    predicted = run.outputs.reshape(len(x), -1)
+    _report_classes(run.outputs, x, labels)
+    return 0
+
+
+def _run_cluster_sim(args):
+    """`rtlgen sim` of an `rtlgen partition` OUT: every device with its bridges and the modelled links."""
+    import json
+
+    import numpy as np
+    from rtlgen import scaleout
+    from sim.stream_io import InputError, StreamIO
+
+    if args.simulator == "icarus" or args.waves is not None:
+        raise InputError("a partitioned OUT is simulated on the compiled Verilator bench only (no --simulator "
+                           "icarus, no --waves)")
+    if args.link_latency is not None and args.link_latency < 2:
+        raise InputError(f"--link-latency {args.link_latency}: must be at least 2 cycles")
+    io = StreamIO.load(args.out)
+    x = io.check_input(_load_input(args.input))
+    labels = _labels(args.labels, len(x)) if args.labels else None
+    output = _npy_path(args.output) if args.output else None
+    plan = json.loads((Path(args.out) / "partition.json").read_text())
+    start = time.perf_counter()
+    run = scaleout.simulate(args.out, x, latency=args.link_latency)
+    seconds = time.perf_counter() - start
+    line = f"simulated {run.frames} frame(s) on {len(run.devices)} device(s) in {seconds:.1f} s: {run.cycles} cycles, " \
+           f"latency {run.latency} cycles"
+    if run.cycles_per_frame is not None:
+        fps = plan["clock_mhz"] * 1e6 / run.cycles_per_frame
+        line += (f", {run.cycles_per_frame:.1f} cycles/frame = {fps:,.0f} frames/s at {plan['clock_mhz']:g} MHz "
+                 f"(plan II {plan['ii']}: {100 * (run.cycles_per_frame / plan['ii'] - 1):+.2f} %)")
+    _say(line)
+    for device in run.devices:
+        measured = "-" if device["measured_ii"] is None else f"{device['measured_ii']:.1f}"
+        _say(f"  {device['name']}: II {device['analytic_ii']} cycles (its slowest layer), measured output packet "
+             f"interval {measured} cycles")
+    for link in run.links:
+        used = "-" if link.utilization is None else f"{100 * link.utilization:.1f} %"
+        _say(f"  link {link.src} -> {link.dst}: {link.packets} packets of {link.flits_per_packet} flits, wire time "
+             f"{link.wire_cycles:.1f} cycles/packet, utilisation {used}, receive buffer up to {link.max_level} "
+             f"of {link.depth} flits")
+    (Path(args.out) / "cluster_sim.json").write_text(json.dumps(run.as_dict(), indent=2) + "\n")
+    if output:
+        np.save(output, run.outputs)
+        _say(f"output {run.outputs.shape} -> {output}")
+    _report_classes(run.outputs, x, labels)
+    return 0
+
+
+def _report_classes(outputs, x, labels):
+    predicted = outputs.reshape(len(x), -1)
     predicted = predicted[:, 0] if predicted.shape[1] == 1 else predicted.argmax(axis=1)
     if labels is not None:
         _say(f"accuracy {100 * float((predicted == labels).mean()):.2f} % ({int((predicted == labels).sum())} of "
-             f"{len(x)} samples; class = {'the output' if run.outputs[0].size == 1 else 'argmax of the outputs'})")
+             f"{len(x)} samples; class = {'the output' if outputs[0].size == 1 else 'argmax of the outputs'})")
     else:
         _say(f"class of the first samples: {', '.join(str(int(c)) for c in predicted[:10])}"
              + (" ..." if len(x) > 10 else ""))
-    return 0
 
 
 def _labels(path, n):
@@ -348,12 +407,18 @@ def add_partition_arguments(parser):
                         "the board x --max-utilization)")
     parser.add_argument("--max-utilization", type=float, default=0.8, help="share of the board per device")
     parser.add_argument("--partition", default=None, help="JSON {node name: device index from 0} to fix placements")
-    parser.add_argument("--link-gbps", type=float, default=1.0, help="payload rate of each link (default 1 Gbit/s)")
+    parser.add_argument("--link-gbps", type=float, default=1.0, help="rate of each link, the host's too (default "
+                        "1 Gbit/s Ethernet; Ethernet/IP/UDP header time is counted per packet)")
+    parser.add_argument("--flit-width", type=int, default=64, choices=(64, 512), help="Galapagos TDATA bits")
     parser.add_argument("--clock-mhz", type=float, default=100.0)
+    parser.add_argument("--fifo-sizing", default="sim", choices=("sim", "none"),
+                        help="FIFO depths inside each device: by simulation (default) or the analytic bounds")
+    parser.add_argument("--plan-only", action="store_true",
+                        help="write the plan and cluster files, do not build the per-device kernels")
 
 
 def run_partition_command(args):
-    """Plan only: cuts, folding and cluster files; the per-device tops are not built yet (issue 16)."""
+    """The plan (cuts, folding, cluster files), then each device's Galapagos kernel (:mod:`rtlgen.scaleout`)."""
     import json
     from rtlgen.frontend import CompileError, load_model
     from rtlgen.lower import lower
@@ -375,7 +440,7 @@ def run_partition_command(args):
     graph = lower(load_model(args.model))
     try:
         part = partition(graph, args.devices, budget, link_gbps=args.link_gbps, clock_mhz=args.clock_mhz,
-                         fixed=fixed)
+                         fixed=fixed, flit_width=args.flit_width)
     except PartitionError as exc:
         raise CompileError(str(exc)) from None
     paths = write_plan(part, args.out, board=args.board)
@@ -385,7 +450,18 @@ def run_partition_command(args):
                  f"{device.binding} {device.utilization:.0%} of its budget)")
     _say(f"II {part.ii:,} cycles ({part.frames_per_second:,.0f} frames/s at {part.clock_mhz:g} MHz), "
          f"set by {part.bound_by}; plan -> {paths['partition']}, cluster files -> {paths['logical'].parent}")
-    _say("not built yet: per-device Verilog tops with the Galapagos bridges, and the multi-device simulation")
+    if args.plan_only:
+        return 0
+    from rtlgen import scaleout
+    from rtlgen.compiler import CompileOptions
+
+    options = CompileOptions(clock_mhz=args.clock_mhz, board=args.board, fifo_sizing=args.fifo_sizing)
+    devices, io = scaleout.build_devices(args.model, part, options=options, say=_say)
+    for device, path in zip(devices, scaleout.write_devices(devices, io, args.out)):
+        _say(f"device {device.index}: Galapagos kernel {device.kernel_id} ({device.name}: FromGalapagos "
+             f"{device.receive.words_per_packet} x {device.receive.word_width}-bit words -> layers -> ToGalapagos "
+             f"TDEST {device.send.dest}) -> {path}")
+    _say(f"simulate the cluster: rtlgen sim {args.out} --input X.npy")
     return 0
 
 
@@ -400,7 +476,7 @@ COMMANDS = {
     "inspect": ("show the dataflow graph a model lowers to: nodes, datatypes, folding axes with their legal "
                 "values, host ops", add_inspect_arguments, run_inspect_command),
     "partition": ("split a model across several FPGAs (Galapagos): cuts and folding under each device's "
-                  "budget and the links' bandwidth, cluster files (a plan: per-device tops not built yet)",
+                  "budget and the links' bandwidth, cluster files, one Verilog kernel per device",
                   add_partition_arguments, run_partition_command),
     "demo": ("compile a bundled trained model (8x8 digits MLP), simulate its test set, report accuracy, "
              "cycles and resources", add_demo_arguments, run_demo_command),

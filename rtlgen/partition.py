@@ -16,7 +16,10 @@ Each stream that crosses a cut leaves its device through a :class:`galapagos.ToG
 (word width: the consumer's ``in_width``), one frame per packet, ``flit_width``-bit flits; both bridges'
 estimates count against their devices. A cut carrying ``bits`` payload bits per frame at II ``T`` moves
 ``bits * clock_hz / T`` bits/s, at most ``link_bps``: the cut is usable only at ``T >= ceil(bits *
-clock_hz / link_bps)`` (its *link bound*); Galapagos header flits and flit padding are not counted.
+clock_hz / link_bps)`` (its *link bound*), where ``bits`` counts whole flits (the last one padded) plus
+the Ethernet/IP/UDP header time of :func:`galapagos.link.header_flits`, as the simulation's link model
+does. The host (Galapagos' software kernel, on another node) sends the graph input to device 0 and
+receives the graph output from the last device over such links too: their bounds are a floor on the II.
 
 The solver
 ----------
@@ -65,6 +68,7 @@ from math import ceil
 import numpy as np
 
 from galapagos.bridges import FLIT_WIDTHS, FromGalapagosSpec, ToGalapagosSpec
+from galapagos.link import header_flits
 from rtlgen.costmodel import estimate
 from rtlgen.hwgraph import DataflowGraph
 from rtlgen.optimize import (MAX_ROUNDS, RESOURCES, Budget, _candidates, _cheapest, _describe, _groups,
@@ -107,7 +111,7 @@ class Cut:
     consumers: tuple                # every node reading the tensor (all on dst_device)
     bits_per_frame: int             # payload bits of one frame on the link
     link_ii: int                    # the link bound: the smallest II at which the link carries the stream
-    link_utilization: float         # bits_per_frame * frames/s at the partition's II, over the link rate
+    link_utilization: float         # bits on the wire per frame (flits, headers) x frames/s, over the link rate
 
 
 @dataclass(frozen=True)
@@ -117,6 +121,7 @@ class Partition:
     devices: tuple                  # DevicePlan per device, in order
     cuts: tuple                     # Cut per stream crossing devices, in graph order
     bound_by: str                   # what sets the II: "node MVAU_1 (device 0)" or "link MVAU_1 -> MVAU_2"
+    host_links: dict                # {"link host -> device 0": link II, "link last device -> host": ..} ({} if off)
     clock_mhz: float
     link_gbps: float
     flit_width: int
@@ -182,11 +187,13 @@ def legal_cuts(graph):
 
 
 def partition(graph, devices, budgets, *, link_gbps=1.0, clock_mhz=100.0, fixed=None,
-              flit_width=DEFAULT_FLIT_WIDTH):
+              flit_width=DEFAULT_FLIT_WIDTH, host_links=True):
     """Cut ``graph`` into at most ``devices`` contiguous segments and fold every node, for the lowest II
     (cycles per frame at ``clock_mhz``) that fits each device's :class:`~rtlgen.optimize.Budget` (``budgets``:
     one per device, or one for all) and each cut's link (``link_gbps`` Gbit/s of payload per link).
     ``fixed`` maps node names to device indices (a user's partition file): honoured as constraints.
+    ``host_links``: the host's links (graph input and output) bound the II too; off when the host
+    feeds the first and drains the last device some other way (e.g. the PS's DMA on a one-board run).
     ``graph`` is not changed. Formulation and objective: the module docstring.
 
     Raises :class:`PartitionError` (one line) for more devices than the graph has legal parts, a budget
@@ -194,7 +201,7 @@ def partition(graph, devices, budgets, *, link_gbps=1.0, clock_mhz=100.0, fixed=
     contiguity, or when no partition fits at any II."""
     start = time.perf_counter()
     problem = _Problem.build(graph, devices, budgets, link_gbps=link_gbps, clock_mhz=clock_mhz,
-                             fixed=fixed, flit_width=flit_width)
+                             fixed=fixed, flit_width=flit_width, host_links=host_links)
     found = problem.smallest()
     if found is None:
         raise PartitionError(problem.no_fit_message())
@@ -212,6 +219,7 @@ class _CutSite:
     position: int                   # cut between node `position` and node `position + 1`
     tensor: str
     bits: int
+    wire_bits: int                  # on the link: whole flits and the header time
     link_ii: int
     to_keys: list                   # per option of the producer's group: the ToGalapagos geometry
     from_keys: list                 # per option of the consumer's group: the FromGalapagos geometry
@@ -231,7 +239,8 @@ class _Problem:
         self.__dict__.update(kw)
 
     @classmethod
-    def build(cls, graph, devices, budgets, *, link_gbps, clock_mhz, fixed, flit_width, choices=None):
+    def build(cls, graph, devices, budgets, *, link_gbps, clock_mhz, fixed, flit_width, choices=None,
+              host_links=True):
         if isinstance(devices, bool) or not isinstance(devices, (int, np.integer)) or devices < 1:
             raise PartitionError(f"devices must be an integer >= 1, not {devices!r}")
         devices = int(devices)
@@ -266,6 +275,7 @@ class _Problem:
         problem.choices = choices if choices is not None else [_options(graph, g) for g in groups]
         rate = Fraction(str(float(clock_mhz))) * 10 ** 6 / (Fraction(str(float(link_gbps))) * 10 ** 9)
         problem.sites = {i: problem._site(i, t, rate) for i, t in cuts.items()}
+        problem.host_links = problem._host_links(rate) if host_links else {}
         return problem
 
     # -------------------------------------------------------------------------------------- set-up
@@ -302,7 +312,27 @@ class _Problem:
             spec = self._spec(i + 1, k)
             from_keys.append(self._bridge("from", spec.in_width, words_per_frame(spec.folded_input_shapes[port])))
         bits = max(bits)            # the same for every folding (elements x bits per element)
-        return _CutSite(i, tensor, bits, max(1, ceil(bits * rate)), to_keys, from_keys)
+        return _CutSite(i, tensor, bits, self._wire_bits(bits), self._link_ii(bits, rate), to_keys, from_keys)
+
+    def _wire_bits(self, bits):
+        """Bits a link carries for one ``bits``-bit frame per packet: whole flits (the last one padded) and
+        the Ethernet/IP/UDP header time."""
+        return (ceil(bits / self.flit_width) + header_flits(self.flit_width)) * self.flit_width
+
+    def _link_ii(self, bits, rate):
+        """The smallest II at which a link carries one ``bits``-bit frame per packet (``rate``: cycles per
+        bit of the link)."""
+        return max(1, ceil(self._wire_bits(bits) * rate))
+
+    def _host_links(self, rate):
+        """{name: link II} of the host's links (Galapagos' software kernel on another node of the network):
+        the graph input into device 0 and the graph output back from the last device."""
+        first, last = self._spec(0, 0), self._spec(len(self.nodes) - 1, 0)
+        port = self.nodes[0].inputs.index(self.graph.input)
+        bits_in = first.in_width * words_per_frame(first.folded_input_shapes[port])
+        bits_out = last.out_width * words_per_frame(last.folded_output_shape)
+        return {"link host -> device 0": self._link_ii(bits_in, rate),
+                "link last device -> host": self._link_ii(bits_out, rate)}
 
     def _fixed(self, fixed, cuts):
         """{group: device} from {node name: device}, checked against the legal ``cuts``."""
@@ -348,9 +378,10 @@ class _Problem:
     # -------------------------------------------------------------------------------------- search
 
     def candidates(self):
-        floor = max(min(o.cycles for o in options) for options in self.choices)
+        host = max(self.host_links.values(), default=1)
+        floor = max(host, max(min(o.cycles for o in options) for options in self.choices))
         links = {s.link_ii for s in self.sites.values() if s.link_ii >= floor}
-        return sorted(set(_candidates(self.choices)) | links)
+        return sorted({c for c in _candidates(self.choices) if c >= floor} | links | {floor})
 
     def smallest(self, rounds=True):
         """(II, (solution, rounds)) for the smallest feasible candidate II, or None. Without ``rounds``,
@@ -551,11 +582,15 @@ class _Problem:
         for s in active:
             if s.link_ii > ii:
                 ii, bound_by = s.link_ii, f"link {self.names[s.position]} -> {self.names[s.position + 1]}"
+        for name, link_ii in self.host_links.items():
+            if link_ii > ii:
+                ii, bound_by = link_ii, name
         link_bps, clock_hz = self.link_gbps * 1e9, self.clock_mhz * 1e6
         cuts = tuple(Cut(self.names[s.position], self.names[s.position + 1], s.tensor, dev[s.position],
                          dev[s.position + 1], tuple(n.name for n, _ in self.graph.consumers(s.tensor)), s.bits,
-                         s.link_ii, s.bits * clock_hz / ii / link_bps) for s in active)
-        return Partition(ii, tuple(plans), cuts, bound_by, self.clock_mhz, self.link_gbps, self.flit_width,
+                         s.link_ii, s.wire_bits * clock_hz / ii / link_bps) for s in active)
+        return Partition(ii, tuple(plans), cuts, bound_by, dict(self.host_links), self.clock_mhz, self.link_gbps,
+                         self.flit_width,
                          sum(len(c) for c in self.choices), seconds)
 
     def no_fit_message(self):
@@ -642,7 +677,7 @@ def write_plan(part, out, *, board="pynq-z2"):
         "cuts": [{"src": c.src, "dst": c.dst, "tensor": c.tensor, "src_device": c.src_device,
                   "dst_device": c.dst_device, "bits_per_frame": c.bits_per_frame, "link_ii": c.link_ii,
                   "link_utilization": round(c.link_utilization, 4)} for c in part.cuts],
-        "not_built": "per-device Verilog tops with the bridges, and the multi-device simulation",
+        "host_links": {name.removeprefix("link "): ii for name, ii in part.host_links.items()},
     }
     paths = {"partition": out / "partition.json", "folding": out / "folding.json",
              "logical": out / "cluster" / "logical.xml", "map": out / "cluster" / "map.xml"}

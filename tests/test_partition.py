@@ -2,6 +2,7 @@
 option combination, never slower than one device, link bounds met exactly, the partition map honoured,
 deterministic, and one clear line for each bad input."""
 
+import itertools
 import warnings
 from math import ceil
 from pathlib import Path
@@ -19,6 +20,7 @@ from rtlgen.stitch import words_per_frame
 
 MODELS = Path(__file__).parent / "models"
 CLOCK_MHZ = 100.0
+FAST = 100.0            # Gbit/s: links fast enough that the layers set the II
 
 
 def lowered(name):
@@ -55,7 +57,7 @@ def test_legal_cuts(tfc, residual):
 
 # ---------------------------------------------------------------------------------------------- exactness
 
-def brute_force(graph, choices, limits, link_gbps):
+def brute_force(graph, choices, limits, link_gbps, host_links):
     """The smallest II over every cut (none, or after any node) and every option combination on 2 devices,
     with the bridges' estimates and the link bound computed here from the specs: (smallest II, smallest
     II without a cut), None where nothing fits."""
@@ -77,12 +79,25 @@ def brute_force(graph, choices, limits, link_gbps):
                     for s in specs[cut + 1]]
             dev[0] = dev[0] + np.array([vector(estimate(b)) for b in to])[combo[cut]]
             dev[1] = dev[1] + np.array([vector(estimate(b)) for b in back])[combo[cut + 1]]
-            bits = to[0].packet_bits
-            ii = np.maximum(ii, ceil(bits * CLOCK_MHZ * 1e6 / (link_gbps * 1e9) - 1e-9))
+            ii = np.maximum(ii, wire_ii(to[0].packet_bits, link_gbps))
+        first, last = specs[0][0], specs[-1][0]       # the host's links: graph input and output, any folding
+        ii = ii if not host_links else np.maximum(ii, max(wire_ii(first.in_width * words_per_frame(first.folded_input_shapes[0]), link_gbps),
+                                wire_ii(last.out_width * words_per_frame(last.folded_output_shape), link_gbps)))
         ok = (dev[0] <= limits[0]).all(axis=1) & (dev[1] <= limits[1]).all(axis=1)
         if ok.any():
             best[cut] = int(ii[ok].min())
     return min(best.values(), default=None), best.get(None)
+
+
+def wire_bits(bits):
+    """Bits on the wire for a ``bits``-bit packet in 64-bit flits: whole flits plus 66 bytes of Ethernet,
+    IPv4 and UDP overhead (preamble, headers, FCS, gap) rounded up to 9 flits."""
+    return (ceil(bits / 64) + 9) * 64
+
+
+def wire_ii(bits, link_gbps):
+    """Cycles per frame a link needs for a ``bits``-bit packet."""
+    return ceil(wire_bits(bits) * CLOCK_MHZ * 1e6 / (link_gbps * 1e9) - 1e-9)
 
 
 @pytest.mark.parametrize("name, step, grid", [
@@ -99,34 +114,33 @@ def test_each_ii_is_optimal_against_brute_force(name, step, grid):
     graph = lowered(name)
     choices = [options[::step] for options in (_options(graph, g) for g in _groups(graph))]
     feasible = cut_pays = 0
-    for budgets in grid:
-        for link in (1.0, 0.3, 0.02):
-            limits = [Budget.parse(b) for b in budgets]
-            expected, uncut = brute_force(graph, choices, np.array([b.as_vector() for b in limits]), link)
-            problem = _Problem.build(graph, 2, limits, link_gbps=link, clock_mhz=CLOCK_MHZ, fixed=None,
-                                     flit_width=64, choices=choices)
-            found = problem.smallest(rounds=False)
-            if expected is None:
-                assert found is None, (budgets, link)
-                continue
-            ii, (solution, _) = found
-            assert ii == expected, (budgets, link)
-            reached = max([choices[g][k].cycles for g, k in enumerate(solution.option)] +
-                          [s.link_ii for s in problem.active_cuts(solution)])
-            assert reached == ii
-            balanced = problem.solve(ii, problem.limit, balance=True)     # the final solve, at the same II
-            utilization = []
-            for chosen in (solution, balanced):
-                assert max([choices[g][k].cycles for g, k in enumerate(chosen.option)] +
-                           [s.link_ii for s in problem.active_cuts(chosen)]) <= ii
-                used = [sum((np.array(choices[g][k].cost, dtype=float)
-                             for g, (k, dev) in enumerate(zip(chosen.option, chosen.device)) if dev == d),
-                            problem.bridges(chosen, d)) for d in range(2)]
-                assert all((u <= b.as_vector()).all() for u, b in zip(used, limits))   # nodes and bridges fit
-                utilization.append(max(float(np.max(np.divide(u, b.as_vector()))) for u, b in zip(used, limits)))
-            assert utilization[1] <= utilization[0] + 1e-6
-            feasible += 1
-            cut_pays += uncut is None or uncut > ii
+    for budgets, link, host in itertools.product(grid, (10.0, 1.0, 0.02), (False, True)):
+        limits = [Budget.parse(b) for b in budgets]
+        expected, uncut = brute_force(graph, choices, np.array([b.as_vector() for b in limits]), link, host)
+        problem = _Problem.build(graph, 2, limits, link_gbps=link, clock_mhz=CLOCK_MHZ, fixed=None,
+                                 flit_width=64, choices=choices, host_links=host)
+        found = problem.smallest(rounds=False)
+        if expected is None:
+            assert found is None, (budgets, link)
+            continue
+        ii, (solution, _) = found
+        assert ii == expected, (budgets, link)
+        reached = max([choices[g][k].cycles for g, k in enumerate(solution.option)] +
+                      [s.link_ii for s in problem.active_cuts(solution)] + list(problem.host_links.values()))
+        assert reached == ii
+        balanced = problem.solve(ii, problem.limit, balance=True)     # the final solve, at the same II
+        utilization = []
+        for chosen in (solution, balanced):
+            assert max([choices[g][k].cycles for g, k in enumerate(chosen.option)] +
+                       [s.link_ii for s in problem.active_cuts(chosen)] + list(problem.host_links.values())) <= ii
+            used = [sum((np.array(choices[g][k].cost, dtype=float)
+                         for g, (k, dev) in enumerate(zip(chosen.option, chosen.device)) if dev == d),
+                        problem.bridges(chosen, d)) for d in range(2)]
+            assert all((u <= b.as_vector()).all() for u, b in zip(used, limits))   # nodes and bridges fit
+            utilization.append(max(float(np.max(np.divide(u, b.as_vector()))) for u, b in zip(used, limits)))
+        assert utilization[1] <= utilization[0] + 1e-6
+        feasible += 1
+        cut_pays += uncut is None or uncut > ii
     assert feasible >= 9 and cut_pays >= 2
 
 
@@ -135,8 +149,8 @@ def test_each_ii_is_optimal_against_brute_force(name, step, grid):
 def test_two_devices_at_half_the_budget_are_no_slower_than_one(tfc):
     half = Budget.parse("lut=4000")
     single = optimize_folding(tfc.copy(), half)
-    one = partition(tfc, 1, half)
-    two = partition(tfc, 2, half)
+    one = partition(tfc, 1, half, link_gbps=FAST)
+    two = partition(tfc, 2, half, link_gbps=FAST)
     assert two.ii <= single.ii and two.ii <= one.ii
     assert two.ii < one.ii and len(two.cuts) == 1           # here the cut pays
     assert fits(two, [half, half]) and fits(one, [half])
@@ -144,7 +158,7 @@ def test_two_devices_at_half_the_budget_are_no_slower_than_one(tfc):
     assert two.ii == max(d.cycles for d in two.devices)
     cut = two.cuts[0]
     assert (cut.src_device, cut.dst_device) == (0, 1) and cut.bits_per_frame == 64 * 2
-    assert cut.link_utilization == pytest.approx(128 * CLOCK_MHZ * 1e6 / two.ii / 1e9)
+    assert cut.link_utilization == pytest.approx(wire_bits(128) * CLOCK_MHZ * 1e6 / two.ii / (FAST * 1e9))
     for device in two.devices:        # the folding reported is the folding whose cycles are reported
         assert device.cycles == max(tfc.node(n).spec(**device.folding[n]).exp_cycles for n in device.nodes)
     assert all(v >= 0 for v in two.devices[1].bridges.values()) and two.devices[0].bridges["LUT"] > 0
@@ -152,17 +166,17 @@ def test_two_devices_at_half_the_budget_are_no_slower_than_one(tfc):
 
 def test_a_tight_link_raises_the_ii_exactly_to_its_bound(tfc):
     half = Budget.parse("lut=4000")
-    fast, alone = partition(tfc, 2, half), partition(tfc, 1, half)
-    bits = fast.cuts[0].bits_per_frame
+    fast, alone = partition(tfc, 2, half, link_gbps=FAST), partition(tfc, 1, half, link_gbps=FAST)
+    bits = wire_bits(fast.cuts[0].bits_per_frame)
     bound = (fast.ii + alone.ii) // 2                  # slower than the cut design, faster than one device
     link = bits * CLOCK_MHZ * 1e6 / (bound - 0.5) / 1e9
-    tight = partition(tfc, 2, half, link_gbps=link)
+    tight = partition(tfc, 2, half, link_gbps=link, host_links=False)
     assert tight.ii == bound == tight.cuts[0].link_ii > fast.ii
     assert tight.bound_by.startswith("link ")
     assert 1 - 1 / bound < tight.cuts[0].link_utilization <= 1
     assert fits(tight, [half, half])
     # a link slower than one device's II: no cut at all
-    slow = partition(tfc, 2, half, link_gbps=bits * CLOCK_MHZ * 1e6 / (alone.ii + 10) / 1e9)
+    slow = partition(tfc, 2, half, link_gbps=bits * CLOCK_MHZ * 1e6 / (alone.ii + 10) / 1e9, host_links=False)
     assert slow.ii == alone.ii and slow.cuts == () and slow.devices[1].nodes == ()
 
 
@@ -177,13 +191,16 @@ def test_deterministic_and_the_graph_is_left_alone(tfc):
 
 def test_the_partition_map_is_honoured(tfc, residual):
     half = Budget.parse("lut=4000")
-    moved = partition(tfc, 2, half, fixed={"MVAU_0": 0, "MVAU_1": 1})
+    moved = partition(tfc, 2, half, fixed={"MVAU_0": 0, "MVAU_1": 1}, link_gbps=FAST)
     assert moved.devices[0].nodes == ("MVAU_0",) and moved.device_of("MVAU_1") == 1
-    together = partition(tfc, 2, half, fixed={"MVAU_0": 0, "MVAU_3": 0})
-    assert together.cuts == () and together.ii == partition(tfc, 1, half).ii
+    together = partition(tfc, 2, half, fixed={"MVAU_0": 0, "MVAU_3": 0}, link_gbps=FAST)
+    assert together.cuts == () and together.ii == partition(tfc, 1, half, link_gbps=FAST).ii
     # a forced cut with a slow link: the II is the link bound whatever the budget allows
-    forced = partition(tfc, 2, Budget.parse(""), fixed={"MVAU_3": 1}, link_gbps=0.001)
-    assert forced.ii == ceil(128 * CLOCK_MHZ * 1e6 / 1e6) == forced.cuts[0].link_ii
+    forced = partition(tfc, 2, Budget.parse(""), fixed={"MVAU_3": 1}, link_gbps=0.001, host_links=False)
+    assert forced.ii == ceil(wire_bits(128) * CLOCK_MHZ * 1e6 / 1e6) == forced.cuts[0].link_ii
+    # with the host's links, the input's (784 x 2 bits) is the slowest
+    hosted = partition(tfc, 2, Budget.parse(""), fixed={"MVAU_3": 1}, link_gbps=0.001)
+    assert hosted.ii == ceil(wire_bits(784 * 2) * CLOCK_MHZ * 1e6 / 1e6) and hosted.bound_by == "link host -> device 0"
     # a branching graph: cuts only where one stream crosses; each device a well-formed subgraph
     budget = Budget.parse("lut=1000")
     three = partition(residual, 3, budget, fixed={"MVAU_2": 2})
@@ -253,7 +270,8 @@ def test_cli_writes_the_plan_and_cluster_files(tmp_path, capsys):
     from galapagos.cluster import check_cluster, parse_logical, parse_map
     model = str(Path(__file__).parent / "models" / "TFC_2W2A.onnx")
     out = tmp_path / "plan"
-    code, stdout, _ = _cli(["partition", model, "-o", str(out), "--devices", "2", "--budget", "lut=4000"], capsys)
+    code, stdout, _ = _cli(["partition", model, "-o", str(out), "--devices", "2", "--budget", "lut=4000",
+                             "--link-gbps", "100"], capsys)
     assert code == 0, stdout
     plan = json.loads((out / "partition.json").read_text())
     assert len(plan["devices"]) == 2 and plan["ii"] == max(d["cycles"] for d in plan["devices"])
