@@ -233,11 +233,11 @@ def _run_cluster_sim(args):
                            "icarus, no --waves)")
     if args.link_latency is not None and args.link_latency < 2:
         raise InputError(f"--link-latency {args.link_latency}: must be at least 2 cycles")
+    plan, _ = scaleout.load_cluster(args.out)
     io = StreamIO.load(args.out)
     x = io.check_input(_load_input(args.input))
     labels = _labels(args.labels, len(x)) if args.labels else None
     output = _npy_path(args.output) if args.output else None
-    plan = json.loads((Path(args.out) / "partition.json").read_text())
     start = time.perf_counter()
     run = scaleout.simulate(args.out, x, latency=args.link_latency)
     seconds = time.perf_counter() - start

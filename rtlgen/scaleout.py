@@ -37,7 +37,7 @@ from memstream.packing import padded_width
 from rtlgen import stitch
 
 __all__ = ["DeviceKernel", "ClusterSim", "build_devices", "write_devices", "cluster_verilog", "simulate",
-           "ClusterRun", "CLUSTER_TOP", "device_name"]
+           "ClusterRun", "CLUSTER_TOP", "device_name", "load_cluster"]
 
 CLUSTER_TOP = "rtlgen_cluster"
 FLIT_FIELDS = ("tdata", "tkeep", "tlast", "tdest", "tid")
@@ -278,7 +278,9 @@ class ClusterRun:
                 "links": [dict(vars(link)) for link in self.links]}
 
 
-def _load_cluster(out):
+def load_cluster(out):
+    """(partition.json as a dict, [(device report dict, kernel Verilog)]) of an `rtlgen partition` OUT;
+    FileNotFoundError naming what is missing."""
     out = Path(out)
     plan_path = out / "partition.json"
     if not plan_path.is_file():
@@ -300,7 +302,7 @@ def cluster_verilog(out, *, latency=None, header_flits=None):
     """(Verilog of :class:`ClusterSim` over the devices built in ``out``, its link specs, the plan, the
     device reports)."""
     from galapagos.link import DEFAULT_LATENCY
-    plan, devices = _load_cluster(out)
+    plan, devices = load_cluster(out)
     fw, host = plan["flit_width"], len(devices) + 1
     first, last = devices[0][0], devices[-1][0]
     host_send = ToGalapagosSpec(first["receive"]["word_width"], fw, first["receive"]["words_per_packet"], dest=1,
