@@ -257,7 +257,7 @@ class LinkRun:
     flits_per_packet: int
     interval: float                 # measured cycles between packet ends (None for one packet)
     wire_cycles: float              # wire time of one packet, headers included
-    utilization: float              # wire_cycles / interval: the share of the link's time it is busy
+    utilization: float              # wire time per frame / measured cycles per frame: busy share (steady state)
     max_level: int                  # most flits its far-end buffer held
     depth: int
 
@@ -339,17 +339,20 @@ def simulate(out, x, *, latency=None, header_flits=None, backpressure=None):
     probes = [f"link{j}_{name}" for j in range(len(links)) for name in PROBES]
     result = stitch.simulate_chain(text, words, frames * per_frame, toplevel=CLUSTER_TOP, compiled=True,
                                    probes=probes, max_cycles=max_cycles, backpressure=backpressure)
+    steady = result.steady_cycles("m_axis_0", per_frame) if frames >= 2 else None
     ends = ["host"] + [r["top"] for r in reports] + ["host"]
     runs = []
     for j, (link, f, w) in enumerate(zip(links, flits, wire)):
         probe = lambda name: result.probe(f"link{j}_{name}")
         packets = probe("packets")
         interval = (probe("last_end") - probe("first_end")) / (packets - 1) if packets >= 2 else None
+        # busy share in the steady state: wire time per frame over the measured cycles per frame (the
+        # packet interval of a short run still carries the pipeline's start: FIFOs fill ahead of it)
         runs.append(LinkRun(ends[j], ends[j + 1], packets, f, interval, w,
-                            None if interval is None else w / interval, probe("max_level"), link.depth))
+                            None if steady is None else w * packets / frames / steady, probe("max_level"),
+                            link.depth))
     devices = [{"name": r["top"], "nodes": [layer["name"] for layer in r["layers"]], "analytic_ii": r["cycles"],
                 "measured_ii": runs[k + 1].interval} for k, r in enumerate(reports)]
-    steady = result.steady_cycles("m_axis_0", per_frame) if frames >= 2 else None
     first_end = result.out_cycles("m_axis_0")[per_frame - 1]
     return ClusterRun(io.decode(result.words("m_axis_0"), frames), frames, result.cycles, steady,
                       first_end - result.in_cycles("s_axis_0")[0] + 1, devices, runs)
