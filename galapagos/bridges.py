@@ -1,13 +1,18 @@
 """The two Galapagos bridges: a layer's word stream -> Galapagos packets of flits, and back.
 
-A **packet** is ``words_per_packet`` layer words of ``word_width`` bits (typically one frame: the
-transfers of one vector), packed densely LSB first: word ``k`` of the packet occupies bits
-``[k * word_width, (k + 1) * word_width)`` of the packet's bit string, and flit ``j`` carries bits
-``[j * flit_width, (j + 1) * flit_width)`` of it. A packet therefore has
-``F = ceil(words_per_packet * word_width / flit_width)`` flits; the last one carries the remaining
-``last_flit_bits`` bits at its LSB, zeros above them, and a TKEEP that marks ``ceil(last_flit_bits / 8)``
-bytes; every other flit has all TKEEP bits set. TLAST is set on flit ``F - 1`` only. Packets never share
-a flit: every packet starts at bit 0 of a new flit. (Same bit order as FINN's word packing and our DWC.)
+A **frame** is ``words_per_frame`` layer words of ``word_width`` bits (typically the transfers of one
+vector), packed densely LSB first: word ``k`` of the frame occupies bits ``[k * word_width, (k + 1) *
+word_width)`` of the frame's bit string, and flit ``j`` carries bits ``[j * flit_width, (j + 1) *
+flit_width)`` of it. A frame therefore has ``F = ceil(words_per_frame * word_width / flit_width)`` flits;
+the last one carries the remaining ``last_flit_bits`` bits at its LSB, zeros above them, and a TKEEP
+that marks ``ceil(last_flit_bits / 8)`` bytes; every other flit has all TKEEP bits set. Frames never
+share a flit: every frame starts at bit 0 of a new flit. (Same bit order as FINN's word packing and
+our DWC.)
+
+A frame travels as Galapagos **packets** of at most ``max_packet_flits`` flits (a network packet must fit
+the Ethernet MTU: :data:`MAX_PACKET_BYTES`; ``None``: the whole frame is one packet): packet ``p`` carries
+flits ``[p * P, min((p + 1) * P, F))`` with ``P = packet_flits``, TLAST on its last flit. Every packet
+carries TDEST and TID on all its flits.
 
 A **flit** on the Amaranth side is one stream payload of :func:`flit_layout` (an
 ``amaranth.lib.data.StructLayout``), fields from the LSB: ``tdata`` (flit_width bits), ``tkeep``
@@ -35,11 +40,17 @@ from amaranth.lib.wiring import In, Out
 
 from layers.op import Resources
 
-__all__ = ["FLIT_WIDTHS", "ID_BITS", "flit_layout", "ToGalapagosSpec", "ToGalapagos", "FromGalapagosSpec",
+__all__ = ["FLIT_WIDTHS", "ID_BITS", "MAX_PACKET_BYTES", "max_packet_flits", "flit_layout", "ToGalapagosSpec", "ToGalapagos", "FromGalapagosSpec",
            "FromGalapagos"]
 
 FLIT_WIDTHS = (64, 512)     # Galapagos kernel streams: 512-bit TDATA; the older HLS bridges use 64
 ID_BITS = 8                 # TDEST and TID: kernel IDs 0..255 (Galapagos numbers kernels from 1)
+MAX_PACKET_BYTES = 1440     # libGalapagos without jumbo frames: 180 64-bit flits (1,124 with jumbo frames)
+
+
+def max_packet_flits(flit_width, max_bytes=MAX_PACKET_BYTES):
+    """The most flits of ``flit_width`` bits a packet of at most ``max_bytes`` bytes holds (at least 1)."""
+    return max(1, 8 * max_bytes // flit_width)
 
 
 def flit_layout(flit_width):
@@ -65,27 +76,49 @@ def _check_int(owner, name, value, lo, hi=None, legal=None):
 
 
 class _PacketGeometry:
-    """Figures of a packet of ``words_per_packet`` words of ``word_width`` bits in ``flit_width``-bit flits."""
+    """Figures of a frame of ``words_per_frame`` words of ``word_width`` bits in ``flit_width``-bit flits,
+    sent as packets of at most ``max_packet_flits`` flits."""
 
     def _check_geometry(self, owner):
         _check_int(owner, "word_width", self.word_width, 1)
         _check_int(owner, "flit_width", self.flit_width, None, legal=FLIT_WIDTHS)
-        _check_int(owner, "words_per_packet", self.words_per_packet, 1)
+        _check_int(owner, "words_per_frame", self.words_per_frame, 1)
+        if self.max_packet_flits is not None:
+            _check_int(owner, "max_packet_flits", self.max_packet_flits, 1)
 
     @property
-    def packet_bits(self):
-        """Payload bits of one packet: ``words_per_packet * word_width``."""
-        return self.words_per_packet * self.word_width
+    def packet_flits(self):
+        """``P``: flits of every packet of a frame but the last (which has ``F - (packets - 1) * P``)."""
+        return min(self.flits_per_frame, self.max_packet_flits or self.flits_per_frame)
 
     @property
-    def flits_per_packet(self):
-        """``F = ceil(packet_bits / flit_width)``."""
-        return -(-self.packet_bits // self.flit_width)
+    def packets_per_frame(self):
+        return -(-self.flits_per_frame // self.packet_flits)
+
+    def packet_sizes(self):
+        """Flits of each packet of a frame, in order."""
+        F, P = self.flits_per_frame, self.packet_flits
+        return [min(P, F - p * P) for p in range(self.packets_per_frame)]
+
+    @property
+    def _packet_counter(self):
+        """The modulus of the flit-in-packet counter, when a frame is several packets."""
+        return (self.packet_flits,) if self.packets_per_frame > 1 else ()
+
+    @property
+    def frame_bits(self):
+        """Payload bits of one frame: ``words_per_frame * word_width``."""
+        return self.words_per_frame * self.word_width
+
+    @property
+    def flits_per_frame(self):
+        """``F = ceil(frame_bits / flit_width)``."""
+        return -(-self.frame_bits // self.flit_width)
 
     @property
     def last_flit_bits(self):
-        """Payload bits in the last flit of a packet: 1..flit_width."""
-        return self.packet_bits - (self.flits_per_packet - 1) * self.flit_width
+        """Payload bits in the last flit of a frame: 1..flit_width."""
+        return self.frame_bits - (self.flits_per_frame - 1) * self.flit_width
 
     @property
     def pad_bits(self):
@@ -108,9 +141,9 @@ class _PacketGeometry:
 
     @property
     def exp_cycles(self):
-        """Cycles per packet in steady state at full rate: ``max(words_per_packet, flits_per_packet)``
-        (the side that moves more transfers per packet moves one every cycle)."""
-        return max(self.words_per_packet, self.flits_per_packet)
+        """Cycles per frame in steady state at full rate: ``max(words_per_frame, flits_per_frame)``
+        (the side that moves more transfers per frame moves one every cycle)."""
+        return max(self.words_per_frame, self.flits_per_frame)
 
     latency = 1     # an output transfer is offered the cycle after the input transfer that completes it
 
@@ -134,6 +167,19 @@ class _PacketGeometry:
         fill_bits = (size // step).bit_length()
         ctrl = sum(max(1, (c - 1).bit_length()) for c in counters) + fill_bits
         return Resources(lut=size + (3 * muxes + ands + 3) // 4 + 3 * ctrl + 8, ff=size + ctrl, bram18=0)
+
+
+def _segment_end(m, spec, frame_end, advance):
+    """True on the last flit of a packet that is not the frame's last (a counter of the flits of the
+    packet, stepped by ``advance``, back to 0 after a packet's last flit); constant 0 when a frame is
+    one packet."""
+    if spec.packets_per_frame == 1:
+        return Const(0, 1)
+    index = Signal(range(spec.packet_flits), name="packet_flit")
+    end = index == spec.packet_flits - 1
+    with m.If(advance):
+        m.d.sync += index.eq(Mux(end | frame_end, 0, index + 1))
+    return end
 
 
 def _place(value, position, step, width):
@@ -162,30 +208,33 @@ class ToGalapagosSpec(_PacketGeometry):
     ------
     word_width : bits of one input word (the producing layer's unpadded ``out_width``), >= 1
     flit_width : TDATA bits of a flit: 64 or 512 (``FLIT_WIDTHS``)
-    words_per_packet : input words per packet (e.g. the words of one frame), >= 1
+    words_per_frame : input words per frame (e.g. the words of one vector), >= 1
     dest : TDEST of every flit, the destination kernel ID, 0..255
     source_id : TID of every flit, this kernel's ID, 0..255
+    max_packet_flits : flits per packet at most (None: a frame is one packet), >= 1
 
-    Guarantees (packet format in the module docstring)
-    --------------------------------------------------
+    Guarantees (frame and packet format in the module docstring)
+    ------------------------------------------------------------
     - Ordering: flits leave in the order of the bits they carry; nothing is dropped, duplicated or
-      reordered; input TLAST does not exist (the packet boundary is the word count).
-    - Throughput: at full rate (source always valid, sink always ready) a packet takes exactly
-      ``exp_cycles = max(words_per_packet, flits_per_packet)`` cycles in steady state, packets back to
-      back with no bubble. If ``word_width <= flit_width`` (then words >= flits) the input accepts one
-      word every cycle without a pause, across packet boundaries too; if ``word_width > flit_width``
-      the output emits one flit every cycle without a pause and the input is accepted as room allows.
-    - Latency: flit ``j`` of a packet is offered (``o.valid``) from the cycle after the later of (a) the
+      reordered; input TLAST does not exist (the frame boundary is the word count).
+    - Throughput: at full rate (source always valid, sink always ready) a frame takes exactly
+      ``exp_cycles = max(words_per_frame, flits_per_frame)`` cycles in steady state, frames back to
+      back with no bubble (packet boundaries cost nothing). If ``word_width <= flit_width`` (then words >=
+      flits) the input accepts one word every cycle without a pause, across frame boundaries too; if
+      ``word_width > flit_width`` the output emits one flit every cycle without a pause and the input is
+      accepted as room allows.
+    - Latency: flit ``j`` of a frame is offered (``o.valid``) from the cycle after the later of (a) the
       input transfer of the word that completes it, word ``(min(P, (j + 1) * flit_width) - 1) //
-      word_width`` of the packet (``P = packet_bits``), and (b) the output transfer of flit ``j - 1``.
+      word_width`` of the frame (``P = frame_bits``), and (b) the output transfer of flit ``j - 1``.
       In harness stamps with an always-ready sink: ``out[j] = max(in[k_j], out[j - 1]) + 1``.
     - ``i.ready`` and ``o.valid`` depend on registers only.
     """
     word_width: int
     flit_width: int
-    words_per_packet: int
+    words_per_frame: int
     dest: int
     source_id: int
+    max_packet_flits: int = None
 
     def __post_init__(self):
         self._check_geometry("ToGalapagos")
@@ -216,7 +265,7 @@ class ToGalapagosSpec(_PacketGeometry):
 
     def resource_estimate(self):
         return self._estimate(self.word_width, (self.buffer_bits - self.word_width) // self.step,
-                              (self.words_per_packet, self.flits_per_packet))
+                              (self.words_per_frame, self.flits_per_frame, *self._packet_counter))
 
 
 class ToGalapagos(wiring.Component):
@@ -249,7 +298,7 @@ class ToGalapagos(wiring.Component):
     def elaborate(self, platform):
         spec = self._spec
         w, f, g, size = spec.word_width, spec.flit_width, spec.step, spec.buffer_bits
-        words, flits = spec.words_per_packet, spec.flits_per_packet
+        words, flits = spec.words_per_frame, spec.flits_per_frame
         m = Module()
 
         buf = Signal(size)
@@ -258,12 +307,13 @@ class ToGalapagos(wiring.Component):
         flit = Signal(range(flits))                     # index in the packet of the next output flit
         last_word = word == words - 1
         last_flit = flit == flits - 1
+        packet_end = last_flit | _segment_end(m, spec, last_flit, self.o.valid & self.o.ready)
 
         m.d.comb += [
             self.o.valid.eq(fill >= f // g),
             self.o.payload.tdata.eq(buf[:f]),
             self.o.payload.tkeep.eq(Mux(last_flit, spec.last_tkeep, spec.full_tkeep)),
-            self.o.payload.tlast.eq(last_flit),
+            self.o.payload.tlast.eq(packet_end),
             self.o.payload.tdest.eq(spec.dest),
             self.o.payload.tid.eq(spec.source_id),
             self.i.ready.eq(Mux(last_word, fill <= (size - w - spec.pad_bits) // g, fill <= (size - w) // g)),
@@ -297,24 +347,27 @@ class FromGalapagosSpec(_PacketGeometry):
     ------
     word_width : bits of one output word (the consuming layer's unpadded ``in_width``), >= 1
     flit_width : TDATA bits of a flit: 64 or 512
-    words_per_packet : words per packet, >= 1 (the sender's; fixes ``F = flits_per_packet``)
+    words_per_frame : words per frame, >= 1 (the sender's; fixes ``F = flits_per_frame``)
     kernel_id : this kernel's ID, 0..255; packets whose TDEST differs are dropped
+    max_packet_flits : the sender's packet size limit (None: a frame is one packet)
 
     Guarantees
     ----------
     - Packets are delimited by TLAST. The TDEST of a packet's first flit decides: a packet whose TDEST
       is not ``kernel_id`` is consumed whole (up to and including its TLAST flit, any length) and
-      produces nothing. A matching packet delivers exactly ``words_per_packet`` words, unpacked from
-      its flits in the packet format of the module docstring, then the next packet starts on a word
-      boundary. TKEEP and TID are not checked; bits above ``last_flit_bits`` in flit ``F - 1`` are ignored.
+      produces nothing. Matching packets carry a frame's flits in order, ``packet_sizes()`` flits each
+      (the frame format of the module docstring); each frame delivers exactly ``words_per_frame`` words,
+      then the next frame starts on a word boundary. TKEEP and TID are not checked; bits above
+      ``last_flit_bits`` in flit ``F - 1`` are ignored.
     - Malformed matching packets (never produced by :class:`ToGalapagos` with the same geometry): flits
-      after the ``F``-th, up to TLAST, are consumed and dropped; a packet that ends (TLAST) before its
-      ``F``-th flit is completed with zero flits, generated internally one per cycle while the input
-      is not ready, so it still delivers ``words_per_packet`` words (its missing bits read as 0).
+      beyond the packet's expected size, up to TLAST, are consumed and dropped; a packet that ends
+      (TLAST) before its expected size is completed with zero flits, generated internally one per
+      cycle while the input is not ready, so the frame still delivers ``words_per_frame`` words (its
+      missing bits read as 0).
     - Ordering: words leave in the order of their bits; nothing of a matching packet is lost or
       duplicated.
-    - Throughput: at full rate a matching packet takes ``exp_cycles = max(words_per_packet,
-      flits_per_packet)`` cycles in steady state, back to back: with ``word_width > flit_width`` the
+    - Throughput: at full rate a matching packet takes ``exp_cycles = max(words_per_frame,
+      flits_per_frame)`` cycles in steady state, back to back: with ``word_width > flit_width`` the
       input takes one flit every cycle without a pause, otherwise the output emits one word every
       cycle without a pause. A dropped packet of ``n`` flits takes ``n`` cycles at the input (its
       first flit waits, like any first flit, until the buffer has room for a flit).
@@ -329,8 +382,9 @@ class FromGalapagosSpec(_PacketGeometry):
     """
     word_width: int
     flit_width: int
-    words_per_packet: int
+    words_per_frame: int
     kernel_id: int
+    max_packet_flits: int = None
 
     def __post_init__(self):
         self._check_geometry("FromGalapagos")
@@ -355,7 +409,7 @@ class FromGalapagosSpec(_PacketGeometry):
 
     def resource_estimate(self):
         base = self._estimate(self.flit_width, (self.buffer_bits - self.flit_width) // self.step,
-                              (self.flits_per_packet,))
+                              (self.flits_per_frame, *self._packet_counter))
         # plus the last-flit mask (one LUT per masked bit, folded into the shifter's first stage when
         # it fits), the TDEST comparator and the three state flags
         masked = self.pad_bits if self.last_flit_bits < self.flit_width else 0
@@ -392,7 +446,7 @@ class FromGalapagos(wiring.Component):
     def elaborate(self, platform):
         spec = self._spec
         w, f, g, size = spec.word_width, spec.flit_width, spec.step, spec.buffer_bits
-        flits, r = spec.flits_per_packet, spec.last_flit_bits
+        flits, r = spec.flits_per_frame, spec.last_flit_bits
         m = Module()
 
         buf = Signal(size)
@@ -416,6 +470,7 @@ class FromGalapagos(wiring.Component):
         keep_flit = accept & (receiving | (starting & (self.i.payload.tdest == spec.kernel_id)))
         inject = zero_fill & room
         give = keep_flit | inject
+        packet_end = last | _segment_end(m, spec, last, give)
 
         flit_bits = Mux(inject, 0, Mux(last, tdata[:r], tdata))
         at = Signal(range((size - f) // g + 1))         # where the flit lands: the fill level after the take
@@ -427,7 +482,7 @@ class FromGalapagos(wiring.Component):
                 fill.eq(at + Mux(last, r // g, f // g)),
                 index.eq(_wrap_increment(index, flits)),
             ]
-            with m.If(last):                            # the packet is complete
+            with m.If(packet_end):                      # the packet is complete
                 m.d.sync += [receiving.eq(0), zero_fill.eq(0), dropping.eq(keep_flit & ~tlast)]
             with m.Elif(keep_flit):
                 m.d.sync += [receiving.eq(~tlast), zero_fill.eq(tlast)]

@@ -10,8 +10,8 @@ The model, exactly
 - **Wire rate.** The wire moves ``bits_per_cycle`` bits per clock cycle (a :class:`~fractions.Fraction`:
   1 Gbit/s at 100 MHz is 10). A flit occupies it for ``flit_width / bits_per_cycle`` cycles, and every
   packet is preceded by ``header_flits`` flit times of overhead (Ethernet preamble, MAC/IP/UDP headers,
-  FCS and the inter-frame gap: :data:`ETHERNET_OVERHEAD_BITS`, by default rounded up to whole flits: 9
-  64-bit or 2 512-bit flit times). A packet of
+  FCS, the inter-frame gap and Galapagos' header flit: :data:`ETHERNET_OVERHEAD_BITS`, by default
+  rounded up to whole flits: 10 64-bit or 2 512-bit flit times). A packet of
   ``F`` flits therefore takes ``(F + header_flits) * flit_width / bits_per_cycle`` cycles of wire time
   (:meth:`LinkSpec.packet_cycles`); back-to-back packets reach exactly that rate on average (the
   fraction of a cycle left over by one flit is carried to the next; an idle wire banks less than
@@ -44,14 +44,17 @@ from galapagos.bridges import FLIT_WIDTHS, flit_layout
 
 __all__ = ["LinkSpec", "LinkModel", "ETHERNET_OVERHEAD_BITS", "header_flits", "DEFAULT_LATENCY", "PROBES"]
 
-ETHERNET_OVERHEAD_BITS = 66 * 8     # 8 B preamble + 14 B MAC + 20 B IPv4 + 8 B UDP + 4 B FCS + 12 B gap
+# per packet: 8 B preamble + 14 B MAC + 20 B IPv4 + 8 B UDP + 4 B FCS + 12 B gap, and Galapagos' own 8 B
+# header flit (destination, source, size) inside the UDP payload
+ETHERNET_OVERHEAD_BITS = (66 + 8) * 8
 DEFAULT_LATENCY = 500           # cycles: 5 us at 100 MHz, a switched 1 GbE hop between two FPGA stacks
 PROBES = ("flits", "packets", "first_end", "last_end", "max_level")
 COUNTER_BITS = 32
 
 
 def header_flits(flit_width):
-    """Flit times of Ethernet, IPv4 and UDP overhead per packet (:data:`ETHERNET_OVERHEAD_BITS`, rounded up)."""
+    """Flit times of Ethernet, IPv4, UDP and Galapagos overhead per packet (:data:`ETHERNET_OVERHEAD_BITS`,
+    rounded up)."""
     return ceil(ETHERNET_OVERHEAD_BITS / flit_width)
 
 
@@ -97,6 +100,10 @@ class LinkSpec:
     def packet_cycles(self, flits):
         """Wire time of a packet of ``flits`` flits, headers included: the link's packet interval."""
         return (flits + self.header_flits) * self.flit_cycles
+
+    def frame_cycles(self, sizes):
+        """Wire time of a frame sent as packets of ``sizes`` flits."""
+        return sum(self.packet_cycles(n) for n in sizes)
 
     @property
     def in_flight(self):

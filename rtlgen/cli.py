@@ -254,9 +254,9 @@ def _run_cluster_sim(args):
              f"interval {measured} cycles")
     for link in run.links:
         used = "-" if link.utilization is None else f"{100 * link.utilization:.1f} %"
-        _say(f"  link {link.src} -> {link.dst}: {link.packets} packets of {link.flits_per_packet} flits, wire time "
-             f"{link.wire_cycles:.1f} cycles/packet, utilisation {used}, receive buffer up to {link.max_level} "
-             f"of {link.depth} flits")
+        _say(f"  link {link.src} -> {link.dst}: {link.flits_per_frame} flits in {link.packets_per_frame} "
+             f"packet(s) per frame, wire time {link.wire_cycles:.1f} cycles/frame, utilisation {used}, receive "
+             f"buffer up to {link.max_level} of {link.depth} flits")
     (Path(args.out) / "cluster_sim.json").write_text(json.dumps(run.as_dict(), indent=2) + "\n")
     if output:
         np.save(output, run.outputs)
@@ -410,6 +410,8 @@ def add_partition_arguments(parser):
     parser.add_argument("--link-gbps", type=float, default=1.0, help="rate of each link, the host's too (default "
                         "1 Gbit/s Ethernet; Ethernet/IP/UDP header time is counted per packet)")
     parser.add_argument("--flit-width", type=int, default=64, choices=(64, 512), help="Galapagos TDATA bits")
+    parser.add_argument("--max-packet-bytes", type=int, default=1440, help="largest network packet: a frame "
+                        "travels in packets of at most this (default 1440, the MTU; 8992 with jumbo frames)")
     parser.add_argument("--clock-mhz", type=float, default=100.0)
     parser.add_argument("--fifo-sizing", default="sim", choices=("sim", "none"),
                         help="FIFO depths inside each device: by simulation (default) or the analytic bounds")
@@ -440,7 +442,7 @@ def run_partition_command(args):
     graph = lower(load_model(args.model))
     try:
         part = partition(graph, args.devices, budget, link_gbps=args.link_gbps, clock_mhz=args.clock_mhz,
-                         fixed=fixed, flit_width=args.flit_width)
+                         fixed=fixed, flit_width=args.flit_width, max_packet_bytes=args.max_packet_bytes)
     except PartitionError as exc:
         raise CompileError(str(exc)) from None
     paths = write_plan(part, args.out, board=args.board)
@@ -459,7 +461,7 @@ def run_partition_command(args):
     devices, io = scaleout.build_devices(args.model, part, options=options, say=_say)
     for device, path in zip(devices, scaleout.write_devices(devices, io, args.out)):
         _say(f"device {device.index}: Galapagos kernel {device.kernel_id} ({device.name}: FromGalapagos "
-             f"{device.receive.words_per_packet} x {device.receive.word_width}-bit words -> layers -> ToGalapagos "
+             f"{device.receive.words_per_frame} x {device.receive.word_width}-bit words -> layers -> ToGalapagos "
              f"TDEST {device.send.dest}) -> {path}")
     _say(f"simulate the cluster: rtlgen sim {args.out} --input X.npy")
     return 0

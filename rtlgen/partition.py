@@ -17,7 +17,8 @@ Each stream that crosses a cut leaves its device through a :class:`galapagos.ToG
 estimates count against their devices. A cut carrying ``bits`` payload bits per frame at II ``T`` moves
 ``bits * clock_hz / T`` bits/s, at most ``link_bps``: the cut is usable only at ``T >= ceil(bits *
 clock_hz / link_bps)`` (its *link bound*), where ``bits`` counts whole flits (the last one padded) plus
-the Ethernet/IP/UDP header time of :func:`galapagos.link.header_flits`, as the simulation's link model
+the header time of :func:`galapagos.link.header_flits` for each packet of at most ``max_packet_bytes``
+(the Ethernet MTU: a frame travels as several packets when it is larger), as the simulation's link model
 does. The host (Galapagos' software kernel, on another node) sends the graph input to device 0 and
 receives the graph output from the last device over such links too: their bounds are a floor on the II.
 
@@ -67,7 +68,7 @@ from math import ceil
 
 import numpy as np
 
-from galapagos.bridges import FLIT_WIDTHS, FromGalapagosSpec, ToGalapagosSpec
+from galapagos.bridges import FLIT_WIDTHS, MAX_PACKET_BYTES, FromGalapagosSpec, ToGalapagosSpec, max_packet_flits
 from galapagos.link import header_flits
 from rtlgen.costmodel import estimate
 from rtlgen.hwgraph import DataflowGraph
@@ -125,6 +126,7 @@ class Partition:
     clock_mhz: float
     link_gbps: float
     flit_width: int
+    max_packet_bytes: int
     options: int = field(default=0, compare=False)          # options considered after pruning
     seconds: float = field(default=0.0, compare=False)
 
@@ -187,13 +189,14 @@ def legal_cuts(graph):
 
 
 def partition(graph, devices, budgets, *, link_gbps=1.0, clock_mhz=100.0, fixed=None,
-              flit_width=DEFAULT_FLIT_WIDTH, host_links=True):
+              flit_width=DEFAULT_FLIT_WIDTH, host_links=True, max_packet_bytes=MAX_PACKET_BYTES):
     """Cut ``graph`` into at most ``devices`` contiguous segments and fold every node, for the lowest II
     (cycles per frame at ``clock_mhz``) that fits each device's :class:`~rtlgen.optimize.Budget` (``budgets``:
     one per device, or one for all) and each cut's link (``link_gbps`` Gbit/s of payload per link).
     ``fixed`` maps node names to device indices (a user's partition file): honoured as constraints.
     ``host_links``: the host's links (graph input and output) bound the II too; off when the host
     feeds the first and drains the last device some other way (e.g. the PS's DMA on a one-board run).
+    ``max_packet_bytes``: the largest network packet (1,440 B; 8,992 B with jumbo frames).
     ``graph`` is not changed. Formulation and objective: the module docstring.
 
     Raises :class:`PartitionError` (one line) for more devices than the graph has legal parts, a budget
@@ -201,7 +204,8 @@ def partition(graph, devices, budgets, *, link_gbps=1.0, clock_mhz=100.0, fixed=
     contiguity, or when no partition fits at any II."""
     start = time.perf_counter()
     problem = _Problem.build(graph, devices, budgets, link_gbps=link_gbps, clock_mhz=clock_mhz,
-                             fixed=fixed, flit_width=flit_width, host_links=host_links)
+                             fixed=fixed, flit_width=flit_width, host_links=host_links,
+                             max_packet_bytes=max_packet_bytes)
     found = problem.smallest()
     if found is None:
         raise PartitionError(problem.no_fit_message())
@@ -240,7 +244,7 @@ class _Problem:
 
     @classmethod
     def build(cls, graph, devices, budgets, *, link_gbps, clock_mhz, fixed, flit_width, choices=None,
-              host_links=True):
+              host_links=True, max_packet_bytes=MAX_PACKET_BYTES):
         if isinstance(devices, bool) or not isinstance(devices, (int, np.integer)) or devices < 1:
             raise PartitionError(f"devices must be an integer >= 1, not {devices!r}")
         devices = int(devices)
@@ -254,6 +258,10 @@ class _Problem:
                 raise PartitionError(f"{name} must be a positive number, not {value!r}")
         if flit_width not in FLIT_WIDTHS:
             raise PartitionError(f"flit_width must be one of {', '.join(map(str, FLIT_WIDTHS))}, not {flit_width!r}")
+        if isinstance(max_packet_bytes, bool) or not isinstance(max_packet_bytes, int) \
+                or max_packet_bytes < flit_width // 8:
+            raise PartitionError(f"max_packet_bytes must be an integer of at least one flit ({flit_width // 8} "
+                                 f"bytes), not {max_packet_bytes!r}")
         graph = graph.copy()            # the options' specs are built from it; the caller's graph stays as is
         nodes = graph.nodes
         names = [n.name for n in nodes]
@@ -270,6 +278,7 @@ class _Problem:
         problem = cls(graph=graph, nodes=nodes, names=names, groups=groups, group_of=group_of, member=member,
                       devices=devices, budgets=budgets, limit=np.array([b.as_vector() for b in budgets]),
                       link_gbps=float(link_gbps), clock_mhz=float(clock_mhz), flit_width=flit_width,
+                      max_packet_bytes=max_packet_bytes, packet_flits=max_packet_flits(flit_width, max_packet_bytes),
                       bridge_cost={}, spec_cache={})
         problem.fixed = problem._fixed(fixed or {}, cuts)          # checked before the (slow) options
         problem.choices = choices if choices is not None else [_options(graph, g) for g in groups]
@@ -293,9 +302,11 @@ class _Problem:
         key = (kind, width, words)
         if key not in self.bridge_cost:
             if kind == "to":
-                spec = ToGalapagosSpec(width, self.flit_width, words, dest=1, source_id=1)
+                spec = ToGalapagosSpec(width, self.flit_width, words, dest=1, source_id=1,
+                                       max_packet_flits=self.packet_flits)
             else:
-                spec = FromGalapagosSpec(width, self.flit_width, words, kernel_id=1)
+                spec = FromGalapagosSpec(width, self.flit_width, words, kernel_id=1,
+                                         max_packet_flits=self.packet_flits)
             r = estimate(spec)
             self.bridge_cost[key] = np.array([float(r[name]) for name in RESOURCES])
         return key
@@ -315,13 +326,14 @@ class _Problem:
         return _CutSite(i, tensor, bits, self._wire_bits(bits), self._link_ii(bits, rate), to_keys, from_keys)
 
     def _wire_bits(self, bits):
-        """Bits a link carries for one ``bits``-bit frame per packet: whole flits (the last one padded) and
-        the Ethernet/IP/UDP header time."""
-        return (ceil(bits / self.flit_width) + header_flits(self.flit_width)) * self.flit_width
+        """Bits a link carries for one ``bits``-bit frame: whole flits (the last one padded), in packets of
+        at most ``packet_flits``, each with its header time."""
+        flits = ceil(bits / self.flit_width)
+        return (flits + ceil(flits / self.packet_flits) * header_flits(self.flit_width)) * self.flit_width
 
     def _link_ii(self, bits, rate):
-        """The smallest II at which a link carries one ``bits``-bit frame per packet (``rate``: cycles per
-        bit of the link)."""
+        """The smallest II at which a link carries one ``bits``-bit frame (``rate``: cycles per bit of the
+        link)."""
         return max(1, ceil(self._wire_bits(bits) * rate))
 
     def _host_links(self, rate):
@@ -590,7 +602,7 @@ class _Problem:
                          dev[s.position + 1], tuple(n.name for n, _ in self.graph.consumers(s.tensor)), s.bits,
                          s.link_ii, s.wire_bits * clock_hz / ii / link_bps) for s in active)
         return Partition(ii, tuple(plans), cuts, bound_by, dict(self.host_links), self.clock_mhz, self.link_gbps,
-                         self.flit_width,
+                         self.flit_width, self.max_packet_bytes,
                          sum(len(c) for c in self.choices), seconds)
 
     def no_fit_message(self):
@@ -670,6 +682,7 @@ def write_plan(part, out, *, board="pynq-z2"):
     plan = {
         "ii": part.ii, "frames_per_second": part.frames_per_second, "bound_by": part.bound_by,
         "clock_mhz": part.clock_mhz, "link_gbps": part.link_gbps, "flit_width": part.flit_width,
+        "max_packet_bytes": part.max_packet_bytes,
         "seconds": round(part.seconds, 2),
         "devices": [{"index": d.index, "kernel_id": k + 1, "nodes": list(d.nodes), "cycles": d.cycles,
                      "resources": {r: int(v) for r, v in d.resources.items()}, "binding": d.binding,

@@ -8,7 +8,7 @@ What `rtlgen partition` builds from a :class:`rtlgen.partition.Partition` (after
   around it the kernel top ``rtlgen_device{d}`` (:class:`DeviceKernel`): a
   :class:`galapagos.FromGalapagos` with ID ``k`` in front (packets for another ID are dropped) and a
   :class:`galapagos.ToGalapagos` behind (TDEST ``k + 1``, or ``H`` for the last device; TID ``k``),
-  one frame per packet, the Galapagos AXI-Stream ports ``s_axis_0_*`` / ``m_axis_0_*`` (tdata, tkeep,
+  one frame in packets of at most ``max_packet_bytes``, the Galapagos AXI-Stream ports ``s_axis_0_*`` / ``m_axis_0_*`` (tdata, tkeep,
   tlast, tdest, tid, tvalid, tready) that ``cluster/logical.xml`` names. Files: ``rtlgen_device{d}.v``
   (kernel and accelerator), ``report.json`` (nodes, layers with cycles and estimates, bridges).
 - **For the whole network**: ``io.json`` and the host ONNX models (as a compile writes them: the host
@@ -31,7 +31,8 @@ from amaranth.hdl import ClockDomain, ClockSignal, Instance, Module, ResetSignal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from galapagos.bridges import FromGalapagos, FromGalapagosSpec, ToGalapagos, ToGalapagosSpec, flit_layout
+from galapagos.bridges import (FromGalapagos, FromGalapagosSpec, ToGalapagos, ToGalapagosSpec, flit_layout,
+                               max_packet_flits)
 from galapagos.link import PROBES, LinkModel, LinkSpec
 from memstream.packing import padded_width
 from rtlgen import stitch
@@ -190,6 +191,7 @@ def build_devices(model_path, part, *, options=None, say=lambda line: None):
         raise ValueError(f"the partition's nodes {planned} are not the model's layers {names}")
     used = [(plan, sub) for plan, sub in zip(part.devices, part.split(lowered)) if sub is not None]
     host = len(used) + 1
+    packet_flits = max_packet_flits(part.flit_width, part.max_packet_bytes)
     stitched = []
     for plan, sub in used:
         say(f"device {plan.index}: stitching {', '.join(plan.nodes)}")
@@ -200,9 +202,10 @@ def build_devices(model_path, part, *, options=None, say=lambda line: None):
         last = graph.producer(graph.output)[0].spec()
         words = stitch.tensor_words(graph)
         in_words, out_words = words[graph.input], words[graph.output]
-        receive = FromGalapagosSpec(first.in_width, part.flit_width, in_words, kernel_id=k + 1)
+        receive = FromGalapagosSpec(first.in_width, part.flit_width, in_words, kernel_id=k + 1,
+                                    max_packet_flits=packet_flits)
         send = ToGalapagosSpec(last.out_width, part.flit_width, out_words, dest=k + 2 if k + 1 < len(used) else host,
-                               source_id=k + 1)
+                               source_id=k + 1, max_packet_flits=packet_flits)
         name = device_name(plan.index)
         accel = stitch.to_verilog(graph, name=f"{name}_accel")
         kernel = _convert(DeviceKernel(f"{name}_accel", receive, send), name)
@@ -215,6 +218,12 @@ def build_devices(model_path, part, *, options=None, say=lambda line: None):
 def _convert(component, name):
     from amaranth.back import verilog
     return verilog.convert(component, name=name, emit_src=False)
+
+
+def _geometry(spec):
+    return {"word_width": spec.word_width, "words_per_frame": spec.words_per_frame,
+            "flits_per_frame": spec.flits_per_frame, "max_packet_flits": spec.max_packet_flits,
+            "packet_sizes": spec.packet_sizes()}
 
 
 def write_devices(devices, io, out):
@@ -235,11 +244,7 @@ def write_devices(devices, io, out):
         bridges = {"receive": dict(estimate(device.receive)), "send": dict(estimate(device.send))}
         report = {"index": device.index, "kernel_id": device.kernel_id, "top": device.name,
                   "accelerator": f"{device.name}_accel", "flit_width": device.send.flit_width,
-                  "receive": {"word_width": device.receive.word_width,
-                              "words_per_packet": device.receive.words_per_packet,
-                              "flits_per_packet": device.receive.flits_per_packet},
-                  "send": {"word_width": device.send.word_width, "words_per_packet": device.send.words_per_packet,
-                           "flits_per_packet": device.send.flits_per_packet, "dest": device.send.dest},
+                  "receive": _geometry(device.receive), "send": dict(_geometry(device.send), dest=device.send.dest),
                   "cycles": max(layer["exp_cycles"] for layer in layers), "layers": layers, "bridges": bridges}
         (where / "report.json").write_text(json.dumps(report, indent=2) + "\n")
         paths.append(path)
@@ -253,10 +258,11 @@ class LinkRun:
     """One link of a cluster run, measured from its probes."""
     src: str                        # "host" or a kernel module name
     dst: str
-    packets: int
-    flits_per_packet: int
-    interval: float                 # measured cycles between packet ends (None for one packet)
-    wire_cycles: float              # wire time of one packet, headers included
+    packets: int                    # that entered the link: packets_per_frame per frame
+    packets_per_frame: int
+    flits_per_frame: int
+    interval: float                 # measured cycles per frame between packet ends (None for one packet)
+    wire_cycles: float              # wire time of one frame, its packets' headers included
     utilization: float              # wire time per frame / measured cycles per frame: busy share (steady state)
     max_level: int                  # most flits its far-end buffer held
     depth: int
@@ -305,10 +311,10 @@ def cluster_verilog(out, *, latency=None, header_flits=None):
     plan, devices = load_cluster(out)
     fw, host = plan["flit_width"], len(devices) + 1
     first, last = devices[0][0], devices[-1][0]
-    host_send = ToGalapagosSpec(first["receive"]["word_width"], fw, first["receive"]["words_per_packet"], dest=1,
-                                source_id=host)
-    host_receive = FromGalapagosSpec(last["send"]["word_width"], fw, last["send"]["words_per_packet"],
-                                     kernel_id=host)
+    host_send = ToGalapagosSpec(first["receive"]["word_width"], fw, first["receive"]["words_per_frame"], dest=1,
+                                source_id=host, max_packet_flits=first["receive"]["max_packet_flits"])
+    host_receive = FromGalapagosSpec(last["send"]["word_width"], fw, last["send"]["words_per_frame"],
+                                     kernel_id=host, max_packet_flits=last["send"]["max_packet_flits"])
     links = [LinkSpec.ethernet(fw, plan["link_gbps"], plan["clock_mhz"],
                                latency=DEFAULT_LATENCY if latency is None else latency, header_flits=header_flits)
              for _ in range(len(devices) + 1)]
@@ -328,8 +334,8 @@ def simulate(out, x, *, latency=None, header_flits=None, backpressure=None):
     x = io.check_input(x)
     words = io.encode(x)
     frames, per_frame = x.shape[0], io.output.words_per_frame
-    flits = [reports[0]["receive"]["flits_per_packet"]] + [r["send"]["flits_per_packet"] for r in reports]
-    wire = [float(link.packet_cycles(f)) for link, f in zip(links, flits)]
+    sizes = [reports[0]["receive"]["packet_sizes"]] + [r["send"]["packet_sizes"] for r in reports]
+    wire = [float(link.frame_cycles(s)) for link, s in zip(links, sizes)]
     layer_cycles = [layer["exp_cycles"] for r in reports for layer in r["layers"]]
     ii = max([plan["ii"], *wire])
     backpressure = backpressure or FULL_RATE
@@ -342,15 +348,14 @@ def simulate(out, x, *, latency=None, header_flits=None, backpressure=None):
     steady = result.steady_cycles("m_axis_0", per_frame) if frames >= 2 else None
     ends = ["host"] + [r["top"] for r in reports] + ["host"]
     runs = []
-    for j, (link, f, w) in enumerate(zip(links, flits, wire)):
+    for j, (link, s, w) in enumerate(zip(links, sizes, wire)):
         probe = lambda name: result.probe(f"link{j}_{name}")
         packets = probe("packets")
-        interval = (probe("last_end") - probe("first_end")) / (packets - 1) if packets >= 2 else None
+        interval = (probe("last_end") - probe("first_end")) * len(s) / (packets - 1) if packets >= 2 else None
         # busy share in the steady state: wire time per frame over the measured cycles per frame (the
         # packet interval of a short run still carries the pipeline's start: FIFOs fill ahead of it)
-        runs.append(LinkRun(ends[j], ends[j + 1], packets, f, interval, w,
-                            None if steady is None else w * packets / frames / steady, probe("max_level"),
-                            link.depth))
+        runs.append(LinkRun(ends[j], ends[j + 1], packets, len(s), sum(s), interval, w,
+                            None if steady is None else w / steady, probe("max_level"), link.depth))
     devices = [{"name": r["top"], "nodes": [layer["name"] for layer in r["layers"]], "analytic_ii": r["cycles"],
                 "measured_ii": runs[k + 1].interval} for k, r in enumerate(reports)]
     first_end = result.out_cycles("m_axis_0")[per_frame - 1]

@@ -32,8 +32,9 @@ def from_bits(bits):
     return int.from_bytes(np.packbits(np.asarray(bits, dtype=np.uint8), bitorder="little").tobytes(), "little")
 
 
-def golden_flits(words, w, fw, per_packet, dest, tid):
-    """Galapagos flits of ``words`` (dicts of tdata, tkeep, tlast, tdest, tid), ``per_packet`` words a packet."""
+def golden_flits(words, w, fw, per_packet, dest, tid, max_flits=None):
+    """Galapagos flits of ``words`` (dicts of tdata, tkeep, tlast, tdest, tid), ``per_packet`` words a frame,
+    a frame's flits in packets of ``max_flits`` (TLAST on each packet's last flit)."""
     assert len(words) % per_packet == 0
     flits = []
     for p in range(0, len(words), per_packet):
@@ -42,20 +43,21 @@ def golden_flits(words, w, fw, per_packet, dest, tid):
         rows = np.concatenate([bits, np.zeros(n * fw - len(bits), dtype=np.uint8)]).reshape(n, fw)
         for j, row in enumerate(rows):
             valid_bits = min(fw, len(bits) - j * fw)
+            packet_end = j == n - 1 or (max_flits is not None and j % max_flits == max_flits - 1)
             flits.append({"tdata": from_bits(row), "tkeep": (1 << -(-valid_bits // 8)) - 1,
-                          "tlast": int(j == n - 1), "tdest": dest, "tid": tid})
+                          "tlast": int(packet_end), "tdest": dest, "tid": tid})
     return flits
 
 
 def golden_words(flits, w, fw, per_packet):
-    """Words of the packets in ``flits`` (delimited by tlast; the first ``per_packet * w`` bits count)."""
-    words, bits = [], []
-    for fl in flits:
-        bits.append(to_bits(fl["tdata"], fw))
-        if fl["tlast"]:
-            packet = np.concatenate(bits)[:per_packet * w]
-            words += [from_bits(row) for row in packet.reshape(per_packet, w)]
-            bits = []
+    """Words of the frames in ``flits`` (``ceil(per_packet * w / fw)`` flits each, whatever the packets;
+    the first ``per_packet * w`` bits count)."""
+    n = -(-per_packet * w // fw)
+    assert len(flits) % n == 0
+    words = []
+    for f in range(0, len(flits), n):
+        frame = np.concatenate([to_bits(fl["tdata"], fw) for fl in flits[f:f + n]])[:per_packet * w]
+        words += [from_bits(row) for row in frame.reshape(per_packet, w)]
     return words
 
 
@@ -89,7 +91,7 @@ def test_golden_model_by_hand():
 
 # ------------------------------------------------------------------------------------------ harness glue
 
-# (word_width, flit_width, words_per_packet): non-dividing and dividing widths, narrow and wide words,
+# (word_width, flit_width, words_per_frame): non-dividing and dividing widths, narrow and wide words,
 # last flits with partial bytes (49x10 = 490 = 7x64 + 42), last words completing two flits (49->64).
 CONFIGS = [(49, 64, 10), (49, 512, 16), (8, 64, 10), (64, 64, 4), (784, 64, 1), (100, 512, 7)]
 IDS = [f"{w}-{fw}x{n}" for w, fw, n in CONFIGS]
@@ -100,7 +102,7 @@ BP_IDS = ["full", "bp"]
 
 
 def run_to(spec, words, backpressure, simulator):
-    n_flits = len(words) // spec.words_per_packet * spec.flits_per_packet
+    n_flits = len(words) // spec.words_per_frame * spec.flits_per_frame
     result = simulate_streams(verilog_once(ToGalapagos, spec), inputs={"i": words}, outputs={"o": n_flits},
                               backpressure=backpressure, simulator=simulator)
     return result, [decode_flit(x, spec.flit_width) for x in result.words("o")]
@@ -139,7 +141,7 @@ def test_to_galapagos_matches_golden(w, fw, per_packet, backpressure, simulator)
     result, flits = run_to(spec, words, backpressure, simulator)
     assert flits == golden_flits(words, w, fw, per_packet, DEST, SOURCE)
     if backpressure is FULL_RATE:
-        P, F = spec.packet_bits, spec.flits_per_packet
+        P, F = spec.frame_bits, spec.flits_per_frame
         assert_offered_when_complete(
             result.out_cycles("o"), result.in_cycles("i"),
             lambda j: (j // F) * per_packet + (min(P, (j % F + 1) * fw) - 1) // w)
@@ -161,7 +163,7 @@ def test_from_galapagos_matches_golden(w, fw, per_packet, backpressure, simulato
     result, out = run_from(spec, flits, len(words), backpressure, simulator)
     assert out == words == golden_words(flits, w, fw, per_packet)
     if backpressure is FULL_RATE:
-        F = spec.flits_per_packet
+        F = spec.flits_per_frame
         assert_offered_when_complete(
             result.out_cycles("o"), result.in_cycles("i"),
             lambda j: (j // per_packet) * F + ((j % per_packet + 1) * w - 1) // fw)
@@ -224,6 +226,46 @@ def test_round_trip(w, fw, per_packet, backpressure, fifo_depth, simulator):
         assert result.steady_cycles("o", per_packet) == to_spec.exp_cycles
 
 
+# --------------------------------------------------------------------------- frames split into packets (MTU)
+
+# (word_width, flit_width, words_per_frame, max_packet_flits): 8 flits in packets of 3 (3 + 3 + 2), of 1,
+# a 13-flit frame (784 bits) in packets of 4, and a limit that divides the frame (4 flits in 2 + 2)
+SEGMENTED = [(49, 64, 10, 3), (49, 64, 10, 1), (784, 64, 1, 4), (8, 64, 32, 2)]
+SEG_IDS = [f"{w}-{fw}x{n}-max{p}" for w, fw, n, p in SEGMENTED]
+
+
+@pytest.mark.sim
+@pytest.mark.parametrize("backpressure", BACKPRESSURES, ids=BP_IDS)
+@pytest.mark.parametrize("w, fw, per_frame, max_flits", SEGMENTED, ids=SEG_IDS)
+def test_frames_split_into_packets(w, fw, per_frame, max_flits, backpressure, simulator):
+    """ToGalapagos ends a packet every ``max_packet_flits`` flits and at the frame's end, at the same rate;
+    FromGalapagos reassembles the frames, each packet checked on its own TDEST."""
+    to_spec = ToGalapagosSpec(w, fw, per_frame, dest=DEST, source_id=SOURCE, max_packet_flits=max_flits)
+    words = random_words(PACKETS * per_frame, w, seed=w * max_flits)
+    result, flits = run_to(to_spec, words, backpressure, simulator)
+    assert flits == golden_flits(words, w, fw, per_frame, DEST, SOURCE, max_flits)
+    assert sum(f["tlast"] for f in flits) == PACKETS * to_spec.packets_per_frame
+    assert to_spec.packet_sizes() == [len(g) for g in _packets(flits)][:to_spec.packets_per_frame]
+    if backpressure is FULL_RATE:
+        assert result.steady_cycles("o", to_spec.flits_per_frame) == to_spec.exp_cycles
+    from_spec = FromGalapagosSpec(w, fw, per_frame, kernel_id=DEST, max_packet_flits=max_flits)
+    packets = _packets(flits)
+    foreign = foreign_packet(2, DEST + 1, fw, seed=8)
+    mixed = [f for k, p in enumerate(packets) for f in (p + foreign if k % 2 else p)]   # between a frame's packets too
+    _, out = run_from(from_spec, mixed, len(words), backpressure, simulator)
+    assert out == words
+
+
+def _packets(flits):
+    out, current = [], []
+    for fl in flits:
+        current.append(fl)
+        if fl["tlast"]:
+            out.append(current)
+            current = []
+    return out
+
+
 # ------------------------------------------------------------------------------------------------ throughput
 
 @pytest.mark.sim
@@ -235,7 +277,7 @@ def test_full_rate_throughput(w, fw, per_packet, simulator):
     to_spec = ToGalapagosSpec(w, fw, per_packet, dest=DEST, source_id=SOURCE)
     words = random_words(packets * per_packet, w, seed=1)
     result, flits = run_to(to_spec, words, FULL_RATE, simulator)
-    F, cycles = to_spec.flits_per_packet, max(per_packet, to_spec.flits_per_packet)
+    F, cycles = to_spec.flits_per_frame, max(per_packet, to_spec.flits_per_frame)
     ins, outs = result.in_cycles("i"), result.out_cycles("o")
     assert result.steady_cycles("o", F) == cycles == to_spec.exp_cycles
     if w <= fw:     # one word every cycle, across packet boundaries: 6 packets in 6 * words cycles
@@ -286,7 +328,7 @@ def test_malformed_packets(backpressure, simulator):
     the packets after either come out intact."""
     w, fw, per_packet, me = 49, 64, 10, 3
     spec = FromGalapagosSpec(w, fw, per_packet, kernel_id=me)
-    F = spec.flits_per_packet
+    F = spec.flits_per_frame
     good = [random_words(per_packet, w, seed=s) for s in (10, 11, 12, 13)]
     short = golden_flits(good[0], w, fw, per_packet, me, 1)[:3]
     short[-1] = dict(short[-1], tlast=1)
@@ -308,7 +350,7 @@ def test_malformed_packets(backpressure, simulator):
 @pytest.mark.parametrize("make, message", [
     (lambda: ToGalapagosSpec(0, 64, 4, 1, 2), r"^ToGalapagos word_width must be an integer >= 1, not 0$"),
     (lambda: ToGalapagosSpec(8, 128, 4, 1, 2), r"^ToGalapagos flit_width must be one of 64, 512, not 128$"),
-    (lambda: ToGalapagosSpec(8, 64, 0, 1, 2), r"^ToGalapagos words_per_packet must be an integer >= 1, not 0$"),
+    (lambda: ToGalapagosSpec(8, 64, 0, 1, 2), r"^ToGalapagos words_per_frame must be an integer >= 1, not 0$"),
     (lambda: ToGalapagosSpec(8, 64, 4, 256, 2), r"^ToGalapagos dest must be an integer in 0\.\.255, not 256$"),
     (lambda: ToGalapagosSpec(8, 64, 4, 1, -1), r"^ToGalapagos source_id must be an integer in 0\.\.255, not -1$"),
     (lambda: FromGalapagosSpec(8, 64, 4, 300), r"^FromGalapagos kernel_id must be an integer in 0\.\.255, not 300$"),
@@ -321,14 +363,14 @@ def test_illegal_specs(make, message):
 
 def test_derived_figures():
     s = ToGalapagosSpec(49, 64, 10, 1, 2)
-    assert (s.packet_bits, s.flits_per_packet, s.last_flit_bits, s.pad_bits) == (490, 8, 42, 22)
+    assert (s.frame_bits, s.flits_per_frame, s.last_flit_bits, s.pad_bits) == (490, 8, 42, 22)
     assert (s.last_tkeep, s.full_tkeep, s.step, s.exp_cycles) == (0x3F, 0xFF, 1, 10)
     assert s.buffer_bits == max(2 * 64 + 49, 64 + 2 * 49 + 22)
     wide = ToGalapagosSpec(784, 64, 1, 1, 2)
-    assert (wide.flits_per_packet, wide.last_flit_bits, wide.exp_cycles) == (13, 16, 13)
+    assert (wide.flits_per_frame, wide.last_flit_bits, wide.exp_cycles) == (13, 16, 13)
     assert wide.buffer_bits == 2 * 64 - 16 + 784 + 48
     r = FromGalapagosSpec(100, 512, 7, 3)
-    assert (r.flits_per_packet, r.last_flit_bits, r.last_tkeep, r.exp_cycles) == (2, 188, (1 << 24) - 1, 7)
+    assert (r.flits_per_frame, r.last_flit_bits, r.last_tkeep, r.exp_cycles) == (2, 188, (1 << 24) - 1, 7)
     assert r.buffer_bits == 512 + 100 + 100 - 4
     for spec in (s, wide, r):
         est = spec.resource_estimate()

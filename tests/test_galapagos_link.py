@@ -71,7 +71,8 @@ def test_random_backpressure_loses_nothing(fw, rate, latency, header, per_packet
 def test_spec_figures_and_bad_parameters():
     spec = LinkSpec.ethernet(64, link_gbps=1.0, clock_mhz=100.0)
     assert spec.bits_per_cycle == 10 and spec.flit_cycles == Fraction(32, 5)
-    assert spec.packet_cycles(13) == Fraction(22 * 64, 10)
+    assert spec.header_flits == 10 and spec.packet_cycles(13) == Fraction(23 * 64, 10)
+    assert spec.frame_cycles([180, 180, 40]) == Fraction((400 + 30) * 64, 10)
     assert spec.in_flight == 79 + 2 and spec.depth == spec.in_flight + 64
     with pytest.raises(ValueError, match="flit_width must be one of 64, 512"):
         LinkSpec(32, 10)

@@ -28,10 +28,11 @@ def mnist(n):
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
-    """TFC-w2a2 over 3 devices at a budget one device cannot meet at the link-bound II, 10 Gbit/s links."""
+    """TFC-w2a2 over 3 devices at a budget one device cannot meet at the link-bound II, 10 Gbit/s links,
+    packets of at most 64 bytes (8 flits): the 784 x 2-bit input frame (25 flits) travels as 4 packets."""
     out = tmp_path_factory.mktemp("cluster") / "out"
     code = main(["partition", str(MODEL), "-o", str(out), "--devices", "3", "--budget", "lut=3000",
-                 "--link-gbps", "10"])
+                 "--link-gbps", "10", "--max-packet-bytes", "64"])
     assert code == 0
     return out
 
@@ -50,7 +51,8 @@ def test_cluster_is_bit_exact_at_the_plan_ii(cluster):
     for device in run.devices:
         assert device["measured_ii"] <= plan["ii"] / 0.9
     # every link carried one packet per frame and was never busier than its wire
-    assert [link.packets for link in run.links] == [len(x)] * (len(plan["devices"]) + 1)
+    assert [link.packets for link in run.links] == [len(x) * link.packets_per_frame for link in run.links]
+    assert run.links[0].packets_per_frame == 4 and run.links[0].flits_per_frame == 25
     assert all(link.utilization <= 1.01 and link.max_level <= link.depth for link in run.links)
 
 
@@ -81,9 +83,9 @@ def test_kernels_match_the_cluster_files(cluster):
                      "m_axis_0_tdata", "m_axis_0_tkeep", "m_axis_0_tlast", "m_axis_0_tvalid"):
             assert re.search(rf"\b{port}\b", header), port
     for sender, receiver in zip(reports, reports[1:]):
-        assert sender["send"]["word_width"] * sender["send"]["words_per_packet"] == \
-            receiver["receive"]["word_width"] * receiver["receive"]["words_per_packet"]
-        assert sender["send"]["flits_per_packet"] == receiver["receive"]["flits_per_packet"]
+        assert sender["send"]["word_width"] * sender["send"]["words_per_frame"] == \
+            receiver["receive"]["word_width"] * receiver["receive"]["words_per_frame"]
+        assert sender["send"]["flits_per_frame"] == receiver["receive"]["flits_per_frame"]
 
 
 @pytest.mark.sim
