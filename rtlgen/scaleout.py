@@ -27,7 +27,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from amaranth.hdl import ClockDomain, ClockSignal, Instance, Module, ResetSignal, Signal
+from amaranth.hdl import ClockSignal, Instance, Module, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
@@ -76,8 +76,7 @@ class DeviceKernel(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        m.domains.sync = ClockDomain("sync")
-        m.d.comb += [ClockSignal("sync").eq(self.ap_clk), ResetSignal("sync").eq(~self.ap_rst_n)]
+        stitch.ap_clock_domain(m, self)
         m.submodules.from_galapagos = receive = FromGalapagos(self._receive)
         m.submodules.to_galapagos = send = ToGalapagos(self._send)
         _flits_from_ports(m, self, "s_axis_0", receive.i)
@@ -128,8 +127,7 @@ class ClusterSim(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        m.domains.sync = ClockDomain("sync")
-        m.d.comb += [ClockSignal("sync").eq(self.ap_clk), ResetSignal("sync").eq(~self.ap_rst_n)]
+        stitch.ap_clock_domain(m, self)
         m.submodules.host_send = send = ToGalapagos(self._send)
         m.submodules.host_receive = receive = FromGalapagos(self._receive)
         m.d.comb += [send.i.payload.eq(self.s_axis_0_tdata[:self._send.word_width]),

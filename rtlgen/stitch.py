@@ -185,6 +185,12 @@ def insert_dwcs_and_fifos(graph, fifo_depths=None):
 
 # ---------------------------------------------------------------------------------------------- top level
 
+def ap_clock_domain(m, top):
+    """The ``sync`` domain of ``m`` driven by ``top``'s FINN-style ``ap_clk`` and active-low ``ap_rst_n``."""
+    m.domains.sync = ClockDomain("sync")
+    m.d.comb += [ClockSignal("sync").eq(top.ap_clk), ResetSignal("sync").eq(~top.ap_rst_n)]
+
+
 class StitchedAccelerator(wiring.Component):
     """A dataflow graph (with its DWCs and FIFOs, see :func:`insert_dwcs_and_fifos`) behind FINN's
     stitched-IP ports.
@@ -275,8 +281,7 @@ class StitchedAccelerator(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        m.domains.sync = ClockDomain("sync")
-        m.d.comb += [ClockSignal("sync").eq(self.ap_clk), ResetSignal("sync").eq(~self.ap_rst_n)]
+        ap_clock_domain(m, self)
         ports = self._layers(m)
         graph = self._graph
         for node in self._nodes:
