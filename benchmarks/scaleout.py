@@ -92,7 +92,8 @@ def measure(name, devices, work, yosys):
         for device in built:
             synth = synthesize(device.verilog, top=device.name, hierarchy=False)
             got = synth.as_row()
-            got = {"LUT": got["lut"], "FF": got["ff"], "BRAM36": got["bram36"] + got["bram18"] / 2, "DSP": got["dsp"]}
+            got = {"LUT": got["lut"] + got["lut_as_memory"], "FF": got["ff"],      # slice LUTs, as the chip counts
+                   "BRAM36": got["bram36"] + got["bram18"] / 2, "DSP": got["dsp"]}
             plan = part.devices[device.index]
             share = {k: got[k] / XC7Z020[k] for k in got}
             rows.append({"network": name, "devices": devices, "device": device.index,

@@ -95,6 +95,7 @@ class SynthReport:
         """Flat dict of the summary fields (no per-type cells), for tables and CSV."""
         return {"top": self.top, "lut": self.lut, "ff": self.ff, "bram36": self.bram36,
                 "bram18": self.bram18, "dsp": self.dsp, "lutram": self.lutram, "srl": self.srl,
+                "lut_as_memory": self.lut_as_memory,
                 "carry": self.carry, "critical_path_ns": self.critical_path_ns,
                 "seconds": round(self.seconds, 2)}
 
