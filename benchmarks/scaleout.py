@@ -88,21 +88,18 @@ def measure(name, devices, work, yosys):
     print(row, flush=True)
     rows = []
     if yosys:
-        from boards.yosys import synthesize
-        for device in built:
-            synth = synthesize(device.verilog, top=device.name, hierarchy=False)
-            got = synth.as_row()
-            got = {"LUT": got["lut"] + got["lut_as_memory"], "FF": got["ff"],      # slice LUTs, as the chip counts
-                   "BRAM36": got["bram36"] + got["bram18"] / 2, "DSP": got["dsp"]}
-            plan = part.devices[device.index]
+        for result in scaleout.build_kernels(out, say=print, check=False):
+            t = result["totals"]
+            got = {"LUT": result["lut_including_memory"], "FF": t["ff"], "BRAM36": t["bram36"] + t["bram18"] / 2,
+                   "DSP": t["dsp"]}
+            plan = part.devices[result["index"]]
             share = {k: got[k] / XC7Z020[k] for k in got}
-            rows.append({"network": name, "devices": devices, "device": device.index,
+            rows.append({"network": name, "devices": devices, "device": result["index"],
                          "layers": ", ".join(plan.nodes), "II": f"{plan.cycles:,}",
                          **{k: f"{got[k]:,g} ({100 * share[k]:.0f} %)" for k in got},
                          "estimate LUT/BRAM36/DSP": f"{plan.resources['LUT']:,.0f} / {plan.resources['BRAM18'] / 2:g}"
                                                     f" / {plan.resources['DSP']:.0f}",
-                         "fits": "yes" if max(share.values()) <= 1 else "NO",
-                         "Yosys s": f"{synth.seconds:.0f}"})
+                         "fits": "yes" if result["fits"] else "NO", "Yosys s": f"{result['yosys_seconds']:.0f}"})
             print(rows[-1], flush=True)
     return row, rows
 

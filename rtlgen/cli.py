@@ -336,7 +336,8 @@ def run_verify_command(args):
 
 
 def add_build_arguments(parser):
-    parser.add_argument("out", metavar="OUT", help="a directory written by `rtlgen compile`")
+    parser.add_argument("out", metavar="OUT", help="a directory written by `rtlgen compile` (or `rtlgen partition`: "
+                        "each device's Galapagos kernel by Yosys)")
     parser.add_argument("--board", default="pynq-z2", choices=("pynq-z2",), help="target board (default: %(default)s)")
     parser.add_argument("--shell", default="standalone", choices=("standalone", "zynq"),
                         help="standalone: self-test with LEDs, no processor; zynq: PS7 + AXI-Lite control + AXI "
@@ -350,9 +351,17 @@ def add_build_arguments(parser):
 
 
 def run_build_command(args):
-    from rtlgen.build import build
+    from rtlgen.build import BuildError, build
     from sim.stream_io import read_outputs
 
+    if (Path(args.out) / "partition.json").is_file():
+        if args.shell != "standalone" or args.toolchain != "yosys" or args.input:
+            raise BuildError("a partitioned OUT is built as Galapagos kernels by Yosys, out of context (no "
+                             "--shell zynq, --toolchain vivado or --input: there is no Galapagos shell for the "
+                             "PYNQ-Z2)")
+        from rtlgen import scaleout
+        scaleout.build_kernels(args.out, say=_say)
+        return 0
     inputs = None
     if args.input:
         _, io, _ = read_outputs(args.out)

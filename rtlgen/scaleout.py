@@ -359,3 +359,41 @@ def simulate(out, x, *, latency=None, header_flits=None, backpressure=None):
     first_end = result.out_cycles("m_axis_0")[per_frame - 1]
     return ClusterRun(io.decode(result.words("m_axis_0"), frames), frames, result.cycles, steady,
                       first_end - result.in_cycles("s_axis_0")[0] + 1, devices, runs)
+
+
+# ---------------------------------------------------------------------------------------------- synthesis
+
+def build_kernels(out, *, say=lambda line: None, device_capacity=None, check=True):
+    """`rtlgen build` of an `rtlgen partition` OUT: every device's kernel (its layers and both bridges)
+    by Yosys ``synth_xilinx``, out of context (there is no Galapagos network shell for the PYNQ-Z2 to
+    put it in). Writes ``OUT/device{d}/build/yosys/report.json``; returns ``[{index, top, totals,
+    layers, fits, over}]``. With ``check``, a kernel over the device is an error
+    (:class:`rtlgen.build.BuildError`) after every kernel has been reported."""
+    from boards.yosys import XC7Z020, check_fits, synthesize
+    from rtlgen.build import BuildError
+
+    capacity = device_capacity or XC7Z020
+    plan, devices = load_cluster(out)
+    results = []
+    for report, verilog in devices:
+        where = Path(out) / f"device{report['index']}" / "build" / "yosys"
+        say(f"device {report['index']}: Yosys synth_xilinx of {report['top']} (kernel and bridges)")
+        synth = synthesize(verilog, top=report["top"], workdir=where, hierarchy=True,
+                           children_of=report["accelerator"])
+        over = check_fits(synth, capacity)
+        row = synth.as_row()
+        estimates = {layer["name"]: layer["estimate"] for layer in report["layers"]}
+        result = {"index": report["index"], "top": report["top"], "totals": row,
+                  "lut_including_memory": row["lut"] + row["lut_as_memory"],
+                  "layers": {name: dict(sub.as_row(), estimate=estimates.get(name, {}))
+                             for name, sub in (synth.modules or {}).items()},
+                  "fits": not over, "over": over, "yosys_seconds": round(synth.seconds, 1)}
+        (where / "report.json").write_text(json.dumps(result, indent=2) + "\n")
+        say(f"device {report['index']}: LUT {result['lut_including_memory']:,} (incl. LUTRAM/SRL), FF {row['ff']:,}, "
+            f"BRAM36 {row['bram36'] + row['bram18'] / 2:g}, DSP {row['dsp']} -> "
+            + ("fits the xc7z020" if not over else "OVER: " + "; ".join(over)))
+        results.append(result)
+    bad = [r for r in results if not r["fits"]]
+    if bad and check:
+        raise BuildError(f"device {bad[0]['index']} does not fit the xc7z020: {'; '.join(bad[0]['over'])}")
+    return results

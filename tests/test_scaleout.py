@@ -124,3 +124,21 @@ def test_cli_sim_of_a_plan_without_kernels(tmp_path, capsys):
     code = main(["sim", str(out), "--input", str(tmp_path / "x.npy")])
     err = capsys.readouterr().err
     assert code == 2 and "was not built" in err and err.count("\n") == 1, err
+
+
+def test_cli_build_of_a_cluster_bad_options(cluster, capsys):
+    capsys.readouterr()
+    code = main(["build", str(cluster), "--shell", "zynq"])
+    err = capsys.readouterr().err
+    assert code == 2 and "Galapagos kernels by Yosys" in err and err.count("\n") == 1, err
+
+
+@pytest.mark.slow
+def test_cli_build_of_a_cluster_synthesizes_every_kernel(cluster, capsys):
+    """Every device's kernel by Yosys: the bridges and the layers are there, and it fits the xc7z020."""
+    assert main(["build", str(cluster)]) == 0
+    plan = json.loads((cluster / "partition.json").read_text())
+    for device in plan["devices"]:
+        report = json.loads((cluster / f"device{device['index']}" / "build" / "yosys" / "report.json").read_text())
+        assert report["fits"] and report["totals"]["lut"] > 0
+        assert set(device["nodes"]) <= set(report["layers"]), report["layers"].keys()
