@@ -252,3 +252,28 @@ def test_runtime_writeable_weights(sim_name):
     y = unpack_words(np.array(result.words("o"), dtype=object), spec.output_dtype, spec.pe).reshape(4, 1, 8)
     assert np.array_equal(y[1:], expected_mvau(new, x[1:]))
     assert not np.array_equal(expected_mvau(new, x[1:]), expected_mvau(spec, x[1:]))    # the test can fail
+
+
+# Signed weights summed as unsigned ones (offset_weights): INTn / TERNARY weights x UINTm inputs in fabric
+OFFSET_CASES = [("INT2", "UINT2", 4, 8, None), ("INT2", "UINT2", 2, 16, "INT4"), ("TERNARY", "UINT3", 4, 4, "BIPOLAR"),
+                ("INT4", "UINT4", 8, 2, None), ("INT3", "UINT2", 16, 16, "INT4")]
+
+
+@pytest.mark.sim
+@pytest.mark.parametrize("wdt, idt, pe, simd, act", OFFSET_CASES,
+                         ids=[f"{w}x{i}-pe{p}-simd{s}-{a}" for w, i, p, s, a in OFFSET_CASES])
+def test_offset_weights_bit_exact_and_cycle_exact(wdt, idt, pe, simd, act, simulator):
+    spec = make_spec(16, 16, simd, pe, idt, wdt, act, seed=pe + simd, mem_mode="internal_embedded", res_type="lut")
+    assert spec.offset_weights
+    check(spec, simulator=simulator)
+
+
+def test_offset_weights_only_where_it_is_exact_and_pays():
+    base = dict(mem_mode="internal_embedded", res_type="lut")
+    assert make_spec(16, 16, 4, 4, "UINT2", "INT2", None, **base).offset_weights
+    assert not make_spec(16, 16, 4, 1, "UINT2", "INT2", None, **base).offset_weights      # one lane: nothing shared
+    assert not make_spec(16, 16, 4, 4, "INT2", "INT2", None, **base).offset_weights       # signed inputs
+    assert not make_spec(16, 16, 4, 4, "UINT2", "UINT2", None, **base).offset_weights     # unsigned weights
+    assert not make_spec(16, 16, 4, 4, "BIPOLAR", "BIPOLAR", None, **base).offset_weights
+    assert not make_spec(16, 16, 4, 4, "UINT8", "INT8", None, mem_mode="internal_embedded",
+                         res_type="dsp").offset_weights
