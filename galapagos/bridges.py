@@ -40,7 +40,8 @@ from amaranth.lib.wiring import In, Out
 
 from layers.op import Resources
 
-__all__ = ["FLIT_WIDTHS", "ID_BITS", "MAX_PACKET_BYTES", "max_packet_flits", "flit_layout", "ToGalapagosSpec", "ToGalapagos", "FromGalapagosSpec",
+__all__ = ["FLIT_WIDTHS", "ID_BITS", "MAX_PACKET_BYTES", "max_packet_flits", "flit_layout", "ToGalapagosSpec",
+           "ToGalapagos", "FromGalapagosSpec",
            "FromGalapagos"]
 
 FLIT_WIDTHS = (64, 512)     # Galapagos kernel streams: 512-bit TDATA; the older HLS bridges use 64
