@@ -10,6 +10,7 @@ from amaranth.lib.memory import Memory
 from layers.datapath import (StreamLayer, ChannelFolded, check_dtype, check_fits, dtype_range, element_value, legal_divisors, output_stage,
                              register, wrapping_increment)
 from memstream.packing import pack_words
+from layers.fifo import rom_luts
 from layers.op import Op, Resources, divisors_of
 
 
@@ -105,7 +106,7 @@ class ChannelwiseOpSpec(ChannelFolded):
         operands wider than 4x4 bits, else a shift-add of LUTs), the parameter ROM in LUTs (64 entries a
         LUT6 per bit; constants when C = PE), registers for input, parameters, result and output FIFO."""
         ib, pb, ob = self.input_dtype.bitwidth(), self.param_dtype.bitwidth(), self.output_dtype.bitwidth()
-        rom_lut = 0 if self.cf == 1 else self.param_width * -(-self.cf // 64)
+        rom_lut = 0 if self.cf == 1 else rom_luts(self.param_width, self.cf)
         dsp = 0
         if self.func == "mul" and min(ib, pb) > 4:
             op_lut = 0

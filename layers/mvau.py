@@ -19,10 +19,10 @@ from qonnx.core.datatype import DataType
 from layers.datapath import (adder_tree, check_dtype, check_fits, dtype_for_range, dtype_range, element_value,
                              legal_divisors, output_stage, packed_products, packing_shift, product, register, shape_for_range,
                              tree_stages, unpack_products, wrapping_increment)
-from layers.fifo import bram18_count
+from layers.fifo import bram18_count, rom_luts
 from layers.thresholding import ThresholdTable, activation_lane, check_activation, threshold_search
 from memstream.axilite import AXILiteSignature
-from memstream.memstream import MemStream, MemStreamSpec
+from memstream.memstream import MemStream, MemStreamSpec, rom_address_next
 from memstream.packing import element_codes, pack_words
 from layers.op import ArrayMemo, Op, Resources, StreamContract, divisors_of
 from layers.requant import REQUANT_STAGES, requant_form, requantize
@@ -198,7 +198,7 @@ class _UnitSpec(StreamContract):
             t_lut, t_ff, bram18 = self.table.resource_estimate(self.ram_style_thresholds)
             lut, ff = lut + t_lut, ff + t_ff
         if self.weight_ram_style == "distributed":
-            lut += self.weight_width * -(-self.wmem // 64)          # a LUT6 holds 64 words of one bit
+            lut += rom_luts(self.weight_width, self.wmem)
         else:
             bram18 += bram18_count(self.weight_width, self.wmem)
         # control: the sf/nf/address counters, and the replay buffer's read mux (input read once per NF)
@@ -545,7 +545,7 @@ class DotProductUnit(wiring.Component):
                                                init=spec.weight_memory_image(), attrs=attrs)
         addr = Signal(range(spec.wmem))
         with m.If(issue):
-            m.d.sync += addr.eq(wrapping_increment(addr, spec.wmem))
+            m.d.sync += addr.eq(rom_address_next(addr, spec.wmem))
         rd = mem.read_port(domain="sync")
         m.d.comb += [rd.addr.eq(addr), rd.en.eq(advance)]
         return rd.data

@@ -28,6 +28,7 @@ import numpy as np
 from amaranth.hdl import Const, Mux, Signal, signed, unsigned
 from amaranth.lib.memory import Memory
 
+from layers.fifo import rom_luts
 from layers.datapath import register, shape_for_range
 from layers.op import ArrayMemo, Resources
 
@@ -173,7 +174,7 @@ class RequantForm:
         if depth >= 512:
             bram18 = -(-self.word_width // 36) * -(-depth // 512)
         elif depth > 1:
-            lut += self.word_width * -(-depth // 64)
+            lut += rom_luts(self.word_width, depth)
         return Resources(lut=pe * lut, ff=pe * ff, bram18=pe * bram18, dsp=pe * dsp)
 
 

@@ -17,7 +17,7 @@ from amaranth.lib.wiring import In, Out
 from layers.datapath import (ChannelFolded, check_dtype, check_fits, ceil_thresholds, dtype_for_range, dtype_range, element_value,
                              legal_divisors, output_stage, register, shape_for_range, wrapping_increment)
 from memstream.axilite import AXILiteSignature, accept_writes, refuse_reads
-from layers.fifo import bram18_count
+from layers.fifo import bram18_count, rom_luts
 from layers.op import Op, Resources, divisors_of
 from layers.requant import REQUANT_STAGES, requant_form, requantize
 
@@ -88,7 +88,7 @@ class ThresholdTable:
             if self.stage_ram_style(s, ram_style) == "block":
                 bram18 += self.pe * bram18_count(width, depth)
             else:
-                lut += self.pe * width * -(-depth // 64)
+                lut += self.pe * rom_luts(width, depth)
             lut += self.pe * width
         ff = self.pe * self.stages * (width + self.stages)
         return lut, ff, bram18

@@ -119,3 +119,26 @@ def test_finn_address_map():
     assert (spec.chunks, spec.chunk_bits, spec.axilite_addr_width) == (3, 2, 8)
     assert spec.address_of(5, 2) == (5 * 4 + 2) * 4
     assert MemStreamSpec(1024, 32).axilite_addr_width == 12
+
+
+@pytest.mark.parametrize("depth", [1, 2, 3, 5, 8, 63, 64, 65, 100, 256, 1000])
+def test_rom_address_next_counts_and_wraps(depth):
+    from amaranth.hdl import Module, Signal
+    from amaranth.sim import Simulator
+
+    from memstream.memstream import rom_address_next
+    addr = Signal(range(depth))
+    nxt = Signal(range(depth))
+    m = Module()
+    m.d.comb += nxt.eq(rom_address_next(addr, depth))
+    seen = []
+
+    async def bench(ctx):
+        for a in range(depth):
+            ctx.set(addr, a)
+            seen.append(ctx.get(nxt))
+
+    sim = Simulator(m)
+    sim.add_testbench(bench)
+    sim.run()
+    assert seen == [(a + 1) % depth for a in range(depth)]
