@@ -73,13 +73,13 @@ def measure(name, work, shells):
                      "estimate LUT (layers)": f"{est.get('LUT', 0):,}", "FINN (published)": finn})
         print(rows[-1], flush=True)
         if shell == shells[-1]:
-            # LUT: logic only, as the table's older rows. The estimates count LUTRAM/SRL too (FIFOs' errors
-            # here are that); the next full run should move the table to lut + lut_as_memory at once.
-            layers = [{"network": name, "layer": layer, "LUT": r["lut"], "est LUT": r["estimate"].get("LUT", 0),
+            # LUT counts slice LUTs used as memory (LUTRAM, SRL) too, as the estimates do
+            layers = [{"network": name, "layer": layer, "LUT": r["lut"] + r["lut_as_memory"],
+                       "est LUT": r["estimate"].get("LUT", 0),
                        "FF": r["ff"], "est FF": r["estimate"].get("FF", 0),
                        "BRAM36": f"{r['bram36'] + r['bram18'] / 2:g}",
                        "est BRAM36": f"{r['estimate'].get('BRAM18', 0) / 2:g}",
-                       "LUT error": _error(r["estimate"].get("LUT", 0), r["lut"])}
+                       "LUT error": _error(r["estimate"].get("LUT", 0), r["lut"] + r["lut_as_memory"])}
                       for layer, r in synth["layers"].items()]
     return rows, layers
 
@@ -117,8 +117,8 @@ def write_tables(name, whole, layers):
     write_section(
         LAYERS,
         "The zynq build of each network above, per layer (FIFOs and width converters are their own rows): "
-        "Yosys cells beside `resource_estimate()`. LUT is logic only; the estimates count LUTRAM/SRL too, so "
-        "small FIFOs in SRLs read as overestimated.", layers)
+        "Yosys cells beside `resource_estimate()`. LUT includes the slice LUTs used as LUTRAM and SRL, as the "
+        "estimates do.", layers)
 
 if __name__ == "__main__":
     main()
