@@ -107,6 +107,12 @@ class _UnitSpec(StreamContract):
             check_activation(owner, table, out, self.act_val)
             object.__setattr__(self, "requant", requant_form(owner, self.activation_style, self.thresholds, table,
                                                              pe=self.pe, acc_width=self.acc_shape.width))
+        object.__setattr__(self, "offset_inputs", self._offsets_inputs())
+        object.__setattr__(self, "datapath_table", self.table)
+        if self.offset_inputs:      # the accumulator holds sum w x_u = sum w x + X0 rowsum(w): thresholds follow
+            raised = self.table.thresholds + self._input_offset_per_channel()[:, None]
+            object.__setattr__(self, "datapath_table", ThresholdTable(owner, raised, self.out_channels, self.pe,
+                                                                      self.datapath_acc_range()))
 
     def _validate_weights(self):
         owner = self.owner
@@ -141,9 +147,29 @@ class _UnitSpec(StreamContract):
     def acc_dtype(self):
         return dtype_for_range(*self.acc_range())
 
+    def datapath_acc_range(self):
+        """(lo, hi) of what the accumulator register holds: :meth:`acc_range`, or with ``offset_inputs``
+        the sums of w * x_u over x_u in [0, 2^m - 1]."""
+        if not getattr(self, "offset_inputs", False):
+            return self.acc_range()
+        w = self.weight_matrix().astype(np.int64)
+        xhi = (1 << self.input_dtype.bitwidth()) - 1
+        lo, hi = np.minimum(w * xhi, 0).sum(axis=1), np.maximum(w * xhi, 0).sum(axis=1)
+        return min(0, int(lo.min())), max(0, int(hi.max()))
+
     @property
     def acc_shape(self):
-        return shape_for_range(*self.acc_range())
+        return shape_for_range(*self.datapath_acc_range())
+
+    def _input_offset_per_channel(self):
+        """X0 * rowsum(w) per output channel: what ``offset_inputs`` adds to each accumulator."""
+        return (1 << (self.input_dtype.bitwidth() - 1)) * self.weight_matrix().astype(np.int64).sum(axis=1)
+
+    def _offsets_inputs(self):
+        x = self.input_dtype
+        return (self._sums_unsigned_products() and x.is_integer() and x.signed() and x.bitwidth() >= 2
+                and self.table is not None and self.requant is None and self.weights is not None
+                and not self.runtime_writeable_weights)
 
     @property
     def sf(self):
@@ -195,7 +221,7 @@ class _UnitSpec(StreamContract):
             act = self.requant.resource_estimate(self.pe, acc)
             lut, ff, bram18, dsp_act = lut + act.lut, ff + act.ff, act.bram18, act.dsp
         elif self.table is not None:
-            t_lut, t_ff, bram18 = self.table.resource_estimate(self.ram_style_thresholds)
+            t_lut, t_ff, bram18 = self.datapath_table.resource_estimate(self.ram_style_thresholds)
             lut, ff = lut + t_lut, ff + t_ff
         if self.weight_ram_style == "distributed":
             lut += rom_luts(self.weight_width, self.wmem)
@@ -269,11 +295,28 @@ class _UnitSpec(StreamContract):
         x_s``. ``w + 2^(n-1)`` is ``w`` with its sign bit inverted, the unsigned products need no sign
         extension in the adder tree, and ``sum_s x_s`` is one tree shared by all PE lanes (they see the
         same input elements). Yosys: 17 % fewer LUTs and a tenth of the CARRY4s for INT2 x UINT2, 32
-        terms, 4 lanes (benchmarks/popcount.py)."""
-        w, x = self.weight_dtype, self.input_dtype
+        terms, 4 lanes (benchmarks/popcount.py).
+
+        Signed m-bit inputs join in with ``offset_inputs``: the lanes multiply x_u = x + 2^(m-1) (the
+        sign bit inverted), so the accumulator holds sum w x + 2^(m-1) rowsum(w), a constant per output
+        channel that the stored thresholds absorb (each channel's row is raised by it when the spec is
+        made). Only with a stored threshold table, fixed weights, and everything above."""
+        x = self.input_dtype
+        unsigned_x = x.is_integer() and not x.signed() and x.bitwidth() >= 2
+        return self._sums_unsigned_products() and (unsigned_x or self.offset_inputs)
+
+    def _sums_unsigned_products(self):
+        w = self.weight_dtype
         return (self.res_type == "lut" and not self.xnor and self.replays_input and self.pe > 1
-                and w.is_integer() and w.signed() and w.bitwidth() >= 2 and w != DataType["BIPOLAR"]
-                and x.is_integer() and not x.signed() and x.bitwidth() >= 2)
+                and w.is_integer() and w.signed() and w.bitwidth() >= 2 and w != DataType["BIPOLAR"])
+
+    @property
+    def lane_input_dtype(self):
+        """The datatype the lanes multiply: the input's, or with ``offset_inputs`` UINTm, the input with
+        its sign bit inverted (x_u = x + 2^(m-1))."""
+        if self.offset_inputs:
+            return DataType[f"UINT{self.input_dtype.bitwidth()}"]
+        return self.input_dtype
 
     @property
     def pipeline_depth(self):
@@ -317,7 +360,9 @@ class MVAUSpec(_UnitSpec):
     runtime_writeable_weights: bool = False
     activation_style: Literal["auto", "thresholds", "requant"] = "auto"    # see layers.requant.requant_form
     xnor: bool = field(init=False, repr=False)
-    table: ThresholdTable = field(init=False, repr=False)
+    offset_inputs: bool = field(init=False, repr=False)
+    table: ThresholdTable = field(init=False, repr=False)              # the contract's thresholds
+    datapath_table: ThresholdTable = field(init=False, repr=False)     # what the hardware compares against
     requant: object = field(init=False, repr=False)
 
     owner = "MVAU"
@@ -471,7 +516,7 @@ class DotProductUnit(wiring.Component):
             if spec.requant is not None:
                 v, counts = requantize(m, advance, v, accs, nfr, spec.requant, spec.pe)
             else:
-                v, counts = threshold_search(m, advance, v, accs, nfr, spec.table,
+                v, counts = threshold_search(m, advance, v, accs, nfr, spec.datapath_table,
                                              ram_style=spec.ram_style_thresholds)
             payload = Cat(activation_lane(c, spec.output_dtype, spec.act_val) for c in counts)
         m.d.comb += [fifo_in.valid.eq(v), fifo_in.payload.eq(payload)]
@@ -488,7 +533,7 @@ class DotProductUnit(wiring.Component):
             n = w_dtype.bitwidth()
             weight, w_dtype = (lambda p, s: ws[p * spec.simd + s] ^ (1 << (n - 1))), DataType[f"UINT{n}"]
         if spec.dsp_packing is None:
-            lanes = [[product(xs[spec.lane_input_index(p, s)], spec.input_dtype, weight(p, s), w_dtype,
+            lanes = [[product(self._lane_input(xs, spec.lane_input_index(p, s)), spec.lane_input_dtype, weight(p, s), w_dtype,
                               xnor=spec.xnor, res_type=spec.res_type) for s in range(spec.simd)]
                      for p in range(spec.pe)]
             if not spec.registers_products:
@@ -505,11 +550,17 @@ class DotProductUnit(wiring.Component):
                 lanes[q + 1].append(high)
         return lanes
 
+    def _lane_input(self, xs, k):
+        """Input element ``k`` as the lanes multiply it: with ``offset_inputs`` its sign bit inverted."""
+        if self._spec.offset_inputs:
+            return xs[k] ^ (1 << (len(xs[k]) - 1))
+        return xs[k]
+
     def _input_sum(self, m, advance, xs):
         """``2^(n-1) * sum_s x_s`` for ``offset_weights``, through the same register stages as a lane's
         products and tree."""
         spec = self._spec
-        terms = [element_value(xs[s], spec.input_dtype) for s in range(spec.simd)]
+        terms = [element_value(self._lane_input(xs, s), spec.lane_input_dtype) for s in range(spec.simd)]
         if spec.registers_products:
             terms = [register(m, advance, t, name=f"x_{s}") for s, t in enumerate(terms)]
         total, _ = adder_tree(terms, m=m, advance=advance, levels_per_stage=TREE_LEVELS_PER_STAGE, name="xsum")

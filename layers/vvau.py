@@ -43,7 +43,9 @@ class VVAUSpec(_UnitSpec):
     activation_style: Literal["auto", "thresholds", "requant"] = "auto"    # see layers.requant.requant_form
     num_input_vectors: tuple = field(init=False, repr=False)
     xnor: bool = field(init=False, repr=False)
+    offset_inputs: bool = field(init=False, repr=False)
     table: ThresholdTable = field(init=False, repr=False)
+    datapath_table: ThresholdTable = field(init=False, repr=False)
     requant: object = field(init=False, repr=False)
 
     owner = "VVAU"

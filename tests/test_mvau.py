@@ -272,8 +272,40 @@ def test_offset_weights_only_where_it_is_exact_and_pays():
     base = dict(mem_mode="internal_embedded", res_type="lut")
     assert make_spec(16, 16, 4, 4, "UINT2", "INT2", None, **base).offset_weights
     assert not make_spec(16, 16, 4, 1, "UINT2", "INT2", None, **base).offset_weights      # one lane: nothing shared
-    assert not make_spec(16, 16, 4, 4, "INT2", "INT2", None, **base).offset_weights       # signed inputs
+    assert not make_spec(16, 16, 4, 4, "INT2", "INT2", None, **base).offset_weights       # signed inputs, no table
     assert not make_spec(16, 16, 4, 4, "UINT2", "UINT2", None, **base).offset_weights     # unsigned weights
     assert not make_spec(16, 16, 4, 4, "BIPOLAR", "BIPOLAR", None, **base).offset_weights
     assert not make_spec(16, 16, 4, 4, "UINT8", "INT8", None, mem_mode="internal_embedded",
                          res_type="dsp").offset_weights
+
+
+# Signed inputs too (offset_inputs): x_u = x + 2^(m-1), and each channel's thresholds raised by 2^(m-1) rowsum(W)
+OFFSET_INPUT_CASES = [("INT2", "INT2", 4, 8, "INT2", False), ("INT2", "INT2", 2, 16, "BIPOLAR", True),
+                      ("TERNARY", "INT3", 4, 4, "UINT2", False), ("INT4", "INT4", 8, 2, "INT4", True),
+                      ("INT3", "INT2", 16, 16, "INT4", False)]
+
+
+@pytest.mark.sim
+@pytest.mark.parametrize("wdt, idt, pe, simd, act, shared_row", OFFSET_INPUT_CASES,
+                         ids=[f"{w}x{i}-pe{p}-simd{s}-{a}{'-shared' if r else ''}"
+                              for w, i, p, s, a, r in OFFSET_INPUT_CASES])
+def test_offset_inputs_bit_exact_and_cycle_exact(wdt, idt, pe, simd, act, shared_row, simulator):
+    spec = make_spec(16, 16, simd, pe, idt, wdt, act, seed=pe + simd, mem_mode="internal_embedded", res_type="lut")
+    if shared_row:      # one threshold row for every channel: the raised table has a row per channel
+        spec = MVAUSpec(16, 16, simd, pe, idt, wdt, spec.weights, spec.thresholds[:1], spec.output_dtype,
+                        spec.act_val, mem_mode="internal_embedded", res_type="lut")
+    assert spec.offset_inputs and spec.offset_weights
+    raised = spec.datapath_table.thresholds - spec.table.thresholds
+    x0 = 1 << (DataType[idt].bitwidth() - 1)
+    assert np.array_equal(raised[:, 0], x0 * np.asarray(spec.weights).sum(axis=0))    # rowsum of channel c
+    check(spec, simulator=simulator)
+
+
+def test_offset_inputs_only_with_a_stored_threshold_table():
+    base = dict(mem_mode="internal_embedded", res_type="lut")
+    assert make_spec(16, 16, 4, 4, "INT2", "INT2", "INT2", **base).offset_inputs
+    assert not make_spec(16, 16, 4, 4, "INT2", "INT2", None, **base).offset_inputs        # accumulators out
+    assert not make_spec(16, 16, 4, 4, "UINT2", "INT2", "INT2", **base).offset_inputs     # unsigned already
+    assert not make_spec(16, 16, 4, 1, "INT2", "INT2", "INT2", **base).offset_inputs      # one lane
+    assert not make_spec(16, 16, 4, 4, "INT2", "INT2", "INT2", mem_mode="internal_decoupled", res_type="lut",
+                         runtime_writeable_weights=True).offset_inputs                   # rowsum may change
