@@ -596,7 +596,8 @@ class DotProductUnit(wiring.Component):
                                                init=spec.weight_memory_image(), attrs=attrs)
         addr = Signal(range(spec.wmem))
         with m.If(issue):
-            m.d.sync += addr.eq(rom_address_next(addr, spec.wmem))
+            logic_rom = spec.weight_ram_style == "distributed"
+            m.d.sync += addr.eq(rom_address_next(addr, spec.wmem) if logic_rom else wrapping_increment(addr, spec.wmem))
         rd = mem.read_port(domain="sync")
         m.d.comb += [rd.addr.eq(addr), rd.en.eq(advance)]
         return rd.data

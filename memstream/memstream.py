@@ -149,7 +149,10 @@ class MemStream(wiring.Component):
         with m.If(~steal):
             m.d.comb += [rd.addr.eq(addr), rd.en.eq(issue)]
         with m.If(issue):
-            m.d.sync += addr.eq(rom_address_next(addr, spec.depth))
+            if spec.ram_style == "distributed" and not spec.runtime_writeable:      # a ROM built as logic
+                m.d.sync += addr.eq(rom_address_next(addr, spec.depth))
+            else:
+                m.d.sync += addr.eq(Mux(addr == spec.depth - 1, 0, addr + 1))
         m.d.sync += [arriving.eq(issue), held.eq(after)]
 
         with m.If(taken):
