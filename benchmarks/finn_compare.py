@@ -53,9 +53,14 @@ NETWORKS = {
 }
 
 
+def compile_network(name, work):
+    model, folding = NETWORKS[name][:2]
+    return api.compile(model, work / name, folding=str(FOLDINGS / folding), clock_mhz=100.0)
+
+
 def measure(name, work, shells):
-    model, folding, data, finn = NETWORKS[name]
-    design = api.compile(model, work / name, folding=str(FOLDINGS / folding), clock_mhz=100.0)
+    _, _, data, finn = NETWORKS[name]
+    design = compile_network(name, work)
     x = data(FRAMES[name[:3]])
     run = design.simulate(x)
     comparison = verify_outputs(design.model, x, run.outputs, design.io)
@@ -74,14 +79,32 @@ def measure(name, work, shells):
         print(rows[-1], flush=True)
         if shell == shells[-1]:
             # LUT counts slice LUTs used as memory (LUTRAM, SRL) too, as the estimates do
-            layers = [{"network": name, "layer": layer, "LUT": r["lut"] + r["lut_as_memory"],
-                       "est LUT": r["estimate"].get("LUT", 0),
-                       "FF": r["ff"], "est FF": r["estimate"].get("FF", 0),
-                       "BRAM36": f"{r['bram36'] + r['bram18'] / 2:g}",
-                       "est BRAM36": f"{r['estimate'].get('BRAM18', 0) / 2:g}",
-                       "LUT error": _error(r["estimate"].get("LUT", 0), r["lut"] + r["lut_as_memory"])}
+            layers = [_with_estimate({"network": name, "layer": layer, "LUT": r["lut"] + r["lut_as_memory"],
+                                      "FF": r["ff"], "BRAM36": f"{r['bram36'] + r['bram18'] / 2:g}"}, r["estimate"])
                       for layer, r in synth["layers"].items()]
     return rows, layers
+
+
+def _with_estimate(row, estimate):
+    """``row`` (network, layer and Yosys's LUT, FF, BRAM36) with the estimate's columns, in table order."""
+    lut = int(str(row["LUT"]).replace(",", ""))
+    return {"network": row["network"], "layer": row["layer"], "LUT": lut, "est LUT": estimate.get("LUT", 0),
+            "FF": row["FF"], "est FF": estimate.get("FF", 0), "BRAM36": row["BRAM36"],
+            "est BRAM36": f"{estimate.get('BRAM18', 0) / 2:g}", "LUT error": _error(estimate.get("LUT", 0), lut)}
+
+
+def refresh_estimates(names, work):
+    """Recompute the estimate columns of the tables against the Yosys figures already there (no Yosys):
+    for a change of the cost model."""
+    whole, layers = section_rows(WHOLE), section_rows(LAYERS)
+    for name in names:
+        design = compile_network(name, work)
+        estimates = {layer["name"]: layer["resources"] for layer in design.report["layers"]}
+        layers = [_with_estimate(r, estimates.get(r["layer"], {})) if r["network"] == name else r for r in layers]
+        for r in whole:
+            if r["network"] == name:
+                r["estimate LUT (layers)"] = f"{design.report['totals'].get('LUT', 0):,}"
+    return whole, layers
 
 
 def _error(estimate, actual):
@@ -92,9 +115,14 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", nargs="*", default=list(NETWORKS), choices=list(NETWORKS))
     parser.add_argument("--shells", default="standalone,zynq")
+    parser.add_argument("--estimates-only", action="store_true",
+                        help="recompute the estimate columns against the Yosys figures in BENCHMARKS.md")
     args = parser.parse_args()
     shells = args.shells.split(",")
     with tempfile.TemporaryDirectory(prefix="rtlgen-finn-") as tmp:
+        if args.estimates_only:
+            _write(*refresh_estimates(args.only, Path(tmp)))
+            return
         for name in args.only:          # the tables are rewritten after each network (an hour of Yosys in all)
             rows, per_layer = measure(name, Path(tmp), shells)
             write_tables(name, rows, per_layer)
@@ -107,6 +135,10 @@ def write_tables(name, whole, layers):
                    key=lambda r: order.index(r["network"]))
     layers = sorted([r for r in section_rows(LAYERS) if r["network"] != name] + layers,
                     key=lambda r: order.index(r["network"]))
+    _write(whole, layers)
+
+
+def _write(whole, layers):
     write_section(
         WHOLE,
         "Each network compiled with FINN's folding config for it (finn-examples, `examples/finn/`) at "
@@ -117,8 +149,9 @@ def write_tables(name, whole, layers):
     write_section(
         LAYERS,
         "The zynq build of each network above, per layer (FIFOs and width converters are their own rows): "
-        "Yosys cells beside `resource_estimate()`. LUT includes the slice LUTs used as LUTRAM and SRL, as the "
-        "estimates do.", layers)
+        "Yosys cells beside the compiler's estimate (calibrated by `rtlgen/data/cost_model.json`). LUT includes "
+        "the slice LUTs used as LUTRAM and SRL, as the estimates do. `--estimates-only` recomputes the estimate "
+        "columns against the Yosys figures already here, without Yosys.", layers)
 
 if __name__ == "__main__":
     main()

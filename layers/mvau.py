@@ -55,6 +55,8 @@ class _UnitSpec(StreamContract):
     ``weight_matrix()`` as (out_channels, in_elems) and ``_product_ranges()``.
     """
 
+    offset_operands = False     # MVAUSpec's field; a VVAU's lanes do not share inputs
+
     def _validate_common(self):
         owner = self.owner
         for attr in ("input_dtype", "weight_dtype"):
@@ -307,7 +309,7 @@ class _UnitSpec(StreamContract):
 
     def _sums_unsigned_products(self):
         w = self.weight_dtype
-        return (self.res_type == "lut" and not self.xnor and self.replays_input and self.pe > 1
+        return (self.offset_operands and self.res_type == "lut" and not self.xnor and self.replays_input and self.pe > 1
                 and w.is_integer() and w.signed() and w.bitwidth() >= 2 and w != DataType["BIPOLAR"])
 
     @property
@@ -359,6 +361,7 @@ class MVAUSpec(_UnitSpec):
     ram_style_thresholds: Literal["auto", "distributed", "block"] = "auto"
     runtime_writeable_weights: bool = False
     activation_style: Literal["auto", "thresholds", "requant"] = "auto"    # see layers.requant.requant_form
+    offset_operands: bool = True        # offset_weights / offset_inputs where they apply; False: signed products
     xnor: bool = field(init=False, repr=False)
     offset_inputs: bool = field(init=False, repr=False)
     table: ThresholdTable = field(init=False, repr=False)              # the contract's thresholds

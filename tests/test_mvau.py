@@ -309,3 +309,5 @@ def test_offset_inputs_only_with_a_stored_threshold_table():
     assert not make_spec(16, 16, 4, 1, "INT2", "INT2", "INT2", **base).offset_inputs      # one lane
     assert not make_spec(16, 16, 4, 4, "INT2", "INT2", "INT2", mem_mode="internal_decoupled", res_type="lut",
                          runtime_writeable_weights=True).offset_inputs                   # rowsum may change
+    signed = make_spec(16, 16, 4, 4, "INT2", "INT2", "INT2", offset_operands=False, **base)
+    assert not signed.offset_inputs and not signed.offset_weights and signed.datapath_table is signed.table
