@@ -210,9 +210,10 @@ class _UnitSpec(StreamContract):
             tree_lut = 2 * (self.simd - 1)
         else:
             tree_lut = (self.simd - 1) * (product_bits + self.simd.bit_length() // 2)
-        lut = macs * mult_lut + self.pe * (tree_lut + acc)
+        lut = (macs * mult_lut + self.pe * tree_lut) * self._lut_mac_factor() + self.pe * acc
         if self.offset_weights:     # the shared input sum, and a subtraction per lane
             lut += (self.simd - 1) * (ib + self.simd.bit_length() // 2) + self.pe * acc
+        lut = int(round(lut))
         dsp_macs = macs if dsp else 0
         if dsp and self.dsp_packing is not None:      # half the DSPs; a borrow and an increment per pair
             dsp_macs = macs // 2
@@ -238,6 +239,23 @@ class _UnitSpec(StreamContract):
             ff += 3 * self.weight_width
         return Resources(lut=lut, ff=ff + self.weight_width + self.in_width, bram18=bram18,
                          dsp=dsp_macs + dsp_act)
+
+    def _lut_mac_factor(self):
+        """How Yosys maps low-bit fabric products and their tree against the model's LUT count, by the
+        signedness of the products the lanes sum (benchmarks/lowbit.py, 2- and 4-bit operands): signed
+        x signed products are sign-extended through every tree level (about 1.5x at 2 bits, 1.23x at 4),
+        unsigned ones (both offsets, or unsigned operands) fuse into LUT6s (0.77x at 2 bits, 1.13x at 4)."""
+        wb, ib = self.weight_dtype.bitwidth(), self.input_dtype.bitwidth()
+        if self.xnor or self.res_type == "dsp" or min(wb, ib) == 1 or max(wb, ib) > 4:
+            return 1.0
+        x_signed = self.lane_input_dtype.signed()
+        w_signed = self.weight_dtype.signed() and not self.offset_weights
+        small = max(wb, ib) <= 2
+        if x_signed and w_signed:
+            return 1.5 if small else 1.23
+        if not x_signed and not w_signed:
+            return 0.77 if small else 1.13
+        return 1.0
 
     @property
     def weight_ram_style(self):
