@@ -81,8 +81,9 @@ class FIFOSpec(StreamContract, OneWidth):
 
     def resource_estimate(self):
         """Rough 7-series cost, used before synthesis."""
-        if self.storage == "srl":
-            return Resources(lut=self.width * ((self.depth + 31) // 32), ff=self.width + 16, bram18=0)
+        if self.storage == "srl":      # an SRL per bit and 32 words; the address and level counters
+            control = 8 + 2 * (self.depth - 1).bit_length()
+            return Resources(lut=self.width * ((self.depth + 31) // 32) + control, ff=self.width + 16, bram18=0)
         if self.ram_style == "distributed" or (self.ram_style == "auto" and self.depth * self.width <= 4096):
             return Resources(lut=self.width * ((self.depth + 63) // 64) * 4 // 3, ff=self.width + 40, bram18=0)
         return Resources(lut=40, ff=self.width + 40, bram18=bram18_count(self.width, self.depth))
