@@ -152,6 +152,7 @@ class _UnitSpec(StreamContract):
     def datapath_acc_range(self):
         """(lo, hi) of what the accumulator register holds: :meth:`acc_range`, or with ``offset_inputs``
         the sums of w * x_u over x_u in [0, 2^m - 1]."""
+        # offset_inputs is decided after the requantizer, which already asks for acc_shape: False until then
         if not getattr(self, "offset_inputs", False):
             return self.acc_range()
         w = self.weight_matrix().astype(np.int64)
