@@ -79,14 +79,35 @@ class FIFOSpec(StreamContract, OneWidth):
         """Cycles from a word entering an empty FIFO to it being offered at the output."""
         return 2
 
+    @property
+    def in_block_ram(self):
+        """Whether the words are in BRAM: ``block``, or ``auto`` where Yosys' memory_libmap finds BRAM18s
+        cheaper than LUTRAM (its costs for 7-series: 8 per RAM64M of 64 x 3 bits, 129 per RAMB18)."""
+        if self.storage == "srl" or self.ram_style == "distributed":
+            return False
+        return self.ram_style == "block" or 8 * self._lutram_cells > 129 * bram18_count(self.width, self.depth)
+
+    @property
+    def _lutram_cells(self):
+        return -(-self.width // 3) * -(-self.depth // 64)
+
     def resource_estimate(self):
-        """Rough 7-series cost, used before synthesis."""
-        if self.storage == "srl":      # an SRL per bit and 32 words; the address and level counters
-            control = 8 + 2 * (self.depth - 1).bit_length()
-            return Resources(lut=self.width * ((self.depth + 31) // 32) + control, ff=self.width + 16, bram18=0)
-        if self.ram_style == "distributed" or (self.ram_style == "auto" and self.depth * self.width <= 4096):
-            return Resources(lut=self.width * ((self.depth + 63) // 64) * 4 // 3, ff=self.width + 40, bram18=0)
-        return Resources(lut=40, ff=self.width + 40, bram18=bram18_count(self.width, self.depth))
+        """7-series cost, following Yosys 0.70 on the FIFO grid of the cost corpus and the CNV/TFC FIFOs.
+
+        SRL: an SRLC32E per bit and 32 words (a depth-2 FIFO is plain registers), plus the level counter.
+        Memory: head, tail and level counters (a non-power-of-two depth adds its wrap compares); in LUTRAM
+        a RAM64M (4 LUTs) per 3 bits and 64 words, and a read multiplexer over the 64-word banks."""
+        width, depth, bits = self.width, self.depth, (self.depth - 1).bit_length()
+        if self.storage == "srl":
+            control = 8 + 2 * bits
+            ff = 3 * width + 5 if depth == 2 else width + 2 * bits + 5
+            return Resources(lut=width * ((depth + 31) // 32) + control, ff=ff, bram18=0)
+        control = 8 + 2 * bits + (0 if depth & (depth - 1) == 0 else 2 * bits)
+        if self.in_block_ram:
+            return Resources(lut=control, ff=3 * bits + 9, bram18=bram18_count(width, depth))
+        banks = -(-depth // 64)
+        read_mux = width * -(-(banks - 1) // 3)
+        return Resources(lut=4 * self._lutram_cells + read_mux + control, ff=width + 3 * bits + 9, bram18=0)
 
 
 def output_fifo_spec(width):

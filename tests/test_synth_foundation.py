@@ -54,6 +54,16 @@ def test_dwc_is_small():
 
 
 @pytest.mark.synth
+@pytest.mark.parametrize("iw, ow", [(16, 128), (128, 32)])
+def test_integer_ratio_dwc_has_no_per_bit_multiplexers(iw, ow):
+    # up: clock-enabled registers only (it was 244 LUT with the general buffer); down: a LUT5 per input
+    # bit (was 422). Bounds: the control's counters, not the word width.
+    r = synthesize(StreamingDataWidthConverter(DWCSpec((1, 1024), iw, ow)))
+    assert r.lut <= (16 if ow > iw else iw + 16)
+    assert r.ff <= 2 * max(iw, ow) + 8
+
+
+@pytest.mark.synth
 def test_distributed_rom_streams_at_lut6_density():
     # 1,024 x 10 bits: 16 LUT6 per bit joined by MUXF7/F8 and one LUT (160 LUT), plus the stream's
     # registers and counter. With a CARRY4 address counter abc9 spent 622 LUT (measured 232 now).
