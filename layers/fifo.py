@@ -11,7 +11,8 @@ from amaranth.lib.wiring import In, Out
 
 from layers.op import OneWidth, Op, Resources, StreamContract
 
-__all__ = ["FIFOSpec", "StreamingFIFO", "bram18_count", "output_fifo_spec", "rom_luts"]
+__all__ = ["FIFOSpec", "StreamingFIFO", "bram18_count", "output_fifo_spec", "ram_cost", "ram_in_block",
+           "rom_luts"]
 
 RAM_STYLES = ("auto", "distributed", "block")
 SRL_MAX_DEPTH = 32      # one SRLC32E per bit; deeper FIFOs are cheaper as LUTRAM or BRAM
@@ -81,15 +82,8 @@ class FIFOSpec(StreamContract, OneWidth):
 
     @property
     def in_block_ram(self):
-        """Whether the words are in BRAM: ``block``, or ``auto`` where Yosys' memory_libmap finds BRAM18s
-        cheaper than LUTRAM (its costs for 7-series: 8 per RAM64M of 64 x 3 bits, 129 per RAMB18)."""
-        if self.storage == "srl" or self.ram_style == "distributed":
-            return False
-        return self.ram_style == "block" or 8 * self._lutram_cells > 129 * bram18_count(self.width, self.depth)
-
-    @property
-    def _lutram_cells(self):
-        return -(-self.width // 3) * -(-self.depth // 64)
+        """Whether the words are in BRAM (never for SRL storage; see :func:`ram_in_block`)."""
+        return self.storage != "srl" and ram_in_block(self.width, self.depth, self.ram_style)
 
     def resource_estimate(self):
         """7-series cost, following Yosys 0.70 on the FIFO grid of the cost corpus and the CNV/TFC FIFOs.
@@ -103,11 +97,37 @@ class FIFOSpec(StreamContract, OneWidth):
             ff = 3 * width + 5 if depth == 2 else width + 2 * bits + 5
             return Resources(lut=width * ((depth + 31) // 32) + control, ff=ff, bram18=0)
         control = 8 + 2 * bits + (0 if depth & (depth - 1) == 0 else 2 * bits)
-        if self.in_block_ram:
-            return Resources(lut=control, ff=3 * bits + 9, bram18=bram18_count(width, depth))
-        banks = -(-depth // 64)
-        read_mux = width * -(-(banks - 1) // 3)
-        return Resources(lut=4 * self._lutram_cells + read_mux + control, ff=width + 3 * bits + 9, bram18=0)
+        storage = ram_cost(width, depth, self.ram_style)
+        ff = 3 * bits + 9 + (0 if storage.bram18 else width)    # LUTRAM needs a read data register
+        return storage + Resources(lut=control, ff=ff, bram18=0)
+
+
+def ram_in_block(width, depth, ram_style="auto", single_port=False):
+    """Whether Yosys puts a ``depth`` x ``width`` RAM in BRAM: ``block``, or ``auto`` where its memory_libmap
+    finds RAMB18s cheaper than LUTRAM (its 7-series costs: 8 per LUTRAM cell of 4 LUTs, 129 per RAMB18).
+    ``single_port``: read and write share one address (a line buffer)."""
+    if ram_style != "auto":
+        return ram_style == "block"
+    return 8 * _lutram_cells(width, depth, single_port) > 129 * bram18_count(width, depth)
+
+
+def _lutram_cells(width, depth, single_port):
+    """LUTRAM cells of 4 LUTs: simple dual port RAM32M / RAM64M hold 6 bits x 32 words or 3 x 64; single
+    port, 8 bits x 32, 4 x 64, 2 x 128 or 1 x 256 words, in banks of 256 words beyond that."""
+    if not single_port:
+        return -(-width // 6) if depth <= 32 else -(-width // 3) * -(-depth // 64)
+    per_cell = next((bits for words, bits in ((32, 8), (64, 4), (128, 2)) if depth <= words), 1)
+    return -(-width // per_cell) * -(-depth // 256)
+
+
+def ram_cost(width, depth, ram_style="auto", single_port=False):
+    """Storage of a ``depth`` x ``width`` RAM with a synchronous read port, as Yosys 0.70 maps it: BRAM18s,
+    or LUTRAM cells (see :func:`_lutram_cells`) with a read multiplexer over their banks."""
+    if ram_in_block(width, depth, ram_style, single_port):
+        return Resources(lut=0, ff=0, bram18=bram18_count(width, depth))
+    banks = -(-depth // (256 if single_port else 64))
+    read_mux = width * -(-(banks - 1) // 3)
+    return Resources(lut=4 * _lutram_cells(width, depth, single_port) + read_mux, ff=0, bram18=0)
 
 
 def output_fifo_spec(width):

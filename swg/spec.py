@@ -4,7 +4,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from layers.datapath import check_dtype, legal_divisors
-from layers.fifo import bram18_count
+from layers.fifo import ram_cost
 from layers.op import Resources, StreamContract
 
 __all__ = ["SWGSpec"]
@@ -206,24 +206,22 @@ class SWGSpec(StreamContract):
         return 1 if self.parallel_window else 4
 
     def resource_estimate(self):
-        """LUT/FF/BRAM18 of buffers and controller: with ``auto`` a memory is LUTRAM up to 64 words or
-        4 kbit (as Yosys maps it), else BRAM18.
+        """LUT/FF/BRAM18 of buffers and controller; with ``auto`` a memory is in LUTRAM or BRAM as Yosys
+        chooses (:func:`layers.fifo.ram_cost`).
 
         Default: the circular buffer, ~12 LUT/FF per index bit for the loop counters and compares, and
         the depth-2 output FIFO. Parallel: the kh*kw taps are registers (they are the output word),
         the gaps between them register chains or line buffers.
         """
         width = self.simd * self.input_dtype.bitwidth()
-        if self.parallel_window:
-            memories = self.line_buffer_depths()
+        if self.parallel_window:            # line buffers read and write one address: single-port RAMs
+            memories, single_port = self.line_buffer_depths(), True
             registers, control = (self.window_span - sum(memories)) * width, 4 * self.in_words.bit_length()
-        else:
-            memories = [self.buffer_words]
+            lut = 3 * self.in_words.bit_length() // 2
+        else:                               # the circular buffer, and the output word's multiplexer
+            memories, single_port = [self.buffer_words], False
             registers, control = 3 * width, 12 * (self.in_words + self.buffer_words).bit_length()
-        lut, bram18 = control + width, 0
-        for depth in memories:
-            if self.ram_style == "block" or (self.ram_style == "auto" and depth > 64 and depth * width > 4096):
-                bram18 += bram18_count(width, depth)
-            else:
-                lut += -(-depth // 64) * width
+            lut = control + width
+        storage = sum((ram_cost(width, depth, self.ram_style, single_port) for depth in memories), Resources())
+        lut, bram18 = lut + storage.lut, storage.bram18
         return Resources(lut=lut, ff=registers + control, bram18=bram18)
