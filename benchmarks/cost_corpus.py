@@ -74,6 +74,16 @@ def configurations():
         a, b = rng.sample([d for d in _divisors(elems, 64)], 2)
         bits = rng.choice([1, 2, 4])
         configs.append(("StreamingDataWidthConverter", dict(elems=elems, in_elems=a, out_elems=b, bits=bits)))
+    # signed x signed low-bit MACs (FINN's w2a2 networks: offset operands, layers/mvau.py), drawn apart so
+    # that the draws above, and the keys of their records, stay as they were
+    rng = random.Random(2027)
+    for k in range(8):
+        mw, mh = rng.choice(SHAPES)
+        simd = rng.choice([d for d in _divisors(mw, 64) if d <= 64])
+        pe = rng.choice([d for d in _divisors(mh, 32) if d * simd <= 256] or [1])
+        configs.append(("MVAU", dict(mw=mw, mh=mh, simd=simd, pe=pe, idt="INT2", wdt="INT2", odt="INT2", steps=3,
+                                     mem_mode=rng.choice(["internal_embedded", "internal_decoupled"]),
+                                     res_type="lut", ram_style=rng.choice(["auto", "distributed", "block"]))))
     return [(_key(op, params), op, params) for op, params in configs]
 
 
@@ -133,9 +143,10 @@ def _dot(op, p):
     spec = make()
     if p.get("odt"):
         lo, hi = spec.acc_range()
-        bipolar = p["odt"] == "BIPOLAR"
+        odt = DataType[p["odt"]]
+        act_val = 0 if spec.xnor or not odt.signed() else int(odt.min())     # BIPOLAR -1, INT2 -2
         spec = make(thresholds=_thresholds(lo, hi, spec.mh if op == "MVAU" else p["channels"], p["steps"]),
-                    output_dtype=DataType[p["odt"]], act_val=-1 if bipolar and not spec.xnor else 0)
+                    output_dtype=odt, act_val=act_val)
     return spec, component(spec)
 
 
