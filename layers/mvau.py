@@ -19,7 +19,7 @@ from qonnx.core.datatype import DataType
 from layers.datapath import (adder_tree, check_dtype, check_fits, dtype_for_range, dtype_range, element_value,
                              legal_divisors, output_stage, packed_products, packing_shift, product, register, shape_for_range,
                              tree_stages, unpack_products, wrapping_increment)
-from layers.fifo import bram18_count, rom_luts
+from layers.fifo import bram18_count, output_fifo_spec, rom_luts
 from layers.thresholding import ThresholdTable, activation_lane, check_activation, threshold_search
 from memstream.axilite import AXILiteSignature
 from memstream.memstream import MemStream, MemStreamSpec, rom_address_next
@@ -201,7 +201,7 @@ class _UnitSpec(StreamContract):
     def resource_estimate(self):
         """7-series cost before synthesis, a model of what this engine builds (fitted to Yosys counts
         in BENCHMARKS.md within about 30 %): multipliers, adder trees at about one LUT per sum bit,
-        accumulators, thresholds, and weights in BRAM or LUT ROM."""
+        accumulators, thresholds, weights in BRAM or LUT ROM, and the output FIFO."""
         wb, ib = self.weight_dtype.bitwidth(), self.input_dtype.bitwidth()
         macs, acc = self.pe * self.simd, self.acc_shape.width
         dsp = self.res_type == "dsp" and not self.xnor and min(wb, ib) > 1
@@ -239,7 +239,7 @@ class _UnitSpec(StreamContract):
             lut += self.weight_width
             ff += 3 * self.weight_width
         return Resources(lut=lut, ff=ff + self.weight_width + self.in_width, bram18=bram18,
-                         dsp=dsp_macs + dsp_act)
+                         dsp=dsp_macs + dsp_act) + output_fifo_spec(self.out_width).resource_estimate()
 
     def _lut_mac_factor(self):
         """How Yosys maps low-bit fabric products and their tree against the model's LUT count, by the
