@@ -22,7 +22,7 @@ from layers.datapath import (adder_tree, check_dtype, check_fits, dtype_for_rang
 from layers.fifo import bram18_count, output_fifo_spec, rom_luts
 from layers.thresholding import ThresholdTable, activation_lane, check_activation, threshold_search
 from memstream.axilite import AXILiteSignature
-from memstream.memstream import MemStream, MemStreamSpec, rom_address_next
+from memstream.memstream import MemStream, MemStreamSpec, check_lut_bits, rom_address_next, rom_read_port
 from memstream.packing import element_codes, pack_words
 from layers.op import ArrayMemo, Op, Resources, StreamContract, divisors_of
 from layers.requant import REQUANT_STAGES, requant_form, requantize
@@ -56,6 +56,7 @@ class _UnitSpec(StreamContract):
     """
 
     offset_operands = False     # MVAUSpec's field; a VVAU's lanes do not share inputs
+    weight_lut_bits = 0         # MVAUSpec's field; a VVAU's weights are never split
 
     def _validate_common(self):
         owner = self.owner
@@ -80,6 +81,12 @@ class _UnitSpec(StreamContract):
                              f"not {self.mem_mode}")
         if self.ram_style == "ultra" and not self.runtime_writeable_weights:
             raise ValueError(f"{owner} ram_style=ultra needs runtime_writeable_weights=True")
+        if self.weight_lut_bits:
+            if self.mem_mode == "external":
+                raise ValueError(f"{owner} weight_lut_bits={self.weight_lut_bits} needs weights inside the layer "
+                                 f"(mem_mode internal_embedded or internal_decoupled), not mem_mode=external")
+            check_lut_bits(owner, "weight_lut_bits", self.weight_lut_bits, self.weight_width, self.weight_ram_style,
+                           self.runtime_writeable_weights)
         vecs = tuple(int(v) for v in self.num_input_vectors)
         if not vecs or min(vecs) < 1:
             raise ValueError(f"{owner} num_input_vectors must be positive integers, not {self.num_input_vectors!r}")
@@ -206,7 +213,7 @@ class _UnitSpec(StreamContract):
         macs, acc = self.pe * self.simd, self.acc_shape.width
         dsp = self.res_type == "dsp" and not self.xnor and min(wb, ib) > 1
         product_bits = 1 if self.xnor else wb + ib
-        mult_lut = 0 if dsp or self.xnor or min(wb, ib) == 1 else wb * ib
+        mult_lut = 0 if dsp or self.xnor else wb * ib if min(wb, ib) > 1 else self._select_lut(wb, ib)
         if self.xnor:       # XNORs and popcount fuse into LUT6 counters: ~2 LUT per term (benchmarks/popcount.py)
             tree_lut = 2 * (self.simd - 1)
         else:
@@ -227,10 +234,11 @@ class _UnitSpec(StreamContract):
         elif self.table is not None:
             t_lut, t_ff, bram18 = self.datapath_table.resource_estimate(self.ram_style_thresholds)
             lut, ff = lut + t_lut, ff + t_ff
-        if self.weight_ram_style == "distributed":
-            lut += rom_luts(self.weight_width, self.wmem)
-        else:
-            bram18 += bram18_count(self.weight_width, self.wmem)
+        logic_bits = self.weight_width if self.weight_ram_style == "distributed" else self.weight_lut_bits
+        if logic_bits:
+            lut += rom_luts(logic_bits, self.wmem)
+        if logic_bits < self.weight_width:
+            bram18 += bram18_count(self.weight_width - logic_bits, self.wmem)
         # control: the sf/nf/address counters, and the replay buffer's read mux (input read once per NF)
         lut += sum(max(n - 1, 1).bit_length() for n in (self.sf, self.nf, self.wmem))
         if self.replays_input and self.nf > 1:
@@ -240,6 +248,13 @@ class _UnitSpec(StreamContract):
             ff += 3 * self.weight_width
         return Resources(lut=lut, ff=ff + self.weight_width + self.in_width, bram18=bram18,
                          dsp=dsp_macs + dsp_act) + output_fifo_spec(self.out_width).resource_estimate()
+
+    def _select_lut(self, wb, ib):
+        """LUTs of a product with a 1-bit operand: a BIPOLAR one negates the other (x or -x: an inverter
+        per bit, Yosys does not fold it into the adder tree: CNV-w1a1 MVAU_0, INT8 x BIPOLAR, 1,348 LUT by
+        Yosys against 1,006 without it); a BINARY one is an AND that the tree's first LUTs absorb."""
+        one_bit = self.weight_dtype if wb == 1 else self.input_dtype
+        return max(wb, ib) if one_bit.name == "BIPOLAR" else 0
 
     def _lut_mac_factor(self):
         """How Yosys maps low-bit fabric products and their tree against the model's LUT count, by the
@@ -277,7 +292,7 @@ class _UnitSpec(StreamContract):
     def weight_stream_spec(self):
         """The memstream of mem_mode internal_decoupled."""
         return MemStreamSpec(self.wmem, self.weight_width, tuple(self.weight_memory_image()),
-                             self.weight_ram_style, self.runtime_writeable_weights)
+                             self.weight_ram_style, self.runtime_writeable_weights, self.weight_lut_bits)
 
     def external_weight_words(self, vectors):
         """What a producer must send on ``w`` for ``vectors`` input vectors (the image, once per vector)."""
@@ -381,6 +396,8 @@ class MVAUSpec(_UnitSpec):
     runtime_writeable_weights: bool = False
     activation_style: Literal["auto", "thresholds", "requant"] = "auto"    # see layers.requant.requant_form
     offset_operands: bool = True        # offset_weights / offset_inputs where they apply; False: signed products
+    weight_lut_bits: int = 0            # top bits of each weight word built as LUT ROM, the rest in BRAM
+                                        # (ram_style=block): BRAM spilled into LUTs a bit column at a time
     xnor: bool = field(init=False, repr=False)
     offset_inputs: bool = field(init=False, repr=False)
     table: ThresholdTable = field(init=False, repr=False)              # the contract's thresholds
@@ -613,14 +630,12 @@ class DotProductUnit(wiring.Component):
         spec = self._spec
         if weights is not None:
             return register(m, advance, weights.payload, name="w1")
-        attrs = {"rom_style": spec.weight_ram_style}
-        m.submodules.weight_mem = mem = Memory(shape=spec.weight_width, depth=spec.wmem,
-                                               init=spec.weight_memory_image(), attrs=attrs)
+        rd = rom_read_port(m, "weight_mem", spec.wmem, spec.weight_width, spec.weight_memory_image(),
+                           spec.weight_ram_style, spec.weight_lut_bits)
         addr = Signal(range(spec.wmem))
         with m.If(issue):
-            logic_rom = spec.weight_ram_style == "distributed"
+            logic_rom = spec.weight_ram_style == "distributed" or spec.weight_lut_bits
             m.d.sync += addr.eq(rom_address_next(addr, spec.wmem) if logic_rom else wrapping_increment(addr, spec.wmem))
-        rd = mem.read_port(domain="sync")
         m.d.comb += [rd.addr.eq(addr), rd.en.eq(advance)]
         return rd.data
 
@@ -657,7 +672,7 @@ UNIT_FOLDING = {"PE": "pe", "SIMD": "simd", "mem_mode": "mem_mode", "ram_style":
 
 
 
-OP = Op("MVAU", MVAUSpec, MVAU, folding=UNIT_FOLDING,
+OP = Op("MVAU", MVAUSpec, MVAU, folding={**UNIT_FOLDING, "weight_lut_bits": "weight_lut_bits"},
         parallelism={"SIMD": divisors_of("mw"), "PE": divisors_of("mh")},
         finn_names={"mw": "MW", "mh": "MH", "input_dtype": "inputDataType", "weight_dtype": "weightDataType",
                     "output_dtype": "outputDataType", "act_val": "ActVal", "num_input_vectors": "numInputVectors"},

@@ -3,6 +3,8 @@
 from dataclasses import dataclass
 from typing import Literal
 
+from types import SimpleNamespace
+
 from amaranth.hdl import Cat, Const, Module, Mux, Signal, unsigned
 from amaranth.lib import stream, wiring
 from amaranth.lib.memory import Memory
@@ -11,7 +13,7 @@ from amaranth.lib.wiring import In, Out
 from memstream.axilite import OKAY, SLVERR, AXILiteSignature, accept_writes
 from memstream.packing import write_memh
 
-__all__ = ["MemStreamSpec", "MemStream", "rom_address_next"]
+__all__ = ["MemStreamSpec", "MemStream", "rom_address_next", "rom_read_port", "check_lut_bits"]
 
 RAM_STYLES = ("auto", "distributed", "block", "ultra")
 
@@ -40,6 +42,37 @@ def rom_address_next(addr, depth):
     return Mux(addr == depth - 1, 0, incremented)
 
 
+def rom_read_port(m, name, depth, width, init, rom_style, lut_bits=0):
+    """A synchronous read port (``addr``, ``en``, ``data``) over a ROM of ``depth`` x ``width`` bits holding
+    ``init``. ``rom_style`` is passed on to Yosys (``auto``: no attribute). With ``lut_bits`` the word's top
+    ``lut_bits`` bits are a second ROM built as logic and the rest keeps ``rom_style``: a memory too wide
+    for the block RAM left spills only some of its bit columns into LUTs, at one shared address."""
+    def rom(suffix, bits, words, style):
+        attrs = {} if style == "auto" else {"rom_style": style}
+        m.submodules[name + suffix] = mem = Memory(shape=unsigned(bits), depth=depth, init=words, attrs=attrs)
+        return mem.read_port(domain="sync")
+    if not lut_bits:
+        return rom("", width, init, rom_style)
+    kept = width - lut_bits
+    low = rom("_ram", kept, [w & ((1 << kept) - 1) for w in init], rom_style)
+    high = rom("_logic", lut_bits, [w >> kept for w in init], "distributed")
+    port = SimpleNamespace(addr=Signal(range(depth), name=f"{name}_addr"), en=Signal(name=f"{name}_en"),
+                           data=Cat(low.data, high.data))
+    m.d.comb += [low.addr.eq(port.addr), high.addr.eq(port.addr), low.en.eq(port.en), high.en.eq(port.en)]
+    return port
+
+
+def check_lut_bits(owner, attr, lut_bits, width, ram_style, writeable):
+    """Raise naming ``attr`` unless ``lut_bits`` can split a ``width``-bit ROM (see :func:`rom_read_port`)."""
+    if not isinstance(lut_bits, int) or isinstance(lut_bits, bool) or not 0 <= lut_bits < width:
+        raise ValueError(f"{owner} {attr} must be an integer in 0..{width - 1} (bits of the {width}-bit word "
+                         f"built as LUT ROM), not {lut_bits!r}")
+    if lut_bits and (writeable or ram_style != "block"):
+        raise ValueError(f"{owner} {attr}={lut_bits} splits a block ROM: it needs ram_style=block"
+                         f"{' and fixed weights' if writeable else ''}, not ram_style={ram_style}"
+                         f"{' with runtime-writeable weights' if writeable else ''}")
+
+
 @dataclass(frozen=True)
 class MemStreamSpec:
     """Contract of a weight streamer (FINN's memstream: DEPTH, WIDTH, INIT_FILE, RAM_STYLE)."""
@@ -48,6 +81,7 @@ class MemStreamSpec:
     init: tuple = ()            # initial words (Python ints), len == depth; empty = all zero
     ram_style: Literal["auto", "distributed", "block", "ultra"] = "auto"
     runtime_writeable: bool = False   # add an AXI-Lite slave that reads and writes the memory
+    lut_bits: int = 0           # the word's top bits built as LUT ROM, the rest in block RAM (0: none)
 
     def __post_init__(self):
         if not isinstance(self.depth, int) or self.depth < 1:
@@ -63,6 +97,12 @@ class MemStreamSpec:
         bad = next((w for w in init if not 0 <= w < 1 << self.width), None)
         if bad is not None:
             raise ValueError(f"memstream init word {bad:#x} does not fit in width={self.width} bits")
+        check_lut_bits("memstream", "lut_bits", self.lut_bits, self.width, self.ram_style, self.runtime_writeable)
+
+    @property
+    def logic_rom(self):
+        """Whether some of the words are a ROM built as logic (its address counter avoids carry chains)."""
+        return not self.runtime_writeable and (self.ram_style == "distributed" or self.lut_bits > 0)
 
     @property
     def chunks(self):
@@ -124,12 +164,15 @@ class MemStream(wiring.Component):
     def elaborate(self, platform):
         spec = self._spec
         m = Module()
-        attrs = {} if spec.ram_style == "auto" else {("ram_style" if spec.runtime_writeable else "rom_style"): spec.ram_style}
-        m.submodules.mem = mem = Memory(shape=unsigned(spec.width), depth=spec.depth, init=spec.init, attrs=attrs)
-        rd = mem.read_port(domain="sync")
         steal = Signal()        # an AXI-Lite read uses the read port this cycle
         if spec.runtime_writeable:
+            attrs = {} if spec.ram_style == "auto" else {"ram_style": spec.ram_style}
+            m.submodules.mem = mem = Memory(shape=unsigned(spec.width), depth=spec.depth, init=spec.init, attrs=attrs)
+            rd = mem.read_port(domain="sync")
             self._axilite(m, mem.write_port(), rd, steal)
+        else:
+            rd = rom_read_port(m, "mem", spec.depth, spec.width, spec.init or (0,) * spec.depth, spec.ram_style,
+                               spec.lut_bits)
         self._stream(m, rd, steal)
         return m
 
@@ -149,7 +192,7 @@ class MemStream(wiring.Component):
         with m.If(~steal):
             m.d.comb += [rd.addr.eq(addr), rd.en.eq(issue)]
         with m.If(issue):
-            if spec.ram_style == "distributed" and not spec.runtime_writeable:      # a ROM built as logic
+            if spec.logic_rom:
                 m.d.sync += addr.eq(rom_address_next(addr, spec.depth))
             else:
                 m.d.sync += addr.eq(Mux(addr == spec.depth - 1, 0, addr + 1))

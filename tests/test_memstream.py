@@ -48,6 +48,17 @@ def test_random_specs(depth, width, writeable, seed):
     run_stream(spec, depth + 20, Backpressure(seed=seed, valid_prob=1.0, ready_prob=0.5))
 
 
+@pytest.mark.sim
+@pytest.mark.parametrize("depth, width, lut_bits", [(1, 8, 1), (5, 16, 7), (100, 36, 35), (1024, 40, 4)])
+def test_split_rom_streams_the_same_words(depth, width, lut_bits, simulator):
+    # the top lut_bits of each word come from a second ROM built as logic, at the block RAM's address
+    spec = MemStreamSpec(depth, width, random_image(depth, width, depth + lut_bits), "block", lut_bits=lut_bits)
+    count = 2 * depth + 9
+    stamps = run_stream(spec, count, FULL_RATE, simulator).out_cycles("o")
+    assert stamps == list(range(stamps[0], stamps[0] + count))        # one word every cycle
+    run_stream(spec, count, Backpressure(seed=depth, valid_prob=1.0, ready_prob=0.3), simulator)
+
+
 def axilite_steps(spec, new_image, consumed):
     """Stream, stall, rewrite every line, read it back, stream again, then illegal accesses."""
     steps = [{"op": "stream", "count": consumed, "seed": 1, "ready_prob": 0.5}]
@@ -98,6 +109,10 @@ def test_axilite_rewrite(sim_name, depth, width):
      r"^memstream ram_style must be one of auto, distributed, block, ultra, not 'huge'$"),
     ({"depth": 4, "width": 8, "init": (1, 2)}, r"^memstream init must have depth=4 words, not 2$"),
     ({"depth": 2, "width": 8, "init": (1, 256)}, r"^memstream init word 0x100 does not fit in width=8 bits$"),
+    ({"depth": 4, "width": 8, "ram_style": "block", "lut_bits": 8},
+     r"^memstream lut_bits must be an integer in 0\.\.7 \(bits of the 8-bit word built as LUT ROM\), not 8$"),
+    ({"depth": 4, "width": 8, "ram_style": "auto", "lut_bits": 3},
+     r"^memstream lut_bits=3 splits a block ROM: it needs ram_style=block, not ram_style=auto$"),
 ])
 def test_illegal_specs(kwargs, message):
     with pytest.raises(ValueError, match=message):

@@ -311,3 +311,37 @@ def test_offset_inputs_only_with_a_stored_threshold_table():
                          runtime_writeable_weights=True).offset_inputs                   # rowsum may change
     signed = make_spec(16, 16, 4, 4, "INT2", "INT2", "INT2", offset_operands=False, **base)
     assert not signed.offset_inputs and not signed.offset_weights and signed.datapath_table is signed.table
+
+
+# Weights split between BRAM and LUT ROM (weight_lut_bits): the word's top bits are a logic ROM at the
+# BRAM's address; the layer computes the same thing at the same rate.
+@pytest.mark.sim
+@pytest.mark.parametrize("mem_mode, lut_bits", [("internal_embedded", 1), ("internal_embedded", 24),
+                                                 ("internal_decoupled", 8), ("internal_decoupled", 127)])
+def test_split_weight_rom_bit_exact_and_cycle_exact(mem_mode, lut_bits, simulator):
+    spec = make_spec(32, 16, 8, 4, "INT4", "INT4", "UINT4", seed=lut_bits, mem_mode=mem_mode, ram_style="block",
+                     weight_lut_bits=lut_bits)
+    assert spec.weight_width == 4 * 8 * 4 and spec.weight_ram_style == "block"      # PE x SIMD x 4 bits
+    check(spec, simulator=simulator)
+
+
+def test_split_weight_rom_estimate_moves_bram_into_luts():
+    whole = make_spec(256, 64, 16, 8, "INT8", "INT8", None, mem_mode="internal_decoupled", ram_style="block")
+    split = make_spec(256, 64, 16, 8, "INT8", "INT8", None, mem_mode="internal_decoupled", ram_style="block",
+                      weight_lut_bits=512)
+    # 128 words x 1,024 bits: 1,024 / 36 -> 29 RAMB18 in 512 x 36; 512 bits -> 15 of them (514 kept bits)
+    assert (whole.resource_estimate().bram18, split.resource_estimate().bram18) == (29, 15)
+    assert split.resource_estimate().lut - whole.resource_estimate().lut == 512 * 2     # 128 words: 2 LUT6/bit
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(ram_style="distributed", weight_lut_bits=4), r"weight_lut_bits=4 splits a block ROM: it needs "
+                                                       r"ram_style=block, not ram_style=distributed"),
+    (dict(ram_style="block", weight_lut_bits=128), r"weight_lut_bits must be an integer in 0\.\.127"),
+    (dict(ram_style="block", weight_lut_bits=-1), r"weight_lut_bits must be an integer in 0\.\.127"),
+    (dict(ram_style="block", weight_lut_bits=4, runtime_writeable_weights=True),
+     r"needs ram_style=block and fixed weights"),
+])
+def test_split_weight_rom_errors(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        make_spec(32, 16, 8, 4, "INT4", "INT4", "UINT4", mem_mode="internal_decoupled", **kwargs)
