@@ -46,13 +46,14 @@ def _positive(owner, spec, *attrs):
 
 
 _WEIGHT_CHECKS = ArrayMemo()     # weights already checked against a datatype
+_ACC_RANGES = ArrayMemo()       # accumulator ranges of weights, per input datatype
 
 
 class _UnitSpec(StreamContract):
     """What MVAU and VVAU specs share: folding checks, datatypes, weights, accumulator, activation.
 
     Subclasses define ``owner``, ``in_elems`` (rows of W per output channel), ``out_channels``,
-    ``weight_matrix()`` as (out_channels, in_elems) and ``_product_ranges()``.
+    ``weight_matrix()`` as (out_channels, in_elems).
     """
 
     offset_operands = False     # MVAUSpec's field; a VVAU's lanes do not share inputs
@@ -135,23 +136,22 @@ class _UnitSpec(StreamContract):
         # raises naming the legal values if any does not fit
         _WEIGHT_CHECKS.get(w, self.weight_dtype.name, lambda: element_codes(w, self.weight_dtype) is not None)
 
-    def _product_ranges(self):
-        """(lo, hi) arrays of shape (out_channels, in_elems): the extremes of each product."""
-        xlo, xhi = dtype_range(self.input_dtype)
-        if self.weights is None or self.runtime_writeable_weights:
-            wlo, whi = dtype_range(self.weight_dtype)
-            corners = [a * b for a in (xlo, xhi) for b in (wlo, whi)]
-            shape = (self.out_channels, self.in_elems)
-            return np.full(shape, min(corners)), np.full(shape, max(corners))
-        w = self.weight_matrix().astype(np.int64)
-        return np.minimum(w * xlo, w * xhi), np.maximum(w * xlo, w * xhi)
-
     def acc_range(self):
         """(lo, hi) over all output channels of the exact accumulator (FINN's MinimizeAccumulatorWidth)."""
         if self.xnor:
             return 0, self.in_elems
-        lo, hi = self._product_ranges()
-        return min(0, int(lo.sum(axis=1).min())), max(0, int(hi.sum(axis=1).max()))
+        xlo, xhi = dtype_range(self.input_dtype)
+        if self.weights is None or self.runtime_writeable_weights:
+            wlo, whi = dtype_range(self.weight_dtype)
+            corners = [a * b for a in (xlo, xhi) for b in (wlo, whi)]
+            return min(0, min(corners) * self.in_elems), max(0, max(corners) * self.in_elems)
+
+        def extremes():
+            w = self.weight_matrix().astype(np.int64)
+            lo, hi = np.minimum(w * xlo, w * xhi).sum(axis=1), np.maximum(w * xlo, w * xhi).sum(axis=1)
+            return min(0, int(lo.min())), max(0, int(hi.max()))
+        # O(weights), and the folding optimizer asks for it with every folding it tries
+        return _ACC_RANGES.get(self.weights, (type(self).__name__, "acc", self.input_dtype.name), extremes)
 
     def acc_dtype(self):
         return dtype_for_range(*self.acc_range())
@@ -162,10 +162,13 @@ class _UnitSpec(StreamContract):
         # offset_inputs is decided after the requantizer, which already asks for acc_shape: False until then
         if not getattr(self, "offset_inputs", False):
             return self.acc_range()
-        w = self.weight_matrix().astype(np.int64)
-        xhi = (1 << self.input_dtype.bitwidth()) - 1
-        lo, hi = np.minimum(w * xhi, 0).sum(axis=1), np.maximum(w * xhi, 0).sum(axis=1)
-        return min(0, int(lo.min())), max(0, int(hi.max()))
+
+        def extremes():
+            w = self.weight_matrix().astype(np.int64)
+            xhi = (1 << self.input_dtype.bitwidth()) - 1
+            lo, hi = np.minimum(w * xhi, 0).sum(axis=1), np.maximum(w * xhi, 0).sum(axis=1)
+            return min(0, int(lo.min())), max(0, int(hi.max()))
+        return _ACC_RANGES.get(self.weights, (type(self).__name__, "offset", self.input_dtype.name), extremes)
 
     @property
     def acc_shape(self):

@@ -26,9 +26,10 @@ the VVAU's PE, as FINN requires). Deterministic: the same graph and budget give 
 
 import itertools
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
+from qonnx.core.datatype import DataType
 
 from rtlgen.costmodel import estimate
 
@@ -39,6 +40,7 @@ RESOURCES = ("LUT", "FF", "BRAM18", "DSP")
 CHOICES = {"MVAU": {"resType": ("lut", "dsp"), "ram_style": ("auto", "distributed", "block"),
                     "activation_style": ("thresholds", "requant")},
            "VVAU": {"resType": ("lut", "dsp"), "activation_style": ("thresholds", "requant")}}
+SPILL_SHARES = (1 / 8, 1 / 4, 1 / 2)    # of a block-RAM weight word built as LUT ROM instead (weight_lut_bits)
 REQUANT_CHOICE_STEPS = 15       # activation_style is a choice from 4-bit activations up (fewer: thresholds)
 MAX_ROUNDS = 6
 
@@ -113,10 +115,38 @@ class OptimizerResult:
 def optimize_folding(graph, budget, *, target_cycles=None):
     """Set the folding of every node of ``graph`` (in place) to the fastest design within ``budget`` or,
     with ``target_cycles``, the cheapest with every node at most that many cycles per frame; returns an
-    :class:`OptimizerResult`. Raises :class:`NoFit` when even the slowest design (or the target) does not fit."""
+    :class:`OptimizerResult`. Raises :class:`NoFit` when even the slowest design (or the target) does not fit.
+
+    The search runs twice: without, then with weights spilled from block RAM into LUT ROM
+    (``weight_lut_bits``, more MVAU options); the spilled design is kept only where it is faster (or, with
+    a target, where it is the only one that fits). Fitting is not monotone in the options (the inserted
+    DWCs and FIFOs follow the widths), so the larger search alone can land on a slower design."""
+    start = time.perf_counter()
+    original = [dict(node.folding) for node in graph.nodes]
+    try:
+        plain, failure = _optimize(graph, budget, target_cycles, spill=False), None
+    except NoFit as exc:
+        plain, failure = None, exc
+    chosen = [dict(node.folding) for node in graph.nodes]
+    for node, folding in zip(graph.nodes, original):
+        node.folding = dict(folding)
+    try:
+        spilled = _optimize(graph, budget, target_cycles, spill=True)
+    except NoFit:
+        spilled = None
+    if spilled is not None and (plain is None or (target_cycles is None and spilled.ii < plain.ii)):
+        return replace(spilled, seconds=time.perf_counter() - start)
+    if plain is None:
+        raise failure
+    for node, folding in zip(graph.nodes, chosen):
+        node.folding = folding
+    return replace(plain, seconds=time.perf_counter() - start)
+
+
+def _optimize(graph, budget, target_cycles, spill):
     start = time.perf_counter()
     groups = _groups(graph)
-    choices = [_options(graph, group) for group in groups]
+    choices = [_options(graph, group, spill) for group in groups]
     limit = budget.as_vector()
     original = [dict(node.folding) for node in graph.nodes]
 
@@ -199,7 +229,7 @@ def _groups(graph):
     return [g for g in groups if len(g) > 1 or g[0] not in paired]
 
 
-def _node_foldings(node):
+def _node_foldings(node, spill=False):
     """Every combination of the node's parallelism axes and extra choices (FINN attribute dicts)."""
     axes = {attr: node.op.legal(attr, node.params) for attr in node.op.parallelism}
     if node.op_type == "ConvolutionInputGenerator" and not node.params.get("depthwise"):
@@ -209,7 +239,15 @@ def _node_foldings(node):
             axes[attr] = values
     names = list(axes)
     for values in itertools.product(*(axes[n] for n in names)):
-        yield dict(zip(names, values))
+        folding = dict(zip(names, values))
+        yield folding
+        if spill and "weight_lut_bits" in node.op.folding and folding.get("ram_style") == "block":
+            # BRAM spilled into LUTs a bit column at a time: what fits a design whose weights outgrow the
+            # block RAM (the generator MLP under the 0.8 cap)
+            width = folding["PE"] * folding["SIMD"] * DataType[str(node.params["weight_dtype"])].bitwidth()
+            for share in SPILL_SHARES:
+                if int(width * share):
+                    yield {**folding, "weight_lut_bits": int(width * share)}
 
 
 def _many_levels(node):
@@ -217,15 +255,15 @@ def _many_levels(node):
     return thresholds is not None and np.shape(thresholds)[-1] >= REQUANT_CHOICE_STEPS
 
 
-def _options(graph, group):
+def _options(graph, group, spill=False):
     """The non-dominated options of a group of nodes."""
     nodes = [graph.nodes[k] for k in group]
     found = {}
     if len(nodes) == 2:             # depthwise SWG + VVAU: the SWG follows the VVAU's PE and SIMD
         swg, vvau = nodes
-        candidates = [((0, {"SIMD": f["PE"], "parallel_window": f["SIMD"] > 1}), (1, f)) for f in _node_foldings(vvau)]
+        candidates = [((0, {"SIMD": f["PE"], "parallel_window": f["SIMD"] > 1}), (1, f)) for f in _node_foldings(vvau, spill)]
     else:
-        candidates = [((0, f),) for f in _node_foldings(nodes[0])]
+        candidates = [((0, f),) for f in _node_foldings(nodes[0], spill)]
     for candidate in candidates:
         try:
             specs = [nodes[i].spec(**f) for i, f in candidate]
@@ -324,7 +362,9 @@ def _describe(vector):
 def _apply(graph, groups, choices, picked):
     for group, options, k in zip(groups, choices, picked):
         for i, folding in options[k].folding:
-            graph.nodes[group[i]].folding.update(folding)
+            node = graph.nodes[group[i]]
+            node.folding.pop("weight_lut_bits", None)       # only the options that spill carry it
+            node.folding.update(folding)
 
 
 def _whole_design(graph):

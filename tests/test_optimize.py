@@ -16,8 +16,8 @@ from rtlgen.folding import set_folding
 from rtlgen.frontend import load_model
 from rtlgen.verify import qonnx_reference
 from sim.harness import Backpressure
-from rtlgen.optimize import (Budget, _candidates, _cheapest_within, _groups, _options, _smallest_fitting,
-                             _whole_design, optimize_folding)
+from rtlgen.optimize import (Budget, _candidates, _cheapest_within, _groups, _optimize, _options,
+                             _smallest_fitting, _whole_design, optimize_folding)
 
 MODELS = Path(__file__).parent / "models"
 
@@ -132,3 +132,46 @@ def test_optimized_design_is_bit_exact(tmp_path, capsys):
     assert np.array_equal(stalled.outputs, full.outputs)
     assert np.array_equal(full.outputs.reshape(20, -1), qonnx_reference(MODELS / "TFC_2W2A.onnx", x).reshape(20, -1))
     assert full.cycles_per_frame == chosen["ii"]                        # the II the optimizer chose, exactly
+
+
+# Weights spilled from BRAM into LUT ROM (weight_lut_bits): a second search, kept only where it is faster.
+SPILL_BUDGET = "lut=6000,bram36=10"     # TFC-w1a1: MVAU_0's weights outgrow 10 BRAM36 at the faster IIs
+
+
+def spilled_bits(graph):
+    return {n.name: n.folding["weight_lut_bits"] for n in graph.nodes if n.folding.get("weight_lut_bits")}
+
+
+def test_spilled_weights_are_kept_where_they_are_faster():
+    budget = Budget.parse(SPILL_BUDGET)
+    plain = _optimize(lowered("TFC_1W1A.onnx"), budget, None, spill=False)
+    graph = lowered("TFC_1W1A.onnx")
+    result = optimize_folding(graph, budget)
+    assert result.ii < plain.ii and spilled_bits(graph)
+    assert (_whole_design(graph) <= budget.as_vector()).all()
+    again = lowered("TFC_1W1A.onnx")
+    optimize_folding(again, budget)
+    assert folding_of(again) == folding_of(graph)                       # deterministic
+
+
+def test_spilled_weights_are_dropped_where_they_do_not_help():
+    budget = Budget.parse("lut=10000,bram36=8")
+    plain = _optimize(lowered("TFC_1W1A.onnx"), budget, None, spill=False)
+    graph = lowered("TFC_1W1A.onnx")
+    assert optimize_folding(graph, budget).ii == plain.ii and not spilled_bits(graph)
+
+
+@pytest.mark.sim
+def test_spilled_design_is_bit_exact(tmp_path, capsys):
+    d = np.load(MODELS / "mnist_test_1000.npz")
+    x = (d["x"][:10].astype(np.float32) / 255).reshape(10, 1, 28, 28)
+    np.save(tmp_path / "x.npy", x)
+    out = tmp_path / "out"
+    code = main(["verify", str(MODELS / "TFC_1W1A.onnx"), "--input", str(tmp_path / "x.npy"), "-o", str(out),
+                 "--budget", SPILL_BUDGET])
+    text = capsys.readouterr().out
+    assert code == 0 and "bit-exact: 10 samples" in text, text
+    report = json.loads((out / "report.json").read_text())
+    assert any(layer["folding"].get("weight_lut_bits") for layer in report["layers"]), report["layers"]
+    full = api.open_design(out).simulate(x)
+    assert full.cycles_per_frame == report["optimizer"]["ii"]
