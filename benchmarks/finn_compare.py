@@ -149,9 +149,27 @@ def _write(whole, layers):
     write_section(
         LAYERS,
         "The zynq build of each network above, per layer (FIFOs and width converters are their own rows): "
-        "Yosys cells beside the compiler's estimate (calibrated by `rtlgen/data/cost_model.json`). LUT includes "
-        "the slice LUTs used as LUTRAM and SRL, as the estimates do. `--estimates-only` recomputes the estimate "
-        "columns against the Yosys figures already here, without Yosys.", layers)
+        "Yosys cells beside the compiler's estimate (`rtlgen.costmodel`: the analytic figure, calibrated where "
+        "`rtlgen/data/cost_model.json` exists). LUT includes the slice LUTs used as LUTRAM and SRL, as the "
+        "estimates do. `--estimates-only` recomputes the estimate columns against the Yosys figures already "
+        "here, without Yosys. " + accuracy(layers), layers)
+
+
+def accuracy(layers):
+    """One sentence per network: how many layers' LUT estimates are within 15 % of Yosys (and within
+    15 % or 16 LUT, for the layers of a few dozen LUTs), and the largest misses."""
+    parts = []
+    for name in NETWORKS:
+        rows = [r for r in layers if r["network"] == name]
+        if not rows:
+            continue
+        misses = [(int(r["est LUT"]) - int(r["LUT"]), r) for r in rows]
+        close = sum(abs(d) <= 0.15 * int(r["LUT"]) for d, r in misses)
+        near = sum(abs(d) <= max(0.15 * int(r["LUT"]), 16) for d, r in misses)
+        worst = sorted(misses, key=lambda m: -abs(m[0]))[:2]
+        parts.append(f"{name}: {close} of {len(rows)} layers within 15 %, {near} within 15 % or 16 LUT; largest "
+                     "misses " + ", ".join(f"{r['layer']} {d:+,} LUT" for d, r in worst) + ".")
+    return "LUT estimates: " + " ".join(parts)
 
 if __name__ == "__main__":
     main()

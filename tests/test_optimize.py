@@ -111,17 +111,23 @@ def test_cli_errors(tmp_path, capsys):
         assert message in err and err.count("\n") == 1, (args, err)
 
 
-@pytest.mark.sim
-def test_optimized_design_is_bit_exact(tmp_path, capsys):
+def verify_under_budget(tmp_path, capsys, model, frames, budget):
+    """`rtlgen verify MODEL --budget ...` on MNIST images: (images, output dir, report, printed text);
+    asserts the design is bit-exact against qonnx."""
     d = np.load(MODELS / "mnist_test_1000.npz")
-    x = (d["x"][:20].astype(np.float32) / 255).reshape(20, 1, 28, 28)
+    x = (d["x"][:frames].astype(np.float32) / 255).reshape(frames, 1, 28, 28)
     np.save(tmp_path / "x.npy", x)
     out = tmp_path / "out"
-    code = main(["verify", str(MODELS / "TFC_2W2A.onnx"), "--input", str(tmp_path / "x.npy"), "-o", str(out),
-                 "--budget", "lut=6000"])
+    code = main(["verify", str(MODELS / model), "--input", str(tmp_path / "x.npy"), "-o", str(out),
+                 "--budget", budget])
     text = capsys.readouterr().out
-    assert code == 0 and "bit-exact: 20 samples" in text, text
-    report = json.loads((out / "report.json").read_text())
+    assert code == 0 and f"bit-exact: {frames} samples" in text, text
+    return x, out, json.loads((out / "report.json").read_text()), text
+
+
+@pytest.mark.sim
+def test_optimized_design_is_bit_exact(tmp_path, capsys):
+    x, out, report, text = verify_under_budget(tmp_path, capsys, "TFC_2W2A.onnx", 20, "lut=6000")
     chosen = report["optimizer"]
     assert chosen["budget"]["LUT"] == 6000 and chosen["budget"]["FF"] is None
     assert report["totals"]["LUT"] <= 6000 and chosen["ii"] == report["analytic_cycles_per_frame"]
@@ -163,15 +169,7 @@ def test_spilled_weights_are_dropped_where_they_do_not_help():
 
 @pytest.mark.sim
 def test_spilled_design_is_bit_exact(tmp_path, capsys):
-    d = np.load(MODELS / "mnist_test_1000.npz")
-    x = (d["x"][:10].astype(np.float32) / 255).reshape(10, 1, 28, 28)
-    np.save(tmp_path / "x.npy", x)
-    out = tmp_path / "out"
-    code = main(["verify", str(MODELS / "TFC_1W1A.onnx"), "--input", str(tmp_path / "x.npy"), "-o", str(out),
-                 "--budget", SPILL_BUDGET])
-    text = capsys.readouterr().out
-    assert code == 0 and "bit-exact: 10 samples" in text, text
-    report = json.loads((out / "report.json").read_text())
+    x, out, report, _ = verify_under_budget(tmp_path, capsys, "TFC_1W1A.onnx", 10, SPILL_BUDGET)
     assert any(layer["folding"].get("weight_lut_bits") for layer in report["layers"]), report["layers"]
     full = api.open_design(out).simulate(x)
     assert full.cycles_per_frame == report["optimizer"]["ii"]
