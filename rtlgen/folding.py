@@ -218,14 +218,20 @@ def _json_value(value):
     return value
 
 
+# rtlgen's own folding attributes, written only where set: a config that does not use them stays FINN's
+RTLGEN_ONLY = ("weight_lut_bits",)
+
+
 def folding_config(nodes):
     """The config in effect, FINN format: {"Defaults": {}, name: {FINN attribute: value}} with every folding
-    attribute of each op as its spec resolved it (defaults included, mem_mode in the current FINN names)."""
+    attribute of each op as its spec resolved it (defaults included, mem_mode in the current FINN names;
+    rtlgen's own attributes only where set)."""
     config = {DEFAULTS_KEY: {}}
     for node in nodes:
         spec = _spec(node)
         config[node.name] = {attr: _json_value(getattr(spec, field))
-                             for attr, field in node.op.folding.items() if hasattr(spec, field)}
+                             for attr, field in node.op.folding.items()
+                             if hasattr(spec, field) and not (attr in RTLGEN_ONLY and not getattr(spec, field))}
     return config
 
 
