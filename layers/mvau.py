@@ -19,7 +19,7 @@ from qonnx.core.datatype import DataType
 from layers.datapath import (adder_tree, check_dtype, check_fits, dtype_for_range, dtype_range, element_value,
                              legal_divisors, output_stage, packed_products, packing_shift, product, register, shape_for_range,
                              tree_stages, unpack_products, wrapping_increment)
-from layers.fifo import bram18_count, output_fifo_spec, rom_luts
+from layers.fifo import bram18_count, output_fifo_spec, ram_cost, rom_luts
 from layers.thresholding import ThresholdTable, activation_lane, check_activation, threshold_search
 from memstream.axilite import AXILiteSignature
 from memstream.memstream import MemStream, MemStreamSpec, check_lut_bits, rom_address_next, rom_read_port
@@ -244,8 +244,9 @@ class _UnitSpec(StreamContract):
             bram18 += bram18_count(self.weight_width - logic_bits, self.wmem)
         # control: the sf/nf/address counters, and the replay buffer's read mux (input read once per NF)
         lut += sum(max(n - 1, 1).bit_length() for n in (self.sf, self.nf, self.wmem))
-        if self.replays_input and self.nf > 1:
-            lut += self.in_width
+        if self.replays_input and self.nf > 1:      # the SF input words, one address for read and write
+            replay = ram_cost(self.in_width, self.sf, single_port=True)
+            lut, bram18 = lut + self.in_width + replay.lut, bram18 + replay.bram18
         if self.mem_mode == "internal_decoupled":
             lut += self.weight_width
             ff += 3 * self.weight_width
