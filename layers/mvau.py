@@ -22,7 +22,8 @@ from layers.datapath import (adder_tree, check_dtype, check_fits, dtype_for_rang
 from layers.fifo import bram18_count, output_fifo_spec, ram_cost, rom_luts
 from layers.thresholding import ThresholdTable, activation_lane, check_activation, threshold_search
 from memstream.axilite import AXILiteSignature
-from memstream.memstream import MemStream, MemStreamSpec, check_lut_bits, rom_address_next, rom_read_port
+from memstream.memstream import (MemStream, MemStreamSpec, check_lut_bits, is_logic_rom, rom_address_next,
+                                 rom_read_port)
 from memstream.packing import element_codes, pack_words
 from layers.op import ArrayMemo, Op, Resources, StreamContract, divisors_of
 from layers.requant import REQUANT_STAGES, requant_form, requantize
@@ -638,7 +639,7 @@ class DotProductUnit(wiring.Component):
                            spec.weight_ram_style, spec.weight_lut_bits)
         addr = Signal(range(spec.wmem))
         with m.If(issue):
-            logic_rom = spec.weight_ram_style == "distributed" or spec.weight_lut_bits
+            logic_rom = is_logic_rom(spec.weight_ram_style, spec.weight_lut_bits)
             m.d.sync += addr.eq(rom_address_next(addr, spec.wmem) if logic_rom else wrapping_increment(addr, spec.wmem))
         m.d.comb += [rd.addr.eq(addr), rd.en.eq(advance)]
         return rd.data

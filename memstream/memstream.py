@@ -1,9 +1,8 @@
 """MemStream: a DEPTH x WIDTH memory streamed cyclically, optionally rewritten at run time over AXI-Lite."""
 
 from dataclasses import dataclass
-from typing import Literal
-
 from types import SimpleNamespace
+from typing import Literal
 
 from amaranth.hdl import Cat, Const, Module, Mux, Signal, unsigned
 from amaranth.lib import stream, wiring
@@ -13,7 +12,8 @@ from amaranth.lib.wiring import In, Out
 from memstream.axilite import OKAY, SLVERR, AXILiteSignature, accept_writes
 from memstream.packing import write_memh
 
-__all__ = ["MemStreamSpec", "MemStream", "rom_address_next", "rom_read_port", "check_lut_bits"]
+__all__ = ["MemStreamSpec", "MemStream", "rom_address_next", "rom_read_port", "check_lut_bits",
+           "is_logic_rom"]
 
 RAM_STYLES = ("auto", "distributed", "block", "ultra")
 
@@ -62,6 +62,12 @@ def rom_read_port(m, name, depth, width, init, rom_style, lut_bits=0):
     return port
 
 
+def is_logic_rom(ram_style, lut_bits=0, writeable=False):
+    """Whether a memory's words are (partly) a ROM built as logic: then its address counter is
+    :func:`rom_address_next`."""
+    return not writeable and (ram_style == "distributed" or lut_bits > 0)
+
+
 def check_lut_bits(owner, attr, lut_bits, width, ram_style, writeable):
     """Raise naming ``attr`` unless ``lut_bits`` can split a ``width``-bit ROM (see :func:`rom_read_port`)."""
     if not isinstance(lut_bits, int) or isinstance(lut_bits, bool) or not 0 <= lut_bits < width:
@@ -102,7 +108,7 @@ class MemStreamSpec:
     @property
     def logic_rom(self):
         """Whether some of the words are a ROM built as logic (its address counter avoids carry chains)."""
-        return not self.runtime_writeable and (self.ram_style == "distributed" or self.lut_bits > 0)
+        return is_logic_rom(self.ram_style, self.lut_bits, self.runtime_writeable)
 
     @property
     def chunks(self):

@@ -108,6 +108,10 @@ def test_symbolic_feature_dimension_is_refused(tmp_path, capsys):
     ('{"Foo_0": {"PE": 1}}', "folding config names node 'Foo_0', which is not in the dataflow graph"),
     ('{"MVAU_0": {"SIMD": 7}}', "simd=7 must divide mw=64"),
     ('{"MVAU_0": {"PE": 0}}', "MVAU_0"),
+    ('{"MVAU_0": {"SIMD": 8, "ram_style": "distributed", "weight_lut_bits": 4}}',
+     "MVAU_0: MVAU weight_lut_bits=4 splits a block ROM: it needs ram_style=block, not ram_style=distributed"),
+    ('{"MVAU_0": {"ram_style": "block", "weight_lut_bits": 100000}}',
+     "MVAU_0: MVAU weight_lut_bits must be an integer in 0.."),
 ])
 def test_bad_folding_files(tmp_path, capsys, text, message):
     (tmp_path / "fold.json").write_text(text)

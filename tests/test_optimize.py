@@ -171,5 +171,8 @@ def test_spilled_weights_are_dropped_where_they_do_not_help():
 def test_spilled_design_is_bit_exact(tmp_path, capsys):
     x, out, report, _ = verify_under_budget(tmp_path, capsys, "TFC_1W1A.onnx", 10, SPILL_BUDGET)
     assert any(layer["folding"].get("weight_lut_bits") for layer in report["layers"]), report["layers"]
-    full = api.open_design(out).simulate(x)
+    design = api.open_design(out)
+    full = design.simulate(x)
     assert full.cycles_per_frame == report["optimizer"]["ii"]
+    stalled = design.simulate(x, backpressure=Backpressure(seed=5))     # random valid/ready on both ends
+    assert np.array_equal(stalled.outputs, full.outputs)
