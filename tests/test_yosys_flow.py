@@ -37,3 +37,14 @@ def test_synthesize_counter_and_multiply(tmp_path):
     assert r.seconds > 0 and set(r.as_row()) >= {"top", "lut", "ff", "dsp", "critical_path_ns"}
     assert check_fits(r) == []
     assert (tmp_path / "yosys.log").exists()
+
+
+@pytest.mark.synth
+def test_native_yosys_reports_like_the_webassembly_one(tmp_path, monkeypatch):
+    pytest.importorskip("pyosys", reason="the native Yosys is optional: pip install pyosys==0.70")
+    wasm = synthesize(CountMul(), sta=True, workdir=tmp_path / "wasm")
+    monkeypatch.setenv("RTLGEN_YOSYS", "native")
+    native = synthesize(CountMul(), sta=True, workdir=tmp_path / "native")
+    assert native.cells == wasm.cells and native.critical_path_ns == wasm.critical_path_ns
+    with pytest.raises(Exception, match="syntax error"):
+        synthesize("module top(input a, output b); assign b = a & ; endmodule", workdir=tmp_path / "bad")
