@@ -150,14 +150,14 @@ def write_proofs(rows):
         "does not model timing yet, so a design for 200 MHz can need a slower clock. *fits*: every resource within the "
         "xc7z020 (53,200 LUT, 106,400 FF, 140 BRAM36, 220 DSP). `python -m benchmarks.folding --yosys NAME ...` "
         "rewrites the rows it is given (NAME, NAME@FPS for a target, NAME@FPS@MHZ or NAME@@MHZ for a clock). "
-        "Not here yet: TFC-w1a1's fastest design (II 4, 41k LUT by the estimate) ran the WebAssembly Yosys out of "
-        "its 4 GB in `check`; TFC-w2a2 and CNV-w2a2 are not built yet. The ResNet block's design measures 148 "
-        "cycles per frame against its analytic II of 128 (not diagnosed yet).", rows)
+        "TFC-w1a1's fastest design (II 4) was built by the native Yosys (`RTLGEN_YOSYS=native`, the pyosys "
+        "wheel): the WebAssembly one runs out of its 4 GB on it. Not here yet: TFC-w2a2 and CNV-w2a2.", rows)
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--yosys", nargs="+", metavar="NAME[@FPS[@MHZ]]")
+    parser.add_argument("--keep", metavar="DIR", help="with --yosys: keep each design and its build in DIR/NAME")
     args = parser.parse_args()
     if args.yosys:
         for item in args.yosys:         # the table is rewritten after each network
@@ -165,7 +165,8 @@ def main():
             if label not in dict(NETWORKS):
                 parser.error(f"--yosys {item}: unknown network; known: {', '.join(n for n, _ in NETWORKS)}")
             with tempfile.TemporaryDirectory(prefix="rtlgen-folding-") as tmp:
-                row = proof_row(label, Path(tmp), float(fps) if fps else None, float(mhz) if mhz else CLOCK_MHZ)
+                work = Path(args.keep) / item.replace(" ", "_") if args.keep else Path(tmp)
+                row = proof_row(label, work, float(fps) if fps else None, float(mhz) if mhz else CLOCK_MHZ)
             print(row, flush=True)
             write_proofs([row])
         return

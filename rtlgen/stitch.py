@@ -117,9 +117,10 @@ def _dtype_of_width(spec, bits, at_input):
 
 
 def insert_dwcs_and_fifos(graph, fifo_depths=None):
-    """A new graph: on every stream a StreamingDataWidthConverter where the producer's word width differs
-    from its consumer's, then a StreamingFIFO in front of the consumer; a FIFO on the graph input and
-    the graph output too (FINN's InsertDWC + InsertFIFO with I/O FIFOs).
+    """A new graph: on every stream a StreamingFIFO, and a StreamingDataWidthConverter where the producer's
+    word width differs from its consumer's: the FIFO in front of the consumer, or in front of the DWC
+    where the DWC narrows the words (its wide side: see below); a FIFO on the graph input and the graph
+    output too (FINN's InsertDWC + InsertFIFO with I/O FIFOs).
 
     ``graph`` is a :class:`DataflowGraph` where every tensor has one consumer (see
     :func:`insert_duplicates`), or a list of nodes taken as a chain. FIFOs are named ``StreamingFIFO_0``...
@@ -161,11 +162,21 @@ def insert_dwcs_and_fifos(graph, fifo_depths=None):
                     shape = pspec.folded_output_shape
                     flat = (*shape[:-2], shape[-2] * shape[-1]) if len(shape) > 1 else tuple(shape)
                     name = dwc_name()
+                    narrowing = pspec.out_width > want
+                    if narrowing:
+                        # The FIFO goes on the wide side: a narrowing DWC takes a word only every few
+                        # cycles, at the consumer's pace, so behind it no FIFO can let the producer run
+                        # ahead (a parallel-window SWG must, across the rows that make no window).
+                        f = fifo(tensor, pspec.out_width)
+                        nodes.append(f)
+                        tensor = f.outputs[0]
                     dwc = HWNode(name, DWC_OP, {"shape": flat, "in_width": pspec.out_width, "out_width": want,
                                                 "dtype": pspec.output_dtype.name},
                                  inputs=(tensor,), outputs=(f"{name}_out",))
                     nodes.append(dwc)
-                    tensor = dwc.outputs[0]
+                    ins[k] = tensor = dwc.outputs[0]
+                    if narrowing:
+                        continue
             f = fifo(tensor, want)
             nodes.append(f)
             ins[k] = f.outputs[0]

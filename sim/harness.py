@@ -65,11 +65,13 @@ class StreamResult:
         return self.out_cycles(out_port)[-1] - self.in_cycles(in_port)[0] + 1
 
     def steady_cycles(self, port, words_per_frame):
-        """Cycles per frame in steady state: spacing of frame ends at ``port``, averaged over frames 2.."""
+        """Cycles per frame in steady state: spacing of frame ends at ``port``, averaged over the later
+        half of the frames (a design's first frames can come faster, or slower while its FIFOs fill)."""
         ends = self.out_cycles(port)[words_per_frame - 1::words_per_frame]
         if len(ends) < 2:
             raise ValueError(f"steady_cycles needs at least 2 frames at {port!r}, got {len(ends)}")
-        return (ends[-1] - ends[0]) / (len(ends) - 1)
+        start = (len(ends) - 1) // 2
+        return (ends[-1] - ends[start]) / (len(ends) - 1 - start)
 
 
 def cycle_budget(layer_cycles, ii, frames, words, backpressure=FULL_RATE):

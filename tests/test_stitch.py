@@ -101,12 +101,12 @@ def test_dwcs_exactly_where_widths_differ_and_fifos_everywhere():
     chain = stitch.insert_dwcs_and_fifos(nodes)
     assert [n.name for n in chain] == [
         "StreamingFIFO_0", "Thresholding_0", "StreamingDataWidthConverter_0", "StreamingFIFO_1", "MVAU_0",
-        "StreamingDataWidthConverter_1", "StreamingFIFO_2", "MVAU_1", "StreamingFIFO_3"]
+        "StreamingFIFO_2", "StreamingDataWidthConverter_1", "MVAU_1", "StreamingFIFO_3"]   # narrowing: FIFO first
     specs = {n.name: n.spec() for n in chain}
     assert (specs["StreamingDataWidthConverter_0"].in_width, specs["StreamingDataWidthConverter_0"].out_width) == (4, 8)
     assert (specs["StreamingDataWidthConverter_1"].in_width, specs["StreamingDataWidthConverter_1"].out_width) == (6, 4)
     assert specs["StreamingDataWidthConverter_1"].dtype == DataType["UINT2"]
-    assert [specs[f"StreamingFIFO_{k}"].width for k in range(4)] == [8, 8, 4, specs["MVAU_1"].out_width]
+    assert [specs[f"StreamingFIFO_{k}"].width for k in range(4)] == [8, 8, 6, specs["MVAU_1"].out_width]
     assert all(specs[f"StreamingFIFO_{k}"].depth == 2 for k in range(4))
     # consecutive widths agree, so the stitched top accepts it; the originals are untouched
     for a, b in zip(chain, chain[1:]):
@@ -197,10 +197,10 @@ def test_parallel_swg_chain_bit_exact(backpressure, simulator):
 
 @pytest.mark.sim
 @pytest.mark.parametrize("make_nodes, expect, exact", [
-    (mlp_nodes, mlp_golden, False), (lambda: mlp_nodes(vecs=16), mlp_golden, True), (swg_nodes, swg_golden, False)],
-    ids=["mlp", "mlp-16-vectors", "swg"])
+    (mlp_nodes, mlp_golden, False), (lambda: mlp_nodes(vecs=32), mlp_golden, True), (swg_nodes, swg_golden, False)],
+    ids=["mlp", "mlp-32-vectors", "swg"])
 def test_size_fifos_rule_and_sized_chain_keeps_rate(make_nodes, expect, exact, simulator):
-    """FINN's rule on the observed occupancies (the 16-vector MLP backs up more than 32 words in front of its
+    """FINN's rule on the observed occupancies (the 32-vector MLP backs up more than 32 words in front of its
     slowest layer, so one depth is exact); the sized chain keeps the deep chain's timing exactly."""
     nodes = make_nodes()
     depths = stitch.size_fifos(nodes, simulator=simulator)
@@ -237,6 +237,44 @@ def test_size_fifos_rule_and_sized_chain_keeps_rate(make_nodes, expect, exact, s
         assert np.array_equal(y.reshape(expected.shape), expected)
         if bp is FULL_RATE:
             assert abs(result.steady_cycles("m_axis_0", per_frame) - ii) <= 0.02 * ii
+
+
+def padded_conv_nodes(seed=6):
+    """FMPadding (8x8x2 UINT2, 1 on every side) -> parallel-window SWG (3x3, SIMD=2: 18-bit windows) ->
+    DWC 18 -> 9 bits -> MVAU(18x2, SIMD=9, PE=2): the MVAU takes each window in 2 cycles, 128 per frame,
+    while the SWG needs 100 words, 36 of which make no window (ResNet's 3x3 convolutions)."""
+    w = np.random.default_rng(seed).integers(-2, 2, size=(18, 2))
+    return [
+        HWNode("FMPadding_0", "FMPadding", dict(img_dim=(8, 8), padding=(1, 1, 1, 1), num_channels=2, dtype="UINT2"),
+               {"SIMD": 2}),
+        HWNode("ConvolutionInputGenerator_0", "ConvolutionInputGenerator",
+               dict(ifm_dim=(10, 10), ifm_channels=2, kernel=(3, 3), input_dtype="UINT2"),
+               {"SIMD": 2, "parallel_window": True}),
+        HWNode("MVAU_0", "MVAU", dict(mw=18, mh=2, input_dtype="UINT2", weight_dtype="INT2", weights=w,
+                                      num_input_vectors=(1, 8, 8)), {"SIMD": 9, "PE": 2}),
+    ]
+
+
+@pytest.mark.sim
+def test_window_gaps_cost_no_cycles_behind_a_narrowing_dwc(simulator):
+    """The rows that make no window (the padding, the next frame's first rows) pass while the MVAU still
+    works on earlier windows: the FIFO sits on the DWC's wide side, so the SWG can run ahead. In front of
+    the DWC's narrow side it could not (the DWC takes a window only every 2 cycles): 148 cycles per frame."""
+    nodes = padded_conv_nodes()
+    chain = stitch.insert_dwcs_and_fifos(nodes, stitch.size_fifos(nodes, simulator=simulator))
+    order = [n.op_type for n in chain]
+    assert order[order.index("ConvolutionInputGenerator") + 1:][:2] == ["StreamingFIFO", "StreamingDataWidthConverter"]
+    frames = 8
+    x = np.random.default_rng(7).integers(0, 4, size=(frames, 8, 8, 2))
+    expected = golden.mvau(golden.im2col(np.pad(x, ((0, 0), (1, 1), (1, 1), (0, 0))), (3, 3)),
+                           nodes[2].params["weights"])
+    ii = max(n.spec().exp_cycles for n in nodes)
+    assert ii == 128
+    for bp in (FULL_RATE, Backpressure(seed=12)):
+        y, result, per_frame = stream(nodes, x, frames, chain=chain, backpressure=bp, simulator=simulator)
+        assert np.array_equal(y.reshape(expected.shape), expected)
+        if bp is FULL_RATE:
+            assert result.steady_cycles("m_axis_0", per_frame) == ii
 
 
 @pytest.mark.sim
