@@ -33,8 +33,10 @@ def rom_luts(width, depth):
     Per bit: one LUT6 per 64 words, and up to four of them joined by MUXF7/F8 for free. Deeper
     ROMs add a LUT mux tree and whatever abc9 spends beyond the ideal; fitted to Yosys 0.70 on random
     contents behind a registered address (1024 x 10: 188 LUT, 4096 x 4: 334, 16384 x 4: 1,368,
-    65536 x 4: 5,692; this gives 200, 324, 1,352 and 5,656).
+    65536 x 4: 5,692; this gives 200, 324, 1,352 and 5,656). One or two words cost nothing.
     """
+    if depth <= 2:      # each bit is a constant, the address bit or its inverse: its reader's LUTs absorb it
+        return 0
     luts_per_bit = -(-depth // 64)
     if luts_per_bit > 4:
         luts_per_bit = math.ceil(luts_per_bit * (1.08 + 0.03 * math.log2(luts_per_bit)))
