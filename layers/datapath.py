@@ -99,13 +99,27 @@ def element_value(bits, dtype):
     return bits.as_signed() if dtype.signed() else bits.as_unsigned()
 
 
-def _shift_add(x, y, y_signed):
-    """x * y as a sum of shifted partial products (no $mul cell, so Yosys keeps it in LUTs)."""
+def _shift_add_rows(x, y, y_signed):
+    """The shifted partial products whose sum is x * y, one per bit of y."""
     width = len(y)
     terms = [Mux(y[j], x << j, 0) for j in range(width)]
     if y_signed:
         terms[-1] = -terms[-1]      # the sign bit weighs -2^(n-1)
-    return adder_tree(terms)[0]
+    return terms
+
+
+def _shift_add(x, y, y_signed):
+    """x * y as a sum of shifted partial products (no $mul cell, so Yosys keeps it in LUTs)."""
+    return adder_tree(_shift_add_rows(x, y, y_signed))[0]
+
+
+def product_rows(x, x_dtype, w, w_dtype):
+    """A fabric product of two multi-bit integer operands as its partial-product rows (one per bit of
+    the narrower operand, see :func:`product`), for an adder tree that pipelines them with the sums."""
+    xv, wv = element_value(x, x_dtype), element_value(w, w_dtype)
+    if len(w) <= len(x):
+        return _shift_add_rows(xv, w, w_dtype.signed())
+    return _shift_add_rows(wv, x, x_dtype.signed())
 
 
 def product(x, x_dtype, w, w_dtype, *, xnor, res_type):
@@ -198,6 +212,17 @@ def tree_stages(n_terms, levels_per_stage):
     """Register stages :func:`adder_tree` inserts for ``n_terms`` inputs."""
     levels = math.ceil(math.log2(n_terms)) if n_terms > 1 else 0
     return (levels - 1) // levels_per_stage if levels and levels_per_stage else 0
+
+
+def tree_register_bits(n_terms, width, levels_per_stage):
+    """Flip-flops of the pipeline registers :func:`adder_tree` inserts for ``n_terms`` terms of about
+    ``width`` bits (each level one bit wider)."""
+    bits, level = 0, 0
+    while n_terms > 1:
+        n_terms, level = -(-n_terms // 2), level + 1
+        if levels_per_stage and level % levels_per_stage == 0 and n_terms > 1:
+            bits += n_terms * (width + level)
+    return bits
 
 
 def ceil_thresholds(thresholds, owner):

@@ -18,8 +18,8 @@ from amaranth.lib.wiring import In, Out
 from qonnx.core.datatype import DataType
 
 from layers.datapath import (adder_tree, check_dtype, check_fits, dtype_for_range, dtype_range, element_value,
-                             legal_divisors, output_stage, packed_products, packing_shift, product, register, shape_for_range,
-                             tree_stages, unpack_products, wrapping_increment)
+                             legal_divisors, output_stage, packed_products, packing_shift, product, product_rows, register, shape_for_range,
+                             tree_register_bits, tree_stages, unpack_products, wrapping_increment)
 from layers.fifo import bram18_count, output_fifo_spec, ram_cost, rom_luts
 from layers.thresholding import ThresholdTable, activation_lane, check_activation, threshold_search
 from memstream.axilite import AXILiteSignature
@@ -248,6 +248,10 @@ class _UnitSpec(StreamContract):
             dsp_macs = macs // 2
             lut += (macs // 2) * (wb + self.dsp_packing + 1)
         ff = self.pe * (acc * (2 + int(self.registers_sum)) + (self.simd * product_bits if self.registers_products else 0))
+        if self.product_rows > 1:
+            ff += self.pe * tree_register_bits(self.tree_terms, wb + ib - 3, TREE_LEVELS_PER_STAGE)
+        if self.registers_operands:
+            ff += self.weight_width + self.in_width
         bram18 = dsp_act = 0
         if self.requant is not None:
             act = self.requant.resource_estimate(self.pe, acc)
@@ -302,6 +306,8 @@ class _UnitSpec(StreamContract):
         x signed products are sign-extended through every tree level (about 1.5x at 2 bits, 1.23x at 4),
         unsigned ones (both offsets, or unsigned operands) fuse into LUT6s (0.77x at 2 bits, 1.13x at 4)."""
         wb, ib = self.weight_dtype.bitwidth(), self.input_dtype.bitwidth()
+        if self.product_rows > 1:       # rows of 5-8 bit products: Yosys 1.45-1.6x (PE 1-8, SIMD 4-64, INT8)
+            return 1.5
         if self.xnor or self.res_type == "dsp" or min(wb, ib) == 1 or max(wb, ib) > 4:
             return 1.0
         x_signed = self.lane_input_dtype.signed()
@@ -348,21 +354,47 @@ class _UnitSpec(StreamContract):
         return packing_shift(self.input_dtype, self.weight_dtype)
 
     @property
+    def product_rows(self):
+        """Partial-product rows per product when a lane's tree sums rows instead of products: fabric
+        products with an operand wider than 4 bits (INT8 x UINT8: 8 rows). A multiplier in front of the
+        tree would be three levels of carry chains after the weight memory in one cycle (~128 MHz by
+        ``boards.timing`` behind a BRAM); as rows, the tree's registers every two levels cut it. 1: the
+        lanes sum whole products."""
+        wb, ib = self.weight_dtype.bitwidth(), self.input_dtype.bitwidth()
+        if self.res_type != "lut" or self.xnor or min(wb, ib) < 2 or max(wb, ib) <= 4:
+            return 1
+        return min(wb, ib)
+
+    @property
     def registers_products(self):
         """Products get a register of their own when they come from a DSP48 (its M register) or a
-        multiplier of 4x4 bits or more; narrower ones (xnor, +-w, 2-bit) merge into the adder LUTs."""
-        if self.xnor:
+        multiplier of 4x4 bits or more; narrower ones (xnor, +-w, 2-bit) merge into the adder LUTs, and
+        wider fabric ones are rows of the tree (``product_rows``)."""
+        if self.xnor or self.product_rows > 1:
             return False
         narrow = min(self.input_dtype.bitwidth(), self.weight_dtype.bitwidth())
         return self.res_type == "dsp" or (narrow > 1 and self.input_dtype.bitwidth() * self.weight_dtype.bitwidth() >= 16)
 
     @property
     def registers_sum(self):
-        """The lane sum gets a register before the accumulator where products are wide (DSP48 or 4x4
-        bits and more) and SIMD > 1: the tree's last adder and the accumulator's would otherwise share
-        a cycle (two carry chains in series, ~100 MHz on the xc7z020 by ``boards.timing``); and with
-        ``offset_weights``, whose correction is one more adder after the tree."""
-        return (self.registers_products or self.offset_weights) and self.simd > 1
+        """The lane sum gets a register before the accumulator where products are wide (DSP48, 4x4
+        bits and more, rows) and the tree adds: the tree's last adder and the accumulator's would
+        otherwise share a cycle (two carry chains in series, ~100 MHz on the xc7z020 by
+        ``boards.timing``); and with ``offset_weights``, whose correction is one more adder after the tree."""
+        return ((self.registers_products or self.offset_weights) and self.simd > 1) or self.product_rows > 1
+
+    @property
+    def registers_operands(self):
+        """The operands get a second register after the weight memory when it is block RAM: its
+        clock-to-out (~2.5 ns) would otherwise start the products' path (~130 MHz behind a RAMB36 by
+        ``boards.timing``, 150 with rows)."""
+        return self.mem_mode != "external" and self.mem_mode != "internal_decoupled" and \
+            self.weight_ram_style == "block" and self.weights is not None
+
+    @property
+    def tree_terms(self):
+        """Terms of one lane's adder tree."""
+        return self.simd * self.product_rows
 
     @property
     def offset_weights(self):
@@ -397,8 +429,8 @@ class _UnitSpec(StreamContract):
     @property
     def pipeline_depth(self):
         """Register stages from issuing a (vector, nf, sf) step to its output reaching the FIFO."""
-        tree = tree_stages(self.simd, TREE_LEVELS_PER_STAGE) + int(self.registers_sum)
-        return 1 + int(self.registers_products) + tree + 1 + self.activation_stages
+        tree = tree_stages(self.tree_terms, TREE_LEVELS_PER_STAGE) + int(self.registers_sum)
+        return 1 + int(self.registers_operands) + int(self.registers_products) + tree + 1 + self.activation_stages
 
     @property
     def activation_stages(self):
@@ -516,8 +548,10 @@ class DotProductUnit(wiring.Component):
     bubbles between vectors or frames. Loop order per vector: nf outer, sf inner; the input word sf is
     read at nf = 0 and replayed from an SF-word buffer for nf > 0 (MVAU). Weights come from a memory
     in the layer (internal_embedded), a memstream beside it (internal_decoupled) or the ``w`` port.
-    Products are registered, the SIMD-wide adder tree has a register every two levels, and the
-    accumulator clears on sf = 0. ``i.ready`` and ``w.ready`` depend on the output FIFO's registered
+    Operands read from a block RAM get a second register (``registers_operands``); products are
+    registered, or for fabric products wider than 4 bits their partial-product rows enter the lane's
+    tree (``product_rows``); the adder tree has a register every two levels, and the accumulator clears
+    on sf = 0. ``i.ready`` and ``w.ready`` depend on the output FIFO's registered
     ready and on each other's ``valid`` (both are needed for a step), never on ``o.ready``.
     """
 
@@ -562,6 +596,10 @@ class DotProductUnit(wiring.Component):
         w = self._weight_word(m, advance, issue, weights)
         first, last = register(m, advance, sf == 0, name="first1"), register(m, advance, sf == spec.sf - 1, name="last1")
         nfr = register(m, advance, nf, name="nf1")
+        if spec.registers_operands:
+            v, x, w, first, last, nfr = (register(m, advance, sig, name=f"{name}1b", reset_less=name != "v")
+                                         for sig, name in ((v, "v"), (x, "x"), (w, "w"), (first, "first"),
+                                                           (last, "last"), (nfr, "nf")))
 
         # Stage 2: products. Then the adder tree, registered every TREE_LEVELS_PER_STAGE levels.
         xs = data.View(data.ArrayLayout(spec.input_dtype.bitwidth(), len(x) // spec.input_dtype.bitwidth()), x)
@@ -602,7 +640,8 @@ class DotProductUnit(wiring.Component):
         return m
 
     def _products(self, m, advance, xs, ws):
-        """Per lane, the SIMD products (registered where ``registers_products``). With ``dsp_packing``
+        """Per lane, the SIMD products (registered where ``registers_products``), or with ``product_rows``
+        their partial-product rows, product by product. With ``dsp_packing``
         lanes 2q and 2q+1 share one DSP48E1 per element: (w_{2q+1} 2^S + w_{2q}) * x, split after its
         register."""
         spec = self._spec
@@ -611,6 +650,11 @@ class DotProductUnit(wiring.Component):
         if spec.offset_weights:         # w + 2^(n-1): the sign bit inverted, read as unsigned
             n = w_dtype.bitwidth()
             weight, w_dtype = (lambda p, s: ws[p * spec.simd + s] ^ (1 << (n - 1))), DataType[f"UINT{n}"]
+        if spec.product_rows > 1:       # wide fabric products: their rows join the lane's pipelined tree
+            return [[row for s in range(spec.simd)
+                     for row in product_rows(self._lane_input(xs, spec.lane_input_index(p, s)), spec.lane_input_dtype,
+                                             weight(p, s), w_dtype)]
+                    for p in range(spec.pe)]
         if spec.dsp_packing is None:
             lanes = [[product(self._lane_input(xs, spec.lane_input_index(p, s)), spec.lane_input_dtype, weight(p, s), w_dtype,
                               xnor=spec.xnor, res_type=spec.res_type) for s in range(spec.simd)]
@@ -642,7 +686,8 @@ class DotProductUnit(wiring.Component):
         terms = [element_value(self._lane_input(xs, s), spec.lane_input_dtype) for s in range(spec.simd)]
         if spec.registers_products:
             terms = [register(m, advance, t, name=f"x_{s}") for s, t in enumerate(terms)]
-        total, _ = adder_tree(terms, m=m, advance=advance, levels_per_stage=TREE_LEVELS_PER_STAGE, name="xsum")
+        total, stages = adder_tree(terms, m=m, advance=advance, levels_per_stage=TREE_LEVELS_PER_STAGE, name="xsum")
+        total = self._delay(m, advance, total, tree_stages(spec.tree_terms, TREE_LEVELS_PER_STAGE) - stages, "xsum")
         return total << (spec.weight_dtype.bitwidth() - 1)
 
     def _extend_lanes(self, m, accs):
