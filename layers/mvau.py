@@ -248,6 +248,8 @@ class _UnitSpec(StreamContract):
             dsp_macs = macs // 2
             lut += (macs // 2) * (wb + self.dsp_packing + 1)
         ff = self.pe * (acc * (2 + int(self.registers_sum)) + (self.simd * product_bits if self.registers_products else 0))
+        if dsp and self.dsp_packing is not None:      # the split products' register
+            ff += macs * self.dsp_packing
         if self.product_rows > 1:
             ff += self.pe * tree_register_bits(self.tree_terms, wb + ib - 3, TREE_LEVELS_PER_STAGE)
         if self.registers_operands:
@@ -430,7 +432,8 @@ class _UnitSpec(StreamContract):
     def pipeline_depth(self):
         """Register stages from issuing a (vector, nf, sf) step to its output reaching the FIFO."""
         tree = tree_stages(self.tree_terms, TREE_LEVELS_PER_STAGE) + int(self.registers_sum)
-        return 1 + int(self.registers_operands) + int(self.registers_products) + tree + 1 + self.activation_stages
+        products = int(self.registers_products) + int(self.dsp_packing is not None)
+        return 1 + int(self.registers_operands) + products + tree + 1 + self.activation_stages
 
     @property
     def activation_stages(self):
@@ -612,7 +615,7 @@ class DotProductUnit(wiring.Component):
             if correction is not None:
                 total = total - correction
             sums.append(register(m, advance, total, name=f"sum{p}_r") if spec.registers_sum else total)
-        depth = int(spec.registers_products) + stages + int(spec.registers_sum)
+        depth = int(spec.registers_products) + int(spec.dsp_packing is not None) + stages + int(spec.registers_sum)
         v = self._delay(m, advance, v, depth, "v", reset_less=False)
         first, last, nfr = (self._delay(m, advance, sig, depth, name)
                             for sig, name in ((first, "first"), (last, "last"), (nfr, "nf")))
@@ -669,8 +672,10 @@ class DotProductUnit(wiring.Component):
                 packed = packed_products(xs[s], spec.input_dtype, weight(q, s), weight(q + 1, s),
                                          spec.weight_dtype, shift)
                 low, high = unpack_products(register(m, advance, packed, name=f"prod_{q}_{q + 1}_{s}"), shift)
-                lanes[q].append(low)
-                lanes[q + 1].append(high)
+                # registered again: the split's borrow chain after the DSP's clock-to-out and the tree's
+                # first two levels would be ~160 MHz (boards.timing)
+                lanes[q].append(register(m, advance, low, name=f"prod_{q}_{s}"))
+                lanes[q + 1].append(register(m, advance, high, name=f"prod_{q + 1}_{s}"))
         return lanes
 
     def _lane_input(self, xs, k):

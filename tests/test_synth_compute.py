@@ -69,3 +69,20 @@ def test_constant_weight_estimate_follows_yosys(wdt, idt, mw, xnor):
     assert spec.constant_weights
     r = synthesize(MVAU(spec))
     assert abs(spec.resource_estimate().lut - r.lut) <= 0.15 * r.lut
+
+
+@pytest.mark.synth
+@pytest.mark.slow
+@pytest.mark.parametrize("res_type, pe", [("lut", 2), ("dsp", 4)])
+def test_int8_mvau_with_block_ram_weights_meets_200_mhz(res_type, pe):
+    """The generator's layers: INT8 weights in block RAM, fabric MACs (as partial-product rows of the
+    pipelined tree) or packed DSP48E1 pairs. Every register-to-register path by Yosys sta and the
+    delay model of boards.timing is under 5 ns (before: ~128 MHz, the BRAM's clock-to-out starting a
+    multiplier, or the packed weight's borrow chain in front of the DSP)."""
+    w = np.random.default_rng(0).integers(-128, 128, size=(256, 16))
+    spec = MVAUSpec(256, 16, 16, pe, "UINT8", "INT8", w, res_type=res_type, mem_mode="internal_embedded",
+                    ram_style="block")
+    assert spec.registers_operands and (spec.product_rows == 8) == (res_type == "lut")
+    r = synthesize(MVAU(spec), sta=True)
+    assert r.paths["top"].fmax_mhz >= 200, r.paths["top"]
+    assert r.dsp == spec.resource_estimate().dsp
