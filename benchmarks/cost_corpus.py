@@ -3,6 +3,7 @@ folding optimizer can choose, kept as data (``rtlgen/data/cost_corpus.json``) so
 :mod:`rtlgen.costmodel` is reproducible without Yosys.
 
     python -m benchmarks.cost_corpus [--jobs N] [--only OP]     # synthesizes what is missing (resumable)
+    python -m benchmarks.cost_corpus --redo-registered          # the records a datapath change made stale
 
 Each configuration is drawn deterministically (fixed seeds) from a grid per op; a record holds the op, the
 spec's parameters (JSON), the Yosys cell counts (``synth_xilinx -flatten``) and the Yosys run time.
@@ -160,6 +161,10 @@ def synthesize_one(key, op, params):
                  "lut_as_memory": report.lut_as_memory, "seconds": row["seconds"]}
 
 
+def _registered(spec):
+    return spec.product_rows > 1 or spec.registers_operands or spec.dsp_packing is not None
+
+
 def load():
     return json.loads(CORPUS.read_text()) if CORPUS.exists() else {}
 
@@ -168,9 +173,14 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--jobs", type=int, default=1)
     parser.add_argument("--only", help="one op type")
+    parser.add_argument("--redo-registered", action="store_true",
+                        help="synthesize again the MVAU records whose datapath gained registers on 2026-11-24 "
+                             "(operands behind block RAM, fabric products as rows, split DSP lanes)")
     args = parser.parse_args(argv)
     corpus = load()
     todo = [c for c in configurations() if c[0] not in corpus and (args.only is None or c[1] == args.only)]
+    if args.redo_registered:
+        todo = [c for c in configurations() if c[0] in corpus and c[1] == "MVAU" and _registered(build(*c[1:])[0])]
     print(f"{len(corpus)} records, {len(todo)} to synthesize", flush=True)
     with ProcessPoolExecutor(args.jobs) as pool:
         futures = [pool.submit(synthesize_one, *c) for c in todo]
