@@ -262,8 +262,8 @@ class _UnitSpec(StreamContract):
             t_lut, t_ff, bram18 = self.datapath_table.resource_estimate(self.ram_style_thresholds)
             lut, ff = lut + t_lut, ff + t_ff
         logic_bits = self.weight_width if self.weight_ram_style == "distributed" else self.weight_lut_bits
-        if logic_bits:      # up to 4 words, the weight bits fold into the products' LUTs about half the time
-            lut += rom_luts(logic_bits, self.wmem) if self.wmem > 4 else logic_bits // 2 if self.wmem > 2 else 0
+        if logic_bits and self.wmem > 4:    # up to 4 words, the weight bits fold into the products' LUTs
+            lut += rom_luts(logic_bits, self.wmem)
         if logic_bits < self.weight_width:
             bram18 += bram18_count(self.weight_width - logic_bits, self.wmem)
         # control: the sf/nf/address counters, and the replay buffer's read mux (input read once per NF)

@@ -60,13 +60,16 @@ def test_canonical_signed_digits():
 @pytest.mark.slow
 @pytest.mark.parametrize("wdt, idt, mw, xnor", [("INT4", "UINT4", 16, False), ("INT2", "UINT2", 32, False),
                                                 ("BINARY", "BINARY", 64, True), ("INT4", "INT4", 16, False)])
-def test_constant_weight_estimate_follows_yosys(wdt, idt, mw, xnor):
+@pytest.mark.parametrize("fold", [1, 2], ids=["one-word", "four-words"])
+def test_embedded_few_word_weight_estimate_follows_yosys(wdt, idt, mw, xnor, fold):
     """One weight word (PE = MH, SIMD = MW), embedded: Yosys folds the weights into the products; the
-    estimate counts their signed digits (it counted generic multipliers and a ROM: 2-2.7x over)."""
+    estimate counts their signed digits (it counted generic multipliers and a ROM: 2-2.7x over). Four
+    words (PE and SIMD halved): the ROM's bits fold into the products' LUTs."""
     lo, hi = (0, 2) if xnor else (-(1 << (int(wdt[3:]) - 1)), 1 << (int(wdt[3:]) - 1))
     w = np.random.default_rng(1).integers(lo, hi, size=(mw, 8))
-    spec = MVAUSpec(mw, 8, mw, 8, idt, wdt, w, binary_xnor_mode=xnor, mem_mode="internal_embedded", res_type="lut")
-    assert spec.constant_weights
+    spec = MVAUSpec(mw, 8, mw // fold, 8 // fold, idt, wdt, w, binary_xnor_mode=xnor, mem_mode="internal_embedded",
+                    res_type="lut")
+    assert spec.constant_weights == (fold == 1) and spec.wmem == fold * fold
     r = synthesize(MVAU(spec))
     assert abs(spec.resource_estimate().lut - r.lut) <= 0.15 * r.lut
 
