@@ -21,7 +21,7 @@ from pathlib import Path
 
 from boards.timing import parse_sta
 
-__all__ = ["SynthReport", "synthesize", "XC7Z020", "check_fits", "YosysError"]
+__all__ = ["SynthReport", "synthesize", "XC7Z020", "check_fits", "YosysError", "yosys_engine"]
 
 XC7Z020 = {"LUT": 53200, "FF": 106400, "BRAM36": 140, "DSP": 220}
 
@@ -116,14 +116,25 @@ except Exception as e:
 """
 
 
+YOSYS_ENGINES = ("wasm", "native")
+
+
+def yosys_engine():
+    """The Yosys that ``$RTLGEN_YOSYS`` asks for: ``wasm`` (default; the yowasp WebAssembly build, a
+    dependency) or ``native`` (the libyosys of the ``pyosys`` wheel: the same Yosys 0.70, not a
+    dependency, ``pip install pyosys==0.70``). The native one has no 4 GB memory limit and is about
+    10 % faster; its ABC runs may map a few LUTs differently, so benchmark tables say which one produced
+    them. Raises ``ValueError`` naming the legal values, or the missing wheel."""
+    chosen = os.environ.get("RTLGEN_YOSYS") or "wasm"
+    if chosen not in YOSYS_ENGINES:
+        raise ValueError(f"RTLGEN_YOSYS must be one of {', '.join(YOSYS_ENGINES)}, not {chosen!r}")
+    if chosen == "native" and importlib.util.find_spec("pyosys") is None:
+        raise ValueError("RTLGEN_YOSYS=native needs the pyosys wheel: pip install pyosys==0.70")
+    return chosen
+
+
 def _yosys_command():
-    """The Yosys to run: the WebAssembly build (a dependency), or with ``RTLGEN_YOSYS=native`` the
-    native libyosys of the ``pyosys`` wheel (the same Yosys 0.70; not a dependency: ``pip install
-    pyosys``). The native one has no 4 GB memory limit and is about 10 % faster; its ABC runs may map a
-    few LUTs differently, so benchmark tables say which one produced them."""
-    if os.environ.get("RTLGEN_YOSYS") == "native":
-        if importlib.util.find_spec("pyosys") is None:
-            raise RuntimeError("RTLGEN_YOSYS=native needs the pyosys wheel: pip install pyosys==0.70")
+    if yosys_engine() == "native":
         return [sys.executable, "-c", _PYOSYS_MAIN]
     # Prefer the venv's launcher (the venv need not be activated), then PATH; the last resort runs
     # the package's public entry point with this interpreter.

@@ -390,8 +390,7 @@ class _UnitSpec(StreamContract):
         """The operands get a second register after the weight memory when it is block RAM: its
         clock-to-out (~2.5 ns) would otherwise start the products' path (~130 MHz behind a RAMB36 by
         ``boards.timing``, 150 with rows)."""
-        return self.mem_mode != "external" and self.mem_mode != "internal_decoupled" and \
-            self.weight_ram_style == "block" and self.weights is not None
+        return self.mem_mode == "internal_embedded" and self.weight_ram_style == "block"
 
     @property
     def tree_terms(self):
@@ -432,8 +431,13 @@ class _UnitSpec(StreamContract):
     def pipeline_depth(self):
         """Register stages from issuing a (vector, nf, sf) step to its output reaching the FIFO."""
         tree = tree_stages(self.tree_terms, TREE_LEVELS_PER_STAGE) + int(self.registers_sum)
-        products = int(self.registers_products) + int(self.dsp_packing is not None)
-        return 1 + int(self.registers_operands) + products + tree + 1 + self.activation_stages
+        return 1 + int(self.registers_operands) + self.product_stages + tree + 1 + self.activation_stages
+
+    @property
+    def product_stages(self):
+        """Register stages of the products: their own register (``registers_products``), and with
+        ``dsp_packing`` one more after the split."""
+        return int(self.registers_products) + int(self.dsp_packing is not None)
 
     @property
     def activation_stages(self):
@@ -615,7 +619,7 @@ class DotProductUnit(wiring.Component):
             if correction is not None:
                 total = total - correction
             sums.append(register(m, advance, total, name=f"sum{p}_r") if spec.registers_sum else total)
-        depth = int(spec.registers_products) + int(spec.dsp_packing is not None) + stages + int(spec.registers_sum)
+        depth = spec.product_stages + stages + int(spec.registers_sum)
         v = self._delay(m, advance, v, depth, "v", reset_less=False)
         first, last, nfr = (self._delay(m, advance, sig, depth, name)
                             for sig, name in ((first, "first"), (last, "last"), (nfr, "nf")))

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from boards.yosys import XC7Z020, YosysError, check_fits, synthesize
+from boards.yosys import XC7Z020, YosysError, check_fits, synthesize, yosys_engine
 
 __all__ = ["BuildError", "build", "SHELLS"]
 
@@ -49,6 +49,10 @@ def build(out, *, shell="standalone", toolchain="yosys", board="pynq-z2", inputs
     if toolchain == "vivado" and shutil.which("vivado") is None:
         raise BuildError("--toolchain vivado: vivado is not on PATH; with --toolchain yosys the Vivado plan is "
                          "written all the same (OUT/build/vivado/build_<name>.sh runs it where Vivado is installed)")
+    try:
+        yosys_engine()
+    except ValueError as exc:
+        raise BuildError(str(exc)) from None
     verilog, io, report = read_outputs(out)
     _refuse_far_over(report, board, force)
     root = Path(out) / "build"

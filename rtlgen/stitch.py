@@ -156,30 +156,26 @@ def insert_dwcs_and_fifos(graph, fifo_depths=None):
         for k, tensor in enumerate(node.inputs):
             want = spec.in_width
             producer = graph.producer(tensor)
-            if producer is not None:
+            have = producer[0].spec().out_width if producer is not None else want
+            # A narrowing DWC gets its FIFO on the wide side: it takes a word only every few cycles, at
+            # the consumer's pace, so behind it no FIFO could let the producer run ahead (a parallel-window
+            # SWG must, across the rows that make no window).
+            if have > want:
+                nodes.append(f := fifo(tensor, have))
+                tensor = f.outputs[0]
+            if have != want:
                 pspec = producer[0].spec()
-                if pspec.out_width != want:
-                    shape = pspec.folded_output_shape
-                    flat = (*shape[:-2], shape[-2] * shape[-1]) if len(shape) > 1 else tuple(shape)
-                    name = dwc_name()
-                    narrowing = pspec.out_width > want
-                    if narrowing:
-                        # The FIFO goes on the wide side: a narrowing DWC takes a word only every few
-                        # cycles, at the consumer's pace, so behind it no FIFO can let the producer run
-                        # ahead (a parallel-window SWG must, across the rows that make no window).
-                        f = fifo(tensor, pspec.out_width)
-                        nodes.append(f)
-                        tensor = f.outputs[0]
-                    dwc = HWNode(name, DWC_OP, {"shape": flat, "in_width": pspec.out_width, "out_width": want,
-                                                "dtype": pspec.output_dtype.name},
-                                 inputs=(tensor,), outputs=(f"{name}_out",))
-                    nodes.append(dwc)
-                    ins[k] = tensor = dwc.outputs[0]
-                    if narrowing:
-                        continue
-            f = fifo(tensor, want)
-            nodes.append(f)
-            ins[k] = f.outputs[0]
+                shape = pspec.folded_output_shape
+                flat = (*shape[:-2], shape[-2] * shape[-1]) if len(shape) > 1 else tuple(shape)
+                name = dwc_name()
+                nodes.append(dwc := HWNode(name, DWC_OP, {"shape": flat, "in_width": have, "out_width": want,
+                                                          "dtype": pspec.output_dtype.name},
+                                           inputs=(tensor,), outputs=(f"{name}_out",)))
+                tensor = dwc.outputs[0]
+            if have <= want:
+                nodes.append(f := fifo(tensor, want))
+                tensor = f.outputs[0]
+            ins[k] = tensor
         node.inputs = tuple(ins)
         nodes.append(node)
     last = graph.producer(graph.output)[0]

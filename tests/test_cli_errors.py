@@ -246,6 +246,17 @@ def test_generator_mlp_does_not_fit_and_build_stops_at_once(tmp_path, capsys):
     assert not (out / "build").exists()
 
 
+def test_unknown_yosys_engine_is_refused_before_building(digits_out, capsys, monkeypatch):
+    monkeypatch.setenv("RTLGEN_YOSYS", "vivado")
+    line = one_line(capsys, ["build", str(digits_out)])
+    assert "RTLGEN_YOSYS must be one of wasm, native, not 'vivado'" in line
+    monkeypatch.setenv("RTLGEN_YOSYS", "native")
+    monkeypatch.setattr("importlib.util.find_spec", lambda name, *a: None)
+    line = one_line(capsys, ["build", str(digits_out)])
+    assert "RTLGEN_YOSYS=native needs the pyosys wheel: pip install pyosys==0.70" in line
+    assert not (digits_out / "build").exists()
+
+
 # ---------------------------------------------------------------------------------------------- bugs, Ctrl-C
 
 def _fault(exc):
