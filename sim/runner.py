@@ -9,7 +9,8 @@ Simulators:
 
 A build is cached under ``$RTLGEN_CACHE_DIR`` (default ``~/.cache/rtlgen``) by a hash of the Verilog, the
 simulator and the build options, so a rerun of the same design skips compilation. Builds are guarded
-by a file lock so parallel test workers never build the same design twice at once.
+by a file lock so parallel test workers never build the same design twice at once. The cache is kept
+under ``$RTLGEN_CACHE_MAX_GB`` (default 20; 0: no limit) by :func:`trim_cache`, least recently used first.
 """
 
 import fcntl
@@ -32,6 +33,7 @@ __all__ = [
     "to_verilog",
     "build",
     "run_cocotb",
+    "trim_cache",
 ]
 
 SIMULATORS = ("verilator", "icarus")
@@ -54,6 +56,59 @@ class BuiltDesign:
 
 def cache_dir():
     return Path(os.environ.get("RTLGEN_CACHE_DIR", Path.home() / ".cache" / "rtlgen"))
+
+
+def _cache_limit_bytes():
+    text = os.environ.get("RTLGEN_CACHE_MAX_GB", "20")
+    try:
+        limit = float(text)
+    except ValueError:
+        raise SimulationError(f"RTLGEN_CACHE_MAX_GB must be a number of gigabytes (0: no limit), not {text!r}") from None
+    return None if limit <= 0 else int(limit * 2**30)
+
+
+def _tree_bytes(path):
+    total = 0
+    for root, _, files in os.walk(path):
+        for name in files:
+            try:
+                total += os.lstat(os.path.join(root, name)).st_size
+            except OSError:         # removed meanwhile by another worker
+                pass
+    return total
+
+
+# An entry used this recently is never evicted: another worker may be about to run it.
+_IN_USE_SECONDS = 600
+
+
+def trim_cache(limit_bytes=None):
+    """Remove the least recently used simulator builds (``sim/``, ``compiled/``) until the cache is
+    under ``limit_bytes`` (default ``$RTLGEN_CACHE_MAX_GB``). An entry's use time is its directory's
+    mtime, refreshed on every cache hit. Returns the number of bytes freed."""
+    import time
+
+    limit = _cache_limit_bytes() if limit_bytes is None else limit_bytes
+    if limit is None:
+        return 0
+    entries = [e for kind in ("sim", "compiled") if (cache_dir() / kind).is_dir()
+               for e in (cache_dir() / kind).iterdir()
+               if e.is_dir() and not e.name.startswith((".", "runtime-"))]
+    sized = sorted(((e.stat().st_mtime, _tree_bytes(e), e) for e in entries), key=lambda t: t[0])
+    total, freed, now = sum(size for _, size, _ in sized), 0, time.time()
+    for used, size, entry in sized:
+        if total - freed <= limit or now - used < _IN_USE_SECONDS:
+            break
+        shutil.rmtree(entry, ignore_errors=True)
+        freed += size
+    return freed
+
+
+def _touch(path):
+    try:
+        os.utime(path)
+    except OSError:
+        pass
 
 
 def _verilator_root():
@@ -154,11 +209,15 @@ def build(design, *, toplevel="top", simulator=None, waves=False):
     build_dir = cache_dir() / "sim" / f"{toplevel}-{simulator}-{key}"
     verilog_path = build_dir / f"{toplevel}.v"
     with _locked(cache_dir() / "sim" / f".{key}.lock"):
-        if not verilog_path.exists() or verilog_path.read_text() != text:
+        fresh = not verilog_path.exists() or verilog_path.read_text() != text
+        if fresh:
             shutil.rmtree(build_dir, ignore_errors=True)
             build_dir.mkdir(parents=True)
             verilog_path.write_text(text)
+        _touch(build_dir)
         runner = _runner_for(simulator, toplevel, build_dir, verilog_path, waves)
+    if fresh:
+        trim_cache()
     return BuiltDesign(toplevel, simulator, build_dir, verilog_path, runner)
 
 

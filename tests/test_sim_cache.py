@@ -1,0 +1,71 @@
+"""The simulator-build cache stays under its size limit, least recently used first, and a cached
+compiled harness keeps only its executable."""
+
+import os
+import time
+
+import pytest
+
+from sim import runner
+from sim.harness import simulate_streams
+
+
+def _entry(root, kind, name, size, age_seconds):
+    entry = root / kind / name
+    entry.mkdir(parents=True)
+    (entry / "blob").write_bytes(b"x" * size)
+    used = time.time() - age_seconds
+    os.utime(entry, (used, used))
+    return entry
+
+
+def test_least_recently_used_builds_go_first(tmp_path, monkeypatch):
+    monkeypatch.setenv("RTLGEN_CACHE_DIR", str(tmp_path))
+    oldest = _entry(tmp_path, "sim", "a-icarus-1", 4000, 3 * 3600)
+    older = _entry(tmp_path, "compiled", "b-2", 4000, 2 * 3600)
+    recent = _entry(tmp_path, "sim", "c-verilator-3", 4000, 3600)
+    runtime = _entry(tmp_path, "compiled", "runtime-4", 4000, 4 * 3600)
+    freed = runner.trim_cache(limit_bytes=5000)
+    assert freed == 8000
+    assert not oldest.exists() and not older.exists()
+    assert recent.exists() and runtime.exists()     # Verilator's shared runtime is never evicted
+
+
+def test_a_build_in_use_is_never_evicted(tmp_path, monkeypatch):
+    monkeypatch.setenv("RTLGEN_CACHE_DIR", str(tmp_path))
+    old = _entry(tmp_path, "sim", "a-icarus-1", 4000, 3600)
+    just_used = _entry(tmp_path, "sim", "b-icarus-2", 4000, 10)
+    assert runner.trim_cache(limit_bytes=0 + 1) == 4000
+    assert not old.exists() and just_used.exists()
+
+
+@pytest.mark.parametrize("limit, expected", [("0", None), ("1.5", int(1.5 * 2**30))])
+def test_limit_comes_from_the_environment(monkeypatch, limit, expected):
+    monkeypatch.setenv("RTLGEN_CACHE_MAX_GB", limit)
+    assert runner._cache_limit_bytes() == expected
+
+
+def test_a_bad_limit_is_named(monkeypatch):
+    monkeypatch.setenv("RTLGEN_CACHE_MAX_GB", "lots")
+    with pytest.raises(runner.SimulationError, match="RTLGEN_CACHE_MAX_GB must be a number"):
+        runner._cache_limit_bytes()
+
+
+def test_a_cached_harness_keeps_only_its_executable_and_still_runs(tmp_path, monkeypatch):
+    monkeypatch.setenv("RTLGEN_CACHE_DIR", str(tmp_path))
+    # The compiled harness drives a stitched design's AXI-Stream ports (FINN's names).
+    verilog = ("module top(ap_clk, ap_rst_n, s_axis_0_tdata, s_axis_0_tvalid, s_axis_0_tready,\n"
+               "  m_axis_0_tdata, m_axis_0_tvalid, m_axis_0_tready);\n"
+               "  input ap_clk;\n  input ap_rst_n;\n  input [7:0] s_axis_0_tdata;\n  input s_axis_0_tvalid;\n"
+               "  output s_axis_0_tready;\n  output [7:0] m_axis_0_tdata;\n  output m_axis_0_tvalid;\n"
+               "  input m_axis_0_tready;\n  assign m_axis_0_tdata = s_axis_0_tdata + 8'd1;\n"
+               "  assign m_axis_0_tvalid = s_axis_0_tvalid;\n  assign s_axis_0_tready = m_axis_0_tready;\n"
+               "endmodule\n")
+    for _ in range(2):      # a fresh build, then a cache hit on the trimmed build
+        result = simulate_streams(verilog, inputs={"s_axis_0": [1, 2, 254]}, outputs={"m_axis_0": 3},
+                                  port_style="axis", clock="ap_clk", reset="ap_rst_n", reset_active_high=False,
+                                  compiled=True)
+        assert result.words("m_axis_0") == [2, 3, 255]
+    builds = [d for d in (tmp_path / "compiled").iterdir() if d.name.startswith("top-")]
+    assert len(builds) == 1
+    assert [p.name for p in (builds[0] / "obj").iterdir()] == ["harness"]
