@@ -71,6 +71,7 @@ class SynthReport:
     seconds: float                      # wall time of the Yosys run
     modules: dict = None                # {submodule: SynthReport} with synthesize(hierarchy=True)
     paths: dict = None                  # with sta: {top or submodule: boards.timing.CriticalPath}
+    dsp_registers: dict = None          # {(AREG, BREG, MREG, PREG): DSP48E1 count}: how each is pipelined
 
     @classmethod
     def from_cells(cls, top, cells, critical_path_ns=None, seconds=0.0):
@@ -183,6 +184,7 @@ def _run(verilog_text, top, sta, wd, extra_script, hierarchy=False, children_of=
         *extra_script,
         f"synth_xilinx -family xc7 -top {top}" + ("" if hierarchy else " -flatten"),
         "tee -q -o stat.json stat -json",
+        "tee -q -o dsp.txt dump t:DSP48E1",
     ]
     if sta:
         # sta needs the cells' timing arcs, which live in the simulation library's specify blocks, and a
@@ -224,7 +226,28 @@ def _run(verilog_text, top, sta, wd, extra_script, hierarchy=False, children_of=
     if hierarchy:
         object.__setattr__(report, "modules", _per_submodule(stat["modules"], children_of or top))
     object.__setattr__(report, "paths", paths)
+    object.__setattr__(report, "dsp_registers", _dsp_registers((wd / "dsp.txt").read_text()))
     return report
+
+
+def _dsp_registers(dump):
+    """{(AREG, BREG, MREG, PREG): count} over the DSP48E1 cells of a Yosys ``dump`` (a parameter Yosys
+    does not set keeps the primitive's default, 1)."""
+    found = {}
+    for cell in re.split(r"^\s*cell ", dump, flags=re.M)[1:]:
+        if "DSP48E1" not in cell.split("\n", 1)[0]:
+            continue
+        regs = tuple(_param(cell, name) for name in ("AREG", "BREG", "MREG", "PREG"))
+        found[regs] = found.get(regs, 0) + 1
+    return found
+
+
+def _param(cell, name):
+    m = re.search(rf"^\s*parameter (?:signed )?\\{name} (\S+)", cell, re.M)
+    if m is None:
+        return 1
+    value = m.group(1)
+    return int(value.split("'")[1], 2) if "'" in value else int(value)
 
 
 def _children(verilog_text, parent):

@@ -18,7 +18,7 @@ from qonnx.core.datatype import DataType
 from layers.fifo import StreamingFIFO, output_fifo_spec
 from layers.op import StreamContract
 
-__all__ = ["packing_shift", "packed_products", "unpack_products", "signed_width", "dtype_range", "shape_for_range", "dtype_for_range", "check_dtype", "check_fits",
+__all__ = ["packing_shift", "packed_weight", "unpack_products", "signed_width", "dtype_range", "shape_for_range", "dtype_for_range", "check_dtype", "check_fits",
            "legal_divisors", "register", "wrapping_increment", "output_stage", "element_value", "product",
            "adder_tree", "tree_stages", "ceil_thresholds", "ChannelFolded", "PixelFolded", "StreamLayer"]
 
@@ -147,6 +147,7 @@ def product(x, x_dtype, w, w_dtype, *, xnor, res_type):
 
 
 DSP_A_BITS, DSP_B_BITS = 25, 18        # DSP48E1 multiplier operands (signed)
+DSP_P_BITS = 48                        # DSP48E1 accumulator
 
 
 def packing_shift(x_dtype, w_dtype):
@@ -171,20 +172,19 @@ def signed_width(lo, hi):
     return max(int(hi).bit_length(), (-int(lo) - 1).bit_length()) + 1
 
 
-def packed_products(x, x_dtype, w_lo, w_hi, w_dtype, shift):
-    """(w_hi * 2^shift + w_lo) * x as one multiplier (Yosys: one DSP48E1), from raw element bits.
-
-    The packed weight is w_lo's low ``shift`` bits (two's complement) under w_hi - [w_lo < 0]: the
-    borrow the negative low field takes from the high one, so the sum is exact. Returns the product;
-    :func:`unpack_products` splits it."""
-    xv, hi = element_value(x, x_dtype), element_value(w_hi, w_dtype)
+def packed_weight(w_lo, w_hi, w_dtype, shift):
+    """w_hi * 2^shift + w_lo as one signed operand (the DSP48E1's A port), from raw element bits: w_lo's
+    low ``shift`` bits (two's complement) under w_hi - [w_lo < 0], the borrow the negative low field
+    takes from the high one, so that the packed value is exact. Its product with x is split by
+    :func:`unpack_products`."""
+    hi = element_value(w_hi, w_dtype)
     borrow = w_lo[-1] if w_dtype.signed() else Const(0, 1)
     low_field = Cat(w_lo, *([borrow] * (shift - len(w_lo))))      # w_lo sign-extended to ``shift`` bits
-    return Cat(low_field, hi - borrow).as_signed() * xv
+    return Cat(low_field, hi - borrow).as_signed()
 
 
 def unpack_products(product, shift):
-    """(x * w_lo, x * w_hi) from :func:`packed_products`' result: the low field as a signed number, and
+    """(x * w_lo, x * w_hi) from x times :func:`packed_weight`: the low field as a signed number, and
     the high part plus the low field's sign (the borrow given back)."""
     low = product[:shift].as_signed()
     high = product[shift:].as_signed() + product[shift - 1]

@@ -11,14 +11,14 @@ from math import prod
 from typing import Literal
 
 import numpy as np
-from amaranth.hdl import C, Cat, Module, Mux, Signal
+from amaranth.hdl import C, Cat, Module, Mux, Signal, signed
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 from qonnx.core.datatype import DataType
 
-from layers.datapath import (adder_tree, check_dtype, check_fits, dtype_for_range, dtype_range, element_value,
-                             legal_divisors, output_stage, packed_products, packing_shift, product, product_rows, register, shape_for_range,
+from layers.datapath import (DSP_P_BITS, adder_tree, check_dtype, check_fits, dtype_for_range, dtype_range, element_value,
+                             legal_divisors, output_stage, packed_weight, packing_shift, product, product_rows, register, shape_for_range,
                              tree_register_bits, tree_stages, unpack_products, wrapping_increment)
 from layers.fifo import bram18_count, output_fifo_spec, ram_cost, rom_luts
 from layers.thresholding import ThresholdTable, activation_lane, check_activation, threshold_search
@@ -242,14 +242,17 @@ class _UnitSpec(StreamContract):
             lut = (macs * mult_lut + self.pe * tree_lut) * self._lut_mac_factor() + self.pe * acc
             if self.offset_weights:     # the shared input sum, and a subtraction per lane
                 lut += (self.simd - 1) * (ib + self.simd.bit_length() // 2) + self.pe * acc
-        lut = int(round(lut))
         dsp_macs = macs if dsp else 0
-        if dsp and self.dsp_packing is not None:      # half the DSPs; a borrow and an increment per pair
+        ff = self.pe * (acc * (2 + int(self.registers_sum)) + (self.simd * product_bits if self.registers_products else 0))
+        if self.accumulates_in_dsp:     # per pair: no fabric accumulators; canaries, carries, one subtraction
+            dsp_macs, carries = macs // 2, max(acc - self.dsp_packing, 2)
+            lut += (macs // 2) * (2 + carries) - self.pe * acc / 2
+            ff += (macs // 2) * (6 + carries + self.dsp_packing) - self.pe * acc / 2
+        elif dsp and self.dsp_packing is not None:      # half the DSPs; a borrow and an increment per pair
             dsp_macs = macs // 2
             lut += (macs // 2) * (wb + self.dsp_packing + 1)
-        ff = self.pe * (acc * (2 + int(self.registers_sum)) + (self.simd * product_bits if self.registers_products else 0))
-        if dsp and self.dsp_packing is not None:      # the split products' register
-            ff += macs * self.dsp_packing
+            ff += macs * self.dsp_packing       # the split products' register
+        lut, ff = int(round(lut)), int(round(ff))
         if self.product_rows > 1:
             ff += self.pe * tree_register_bits(self.tree_terms, wb + ib - 3, TREE_LEVELS_PER_STAGE)
         if self.registers_operands:
@@ -356,6 +359,20 @@ class _UnitSpec(StreamContract):
         return packing_shift(self.input_dtype, self.weight_dtype)
 
     @property
+    def accumulates_in_dsp(self):
+        """With ``dsp_packing`` and SIMD 1, each DSP48E1 accumulates its two lanes over the fold in its P
+        register, as FINN's ``mvu_8sx8u_dsp48`` does: P = H 2^S + L, where the low lane L outgrows its S
+        bits and borrows from the high lane H. Two "canary" bits of P above the low field tell, each
+        step, the carry c in {-1, 0, 1} the low field gave: their change minus (w_hi x) mod 4. The
+        carries' sum k restores both at the end of the fold: L = k 2^S + P mod 2^S, H = P div 2^S - k.
+        This replaces, per DSP, a split per product and two fabric accumulators by a 2-bit canary, a
+        small counter and one subtraction per fold. With SIMD > 1 the SIMD sum would then add
+        accumulator-wide values instead of products, which costs more than it saves: those keep the
+        split per product."""
+        return (self.dsp_packing is not None and self.simd == 1
+                and self.dsp_packing + self.acc_shape.width <= DSP_P_BITS)
+
+    @property
     def product_rows(self):
         """Partial-product rows per product when a lane's tree sums rows instead of products: fabric
         products with an operand wider than 4 bits (INT8 x UINT8: 8 rows). A multiplier in front of the
@@ -431,13 +448,17 @@ class _UnitSpec(StreamContract):
     def pipeline_depth(self):
         """Register stages from issuing a (vector, nf, sf) step to its output reaching the FIFO."""
         tree = tree_stages(self.tree_terms, TREE_LEVELS_PER_STAGE) + int(self.registers_sum)
-        return 1 + int(self.registers_operands) + self.product_stages + tree + 1 + self.activation_stages
+        accumulator = 3 if self.accumulates_in_dsp else 1       # P, the carries' sum, the two lanes restored
+        return 1 + int(self.registers_operands) + self.product_stages + tree + accumulator + self.activation_stages
 
     @property
     def product_stages(self):
-        """Register stages of the products: their own register (``registers_products``), and with
-        ``dsp_packing`` one more after the split."""
-        return int(self.registers_products) + int(self.dsp_packing is not None)
+        """Register stages of the products: their own register (``registers_products``: a DSP's M), and
+        with ``dsp_packing`` the packed weight's (the DSP's A), and where the lanes are split per product
+        the DSP's P before the split and a register after it."""
+        packed = self.dsp_packing is not None
+        split = packed and not self.accumulates_in_dsp
+        return int(self.registers_products) + int(packed) + 2 * int(split)
 
     @property
     def activation_stages(self):
@@ -608,9 +629,29 @@ class DotProductUnit(wiring.Component):
                                          for sig, name in ((v, "v"), (x, "x"), (w, "w"), (first, "first"),
                                                            (last, "last"), (nfr, "nf")))
 
-        # Stage 2: products. Then the adder tree, registered every TREE_LEVELS_PER_STAGE levels.
         xs = data.View(data.ArrayLayout(spec.input_dtype.bitwidth(), len(x) // spec.input_dtype.bitwidth()), x)
         ws = data.View(data.ArrayLayout(spec.weight_dtype.bitwidth(), spec.pe * spec.simd), w)
+        if spec.accumulates_in_dsp:
+            v, accs, nfr = self._dsp_accumulators(m, advance, xs, ws, v, first, last, nfr)
+        else:
+            v, accs, nfr = self._fabric_accumulators(m, advance, xs, ws, v, first, last, nfr)
+
+        if spec.table is None:
+            payload = self._extend_lanes(m, accs)
+        else:
+            if spec.requant is not None:
+                v, counts = requantize(m, advance, v, accs, nfr, spec.requant, spec.pe)
+            else:
+                v, counts = threshold_search(m, advance, v, accs, nfr, spec.datapath_table,
+                                             ram_style=spec.ram_style_thresholds)
+            payload = Cat(activation_lane(c, spec.output_dtype, spec.act_val) for c in counts)
+        m.d.comb += [fifo_in.valid.eq(v), fifo_in.payload.eq(payload)]
+        return m
+
+    def _fabric_accumulators(self, m, advance, xs, ws, v, first, last, nfr):
+        """Products, the lanes' adder trees (registered every TREE_LEVELS_PER_STAGE levels) and one
+        accumulator per lane; returns (valid at the end of a fold, accumulators, nf) of that stage."""
+        spec = self._spec
         sums = []
         correction = self._input_sum(m, advance, xs) if spec.offset_weights else None
         for p, prods in enumerate(self._products(m, advance, xs, ws)):
@@ -631,20 +672,50 @@ class DotProductUnit(wiring.Component):
             with m.If(advance & v):
                 m.d.sync += acc.eq(Mux(first, 0, acc) + total)
             accs.append(acc)
-        v = register(m, advance, v & last, name="v_acc", reset_less=False)
-        nfr = register(m, advance, nfr, name="nf_acc")
+        return (register(m, advance, v & last, name="v_acc", reset_less=False), accs,
+                register(m, advance, nfr, name="nf_acc"))
 
-        if spec.table is None:
-            payload = self._extend_lanes(m, accs)
-        else:
-            if spec.requant is not None:
-                v, counts = requantize(m, advance, v, accs, nfr, spec.requant, spec.pe)
-            else:
-                v, counts = threshold_search(m, advance, v, accs, nfr, spec.datapath_table,
-                                             ram_style=spec.ram_style_thresholds)
-            payload = Cat(activation_lane(c, spec.output_dtype, spec.act_val) for c in counts)
-        m.d.comb += [fifo_in.valid.eq(v), fifo_in.payload.eq(payload)]
-        return m
+    def _dsp_accumulators(self, m, advance, xs, ws, v, first, last, nfr):
+        """``accumulates_in_dsp``: per lane pair one DSP48E1 (A/B: the operand registers, M, P with the
+        fold's accumulation), the canary carries' sum, and the two lanes restored at the end of the
+        fold; returns (valid, accumulators, nf) of that last stage."""
+        spec = self._spec
+        shift, width = spec.dsp_packing, spec.acc_shape.width
+        carries_width = max(width - shift, 2)
+        x = xs[0]
+        x_a = register(m, advance, x, name="x_a")       # beside A, the packed weights' register
+
+        def next_stage(ctl, tag):
+            return {k: register(m, advance, sig, name=f"{k}_{tag}", reset_less=k != "v") for k, sig in ctl.items()}
+        at_a = next_stage({"v": v, "first": first, "last": last, "nf": nfr}, "a")
+        at_m = next_stage(at_a, "m")                                                  # beside the M register
+        at_p = next_stage(at_m, "p")                                                  # beside P
+        at_k = next_stage(at_p, "k")                                                  # beside the carries' sum
+        accs = [None] * spec.pe
+        for q in range(0, spec.pe, 2):
+            w_lo, w_hi = ws[q], ws[q + 1]
+            packed = self._packed_operand(m, advance, w_lo, w_hi, q)
+            prod = register(m, advance, packed * element_value(x_a, spec.input_dtype), name=f"prod_{q}_{q + 1}")
+            # (w_hi x) mod 4 from the operands' two low bits: what the canaries rise by without a carry
+            high_mod4 = register(m, advance, register(m, advance, (w_hi[:2] * x[:2])[:2], name=f"canary_rise_a_{q}"),
+                                 name=f"canary_rise_m_{q}")
+            acc = Signal(signed(shift + width), name=f"P_{q}_{q + 1}", reset_less=True)
+            before, rise = (Signal(2, name=f"{n}_{q}", reset_less=True) for n in ("canary_before", "canary_rise"))
+            with m.If(advance & at_m["v"]):
+                m.d.sync += [acc.eq(Mux(at_m["first"], 0, acc) + prod),
+                             before.eq(Mux(at_m["first"], 0, acc[shift:shift + 2])), rise.eq(high_mod4)]
+            carry = (acc[shift:shift + 2] - before - rise)[:2].as_signed()      # 0, 1 or 3 (-1)
+            carries = Signal(signed(carries_width), name=f"carries_{q}", reset_less=True)
+            low_field, high_part = (Signal(n, name=f"{name}_{q}", reset_less=True)
+                                    for n, name in ((shift, "low_field"), (signed(width), "high_part")))
+            with m.If(advance & at_p["v"]):
+                m.d.sync += [carries.eq(Mux(at_p["first"], 0, carries) + carry),
+                             low_field.eq(acc[:shift]), high_part.eq(acc[shift:])]
+            accs[q] = register(m, advance, Cat(low_field, carries).as_signed(), name=f"acc{q}")
+            accs[q + 1] = register(m, advance, high_part - carries, name=f"acc{q + 1}")
+        accs = [a[:width].as_signed() if len(a) > width else a for a in accs]
+        return (register(m, advance, at_k["v"] & at_k["last"], name="v_acc", reset_less=False), accs,
+                register(m, advance, at_k["nf"], name="nf_acc"))
 
     def _products(self, m, advance, xs, ws):
         """Per lane, the SIMD products (registered where ``registers_products``), or with ``product_rows``
@@ -671,16 +742,25 @@ class DotProductUnit(wiring.Component):
             return [[register(m, advance, x, name=f"prod_{p}_{s}") for s, x in enumerate(prods)]
                     for p, prods in enumerate(lanes)]
         shift, lanes = spec.dsp_packing, [[] for _ in range(spec.pe)]
+        x_a = [register(m, advance, xs[s], name=f"x_a_{s}") for s in range(spec.simd)]    # beside A
         for q in range(0, spec.pe, 2):
             for s in range(spec.simd):
-                packed = packed_products(xs[s], spec.input_dtype, weight(q, s), weight(q + 1, s),
-                                         spec.weight_dtype, shift)
-                low, high = unpack_products(register(m, advance, packed, name=f"prod_{q}_{q + 1}_{s}"), shift)
+                packed = self._packed_operand(m, advance, weight(q, s), weight(q + 1, s), f"{q}_{s}")
+                at_m = register(m, advance, packed * element_value(x_a[s], spec.input_dtype), name=f"prod_{q}_{q + 1}_{s}")
+                at_p = register(m, advance, at_m, name=f"prod_p_{q}_{q + 1}_{s}")     # the DSP's P: faster out
+                low, high = unpack_products(at_p, shift)
                 # registered again: the split's borrow chain after the DSP's clock-to-out and the tree's
                 # first two levels would be ~160 MHz (boards.timing)
                 lanes[q].append(register(m, advance, low, name=f"prod_{q}_{s}"))
                 lanes[q + 1].append(register(m, advance, high, name=f"prod_{q + 1}_{s}"))
         return lanes
+
+    def _packed_operand(self, m, advance, w_lo, w_hi, tag):
+        """The packed weight of a DSP pair, registered: its borrow is computed in fabric, so without a
+        register of its own the DSP's A register could not be used (AREG=0, the borrow chain in front of
+        the multiplier)."""
+        spec = self._spec
+        return register(m, advance, packed_weight(w_lo, w_hi, spec.weight_dtype, spec.dsp_packing), name=f"w_a_{tag}")
 
     def _lane_input(self, xs, k):
         """Input element ``k`` as the lanes multiply it: with ``offset_inputs`` its sign bit inverted."""

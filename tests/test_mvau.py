@@ -120,18 +120,42 @@ def test_int8_batch_of_vectors(res_type):
 
 
 @pytest.mark.sim
+@pytest.mark.parametrize("simd", [4, 1])
 @pytest.mark.parametrize("idt, wdt, pe", [("UINT8", "INT8", 4), ("INT8", "INT8", 2), ("INT4", "UINT4", 2),
                                           ("UINT3", "TERNARY", 2)])
-def test_dsp_packing_is_bit_exact(idt, wdt, pe):
-    # Two lanes per DSP48E1: (w_hi 2^S + w_lo) * x split into two products, the extreme operands included.
-    spec = make_spec(16, 2 * pe, 4, pe, idt, wdt, "INT4", res_type="dsp", mem_mode="internal_embedded")
-    assert spec.dsp_packing is not None
+def test_dsp_packing_is_bit_exact(idt, wdt, pe, simd):
+    # Two lanes per DSP48E1: (w_hi 2^S + w_lo) * x, the extreme operands included. SIMD 4 splits every
+    # product; SIMD 1 accumulates in P and restores the lanes from the canary carries at the fold's end.
+    spec = make_spec(16, 2 * pe, simd, pe, idt, wdt, "INT4", res_type="dsp", mem_mode="internal_embedded")
+    assert spec.dsp_packing is not None and spec.accumulates_in_dsp == (simd == 1)
     wlo, whi = int(DataType[wdt].min()), int(DataType[wdt].max())
     w = np.array(spec.weights)
     w[0, :] = wlo                                  # the most negative weight in every lane
     w[1, ::2], w[1, 1::2] = whi, wlo
     spec = replace(spec, weights=w, thresholds=spec.thresholds)
     check(spec)
+
+
+@pytest.mark.sim
+@pytest.mark.parametrize("weights", ["random", "extreme"])
+def test_dsp_accumulation_over_a_long_fold(weights):
+    # INT8 x UINT8 over a 512-step fold: the low lane's sum needs 24 bits against its 16-bit field,
+    # so the canaries carry hundreds of times; the extreme case drives every product to a corner.
+    spec = make_spec(512, 4, 1, 4, "UINT8", "INT8", None, res_type="dsp", mem_mode="internal_decoupled")
+    assert spec.accumulates_in_dsp and spec.acc_shape.width >= spec.dsp_packing + 8
+    if weights == "extreme":
+        w = np.full((512, 4), -128)
+        w[::3, 1::2] = 127
+        spec = replace(spec, weights=w)
+    check(spec, frames=2, simulator="verilator")
+
+
+@pytest.mark.parametrize("mw, inside", [(1 << 15, True), (1 << 17, False)])
+def test_dsp_accumulation_only_where_p_holds_both_lanes(mw, inside):
+    # INT8 x INT8 lanes at S = 16: 2^15 terms need 31 bits above the low field's 16 (47 of P's 48);
+    # 2^17 terms would need 33 (49): those lanes are split per product and summed in fabric instead.
+    spec = MVAUSpec(mw, 4, 1, 4, "INT8", "INT8", None, output_dtype="INT64", res_type="dsp", mem_mode="external")
+    assert spec.dsp_packing == 16 and spec.accumulates_in_dsp == inside
 
 
 @pytest.mark.sim

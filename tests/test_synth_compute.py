@@ -10,10 +10,10 @@ from layers.mvau import MVAU, MVAUSpec
 from layers.thresholding import Thresholding, ThresholdingSpec
 
 
-def int8_mvau(res_type, pe=2, idt="INT8", **kwargs):
+def int8_mvau(res_type, pe=2, idt="INT8", simd=4, **kwargs):
     np.random.seed(0)
     w = gen_finn_dt_tensor(DataType["INT8"], (32, 8))
-    return MVAUSpec(32, 8, 4, pe, idt, "INT8", w, res_type=res_type, mem_mode="internal_embedded", **kwargs)
+    return MVAUSpec(32, 8, simd, pe, idt, "INT8", w, res_type=res_type, mem_mode="internal_embedded", **kwargs)
 
 
 @pytest.mark.synth
@@ -23,6 +23,17 @@ def test_dsp_res_type_packs_two_int8_products_per_dsp48(idt):
     assert spec.dsp_packing == 16
     r = synthesize(MVAU(spec))
     assert r.dsp == spec.pe * spec.simd // 2 == spec.resource_estimate().dsp
+    assert min(min(regs) for regs in r.dsp_registers) == 1 and sum(r.dsp_registers.values()) == r.dsp  # A, B, M, P
+
+
+@pytest.mark.synth
+def test_two_lanes_accumulate_inside_each_dsp48():
+    # SIMD 1: P accumulates both lanes over the fold (its Z input switched between P and 0 by "first").
+    spec = int8_mvau("dsp", pe=4, simd=1)
+    assert spec.accumulates_in_dsp
+    r = synthesize(MVAU(spec))
+    assert r.dsp == spec.pe // 2 == spec.resource_estimate().dsp
+    assert min(min(regs) for regs in r.dsp_registers) == 1 and sum(r.dsp_registers.values()) == r.dsp
 
 
 @pytest.mark.synth
@@ -76,16 +87,19 @@ def test_embedded_few_word_weight_estimate_follows_yosys(wdt, idt, mw, xnor, fol
 
 @pytest.mark.synth
 @pytest.mark.slow
-@pytest.mark.parametrize("res_type, pe", [("lut", 2), ("dsp", 4)])
-def test_int8_mvau_with_block_ram_weights_meets_200_mhz(res_type, pe):
+@pytest.mark.parametrize("res_type, pe, simd", [("lut", 2, 16), ("dsp", 4, 16), ("dsp", 16, 1)])
+def test_int8_mvau_with_block_ram_weights_meets_200_mhz(res_type, pe, simd):
     """The generator's layers: INT8 weights in block RAM, fabric MACs (as partial-product rows of the
-    pipelined tree) or packed DSP48E1 pairs. Every register-to-register path by Yosys sta and the
-    delay model of boards.timing is under 5 ns (before: ~128 MHz, the BRAM's clock-to-out starting a
-    multiplier, or the packed weight's borrow chain in front of the DSP)."""
+    pipelined tree) or packed DSP48E1 pairs, split per product (SIMD 16) or accumulated in P (SIMD 1).
+    Every register-to-register path by Yosys sta and the delay model of boards.timing is under 5 ns
+    (before: ~128 MHz, the BRAM's clock-to-out starting a multiplier, or the packed weight's borrow
+    chain in front of the DSP), and every DSP48E1 uses its A, B, M and P registers."""
     w = np.random.default_rng(0).integers(-128, 128, size=(256, 16))
-    spec = MVAUSpec(256, 16, 16, pe, "UINT8", "INT8", w, res_type=res_type, mem_mode="internal_embedded",
+    spec = MVAUSpec(256, 16, simd, pe, "UINT8", "INT8", w, res_type=res_type, mem_mode="internal_embedded",
                     ram_style="block")
     assert spec.registers_operands and (spec.product_rows == 8) == (res_type == "lut")
+    assert spec.accumulates_in_dsp == (simd == 1)
     r = synthesize(MVAU(spec), sta=True)
     assert r.paths["top"].fmax_mhz >= 200, r.paths["top"]
     assert r.dsp == spec.resource_estimate().dsp
+    assert all(min(regs) >= 1 for regs in r.dsp_registers) and sum(r.dsp_registers.values()) == r.dsp
