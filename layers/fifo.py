@@ -12,7 +12,7 @@ from amaranth.lib.wiring import In, Out
 from layers.op import OneWidth, Op, Resources, StreamContract
 
 __all__ = ["FIFOSpec", "StreamingFIFO", "bram18_count", "output_fifo_spec", "ram_cost", "ram_in_block",
-           "rom_luts"]
+           "rom_bram_cost", "rom_luts"]
 
 RAM_STYLES = ("auto", "distributed", "block")
 SRL_MAX_DEPTH = 32      # one SRLC32E per bit; deeper FIFOs are cheaper as LUTRAM or BRAM
@@ -25,6 +25,31 @@ BRAM18_SHAPES = ((512, 36), (1024, 18), (2048, 9), (4096, 4), (8192, 2), (16384,
 def bram18_count(width, depth):
     """Fewest RAMB18s holding ``depth`` words of ``width`` bits, over the block's aspect ratios."""
     return min(-(-width // w) * -(-depth // d) for d, w in BRAM18_SHAPES)
+
+
+# RAMB36E1 aspect ratios, two RAMB18s' worth each
+BRAM36_SHAPES = ((512, 72), (1024, 36), (2048, 18), (4096, 9), (8192, 4), (16384, 2), (32768, 1))
+
+
+def rom_bram_cost(width, depth):
+    """(RAMB18 count, LUTs) of a ``depth`` x ``width`` ROM in block RAM as Yosys 0.70 maps it.
+
+    Yosys folds a deep ROM into a block's depth D: the n = ceil(depth / D) slices of the address
+    range sit side by side in one D-deep row of n * width bits, packed over the block's full width
+    (parity bits included), and an n:1 mux per output bit picks the slice. It takes the aspect
+    ratio with the fewest blocks, then the smallest mux. Measured (random contents, registered read):
+    2304 x 128: 9 BRAM36 + 256 LUT; 18432 x 32: 16 + 160; 9216 x 32: 8 + 160; 4608 x 64: 8 + 320;
+    1152 x 256: 11 + 256; 2304 x 64: 9 RAMB18 + 128; 32768 x 8: 15 RAMB18 + 64; 32768 x 4: 4 BRAM36;
+    288 x 512: 15 RAMB18; this model gives exactly these. Per-block tiling (:func:`bram18_count`, what
+    a RAM with a write port gets) would give 10, 18, 8, 9, 12 BRAM36, 10, 16 RAMB18, 4 and 15."""
+    shapes = [(d, w, 1) for d, w in BRAM18_SHAPES] + [(d, w, 2) for d, w in BRAM36_SHAPES]
+    blocks, slices = min((-(-(-(-depth // d) * width) // w) * units, -(-depth // d)) for d, w, units in shapes)
+    return blocks, width * _mux_luts(slices)
+
+
+def _mux_luts(n):
+    """LUTs of an n:1 mux of registered block outputs, per bit (LUT6 and MUXF7/F8; abc9 on Yosys 0.70)."""
+    return 0 if n == 1 else 1 if n <= 4 else 2 if n <= 6 else -(-n // 2)
 
 
 def rom_luts(width, depth):

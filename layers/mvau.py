@@ -20,7 +20,7 @@ from qonnx.core.datatype import DataType
 from layers.datapath import (DSP_P_BITS, adder_tree, check_dtype, check_fits, dtype_for_range, dtype_range, element_value,
                              legal_divisors, output_stage, packed_weight, packing_shift, product, product_rows, register, shape_for_range,
                              tree_register_bits, tree_stages, unpack_products, wrapping_increment)
-from layers.fifo import bram18_count, output_fifo_spec, ram_cost, rom_luts
+from layers.fifo import bram18_count, output_fifo_spec, ram_cost, rom_bram_cost, rom_luts
 from layers.thresholding import ThresholdTable, activation_lane, check_activation, threshold_search
 from memstream.axilite import AXILiteSignature
 from memstream.memstream import (MemStream, MemStreamSpec, check_lut_bits, is_logic_rom, rom_address_next,
@@ -265,10 +265,15 @@ class _UnitSpec(StreamContract):
             t_lut, t_ff, bram18 = self.datapath_table.resource_estimate(self.ram_style_thresholds)
             lut, ff = lut + t_lut, ff + t_ff
         logic_bits = self.weight_width if self.weight_ram_style == "distributed" else self.weight_lut_bits
-        if logic_bits and self.wmem > 4:    # up to 4 words, the weight bits fold into the products' LUTs
+        if logic_bits and not self._rom_folds_into_products():
             lut += rom_luts(logic_bits, self.wmem)
-        if logic_bits < self.weight_width:
+        if logic_bits < self.weight_width and self.runtime_writeable_weights:
             bram18 += bram18_count(self.weight_width - logic_bits, self.wmem)
+        elif logic_bits < self.weight_width:
+            # the slice muxes' last level takes in the product or XNOR that reads the weight: about half
+            # of their LUTs remain (CNV-w1a1's MVAU_4, 5 and 7 in the whole design, Yosys)
+            blocks, mux = rom_bram_cost(self.weight_width - logic_bits, self.wmem)
+            bram18, lut = bram18 + blocks, lut + mux // 2
         # control: the sf/nf/address counters, and the replay buffer's read mux (input read once per NF)
         lut += sum(max(n - 1, 1).bit_length() for n in (self.sf, self.nf, self.wmem))
         if self.replays_input and self.nf > 1:      # the SF input words, one address for read and write
@@ -279,6 +284,17 @@ class _UnitSpec(StreamContract):
             ff += 3 * self.weight_width
         return Resources(lut=lut, ff=ff + self.weight_width + self.in_width, bram18=bram18,
                          dsp=dsp_macs + dsp_act) + output_fifo_spec(self.out_width).resource_estimate()
+
+    def _rom_folds_into_products(self):
+        """Whether the weight ROM's LUTs vanish into the products': up to 4 words always; and a LUT ROM
+        feeding fabric products when its address bits and one input element make at most a LUT6's six
+        inputs (each product bit is then one function of them). Yosys, INT2 x INT2, PE 10, SIMD 8: the
+        ROM of 8 and 16 words costs nothing (TFC-w2a2 MVAU_3: 1,235 LUT, 1,447 estimated with it)."""
+        if self.wmem <= 4:
+            return True
+        fabric = self.res_type == "lut" and not self.xnor and self.product_rows == 1
+        whole_rom = self.weight_ram_style == "distributed" and self.mem_mode == "internal_embedded"
+        return fabric and whole_rom and (self.wmem - 1).bit_length() + self.input_dtype.bitwidth() <= 6
 
     @property
     def constant_weights(self):

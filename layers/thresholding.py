@@ -88,10 +88,20 @@ class ThresholdTable:
             if self.stage_ram_style(s, ram_style) == "block":
                 bram18 += self.pe * bram18_count(width, depth)
             else:
-                lut += self.pe * rom_luts(width, depth)
+                lut += sum(rom_luts(bits, depth) for bits in self._varying_bits(s))
             lut += self.pe * width
         ff = self.pe * self.stages * (width + self.stages)
         return lut, ff, bram18
+
+    def _varying_bits(self, stage):
+        """Per lane, the bits of stage ``stage``'s thresholds that are not the same in every entry: a
+        constant bit of a LUT ROM costs nothing (thresholds of one layer share their high bits, e.g.
+        TFC-w1a1's MVAU_1: 7 bits stored, 4 to 5 varying per lane). All bits if writable at run time."""
+        if self.writable_range is not None:
+            return [self.storage_shape.width] * self.pe
+        codes = self.stage_images()[stage] & ((1 << self.storage_shape.width) - 1)
+        changed = np.bitwise_or.reduce(codes ^ codes[:, :1], axis=1)
+        return [int(c).bit_count() for c in changed]
 
     def stage_ram_style(self, stage, ram_style="auto"):
         """Where stage ``stage``'s thresholds are built, as Yosys is told: ``ram_style`` unless auto, which
