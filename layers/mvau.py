@@ -474,7 +474,14 @@ class _UnitSpec(StreamContract):
         the DSP's P before the split and a register after it."""
         packed = self.dsp_packing is not None
         split = packed and not self.accumulates_in_dsp
-        return int(self.registers_products) + int(packed) + 2 * int(split)
+        return int(self.registers_products) + int(packed) + 2 * int(split) + int(self._single_dsp_products())
+
+    def _single_dsp_products(self):
+        """One product per DSP48E1 (resType dsp without packing): the DSP's P register after M, so that
+        the adder tree starts from P's fast clock-to-out (without it: ~150 MHz, M's output into the
+        tree's first carry chain; Yosys, INT8, SIMD 16)."""
+        wb, ib = self.weight_dtype.bitwidth(), self.input_dtype.bitwidth()
+        return self.res_type == "dsp" and not self.xnor and min(wb, ib) > 1 and self.dsp_packing is None
 
     @property
     def activation_stages(self):
@@ -755,7 +762,11 @@ class DotProductUnit(wiring.Component):
                      for p in range(spec.pe)]
             if not spec.registers_products:
                 return lanes
-            return [[register(m, advance, x, name=f"prod_{p}_{s}") for s, x in enumerate(prods)]
+            lanes = [[register(m, advance, x, name=f"prod_{p}_{s}") for s, x in enumerate(prods)]
+                     for p, prods in enumerate(lanes)]
+            if not spec._single_dsp_products():
+                return lanes
+            return [[register(m, advance, x, name=f"prod_p_{p}_{s}") for s, x in enumerate(prods)]
                     for p, prods in enumerate(lanes)]
         shift, lanes = spec.dsp_packing, [[] for _ in range(spec.pe)]
         x_a = [register(m, advance, xs[s], name=f"x_a_{s}") for s in range(spec.simd)]    # beside A

@@ -42,6 +42,7 @@ def test_dsp_res_type_with_odd_pe_uses_one_dsp48_per_mac():
     assert spec.dsp_packing is None
     r = synthesize(MVAU(spec))
     assert r.dsp == spec.pe * spec.simd == spec.resource_estimate().dsp
+    assert min(min(regs) for regs in r.dsp_registers) == 1      # A, B, M and P: the tree starts from P
 
 
 @pytest.mark.synth
