@@ -474,12 +474,14 @@ class _UnitSpec(StreamContract):
         the DSP's P before the split and a register after it."""
         packed = self.dsp_packing is not None
         split = packed and not self.accumulates_in_dsp
-        return int(self.registers_products) + int(packed) + 2 * int(split) + int(self._single_dsp_products())
+        return int(self.registers_products) + int(packed) + 2 * int(split) + 2 * int(self._single_dsp_products())
 
     def _single_dsp_products(self):
-        """One product per DSP48E1 (resType dsp without packing): the DSP's P register after M, so that
-        the adder tree starts from P's fast clock-to-out (without it: ~150 MHz, M's output into the
-        tree's first carry chain; Yosys, INT8, SIMD 16)."""
+        """One product per DSP48E1 (resType dsp without packing): the operands get a register right at
+        the DSP (its A and B: the input replay's mux or a LUT ROM's output would otherwise sit in front of
+        the multiplier) and the product the P register after M, so that the adder tree starts from P's
+        fast clock-to-out (without: ~150 MHz, M's output into the tree's first carry chain; Yosys, INT8,
+        SIMD 16)."""
         wb, ib = self.weight_dtype.bitwidth(), self.input_dtype.bitwidth()
         return self.res_type == "dsp" and not self.xnor and min(wb, ib) > 1 and self.dsp_packing is None
 
@@ -757,7 +759,13 @@ class DotProductUnit(wiring.Component):
                                              weight(p, s), w_dtype)]
                     for p in range(spec.pe)]
         if spec.dsp_packing is None:
-            lanes = [[product(self._lane_input(xs, spec.lane_input_index(p, s)), spec.lane_input_dtype, weight(p, s), w_dtype,
+            lane_input = lambda p, s: self._lane_input(xs, spec.lane_input_index(p, s))
+            if spec._single_dsp_products():     # operands registered right at the DSP: its A and B
+                inputs = {k: register(m, advance, self._lane_input(xs, k), name=f"x_b_{k}")
+                          for k in sorted({spec.lane_input_index(p, s) for p in range(spec.pe) for s in range(spec.simd)})}
+                lane_input = lambda p, s: inputs[spec.lane_input_index(p, s)]
+                weight = (lambda plain: lambda p, s: register(m, advance, plain(p, s), name=f"w_a_{p}_{s}"))(weight)
+            lanes = [[product(lane_input(p, s), spec.lane_input_dtype, weight(p, s), w_dtype,
                               xnor=spec.xnor, res_type=spec.res_type) for s in range(spec.simd)]
                      for p in range(spec.pe)]
             if not spec.registers_products:
