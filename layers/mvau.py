@@ -701,9 +701,9 @@ class DotProductUnit(wiring.Component):
                 register(m, advance, nfr, name="nf_acc"))
 
     def _dsp_accumulators(self, m, advance, xs, ws, v, first, last, nfr):
-        """``accumulates_in_dsp``: per lane pair one DSP48E1 (A/B: the operand registers, M, P with the
-        fold's accumulation), the canary carries' sum, and the two lanes restored at the end of the
-        fold; returns (valid, accumulators, nf) of that last stage."""
+        """``accumulates_in_dsp``: per lane pair one DSP48E1 (A: the packed weight's register, B: the
+        input's, M, and P accumulating the fold), then the canary carries' sum beside a copy of P, then
+        the two lanes restored; returns (valid at the end of a fold, accumulators, nf) of that stage."""
         spec = self._spec
         shift, width = spec.dsp_packing, spec.acc_shape.width
         carries_width = max(width - shift, 2)
