@@ -137,16 +137,18 @@ def test_dsp_packing_is_bit_exact(idt, wdt, pe, simd):
 
 
 @pytest.mark.sim
-@pytest.mark.parametrize("weights", ["random", "extreme"])
-def test_dsp_accumulation_over_a_long_fold(weights):
+@pytest.mark.parametrize("mw, weights", [(512, "random"), (512, "extreme"), (1, "random")])
+def test_dsp_accumulation_over_a_long_fold(mw, weights):
     # INT8 x UINT8 over a 512-step fold: the low lane's sum needs 24 bits against its 16-bit field,
-    # so the canaries carry hundreds of times; the extreme case drives every product to a corner.
-    spec = make_spec(512, 4, 1, 4, "UINT8", "INT8", None, res_type="dsp", mem_mode="internal_decoupled")
-    assert spec.accumulates_in_dsp and spec.acc_shape.width >= spec.dsp_packing + 8
+    # so the canaries carry hundreds of times; the extreme case drives every product to a corner. A
+    # fold of one step: every step is both the first and the last.
+    spec = make_spec(mw, 4, 1, 4, "UINT8", "INT8", None, res_type="dsp", mem_mode="internal_decoupled")
+    assert spec.accumulates_in_dsp and spec.sf == mw
     if weights == "extreme":
-        w = np.full((512, 4), -128)
+        w = np.full((mw, 4), -128)
         w[::3, 1::2] = 127
         spec = replace(spec, weights=w)
+        assert spec.acc_shape.width >= spec.dsp_packing + 8
     check(spec, frames=2, simulator="verilator")
 
 
