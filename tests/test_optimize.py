@@ -176,3 +176,42 @@ def test_spilled_design_is_bit_exact(tmp_path, capsys):
     assert full.cycles_per_frame == report["optimizer"]["ii"]
     stalled = design.simulate(x, backpressure=Backpressure(seed=5))     # random valid/ready on both ends
     assert np.array_equal(stalled.outputs, full.outputs)
+
+
+def _fit_inputs(name, n):
+    """MNIST / CIFAR-10 images for FINN's networks; random floats across the input quantizer's range else."""
+    if name.startswith("TFC"):
+        d = np.load(MODELS / "mnist_test_1000.npz")
+        return (d["x"][:n].astype(np.float32) / 255).reshape(n, 1, 28, 28)
+    if name.startswith("cnv"):
+        x = np.load(MODELS / "cifar10_cifar10-test-data-class3.npz")["arr_0"][0].astype(np.float32)
+        return np.stack([x, x[:, :, ::-1], x[:, ::-1, :]][:n])
+    from qonnx.core.modelwrapper import ModelWrapper
+    model = ModelWrapper(str(MODELS / name))
+    shape = model.get_tensor_shape(model.graph.input[0].name)
+    return (2 * np.random.default_rng(0).standard_normal((n, *shape[1:]))).astype(np.float32)
+
+
+FIT_DESIGNS = [pytest.param("TFC_2W2A.onnx", 100, marks=pytest.mark.sim)] + [
+    pytest.param(name, mhz, marks=[pytest.mark.sim, pytest.mark.slow])
+    for name, mhz in (("TFC_1W1A.onnx", 100), ("cnv_1w1a_ts_clean.onnx", 100), ("cnv_2w2a_ts_clean.onnx", 100),
+                      ("gen_mlp_int8.onnx", 200), ("branching/mobilenetv2_block.onnx", 100),
+                      ("branching/resnet_block.onnx", 100))]
+
+
+@pytest.mark.parametrize("name, mhz", FIT_DESIGNS)
+def test_fit_pynq_z2_designs_are_bit_exact(tmp_path, capsys, name, mhz):
+    # What `rtlgen compile MODEL --fit pynq-z2` returns for the board, simulated on Verilator: outputs equal
+    # qonnx's execution of the model, and the measured cycles per frame are the II the optimizer chose.
+    # (That the same designs fit the xc7z020 by Yosys is benchmarks/folding.py --yosys: BENCHMARKS.md.)
+    frames = 3 if name.startswith("cnv") else 6
+    x = _fit_inputs(name, frames)
+    np.save(tmp_path / "x.npy", x)
+    out = tmp_path / "out"
+    code = main(["verify", str(MODELS / name), "--input", str(tmp_path / "x.npy"), "-o", str(out),
+                 "--fit", "pynq-z2", "--clock-mhz", str(mhz)])
+    text = capsys.readouterr().out
+    assert code == 0 and f"bit-exact: {frames} samples" in text, text
+    report = json.loads((out / "report.json").read_text())
+    assert report["optimizer"]["ii"] == report["analytic_cycles_per_frame"]
+    assert api.open_design(out).simulate(x).cycles_per_frame == report["optimizer"]["ii"]
