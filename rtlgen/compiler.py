@@ -21,8 +21,10 @@ as it was; :data:`PASSES` is the list :func:`compile_model` runs, timing each on
 
 import time
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
+
+import numpy as np
 
 from rtlgen import stitch
 from rtlgen.costmodel import estimate
@@ -79,13 +81,15 @@ class CompileOptions:
         """The folding optimizer's budget, or None when it is not asked for."""
         from rtlgen.optimize import Budget
         if self.fit is not None:
-            return Budget.for_board(self.fit, self.max_utilization)
-        if self.budget is not None:
+            budget = Budget.for_board(self.fit, self.max_utilization)
+        elif self.budget is not None:
             try:
-                return Budget.parse(self.budget)
+                budget = Budget.parse(self.budget)
             except ValueError as exc:
                 raise CompileError(str(exc)) from None
-        return None
+        else:
+            return None
+        return budget
 
     def target_cycles(self):
         if self.target_fps is None:
@@ -94,6 +98,20 @@ class CompileOptions:
             raise CompileError(f"--target-fps must be positive, not {self.target_fps}")
         from rtlgen.folding import target_cycles
         return max(1, target_cycles(self.target_fps, self.clock_mhz))     # beyond 1 cycle: the most parallel
+
+
+@dataclass
+class RoundOptions(CompileOptions):
+    """The options of one round of :func:`compile_model`: the user's, and what of the optimizer's budget
+    is held back for FIFOs that simulation sized beyond their analytic depths."""
+    fifo_reserve: tuple = (0, 0, 0, 0)      # LUT, FF, BRAM18, DSP
+
+    def optimizer_budget(self):
+        from rtlgen.optimize import Budget
+        budget = super().optimizer_budget()
+        if budget is None:
+            return None
+        return Budget(*np.maximum(budget.as_vector() - np.array(self.fifo_reserve, dtype=float), 0))
 
 
 # ---------------------------------------------------------------------------------------------- passes
@@ -233,15 +251,43 @@ class Compiled:
         return max(n.spec().exp_cycles for n in self.graph.nodes)
 
 
+FIFO_ROUNDS = 3      # the optimizer, then up to two more rounds holding back what the sized FIFOs took
+
+
 def compile_model(model_path, options=None, *, say=lambda text: None, keep=None):
     """Compile ``model_path``; ``say`` receives one line per finished pass; ``keep`` is a directory to save
-    the graph into after every pass."""
-    options = options or CompileOptions()
+    the graph into after every pass.
+
+    The folding optimizer counts each FIFO at its analytic depth; simulation may size some deeper (a
+    window generator's bursts), into block RAM the budget did not have. When the stitched design is then
+    over the budget, the passes run again from ``fold`` with that excess held back (``fifo_reserve``)."""
+    options = RoundOptions(**asdict(options or CompileOptions()))
     seconds = {}
     t = time.perf_counter()
     model = load_model(model_path, options.input_dtype)
     seconds["load"] = time.perf_counter() - t
     say(f"load: {seconds['load']:.1f} s")
+    for _ in range(FIFO_ROUNDS):
+        state, graphs = _run_passes(model, options, seconds, say, keep)
+        over, extra = _sized_fifo_cost(state, graphs["fold"], options)
+        if over is None:
+            break
+        say(f"the design is {_resources_text(over)} over the budget with its FIFOs sized by simulation "
+            f"({_resources_text(extra)} beyond their analytic depths): folding again with that held back")
+        options = replace(options, fifo_reserve=tuple(np.maximum(options.fifo_reserve, extra).tolist()))
+    else:
+        warnings.warn(f"the design is {_resources_text(over)} over the optimizer's budget after its FIFOs were "
+                      f"sized by simulation", CompileWarning, stacklevel=2)
+    t = time.perf_counter()
+    verilog = stitch.to_verilog(state)
+    seconds["stitch"] = time.perf_counter() - t
+    say(f"stitch: {seconds['stitch']:.1f} s")
+    io = _stream_io(model, state)
+    return Compiled(str(model_path), graphs["fold"], state, io, {"pre": state.host_pre, "post": state.host_post},
+                    verilog, seconds, options)
+
+
+def _run_passes(model, options, seconds, say, keep):
     state, graphs, saved = model, {}, 0
     for name, run in PASSES:
         t = time.perf_counter()
@@ -255,13 +301,28 @@ def compile_model(model_path, options=None, *, say=lambda text: None, keep=None)
             Path(keep).mkdir(parents=True, exist_ok=True)
             import onnx
             onnx.save(model_hw(state), str(Path(keep) / f"{saved:02d}_{name}.onnx"))
-    t = time.perf_counter()
-    verilog = stitch.to_verilog(state)
-    seconds["stitch"] = time.perf_counter() - t
-    say(f"stitch: {seconds['stitch']:.1f} s")
-    io = _stream_io(model, state)
-    return Compiled(str(model_path), graphs["fold"], state, io, {"pre": state.host_pre, "post": state.host_post},
-                    verilog, seconds, options)
+    return state, graphs
+
+
+def _sized_fifo_cost(stitched, folded, options):
+    """(what the stitched design's estimate exceeds the optimizer's budget by, what its FIFOs cost beyond
+    their analytic depths), both (LUT, FF, BRAM18, DSP); (None, None) when it fits or no optimizer chose
+    the folding."""
+    if folded.optimizer is None:
+        return None, None
+    from rtlgen.optimize import RESOURCES, _whole_design
+    total = sum(estimate(n.spec()) for n in stitched.nodes)
+    used = np.array([float(total[r]) for r in RESOURCES])
+    over = np.maximum(used - CompileOptions.optimizer_budget(options).as_vector(), 0)
+    if not over.any():
+        return None, None
+    return over, np.maximum(used - _whole_design(folded), 0)
+
+
+def _resources_text(amounts):
+    scale = {"LUT": 1, "FF": 1, "BRAM36": 0.5, "DSP": 1}
+    return ", ".join(f"{v * k:,.1f} {n}".replace(".0 ", " ") for v, (n, k) in zip(amounts, scale.items()) if v > 0) \
+        or "nothing"
 
 
 def _summary(name, graph, options):

@@ -71,7 +71,9 @@ def print_summary(report, console):
     if chosen:
         budget = ", ".join(f"{k} {v:,.0f}" for k, v in chosen["budget"].items() if v is not None)
         share = chosen["estimate"][chosen["binding"]] / chosen["budget"][chosen["binding"]]
-        console.print(f"folding optimizer ({chosen['seconds']:.1f} s): the fastest design within {budget}; "
+        held = ", ".join(f"{v:,.0f} {k}" for k, v in chosen.get("held_for_fifos", {}).items())
+        held = f" ({held} of it held back for the FIFOs that simulation sized deeper)" if held else ""
+        console.print(f"folding optimizer ({chosen['seconds']:.1f} s): the fastest design within {budget}{held}; "
                       f"{chosen['binding']} binds ({share:.0%} of its budget)", highlight=False, soft_wrap=True)
     fit = report["fit"]
     used = [Usage(k, v["used"], v["available"]) for k, v in fit["resources"].items()]
