@@ -47,6 +47,15 @@ def rom_bram_cost(width, depth):
     return blocks, width * _mux_luts(slices)
 
 
+def _ram_tiling(width, depth):
+    """(RAMB18 count, blocks stacked in depth) of a RAM with a write port in block RAM, as Yosys tiles it:
+    whole blocks side by side and stacked, the fewest blocks, then the fewest stacked (each stacked block
+    is one more input of the read mux: CNV-w2a2's 2,456 x 32 FIFO takes 5 RAMB18 and 119 LUT, its
+    2,592 x 32 one 3 BRAM36 and 80)."""
+    shapes = [(d, w, 1) for d, w in BRAM18_SHAPES] + [(d, w, 2) for d, w in BRAM36_SHAPES]
+    return min((-(-width // w) * -(-depth // d) * units, -(-depth // d)) for d, w, units in shapes)
+
+
 def _mux_luts(n):
     """LUTs of an n:1 mux of registered block outputs, per bit (LUT6 and MUXF7/F8; abc9 on Yosys 0.70)."""
     return 0 if n == 1 else 1 if n <= 4 else 2 if n <= 6 else -(-n // 2)
@@ -151,7 +160,8 @@ def ram_cost(width, depth, ram_style="auto", single_port=False):
     """Storage of a ``depth`` x ``width`` RAM with a synchronous read port, as Yosys 0.70 maps it: BRAM18s,
     or LUTRAM cells (see :func:`_lutram_cells`) with a read multiplexer over their banks."""
     if ram_in_block(width, depth, ram_style, single_port):
-        return Resources(lut=0, ff=0, bram18=bram18_count(width, depth))
+        blocks, slices = _ram_tiling(width, depth)
+        return Resources(lut=width * _mux_luts(slices), ff=0, bram18=blocks)
     banks = -(-depth // (256 if single_port else 64))
     read_mux = width * -(-(banks - 1) // 3)
     return Resources(lut=4 * _lutram_cells(width, depth, single_port) + read_mux, ff=0, bram18=0)

@@ -327,8 +327,9 @@ class _UnitSpec(StreamContract):
         x signed products are sign-extended through every tree level (about 1.5x at 2 bits, 1.23x at 4),
         unsigned ones (both offsets, or unsigned operands) fuse into LUT6s (0.77x at 2 bits, 1.13x at 4)."""
         wb, ib = self.weight_dtype.bitwidth(), self.input_dtype.bitwidth()
-        if self.product_rows > 1:       # rows of 5-8 bit products: Yosys 1.45-1.6x (PE 1-8, SIMD 4-64, INT8)
-            return 1.5
+        if self.product_rows > 1:       # rows of 5-8 bit products: Yosys 1.45-1.6x (PE 1-8, SIMD 4-64, INT8);
+            # two rows (an INT2 weight's: x and -2x) are no multiplier array: 1.2x (CNV-w2a2's MVAU_0, INT8 x INT2)
+            return 1.5 if self.product_rows >= 4 else 1.2
         if self.xnor or self.res_type == "dsp" or min(wb, ib) == 1 or max(wb, ib) > 4:
             return 1.0
         x_signed = self.lane_input_dtype.signed()
