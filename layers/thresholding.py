@@ -18,7 +18,7 @@ from layers.datapath import (ChannelFolded, check_dtype, check_fits, ceil_thresh
                              legal_divisors, output_stage, register, shape_for_range, wrapping_increment)
 from memstream.axilite import AXILiteSignature, accept_writes, refuse_reads
 from layers.fifo import bram18_count, rom_luts
-from layers.op import Op, Resources, divisors_of
+from layers.op import ArrayMemo, Op, Resources, divisors_of
 from layers.requant import REQUANT_STAGES, requant_form, requantize
 
 
@@ -26,6 +26,8 @@ __all__ = ["ThresholdTable", "ThresholdingSpec", "Thresholding", "threshold_sear
 
 RAM_STYLES = ("auto", "distributed", "block")
 AUTO_BRAM_MIN_DEPTH = 512        # ram_style auto: a stage's thresholds in block RAM from this many entries per lane
+_VARYING_BITS = ArrayMemo()      # per thresholds array and PE: the bits of each stage's entries that vary
+_CHECKED = ArrayMemo()           # thresholds arrays rounded up and checked ascending
 
 
 @dataclass(frozen=True, eq=False)
@@ -44,15 +46,21 @@ class ThresholdTable:
     writable_range: tuple = None    # (lo, hi) of thresholds that may be written at run time
 
     def __post_init__(self):
+        object.__setattr__(self, "_source", self.thresholds)     # the caller's array: the memo's key
         t = np.asarray(self.thresholds)
         if t.ndim != 2 or t.shape[0] not in (1, self.channels) or t.shape[1] < 1:
             raise ValueError(f"{self.owner} thresholds must have shape ({self.channels}, S) or (1, S) with S >= 1, "
                              f"not {t.shape}")
+        t = _CHECKED.get(self._source, ("checked", self.owner), lambda: self._checked(t))
+        object.__setattr__(self, "thresholds", np.broadcast_to(t, (self.channels, t.shape[1])))
+
+    def _checked(self, t):
+        """The thresholds rounded up to integers (:func:`ceil_thresholds`), each row ascending."""
         t = ceil_thresholds(t, self.owner)
         bad = np.flatnonzero(np.any(np.diff(t, axis=1) < 0, axis=1))
         if len(bad):
             raise ValueError(f"{self.owner} thresholds row {bad[0]} is not ascending: {t[bad[0]].tolist()}")
-        object.__setattr__(self, "thresholds", np.broadcast_to(t, (self.channels, t.shape[1])))
+        return t
 
     @property
     def steps(self):
@@ -96,12 +104,17 @@ class ThresholdTable:
     def _varying_bits(self, stage):
         """Per lane, the bits of stage ``stage``'s thresholds that are not the same in every entry: a
         constant bit of a LUT ROM costs nothing (thresholds of one layer share their high bits, e.g.
-        TFC-w1a1's MVAU_1: 7 bits stored, 4 to 5 varying per lane). All bits if writable at run time."""
+        TFC-w1a1's MVAU_1: 7 bits stored, 4 to 5 varying per lane). All bits if writable at run time.
+        Remembered per thresholds array: the folding optimizer asks for every PE it tries."""
         if self.writable_range is not None:
             return [self.storage_shape.width] * self.pe
-        codes = self.stage_images()[stage] & ((1 << self.storage_shape.width) - 1)
-        changed = np.bitwise_or.reduce(codes ^ codes[:, :1], axis=1)
-        return [int(c).bit_count() for c in changed]
+        key = ("varying bits", self.pe, tuple(self.value_range))
+        return _VARYING_BITS.get(self._source, key, self._all_varying_bits)[stage]
+
+    def _all_varying_bits(self):
+        mask = (1 << self.storage_shape.width) - 1
+        changed = [np.bitwise_or.reduce((codes & mask) ^ (codes[:, :1] & mask), axis=1) for codes in self.stage_images()]
+        return [[int(c).bit_count() for c in stage] for stage in changed]
 
     def stage_ram_style(self, stage, ram_style="auto"):
         """Where stage ``stage``'s thresholds are built, as Yosys is told: ``ram_style`` unless auto, which
