@@ -152,7 +152,8 @@ def write_proofs(rows):
         "xc7z020 (53,200 LUT, 106,400 FF, 140 BRAM36, 220 DSP). `python -m benchmarks.folding --yosys NAME ...` "
         "rewrites the rows it is given (NAME, NAME@FPS for a target, NAME@FPS@MHZ or NAME@@MHZ for a clock). "
         "TFC-w1a1's fastest design (II 4) was built by the native Yosys (`RTLGEN_YOSYS=native`, the pyosys "
-        "wheel): the WebAssembly one runs out of its 4 GB on it. Not here yet: TFC-w2a2 and CNV-w2a2.", rows)
+        "wheel): the WebAssembly one runs out of its 4 GB on it. Each row is the design the optimizer returned "
+        "on the day of its run (the estimates, and so the choice, move as the cost model improves).", rows)
 
 
 def main():
