@@ -81,15 +81,13 @@ class CompileOptions:
         """The folding optimizer's budget, or None when it is not asked for."""
         from rtlgen.optimize import Budget
         if self.fit is not None:
-            budget = Budget.for_board(self.fit, self.max_utilization)
-        elif self.budget is not None:
+            return Budget.for_board(self.fit, self.max_utilization)
+        if self.budget is not None:
             try:
-                budget = Budget.parse(self.budget)
+                return Budget.parse(self.budget)
             except ValueError as exc:
                 raise CompileError(str(exc)) from None
-        else:
-            return None
-        return budget
+        return None
 
     def target_cycles(self):
         if self.target_fps is None:
@@ -260,24 +258,26 @@ def compile_model(model_path, options=None, *, say=lambda text: None, keep=None)
 
     The folding optimizer counts each FIFO at its analytic depth; simulation may size some deeper (a
     window generator's bursts), into block RAM the budget did not have. When the stitched design is then
-    over the budget, the passes run again from ``fold`` with that excess held back (``fifo_reserve``)."""
+    over the budget, the passes run again with their extra cost held back from the optimizer's budget
+    (``RoundOptions.fifo_reserve``; at most :data:`FIFO_ROUNDS` rounds, then a warning)."""
     options = RoundOptions(**asdict(options or CompileOptions()))
     seconds = {}
     t = time.perf_counter()
     model = load_model(model_path, options.input_dtype)
     seconds["load"] = time.perf_counter() - t
     say(f"load: {seconds['load']:.1f} s")
-    for _ in range(FIFO_ROUNDS):
+    for round_ in range(FIFO_ROUNDS):
         state, graphs = _run_passes(model, options, seconds, say, keep)
         over, extra = _sized_fifo_cost(state, graphs["fold"], options)
         if over is None:
             break
+        if round_ == FIFO_ROUNDS - 1:
+            warnings.warn(f"the design is {_resources_text(over)} over the optimizer's budget after its FIFOs "
+                          f"were sized by simulation", CompileWarning, stacklevel=2)
+            break
         say(f"the design is {_resources_text(over)} over the budget with its FIFOs sized by simulation "
             f"({_resources_text(extra)} beyond their analytic depths): folding again with that held back")
         options = replace(options, fifo_reserve=tuple(np.maximum(options.fifo_reserve, extra).tolist()))
-    else:
-        warnings.warn(f"the design is {_resources_text(over)} over the optimizer's budget after its FIFOs were "
-                      f"sized by simulation", CompileWarning, stacklevel=2)
     t = time.perf_counter()
     verilog = stitch.to_verilog(state)
     seconds["stitch"] = time.perf_counter() - t
