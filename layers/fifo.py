@@ -29,6 +29,8 @@ def bram18_count(width, depth):
 
 # RAMB36E1 aspect ratios, two RAMB18s' worth each
 BRAM36_SHAPES = ((512, 72), (1024, 36), (2048, 18), (4096, 9), (8192, 4), (16384, 2), (32768, 1))
+# (depth, width, RAMB18s) of every block shape Yosys maps a memory into
+_BLOCK_SHAPES = tuple((d, w, 1) for d, w in BRAM18_SHAPES) + tuple((d, w, 2) for d, w in BRAM36_SHAPES)
 
 
 def rom_bram_cost(width, depth):
@@ -42,8 +44,10 @@ def rom_bram_cost(width, depth):
     1152 x 256: 11 + 256; 2304 x 64: 9 RAMB18 + 128; 32768 x 8: 15 RAMB18 + 64; 32768 x 4: 4 BRAM36;
     288 x 512: 15 RAMB18; this model gives exactly these. Per-block tiling (:func:`bram18_count`, what
     a RAM with a write port gets) would give 10, 18, 8, 9, 12 BRAM36, 10, 16 RAMB18, 4 and 15."""
-    shapes = [(d, w, 1) for d, w in BRAM18_SHAPES] + [(d, w, 2) for d, w in BRAM36_SHAPES]
-    blocks, slices = min((-(-(-(-depth // d) * width) // w) * units, -(-depth // d)) for d, w, units in shapes)
+    def cost(d, w, units):
+        slices = -(-depth // d)
+        return -(-(slices * width) // w) * units, slices
+    blocks, slices = min(cost(*shape) for shape in _BLOCK_SHAPES)
     return blocks, width * _mux_luts(slices)
 
 
@@ -52,8 +56,7 @@ def _ram_tiling(width, depth):
     whole blocks side by side and stacked, the fewest blocks, then the fewest stacked (each stacked block
     is one more input of the read mux: CNV-w2a2's 2,456 x 32 FIFO takes 5 RAMB18 and 119 LUT, its
     2,592 x 32 one 3 BRAM36 and 80)."""
-    shapes = [(d, w, 1) for d, w in BRAM18_SHAPES] + [(d, w, 2) for d, w in BRAM36_SHAPES]
-    return min((-(-width // w) * -(-depth // d) * units, -(-depth // d)) for d, w, units in shapes)
+    return min((-(-width // w) * -(-depth // d) * units, -(-depth // d)) for d, w, units in _BLOCK_SHAPES)
 
 
 def _mux_luts(n):

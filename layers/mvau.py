@@ -760,23 +760,19 @@ class DotProductUnit(wiring.Component):
                                              weight(p, s), w_dtype)]
                     for p in range(spec.pe)]
         if spec.dsp_packing is None:
-            lane_input = lambda p, s: self._lane_input(xs, spec.lane_input_index(p, s))
-            if spec._single_dsp_products():     # operands registered right at the DSP: its A and B
-                inputs = {k: register(m, advance, self._lane_input(xs, k), name=f"x_b_{k}")
-                          for k in sorted({spec.lane_input_index(p, s) for p in range(spec.pe) for s in range(spec.simd)})}
-                lane_input = lambda p, s: inputs[spec.lane_input_index(p, s)]
-                weight = (lambda plain: lambda p, s: register(m, advance, plain(p, s), name=f"w_a_{p}_{s}"))(weight)
-            lanes = [[product(lane_input(p, s), spec.lane_input_dtype, weight(p, s), w_dtype,
-                              xnor=spec.xnor, res_type=spec.res_type) for s in range(spec.simd)]
-                     for p in range(spec.pe)]
-            if not spec.registers_products:
-                return lanes
-            lanes = [[register(m, advance, x, name=f"prod_{p}_{s}") for s, x in enumerate(prods)]
-                     for p, prods in enumerate(lanes)]
-            if not spec._single_dsp_products():
-                return lanes
-            return [[register(m, advance, x, name=f"prod_p_{p}_{s}") for s, x in enumerate(prods)]
-                    for p, prods in enumerate(lanes)]
+            # one product per DSP48E1: the operands registered right at the DSP (its A and B) and the
+            # product twice (its M and P); fabric products get one register where registers_products
+            single_dsp = spec._single_dsp_products()
+            at_dsp = lambda value, name: register(m, advance, value, name=name) if single_dsp else value
+            inputs = {k: at_dsp(self._lane_input(xs, k), f"x_b_{k}")
+                      for k in {spec.lane_input_index(p, s) for p in range(spec.pe) for s in range(spec.simd)}}
+            lanes = [[product(inputs[spec.lane_input_index(p, s)], spec.lane_input_dtype,
+                              at_dsp(weight(p, s), f"w_a_{p}_{s}"), w_dtype, xnor=spec.xnor, res_type=spec.res_type)
+                      for s in range(spec.simd)] for p in range(spec.pe)]
+            for k in range(int(spec.registers_products) + int(single_dsp)):
+                lanes = [[register(m, advance, x, name=f"prod{k}_{p}_{s}") for s, x in enumerate(prods)]
+                         for p, prods in enumerate(lanes)]
+            return lanes
         shift, lanes = spec.dsp_packing, [[] for _ in range(spec.pe)]
         x_a = [register(m, advance, xs[s], name=f"x_a_{s}") for s in range(spec.simd)]    # beside A
         for q in range(0, spec.pe, 2):

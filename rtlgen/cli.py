@@ -537,7 +537,9 @@ def main(argv=None):
 def _run(args):
     """The command; bad input -> one line, exit 2; Ctrl-C -> exit 130; anything else is a bug -> exit 1."""
     import traceback
+    from sim.runner import cache_limit_bytes
     try:
+        cache_limit_bytes()         # a bad $RTLGEN_CACHE_MAX_GB is named now, not after the first build
         with _progress_bars():
             return COMMANDS[args.command][2](args)
     except KeyboardInterrupt:

@@ -91,22 +91,23 @@ def build_report(compiled):
         "clock_mhz": compiled.options.clock_mhz,
         "frames_per_second": round(compiled.options.clock_mhz * 1e6 / ii, 1),
         "fit": _fit(total["resources"], compiled.options.board),
-        "optimizer": _optimizer(compiled.folded.optimizer, compiled.options.fifo_reserve),
+        "optimizer": _optimizer(compiled.folded.optimizer, compiled.options),
     }
 
 
-def _optimizer(result, fifo_reserve):
+def _optimizer(result, options):
     """What the folding optimizer chose against (None when the folding came from a file or --target-fps):
     the user's budget, and what of it was held back for FIFOs that simulation sized deeper than their
     analytic bound (``RoundOptions.fifo_reserve``)."""
     if result is None:
         return None
-    lut, ff, bram18, dsp = result.budget.as_vector() + fifo_reserve
+    from rtlgen.compiler import CompileOptions
+    names, scale = ("LUT", "FF", "BRAM36", "DSP"), np.array([1, 1, 0.5, 1])     # BRAM18 -> BRAM36
+    budget = CompileOptions.optimizer_budget(options).as_vector() * scale
+    held = np.asarray(options.fifo_reserve, dtype=float) * scale
     limit = lambda value: float(value) if value != float("inf") else None      # JSON has no infinity: unlimited
-    reserve = dict(zip(("LUT", "FF", "BRAM36", "DSP"), (fifo_reserve[0], fifo_reserve[1], fifo_reserve[2] / 2,
-                                                        fifo_reserve[3])))
-    return {"budget": {"LUT": limit(lut), "FF": limit(ff), "BRAM36": limit(bram18 / 2), "DSP": limit(dsp)},
-            "held_for_fifos": {k: float(v) for k, v in reserve.items() if v},
+    return {"budget": {k: limit(v) for k, v in zip(names, budget)},
+            "held_for_fifos": {k: float(v) for k, v in zip(names, held) if v},
             "estimate": {"LUT": result.used["LUT"], "FF": result.used["FF"], "BRAM36": result.used["BRAM18"] / 2,
                          "DSP": result.used["DSP"]},
             "binding": result.binding, "ii": result.ii, "seconds": round(result.seconds, 2),

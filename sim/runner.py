@@ -33,6 +33,7 @@ __all__ = [
     "to_verilog",
     "build",
     "run_cocotb",
+    "cache_limit_bytes",
     "trim_cache",
 ]
 
@@ -58,13 +59,16 @@ def cache_dir():
     return Path(os.environ.get("RTLGEN_CACHE_DIR", Path.home() / ".cache" / "rtlgen"))
 
 
-def _cache_limit_bytes():
+def cache_limit_bytes():
+    """``$RTLGEN_CACHE_MAX_GB`` (default 20) in bytes, None for 0 (no limit); anything else is named."""
     text = os.environ.get("RTLGEN_CACHE_MAX_GB", "20")
     try:
         limit = float(text)
     except ValueError:
-        raise SimulationError(f"RTLGEN_CACHE_MAX_GB must be a number of gigabytes (0: no limit), not {text!r}") from None
-    return None if limit <= 0 else int(limit * 2**30)
+        limit = -1.0
+    if not limit >= 0 or limit == float("inf"):
+        raise SimulationError(f"RTLGEN_CACHE_MAX_GB must be a number of gigabytes >= 0 (0: no limit), not {text!r}")
+    return None if limit == 0 else int(limit * 2**30)
 
 
 def _tree_bytes(path):
@@ -88,7 +92,7 @@ def trim_cache(limit_bytes=None):
     mtime, refreshed on every cache hit. Returns the number of bytes freed."""
     import time
 
-    limit = _cache_limit_bytes() if limit_bytes is None else limit_bytes
+    limit = cache_limit_bytes() if limit_bytes is None else limit_bytes
     if limit is None:
         return 0
     entries = [e for kind in ("sim", "compiled") if (cache_dir() / kind).is_dir()

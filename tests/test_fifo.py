@@ -114,3 +114,17 @@ def test_deepest_fifo_fills_completely(depth):
     # The consumer waits until the producer has had time to fill the FIFO, then drains it.
     slow = run_fifo(spec, words, Backpressure(seed=1, valid_prob=1.0, ready_prob=0.02), "verilator")
     assert slow.probe("max_count") == spec.capacity
+
+
+# Yosys 0.70 synth_xilinx of a ROM with random contents and a registered read (rom_style block): (depth,
+# width) -> (RAMB18s, LUTs). Per-block tiling would be wrong on 7 of the 9.
+YOSYS_BLOCK_ROMS = {(2304, 128): (18, 256), (18432, 32): (32, 160), (9216, 32): (16, 160), (4608, 64): (16, 320),
+                    (1152, 256): (22, 256), (2304, 64): (9, 128), (32768, 8): (15, 64), (32768, 4): (8, 0),
+                    (288, 512): (15, 0)}
+
+
+@pytest.mark.parametrize("shape", sorted(YOSYS_BLOCK_ROMS))
+def test_block_rom_cost_follows_yosys(shape):
+    from layers.fifo import rom_bram_cost
+    depth, width = shape
+    assert rom_bram_cost(width, depth) == YOSYS_BLOCK_ROMS[shape]

@@ -7,7 +7,7 @@ import time
 import pytest
 
 from sim import runner
-from sim.harness import simulate_streams
+from sim.harness import FULL_RATE, Backpressure, simulate_streams
 
 
 def _entry(root, kind, name, size, age_seconds):
@@ -35,20 +35,25 @@ def test_a_build_in_use_is_never_evicted(tmp_path, monkeypatch):
     monkeypatch.setenv("RTLGEN_CACHE_DIR", str(tmp_path))
     old = _entry(tmp_path, "sim", "a-icarus-1", 4000, 3600)
     just_used = _entry(tmp_path, "sim", "b-icarus-2", 4000, 10)
-    assert runner.trim_cache(limit_bytes=0 + 1) == 4000
+    assert runner.trim_cache(limit_bytes=1) == 4000
     assert not old.exists() and just_used.exists()
 
 
 @pytest.mark.parametrize("limit, expected", [("0", None), ("1.5", int(1.5 * 2**30))])
 def test_limit_comes_from_the_environment(monkeypatch, limit, expected):
     monkeypatch.setenv("RTLGEN_CACHE_MAX_GB", limit)
-    assert runner._cache_limit_bytes() == expected
+    assert runner.cache_limit_bytes() == expected
 
 
-def test_a_bad_limit_is_named(monkeypatch):
-    monkeypatch.setenv("RTLGEN_CACHE_MAX_GB", "lots")
-    with pytest.raises(runner.SimulationError, match="RTLGEN_CACHE_MAX_GB must be a number"):
-        runner._cache_limit_bytes()
+@pytest.mark.parametrize("limit", ["lots", "-1", "nan", "inf"])
+def test_a_bad_limit_is_named_before_any_work(tmp_path, capsys, monkeypatch, limit):
+    from rtlgen.cli import main
+    monkeypatch.setenv("RTLGEN_CACHE_MAX_GB", limit)
+    assert main(["compile", str(tmp_path / "missing.onnx"), "-o", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"rtlgen compile: error: RTLGEN_CACHE_MAX_GB must be a number of gigabytes >= 0 (0: no limit), "
+                   f"not {limit!r}"]
+    assert not (tmp_path / "out").exists()
 
 
 def test_a_cached_harness_keeps_only_its_executable_and_still_runs(tmp_path, monkeypatch):
@@ -61,11 +66,13 @@ def test_a_cached_harness_keeps_only_its_executable_and_still_runs(tmp_path, mon
                "  input m_axis_0_tready;\n  assign m_axis_0_tdata = s_axis_0_tdata + 8'd1;\n"
                "  assign m_axis_0_tvalid = s_axis_0_tvalid;\n  assign s_axis_0_tready = m_axis_0_tready;\n"
                "endmodule\n")
-    for _ in range(2):      # a fresh build, then a cache hit on the trimmed build
-        result = simulate_streams(verilog, inputs={"s_axis_0": [1, 2, 254]}, outputs={"m_axis_0": 3},
+    words = list(range(200))
+    # a fresh build, then cache hits on the trimmed build, at full rate and with random backpressure
+    for backpressure in (FULL_RATE, FULL_RATE, Backpressure(seed=4)):
+        result = simulate_streams(verilog, inputs={"s_axis_0": words}, outputs={"m_axis_0": len(words)},
                                   port_style="axis", clock="ap_clk", reset="ap_rst_n", reset_active_high=False,
-                                  compiled=True)
-        assert result.words("m_axis_0") == [2, 3, 255]
+                                  compiled=True, backpressure=backpressure)
+        assert result.words("m_axis_0") == [(w + 1) % 256 for w in words]
     builds = [d for d in (tmp_path / "compiled").iterdir() if d.name.startswith("top-")]
     assert len(builds) == 1
     assert [p.name for p in (builds[0] / "obj").iterdir()] == ["harness"]
