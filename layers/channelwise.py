@@ -11,6 +11,7 @@ from layers.datapath import (StreamLayer, ChannelFolded, check_dtype, check_fits
                              register, wrapping_increment)
 from memstream.packing import pack_words
 from layers.fifo import rom_luts
+from layers.timing import one_to_one
 from layers.op import Op, Resources, divisors_of
 
 
@@ -96,6 +97,10 @@ class ChannelwiseOpSpec(ChannelFolded):
     def latency(self):
         """Cycles from an input transfer to its result being offered (input and result registers, FIFO)."""
         return 4
+
+    def timing(self, arrivals):
+        """Takes a word whenever one is offered; its result ``latency`` cycles later (:mod:`layers.timing`)."""
+        return one_to_one(self.latency, arrivals[0])
 
     def param_words(self):
         """The parameter ROM image: word f holds p[f*PE .. f*PE + PE - 1], lane 0 at the LSB."""

@@ -9,6 +9,7 @@ from amaranth.lib import stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
+from layers.timing import one_to_one
 from layers.op import OneWidth, Op, Resources, StreamContract
 
 __all__ = ["FIFOSpec", "StreamingFIFO", "bram18_count", "output_fifo_spec", "ram_cost", "ram_in_block",
@@ -118,6 +119,12 @@ class FIFOSpec(StreamContract, OneWidth):
     def latency(self):
         """Cycles from a word entering an empty FIFO to it being offered at the output."""
         return 2
+
+    def timing(self, arrivals):
+        """As deep as it needs to be: takes every word when offered and offers it ``latency`` cycles later
+        (the cycle after the previous word left, if later: the consumer's own model sees to that).
+        The FIFO sizer reads its depth off these cycles (:mod:`layers.timing`)."""
+        return one_to_one(self.latency, arrivals[0])
 
     @property
     def in_block_ram(self):

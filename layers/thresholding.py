@@ -18,6 +18,7 @@ from layers.datapath import (ChannelFolded, check_dtype, check_fits, ceil_thresh
                              legal_divisors, output_stage, register, shape_for_range, wrapping_increment)
 from memstream.axilite import AXILiteSignature, accept_writes, refuse_reads
 from layers.fifo import bram18_count, rom_luts
+from layers.timing import one_to_one
 from layers.op import ArrayMemo, Op, Resources, divisors_of
 from layers.requant import REQUANT_STAGES, requant_form, requantize
 
@@ -270,6 +271,10 @@ class ThresholdingSpec(ChannelFolded):
         """Cycles from an input transfer to its output being offered (register, the search's N stages or
         the requantizer's, output FIFO)."""
         return 1 + (REQUANT_STAGES if self.requant is not None else self.table.stages) + 2
+
+    def timing(self, arrivals):
+        """Takes a word whenever one is offered; its level ``latency`` cycles later (:mod:`layers.timing`)."""
+        return one_to_one(self.latency, arrivals[0])
 
     def resource_estimate(self):
         if self.requant is not None:

@@ -7,7 +7,8 @@ play it (AXI-Stream, Amaranth ``lib.stream``):
 - a source presents a word by raising ``valid`` with the payload and holds both until the word moves
   (``valid`` and ``ready`` high at a rising edge); with backpressure it inserts random gaps between words;
 - a sink drives ``ready`` high every cycle, or, with backpressure, at random;
-- every transfer is stamped with the index of the clock edge that moved it.
+- every transfer is stamped with the index of the clock edge that moved it, and every source word
+  with the edge at which it was first presented.
 
 After the sinks have their expected words the bench keeps ``ready`` high for ``drain`` more cycles:
 any word that still comes out is reported as extra (a duplicated or invented word).
@@ -46,6 +47,7 @@ class _Source:
         self.shown = False      # a word is on the bus, held until it moves
         self.valid_now = 0      # what valid is driven to (written only on change)
         self.cycles = []
+        self.offered = []       # the edge at which each word was first presented (valid raised)
         self.valid.value = 0
 
 
@@ -88,6 +90,7 @@ class StreamBench:
                 if s.pos < len(s.words) and (vp >= 1.0 or rng.random() < vp):
                     s.data.value = s.words[s.pos]
                     s.shown = True
+                    s.offered.append(cycle)
                 if s.shown != s.valid_now:
                     s.valid.value = s.valid_now = int(s.shown)
             for k in sinks:
@@ -124,7 +127,7 @@ class StreamBench:
         return {
             "cycles": cycles,
             "timed_out": timed_out,
-            "sources": {n: {"consumed": s.pos, "cycles": s.cycles} for n, s in self.sources.items()},
+            "sources": {n: {"consumed": s.pos, "cycles": s.cycles, "offered": s.offered} for n, s in self.sources.items()},
             "sinks": {n: {"words": [hex(w) for w in k.words], "cycles": k.cycles,
                           "extra": [hex(w) for w in k.extra]} for n, k in self.sinks.items()},
         }

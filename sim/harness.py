@@ -46,6 +46,10 @@ class StreamResult:
     def in_cycles(self, port):
         return self.raw["sources"][port]["cycles"]
 
+    def offered_cycles(self, port):
+        """The edge at which each word of source ``port`` was first presented (cocotb benches only)."""
+        return self.raw["sources"][port]["offered"]
+
     def consumed(self, port):
         return self.raw["sources"][port]["consumed"]
 

@@ -1,0 +1,86 @@
+"""Every layer's timing model (:mod:`layers.timing`) is cycle-exact: simulated alone, with random gaps
+between its input words (and at full rate) and its output never stalled, the layer takes every input
+word and offers every output word at exactly the cycles its spec's ``timing`` predicts from the cycles
+at which the bench offered the input words. FIFO sizing and the latency figure rest on these models."""
+
+import numpy as np
+import pytest
+
+from rtlgen.hwgraph import OPS
+from sim.harness import Backpressure, simulate_streams
+from tests.test_layer_contract import EXAMPLES, _node, _words
+
+FRAMES = 2
+
+# Foldings beyond each op's example in test_layer_contract.EXAMPLES (which is always a case); params
+# overrides under "params".
+CASES = [(op_type, {}) for op_type in sorted(OPS)] + [
+    ("ConvolutionInputGenerator", {"SIMD": 4, "parallel_window": True}),
+    ("ConvolutionInputGenerator", {"SIMD": 1}),
+    ("ConvolutionInputGenerator", {"SIMD": 2, "params": dict(stride=(2, 2), kernel=(3, 3), ifm_dim=(7, 7))}),
+    ("ConvolutionInputGenerator", {"SIMD": 2, "params": dict(depthwise=True)}),
+    ("ConvolutionInputGenerator", {"SIMD": 4, "parallel_window": True,
+                                   "params": dict(stride=(2, 2), ifm_dim=(6, 6))}),
+    ("MVAU", {"SIMD": 8, "PE": 4}), ("MVAU", {"SIMD": 1, "PE": 1}),
+    ("MVAU", {"SIMD": 1, "PE": 2, "resType": "dsp"}), ("MVAU", {"SIMD": 4, "PE": 1, "resType": "dsp"}),
+    ("MVAU", {"SIMD": 2, "PE": 2, "mem_mode": "internal_decoupled"}),
+    ("VVAU", {"resType": "dsp"}), ("VVAU", {"PE": 4, "SIMD": 3}),
+    ("StreamingDataWidthConverter", {"params": dict(shape=(1, 8), in_width=8, out_width=4)}),
+    ("StreamingDataWidthConverter", {"params": dict(shape=(1, 12), in_width=6, out_width=4)}),
+    ("StreamingDataWidthConverter", {"params": dict(shape=(1, 12), in_width=4, out_width=6)}),
+    ("StreamingMaxPool", {"params": dict(img_dim=(1, 8), pool_dim=(1, 2))}),
+    ("StreamingMaxPool", {"params": dict(img_dim=(5, 5), pool_dim=(2, 2), ceil_mode=True)}),
+    ("FMPadding", {"params": dict(padding=(1, 0, 0, 2))}),
+    ("UpsampleNearestNeighbour", {"params": dict(ifm_dim=(2, 2), ofm_dim=(2, 4))}),
+    ("LabelSelect", {"params": dict(labels=8, k=5), "PE": 1}),
+    ("StreamingConcat", {"SIMD": 1}),
+]
+
+
+def _case_id(case):
+    op_type, folding = case
+    extra = ",".join(f"{k}={v}" for k, v in folding.items() if k != "params")
+    return op_type + (f"[{extra}]" if extra else "") + ("+params" if "params" in folding else "")
+
+
+def _spec(op_type, folding):
+    folding = dict(folding)
+    node = _node(op_type)
+    node.params = {**node.params, **folding.pop("params", {})}
+    node.folding.update(folding)
+    return node.spec()
+
+
+def _frames_of_words(spec, k, rng):
+    return [w for _ in range(FRAMES) for w in _words(spec, k, rng)]
+
+
+def _simulate(spec, op_type, backpressure):
+    rng = np.random.default_rng(11)
+    ins = {("i" if spec.num_inputs == 1 else f"i{k}"): _frames_of_words(spec, k, rng)
+           for k in range(spec.num_inputs)}
+    n_in = len(next(iter(ins.values())))
+    out_words = n_in if spec.folded_output_shape is None else \
+        FRAMES * int(np.prod(spec.folded_output_shape[:-1]))
+    outs = {("o" if spec.num_outputs == 1 else f"o{k}"): out_words for k in range(spec.num_outputs)}
+    component = _node(op_type).op.component(spec)
+    return simulate_streams(component, inputs=ins, outputs=outs, backpressure=backpressure), ins, outs
+
+
+@pytest.mark.sim
+@pytest.mark.parametrize("gaps", [False, True], ids=["full-rate", "random-gaps"])
+@pytest.mark.parametrize("case", CASES, ids=_case_id)
+def test_timing_model_is_cycle_exact(case, gaps):
+    op_type, folding = case
+    spec = _spec(op_type, folding)
+    if not hasattr(spec, "timing"):
+        pytest.fail(f"{op_type} has no timing model")
+    backpressure = Backpressure(seed=7, valid_prob=0.5, ready_prob=1.0) if gaps else \
+        Backpressure(seed=0, valid_prob=1.0, ready_prob=1.0)
+    result, ins, outs = _simulate(spec, op_type, backpressure)
+    arrivals = [np.array(result.offered_cycles(p)) for p in ins]
+    model = spec.timing(arrivals)
+    for k, port in enumerate(ins):
+        np.testing.assert_array_equal(model.reads[k], result.in_cycles(port), err_msg=f"reads of {port}")
+    for port in outs:
+        np.testing.assert_array_equal(model.writes, result.out_cycles(port), err_msg=f"writes of {port}")
