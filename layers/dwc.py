@@ -7,6 +7,9 @@ from amaranth.hdl import Array, Cat, Module, Mux, Signal
 from qonnx.core.datatype import DataType
 
 from layers.datapath import StreamLayer
+import numpy as np
+
+from layers.timing import Timing, as_cycles, take_in_turn, take_when_ready
 from layers.op import OneDatatype, Op, Resources, StreamContract
 
 __all__ = ["DWCSpec", "StreamingDataWidthConverter"]
@@ -52,6 +55,74 @@ class DWCSpec(StreamContract, OneDatatype):
         return -(-self.out_width // self.in_width)
 
     latency = 1             # a word is offered one cycle after the input that completes it
+
+    def timing(self, arrivals, taken=None):
+        """When words move (:mod:`layers.timing`). A converter is the one layer the compiler puts right in
+        front of its consumer, with no FIFO between (a narrowing one has its FIFO in front): ``taken[j]``,
+        when given, is the cycle its consumer takes output word ``j`` (``writes[j]`` or later), and the
+        reads and writes follow from that; by default its output is never stalled."""
+        a = as_cycles(arrivals[0])
+        return {"up": self._up_timing, "down": self._down_timing, "general": self._general_timing}[self.kind](
+            a, None if taken is None else as_cycles(taken))
+
+    def _up_timing(self, a, taken):
+        # Input n, the k-th of output word j = n // r, moves when offered; the last one of a word (which
+        # loads the output register) not before the cycle after word j - 1 was taken.
+        r = self.out_width // self.in_width
+        ready = None
+        if taken is not None:
+            ready = np.zeros(a.size, dtype=np.int64)
+            ready[2 * r - 1::r] = taken[:-1][:len(ready[2 * r - 1::r])] + 1
+        reads = take_when_ready(a, ready)
+        return Timing((reads,), reads[r - 1::r] + 1)
+
+    def _down_timing(self, a, taken):
+        # Input n is loaded into the output register at L[n] = max(its move, the cycle the last part of
+        # word n - 1 is taken); it moves at max(offered, L[n - 1] + 1) (one word held while one drains).
+        # Part p of word n is offered at L[n] + 1 (p = 0), else the cycle after part p - 1 was taken.
+        r = self.in_width // self.out_width
+        if taken is None:
+            loads = take_in_turn(a, np.full(a.size, r))
+            writes = (loads[:, None] + 1 + np.arange(r)).reshape(-1)
+        else:
+            last_taken = np.concatenate([[np.iinfo(np.int64).min // 2], taken[r - 1::r][:-1]])
+            loads = take_when_ready(a, last_taken)
+            writes = np.empty(taken.size, dtype=np.int64)
+            writes[::r] = loads + 1
+            for p in range(1, r):
+                writes[p::r] = taken[p - 1::r] + 1
+        reads = np.maximum(a, np.concatenate([[a[0]], loads[:-1] + 1]))
+        return Timing((reads,), writes)
+
+    def _general_timing(self, a, taken):
+        # A shift buffer of buffer_bits: input n moves when offered, the cycle after input n - 1, and once
+        # enough output words have moved out to leave it room; output j is offered the cycle after the
+        # input completing it moved (and after word j - 1 moved).
+        iw, ow, size = self.in_width, self.out_width, self.buffer_bits
+        n_out = a.size * iw // ow
+        reads = np.empty(a.size, dtype=np.int64)
+        writes = np.empty(n_out, dtype=np.int64)
+        moved = np.empty(n_out, dtype=np.int64)
+        j = 0
+        for n in range(a.size):
+            t = a[n] if n == 0 else max(a[n], reads[n - 1] + 1)
+            must_have_left = -(-((n + 1) * iw - size) // ow)     # outputs out before input n fits
+            while j < min(must_have_left, n_out) or (j < n_out and (j + 1) * ow <= n * iw):
+                writes[j] = reads[(j + 1) * ow // iw - (1 if (j + 1) * ow % iw == 0 else 0)] + 1
+                if j:
+                    writes[j] = max(writes[j], moved[j - 1] + 1)
+                moved[j] = writes[j] if taken is None else max(writes[j], taken[j])
+                j += 1
+            if must_have_left > 0:
+                t = max(t, moved[must_have_left - 1] + 1)
+            reads[n] = t
+        while j < n_out:
+            writes[j] = reads[-(-(j + 1) * ow // iw) - 1] + 1
+            if j:
+                writes[j] = max(writes[j], moved[j - 1] + 1)
+            moved[j] = writes[j] if taken is None else max(writes[j], taken[j])
+            j += 1
+        return Timing((reads,), writes)
 
     @property
     def frame_bits(self):

@@ -4,6 +4,7 @@
 from dataclasses import dataclass
 from math import prod
 
+import numpy as np
 from amaranth.hdl import Array, Cat, Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
@@ -12,10 +13,17 @@ from qonnx.core.datatype import DataType
 from layers.datapath import (ChannelFolded, check_dtype, dtype_for_range, dtype_range, element_value, legal_divisors,
                              output_stage, register, wrapping_increment)
 from layers.fifo import StreamingFIFO, output_fifo_spec
+from layers.timing import Timing, as_cycles, one_to_one, take_when_ready
 from layers.op import OneDatatype, OneWidth, Op, Resources, StreamContract, divisors_of
 
 __all__ = ["AddStreamsSpec", "AddStreams", "DuplicateStreamsSpec", "DuplicateStreams",
            "StreamingConcatSpec", "StreamingConcat"]
+
+
+def _lockstep(arrivals, latency):
+    """Words of every input taken together, once all are offered, one set per cycle."""
+    taken = take_when_ready(np.max([as_cycles(a) for a in arrivals], axis=0))
+    return Timing((taken,) * len(arrivals), taken + latency)
 
 
 def _positive(owner, attr, value):
@@ -73,6 +81,10 @@ class AddStreamsSpec(ChannelFolded):
     def latency(self):
         """Cycles from the input pair's transfer to the sum being offered (sum register, output FIFO)."""
         return 3
+
+    def timing(self, arrivals):
+        """Takes the pair once both words are offered; the sum ``latency`` cycles later (:mod:`layers.timing`)."""
+        return _lockstep(arrivals, self.latency)
 
     def resource_estimate(self):
         """An adder per lane (a LUT per output bit), the sum register and the output FIFO."""
@@ -169,6 +181,11 @@ class DuplicateStreamsSpec(ChannelFolded, OneDatatype):
     @property
     def latency(self):
         return output_fifo_spec(self.in_width).latency
+
+    def timing(self, arrivals):
+        """Takes a word whenever one is offered (every output FIFO has room, never stalled); each copy is
+        offered ``latency`` cycles later (:mod:`layers.timing`)."""
+        return one_to_one(self.latency, arrivals[0])
 
     def resource_estimate(self):
         """A depth-2 FIFO per output and the AND of their readies."""
@@ -289,6 +306,19 @@ class StreamingConcatSpec(StreamContract, OneDatatype, OneWidth):
     def latency(self):
         """Cycles from an input transfer to the word being offered (output FIFO)."""
         return 2
+
+    def timing(self, arrivals):
+        """Per pixel, input 0's words, then input 1's...: each taken when offered and its turn has come,
+        one per cycle, and offered ``latency`` cycles later (:mod:`layers.timing`)."""
+        folds = self.input_folds
+        pixels = len(arrivals[0]) // folds[0]
+        turn = np.concatenate([np.full(f, k) for k, f in enumerate(folds)])     # input of each word of a pixel
+        order = np.tile(turn, pixels)
+        merged = np.empty(order.size, dtype=np.int64)
+        for k in range(self.num_inputs):
+            merged[order == k] = as_cycles(arrivals[k])
+        taken = take_when_ready(merged)
+        return Timing(tuple(taken[order == k] for k in range(self.num_inputs)), taken + self.latency)
 
     def resource_estimate(self):
         """An n-way word multiplexer, the input/fold counters and the output FIFO."""

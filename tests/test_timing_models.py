@@ -84,3 +84,22 @@ def test_timing_model_is_cycle_exact(case, gaps):
         np.testing.assert_array_equal(model.reads[k], result.in_cycles(port), err_msg=f"reads of {port}")
     for port in outs:
         np.testing.assert_array_equal(model.writes, result.out_cycles(port), err_msg=f"writes of {port}")
+
+
+DWC_CASES = [dict(shape=(1, 8), in_width=4, out_width=8), dict(shape=(1, 8), in_width=8, out_width=4),
+             dict(shape=(1, 12), in_width=6, out_width=4), dict(shape=(1, 12), in_width=4, out_width=6),
+             dict(shape=(1, 24), in_width=12, out_width=2)]
+
+
+@pytest.mark.sim
+@pytest.mark.parametrize("params", DWC_CASES, ids=lambda p: f"{p['in_width']}to{p['out_width']}")
+def test_width_converter_model_follows_a_stalled_consumer(params):
+    """A converter feeds its consumer with no FIFO between: given the cycles at which the (randomly
+    stalling) consumer took each word, the model tells when each input word moved, exactly."""
+    spec = _spec("StreamingDataWidthConverter", {"params": params})
+    result, ins, outs = _simulate(spec, "StreamingDataWidthConverter",
+                                  Backpressure(seed=3, valid_prob=0.7, ready_prob=0.4))
+    taken = np.array(result.out_cycles("o"))
+    model = spec.timing([np.array(result.offered_cycles("i"))], taken=taken)
+    np.testing.assert_array_equal(model.reads[0], result.in_cycles("i"))
+    assert (model.writes <= taken).all()
