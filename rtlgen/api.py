@@ -61,7 +61,7 @@ class Design:
                      inputs=inputs, force=force, say=say)
 
 
-def compile(model, out, *, folding=None, target_fps=None, clock_mhz=100.0, board="pynq-z2", fifo_sizing="sim",
+def compile(model, out, *, folding=None, target_fps=None, clock_mhz=100.0, board="pynq-z2", fifo_sizing="analytic",
             simulator=None, input_dtype=None, strict=False, fit=None, max_utilization=0.8, budget=None,
             keep_intermediate=None, say=None):
     """Compile ``model`` (a QONNX / FINN-ONNX file) into the directory ``out`` (created; a previous compile

@@ -7,6 +7,8 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
+from rtlgen.fifo_sizing import FIFO_SIZINGS
+
 __all__ = ["main"]
 
 
@@ -71,8 +73,10 @@ def add_compile_options(parser):
                         help="naive folding (FINN SetFolding) for N frames/s (default: 1000 cycles per frame)")
     parser.add_argument("--clock-mhz", type=float, default=100.0, help="clock for --target-fps and reports (default: %(default)s)")
     parser.add_argument("--board", default="pynq-z2", choices=("pynq-z2",), help="target board (default: %(default)s)")
-    parser.add_argument("--fifo-sizing", default="sim", choices=("sim", "none"),
-                        help="FIFO depths by simulating the stitched design, or all 2 (default: %(default)s)")
+    parser.add_argument("--fifo-sizing", default="analytic", choices=FIFO_SIZINGS,
+                        help="FIFO depths from the layers' composed timing models (analytic, milliseconds), by "
+                             "simulating the stitched design (sim, FINN's way), or 2 and the join bounds "
+                             "(none) (default: %(default)s)")
     parser.add_argument("--simulator", choices=("verilator", "icarus"), default=None, help=SIMULATOR_HELP)
     parser.add_argument("--input-dtype", metavar="DTYPE",
                         help="the datatype of the model's input when it has no input quantizer (BIPOLAR, "
@@ -422,8 +426,9 @@ def add_partition_arguments(parser):
     parser.add_argument("--max-packet-bytes", type=int, default=1440, help="largest network packet: a frame "
                         "travels in packets of at most this (default 1440, the MTU; 8992 with jumbo frames)")
     parser.add_argument("--clock-mhz", type=float, default=100.0)
-    parser.add_argument("--fifo-sizing", default="sim", choices=("sim", "none"),
-                        help="FIFO depths inside each device: by simulation (default) or the analytic bounds")
+    parser.add_argument("--fifo-sizing", default="analytic", choices=FIFO_SIZINGS,
+                        help="FIFO depths inside each device: from the layers' timing models (default), by "
+                             "simulation, or the join bounds (none)")
     parser.add_argument("--plan-only", action="store_true",
                         help="write the plan and cluster files, do not build the per-device kernels")
 

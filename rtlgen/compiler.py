@@ -28,12 +28,13 @@ import numpy as np
 
 from rtlgen import stitch
 from rtlgen.costmodel import estimate
+from rtlgen.fifo_sizing import FIFO_SIZINGS, analytic_fifo_depths
 from sim.stream_io import StreamEnd, StreamIO
 from rtlgen.frontend import CompileError, CompileWarning, load_model
 from rtlgen.host import submodel
 from rtlgen.lower import lower
 
-__all__ = ["CompileOptions", "Compiled", "compile_model", "PASSES", "DEFAULT_TARGET_CYCLES"]
+__all__ = ["FIFO_SIZINGS", "CompileOptions", "Compiled", "compile_model", "PASSES", "DEFAULT_TARGET_CYCLES"]
 
 DEFAULT_TARGET_CYCLES = 1000        # naive folding target when neither a folding file nor a target fps is given
 
@@ -44,7 +45,8 @@ class CompileOptions:
     target_fps: float = None        # naive folding (FINN SetFolding) for this many frames/s
     clock_mhz: float = 100.0
     board: str = "pynq-z2"
-    fifo_sizing: str = "sim"        # "sim": depths from a simulation of the stitched design;
+    fifo_sizing: str = "analytic"   # "analytic": depths from the layers' composed timing models;
+                                    # "sim": from a simulation of the stitched design;
                                     # "none": 2, and the analytic bound in front of joins
     simulator: str = None
     input_dtype: str = None         # annotate the graph input (a qonnx DataType name), as FINN's notebooks do
@@ -63,8 +65,8 @@ class CompileOptions:
         from rtlgen.fit import BOARDS
         if self.board not in BOARDS:
             raise CompileError(f"--board {self.board!r} is not supported; legal: {', '.join(BOARDS)}")
-        if self.fifo_sizing not in ("sim", "none"):
-            raise CompileError(f"--fifo-sizing {self.fifo_sizing!r}: legal: sim, none")
+        if self.fifo_sizing not in FIFO_SIZINGS:
+            raise CompileError(f"--fifo-sizing {self.fifo_sizing!r}: legal: {', '.join(FIFO_SIZINGS)}")
         if self.fit is not None and self.fit not in BOARDS:
             raise CompileError(f"--fit {self.fit!r} is not supported; legal: {', '.join(BOARDS)}")
         if not (isinstance(self.max_utilization, (int, float)) and 0 < self.max_utilization <= 1):
@@ -202,10 +204,12 @@ def insert_duplicates(graph, options):
 
 
 def insert_fifos(graph, options):
-    if options.fifo_sizing == "sim":
+    if options.fifo_sizing == "analytic":
+        depths = analytic_fifo_depths(stitch.insert_dwcs_and_fifos(graph))
+    elif options.fifo_sizing == "sim":
         depths = stitch.size_fifos(graph, simulator=options.simulator)
     else:
-        depths = stitch.analytic_fifo_depths(graph)
+        depths = stitch.join_fifo_depths(graph)
     return stitch.check_fifo_depths(stitch.insert_dwcs_and_fifos(graph, depths))
 
 

@@ -36,7 +36,7 @@ from sim.runner import SimulationError
 
 __all__ = ["DEFAULT_FIFO_DEPTH", "DEFAULT_TOP_NAME", "as_graph", "insert_duplicates", "insert_dwcs_and_fifos",
            "StitchedAccelerator", "to_verilog", "finn_fifo_depth", "branch_fifo_bounds", "check_fifo_depths",
-           "tensor_fifo_depths", "size_fifos", "analytic_fifo_depths", "strip_memory_init", "simulate_chain",
+           "tensor_fifo_depths", "size_fifos", "join_fifo_depths", "strip_memory_init", "simulate_chain",
            "graph_report", "chain_report", "words_per_frame"]
 
 DEFAULT_FIFO_DEPTH = 2
@@ -559,7 +559,7 @@ def size_fifos(graph, *, frames=3, simulator=None, max_depth=MAX_SIZING_DEPTH):
             for name, depth in deep.items()}
 
 
-def analytic_fifo_depths(graph):
+def join_fifo_depths(graph):
     """FIFO depths without simulation: 2, and in front of joins their bound (:func:`branch_fifo_bounds`)
     with FINN's rounding and room for the layers' pipeline registers (not proven by simulation)."""
     graph = as_graph(graph)

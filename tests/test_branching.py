@@ -143,7 +143,7 @@ def test_undersized_branch_fifo_is_detected_not_shipped():
 def test_analytic_depths_without_simulation_cover_the_bound():
     _, graph, _ = lowered("mlp_residual")
     graph = insert_duplicates(fold(graph, CompileOptions()), CompileOptions())
-    depths = stitch.analytic_fifo_depths(graph)
+    depths = stitch.join_fifo_depths(graph)
     stitch.check_fifo_depths(stitch.insert_dwcs_and_fifos(graph, depths))
 
 

@@ -1,0 +1,91 @@
+"""FIFO sizing without simulating the design (:mod:`rtlgen.fifo_sizing`).
+
+1. The composed timing model is the design's timing: with FIFOs deep enough never to fill, the stitched
+   network simulated at full rate moves every input and output word at the cycle the model says.
+2. The analytic depths are enough: the network compiled with them runs at its II (within 2 %, as
+   measured at full rate) and gives the same words under random backpressure, and no FIFO is shallower
+   than its join bound. Simulation-sized depths are listed beside them in BENCHMARKS.md
+   (``python -m benchmarks.compiler``).
+"""
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from rtlgen import stitch
+from rtlgen.compiler import CompileOptions, compile_model
+from rtlgen.demo import DEMO_MODEL, bundled
+from rtlgen.fifo_sizing import analytic_fifo_depths, graph_timing, latency_cycles, paced_arrivals
+from sim.harness import Backpressure
+
+MODELS = Path(__file__).parent / "models"
+NETWORKS = {
+    "digits-mlp": (bundled(DEMO_MODEL), dict(target_fps=100_000)),                  # MVAUs, DWCs
+    "tfc-w2a2": (MODELS / "TFC_2W2A.onnx", dict(target_fps=200_000)),
+    "residual-mlp": (MODELS / "branching" / "mlp_residual.onnx", {}),              # a join
+    "resnet-block": (MODELS / "branching" / "resnet_block.onnx", {}),               # SWGs on both paths
+    "concat": (MODELS / "branching" / "concat_mixed.onnx", {}),
+    "small-cnn": (MODELS / "small_cnn.onnx", dict(target_fps=50_000)),            # SWG, pooling, padding
+}
+FRAMES = 3
+
+
+def _folded(name, cache={}):
+    if name not in cache:
+        model, options = NETWORKS[name]
+        cache[name] = compile_model(model, CompileOptions(fifo_sizing="none", **options))
+    return cache[name]
+
+
+@pytest.mark.sim
+@pytest.mark.parametrize("name", sorted(NETWORKS))
+def test_composed_model_is_the_designs_timing(name, simulator):
+    compiled = _folded(name)
+    graph = stitch.insert_duplicates(compiled.folded)
+    words = stitch.tensor_words(stitch.insert_dwcs_and_fifos(graph))
+    never_full = {f: FRAMES * words[stitch.insert_dwcs_and_fifos(graph).node(f).inputs[0]] + 4
+                  for f in stitch.tensor_fifo_depths(graph)}
+    deep = stitch.insert_dwcs_and_fifos(graph, never_full)
+    n_in, n_out = FRAMES * words[deep.input], FRAMES * words[deep.output]
+    model = graph_timing(deep, 1 + np.arange(n_in))             # the bench offers word n at edge n + 1 at best
+    run = stitch.simulate_chain(deep, [0] * n_in, n_out, simulator=simulator)
+    np.testing.assert_array_equal(model.leave[deep.input], run.in_cycles("s_axis_0"))
+    np.testing.assert_array_equal(model.leave[deep.output], run.out_cycles("m_axis_0"))
+
+
+@pytest.mark.sim
+@pytest.mark.parametrize("name", sorted(NETWORKS))
+def test_analytic_depths_run_at_the_ii(name, simulator):
+    compiled = _folded(name)
+    graph = stitch.insert_dwcs_and_fifos(stitch.insert_duplicates(compiled.folded))
+    depths = analytic_fifo_depths(graph)
+    sized = stitch.check_fifo_depths(stitch.insert_dwcs_and_fifos(stitch.insert_duplicates(compiled.folded), depths))
+    ii = max(n.spec().exp_cycles for n in sized.nodes)
+    words = stitch.tensor_words(sized)
+    frames = 6
+    rng = np.random.default_rng(1)
+    inputs = [int(w) for w in rng.integers(0, 2 ** 8, frames * words[sized.input])]
+    full = stitch.simulate_chain(sized, inputs, frames * words[sized.output], simulator=simulator)
+    steady = full.steady_cycles("m_axis_0", words[sized.output])
+    assert abs(steady / ii - 1) <= 0.02, (steady, ii, depths)
+    stalled = stitch.simulate_chain(sized, inputs, frames * words[sized.output], simulator=simulator,
+                                    backpressure=Backpressure(seed=4, valid_prob=0.7, ready_prob=0.6))
+    assert stalled.words("m_axis_0") == full.words("m_axis_0")
+    # the model's own II under paced input is the design's
+    timing = graph_timing(sized, paced_arrivals(words[sized.input], frames, ii))
+    ends = timing.frame_ends(sized.output, words[sized.output])
+    assert ends[-1] - ends[-2] == ii
+
+
+@pytest.mark.sim
+@pytest.mark.parametrize("name", ["digits-mlp", "residual-mlp", "small-cnn"])
+def test_latency_is_what_simulation_measures(name, simulator):
+    """One frame into the idle design with its analytic FIFOs: first input word to last output word."""
+    compiled = _folded(name)
+    graph = stitch.insert_dwcs_and_fifos(stitch.insert_duplicates(compiled.folded))
+    sized = stitch.insert_dwcs_and_fifos(stitch.insert_duplicates(compiled.folded), analytic_fifo_depths(graph))
+    words = stitch.tensor_words(sized)
+    run = stitch.simulate_chain(sized, [0] * words[sized.input], words[sized.output], simulator=simulator)
+    measured = run.out_cycles("m_axis_0")[-1] - run.in_cycles("s_axis_0")[0] + 1
+    assert latency_cycles(sized) == measured
