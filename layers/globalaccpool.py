@@ -14,11 +14,13 @@ from qonnx.core.datatype import DataType
 from layers.datapath import (ChannelFolded, StreamLayer, check_dtype, dtype_for_range, dtype_range, element_value, legal_divisors, output_stage,
                              register, wrapping_increment)
 from layers.op import Op, Resources, divisors_of
+from layers.timing import Timing, frames_of, take_when_ready
 
 
 __all__ = ["GlobalAccPoolSpec", "GlobalAccPool"]
 
 OWNER = "GlobalAccPool"
+SUM_DELAY = 3       # cycles from taking a last-pixel word to offering its sum word (timing model)
 
 
 @dataclass(frozen=True)
@@ -81,6 +83,15 @@ class GlobalAccPoolSpec(ChannelFolded):
 
 
     latency = 2                 # cycles from the last pixel's word to its sums being offered
+
+    def timing(self, arrivals):
+        """Takes a word whenever one is offered; the last pixel's word f of an image gives sum word f,
+        offered 3 cycles after it is taken: the register stage (``v1``), then the output FIFO's two
+        (:mod:`layers.timing`)."""
+        images = frames_of(arrivals[0], self.words) * self.num_input_vectors[0]
+        reads = take_when_ready(arrivals[0])
+        last_pixel = reads.reshape(images, self.pixels, self.cf)[:, -1, :]
+        return Timing((reads,), last_pixel.reshape(-1) + SUM_DELAY)
 
     def resource_estimate(self):
         """An adder per output bit, the accumulator memory (LUT RAM below 512 entries, else BRAM18; a

@@ -8,12 +8,14 @@ next vector streams in.
 from dataclasses import dataclass, field
 from math import prod
 
+import numpy as np
 from amaranth.hdl import Const, Module, Mux, Signal
 from amaranth.lib import data
 from qonnx.core.datatype import DataType
 
 from layers.datapath import StreamLayer, check_dtype, element_value, legal_divisors, output_stage, wrapping_increment
 from layers.op import Op, Resources, StreamContract, divisors_of
+from layers.timing import Timing, as_cycles, frames_of, take_in_turn, take_when_ready
 
 
 __all__ = ["LabelSelectSpec", "LabelSelect"]
@@ -113,6 +115,28 @@ class LabelSelectSpec(StreamContract):
         return 0 if self.input_dtype.name == "BIPOLAR" else int(self.input_dtype.min())
 
     latency = 3                 # cycles from a vector's last word to its first index being offered
+
+    def timing(self, arrivals):
+        """Takes a word whenever one is offered, except a vector's last word: it loads the output
+        register, so it waits until the previous vector's K indices are all out but the one leaving
+        now, K cycles after that vector's last word. Index j of a vector is offered ``latency + j``
+        cycles after its last word (:mod:`layers.timing`).
+
+        The last words L_v then follow ``L_v = max(A_v, L_{v-1} + max(K, NF))``, where A_v is when the
+        vector's last word could be taken from its own arrivals alone (each word one cycle after the one
+        before): :func:`take_in_turn` over vectors. The other words fill in with L_v as the floor of
+        the last words."""
+        nf, k = self.nf, self.k
+        vectors = frames_of(arrivals[0], self.in_words) * self.vectors
+        a = as_cycles(arrivals[0])
+        # A_v = max over the vector's words f of arrival[f] + (NF-1-f), as take_when_ready's chain
+        own = (a.reshape(vectors, nf) + np.arange(nf - 1, -1, -1, dtype=np.int64)).max(axis=1)
+        lasts = take_in_turn(own, np.full(vectors, max(k, nf), dtype=np.int64))
+        ready = np.zeros((vectors, nf), dtype=np.int64)
+        ready[:, -1] = lasts
+        reads = take_when_ready(a, ready.reshape(-1))
+        writes = lasts[:, None] + self.latency + np.arange(k, dtype=np.int64)
+        return Timing((reads,), writes.reshape(-1))
 
     def resource_estimate(self):
         """Per insertion (PE per cycle) and list entry: two compares and the value and index selects;

@@ -22,6 +22,7 @@ from layers.datapath import (DSP_P_BITS, adder_tree, check_dtype, check_fits, dt
                              tree_register_bits, tree_stages, unpack_products, wrapping_increment)
 from layers.fifo import bram18_count, output_fifo_spec, ram_cost, rom_bram_cost, rom_luts
 from layers.thresholding import ThresholdTable, activation_lane, check_activation, threshold_search
+from layers.timing import Timing, as_cycles, frames_of, take_in_turn, take_when_ready
 from memstream.axilite import AXILiteSignature
 from memstream.memstream import (MemStream, MemStreamSpec, check_lut_bits, is_logic_rom, rom_address_next,
                                  rom_read_port)
@@ -38,6 +39,8 @@ RES_TYPES = ("auto", "lut", "dsp")
 AUTO_DSP_BITS = 6               # resType auto: DSP48E1 multipliers when both operands are at least this wide
 TREE_LEVELS_PER_STAGE = 2       # adder levels between pipeline registers
 AUTO_BRAM_MIN_DEPTH = 65        # ram_style auto: weights in block RAM from this many words, else LUT ROM
+WEIGHT_STREAM_FIRST_CYCLE = 2   # internal_decoupled: the MemStream offers its first word at this bench cycle
+                                # (its read at the first cycle out of reset, a cycle in the read port)
 
 
 def _positive(owner, spec, *attrs):
@@ -497,6 +500,51 @@ class _UnitSpec(StreamContract):
     def latency(self):
         """Cycles from the last input word of a vector to its first output word being offered (SF=NF=1)."""
         return self.pipeline_depth + 2
+
+    def timing(self, arrivals):
+        """One (nf, sf) step per cycle, nf outer, sf inner; output word nf of a vector is offered
+        ``latency`` cycles after its step (nf, SF-1), the pipeline never stalling (:mod:`layers.timing`).
+
+        A VVAU (and an MVAU with NF = 1) reads an input word at every step: it takes words as they come.
+        An MVAU with NF > 1 reads the vector's SF words at nf = 0 and replays them from its buffer for
+        nf = 1 .. NF-1, one step a cycle whatever the input does: between the vector's last word and the
+        next vector's first, (NF-1)*SF + 1 cycles. With mem_mode internal_decoupled the weight MemStream
+        offers its first word at bench cycle 2, and a step needs a weight word: none is taken earlier;
+        after that it keeps up, one word per cycle. With mem_mode external, ``arrivals[1]`` is the
+        weight stream ``w`` (one word per step): a step needs both its weight word and, where it reads
+        one, its input word."""
+        vectors_per_frame = prod(self.num_input_vectors)
+        sf, nf = self.sf, self.nf
+        words_per_vector = sf * nf if not self.replays_input else sf
+        frames = frames_of(arrivals[0], vectors_per_frame * words_per_vector)
+        a = as_cycles(arrivals[0])
+        if self.mem_mode == "external":
+            return self._external_timing(a, arrivals, frames * vectors_per_frame)
+        if self.mem_mode == "internal_decoupled":
+            a = np.maximum(a, WEIGHT_STREAM_FIRST_CYCLE)
+        if self.replays_input and nf > 1:
+            gaps = np.ones(a.size, dtype=np.int64)
+            gaps[::sf] = (nf - 1) * sf + 1
+            reads = take_in_turn(a, gaps)
+            ends = reads[sf - 1::sf, None] + sf * np.arange(nf, dtype=np.int64)      # per vector, per nf
+            return Timing((reads,), ends.reshape(-1) + self.latency)
+        reads = take_when_ready(a)
+        return Timing((reads,), reads[sf - 1::sf] + self.latency)
+
+    def _external_timing(self, a, arrivals, vectors):
+        if len(arrivals) < 2:
+            raise ValueError(f"{self.owner} mem_mode=external: timing needs the arrivals of the weight stream w "
+                             f"as arrivals[1]")
+        sf, nf = self.sf, self.nf
+        w = as_cycles(arrivals[1])
+        if w.size != vectors * sf * nf:
+            raise ValueError(f"{w.size} weight arrivals are not {vectors} vectors of {sf * nf} words")
+        ready = w.copy().reshape(vectors, nf * sf)
+        reading = slice(0, sf) if self.replays_input else slice(None)      # the steps that read an input word
+        ready[:, reading] = np.maximum(ready[:, reading], a.reshape(vectors, -1))
+        steps = take_when_ready(ready.reshape(-1))
+        reads = steps.reshape(vectors, nf * sf)[:, reading].reshape(-1)
+        return Timing((reads, steps), steps[sf - 1::sf] + self.latency)
 
 
 @dataclass(frozen=True, eq=False)

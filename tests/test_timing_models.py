@@ -24,7 +24,21 @@ CASES = [(op_type, {}) for op_type in sorted(OPS)] + [
     ("MVAU", {"SIMD": 8, "PE": 4}), ("MVAU", {"SIMD": 1, "PE": 1}),
     ("MVAU", {"SIMD": 1, "PE": 2, "resType": "dsp"}), ("MVAU", {"SIMD": 4, "PE": 1, "resType": "dsp"}),
     ("MVAU", {"SIMD": 2, "PE": 2, "mem_mode": "internal_decoupled"}),
+    # MVAU's default mem_mode is internal_decoupled: the embedded ROM, replay over several vectors, 1-word
+    # vectors (SF 1, NF 4), block-RAM operands, DSP pairs (in P; split per product), rows, requant, none
+    ("MVAU", {"SIMD": 2, "PE": 1, "mem_mode": "internal_embedded", "params": dict(num_input_vectors=(1, 3))}),
+    ("MVAU", {"SIMD": 8, "PE": 1, "mem_mode": "internal_embedded"}), ("MVAU", {"SIMD": 8, "PE": 1}),
+    ("MVAU", {"SIMD": 1, "PE": 1, "mem_mode": "internal_embedded", "ram_style": "block"}),
+    ("MVAU", {"SIMD": 1, "PE": 2, "mem_mode": "internal_embedded", "resType": "dsp"}),
+    ("MVAU", {"SIMD": 2, "PE": 2, "resType": "dsp"}),
+    ("MVAU", {"SIMD": 4, "PE": 2, "resType": "lut", "params": dict(input_dtype="INT8")}),
+    ("MVAU", {"SIMD": 2, "PE": 2, "mem_mode": "internal_embedded", "activation_style": "requant",
+              "params": dict(thresholds=np.array([[-4, 0, 4]] * 4))}),
+    ("MVAU", {"SIMD": 2, "PE": 2, "params": dict(thresholds=None, output_dtype=None)}),
     ("VVAU", {"resType": "dsp"}), ("VVAU", {"PE": 4, "SIMD": 3}),
+    ("VVAU", {"SIMD": 3, "PE": 2, "mem_mode": "internal_decoupled"}), ("VVAU", {"SIMD": 9, "PE": 1}),
+    ("VVAU", {"SIMD": 3, "PE": 1, "params": dict(thresholds=np.array([[-4, 0, 4], [-2, 1, 5], [-6, -3, 0], [0, 2, 3]]),
+                                                  output_dtype="UINT2")}),
     ("StreamingDataWidthConverter", {"params": dict(shape=(1, 8), in_width=8, out_width=4)}),
     ("StreamingDataWidthConverter", {"params": dict(shape=(1, 12), in_width=6, out_width=4)}),
     ("StreamingDataWidthConverter", {"params": dict(shape=(1, 12), in_width=4, out_width=6)}),
@@ -33,6 +47,12 @@ CASES = [(op_type, {}) for op_type in sorted(OPS)] + [
     ("FMPadding", {"params": dict(padding=(1, 0, 0, 2))}),
     ("UpsampleNearestNeighbour", {"params": dict(ifm_dim=(2, 2), ofm_dim=(2, 4))}),
     ("LabelSelect", {"params": dict(labels=8, k=5), "PE": 1}),
+    # K > Labels/PE (a vector's last word waits for the previous indices), 1-word vectors, K = Labels/PE, K 1
+    ("LabelSelect", {"params": dict(labels=8, k=5, num_input_vectors=(1, 3)), "PE": 4}),
+    ("LabelSelect", {"params": dict(labels=8, k=3, num_input_vectors=(1, 3)), "PE": 8}),
+    ("LabelSelect", {"params": dict(labels=8, k=4, num_input_vectors=(1, 2)), "PE": 2}),
+    ("LabelSelect", {"params": dict(labels=8, k=1, num_input_vectors=(1, 2)), "PE": 8}),
+    ("GlobalAccPool", {"PE": 4}), ("GlobalAccPool", {"PE": 1, "params": dict(num_input_vectors=(2, 1, 3))}),
     ("StreamingConcat", {"SIMD": 1}),
 ]
 
