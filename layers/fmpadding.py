@@ -2,6 +2,7 @@
 
 from dataclasses import dataclass
 
+import numpy as np
 from amaranth.hdl import Module, Mux, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
@@ -9,6 +10,7 @@ from amaranth.lib.wiring import In, Out
 from layers.datapath import PixelFolded, check_dtype, legal_divisors, output_stage, wrapping_increment
 from layers.fifo import output_fifo_spec
 from layers.op import OneDatatype, OneWidth, Op, Resources, divisors_of
+from layers.timing import Timing, as_cycles, frames_of, take_when_ready
 
 
 __all__ = ["FMPaddingSpec", "FMPadding"]
@@ -69,6 +71,30 @@ class FMPaddingSpec(PixelFolded, OneDatatype, OneWidth):
     def latency(self):
         """Cycles from an input transfer (or a pad position's turn) to the word being offered (output FIFO)."""
         return 2
+
+    def inside(self):
+        """Per output word of a frame (output order): whether it forwards an input word (else it pads)."""
+        (h, w), (oh, ow) = self.img_dim, self.out_dim
+        top, left, _, _ = self.padding
+        y, x, _ = np.indices((oh, ow, self.cf)).reshape(3, -1)
+        return (y >= top) & (y < top + h) & (x >= left) & (x < left + w)
+
+    def timing(self, arrivals):
+        """A walker steps through the output words, one a cycle with the output never stalled: a word
+        inside the image waits until the next input word is offered and takes it; a frame's first word,
+        if padding, waits until the frame's first input word is offered (without taking it); other pads
+        go at once. ``step[j] = max(offered[j], step[j - 1] + 1)``, :func:`take_when_ready` over the
+        output words; each is offered ``latency`` cycles after its step (:mod:`layers.timing`)."""
+        arrivals = as_cycles(arrivals[0])
+        frames = frames_of(arrivals, self.in_words)
+        inside = np.tile(self.inside(), frames)
+        word = np.cumsum(inside) - inside                   # the input word next in line at each output word
+        waits = inside.copy()
+        waits[::self.out_words] = True                      # a frame's first word
+        word = np.minimum(word, arrivals.size - 1)          # (the last frame's bottom pads wait for none)
+        offered = np.where(waits, arrivals[word], np.iinfo(np.int64).min // 4)
+        steps = take_when_ready(offered)
+        return Timing((steps[inside],), steps + self.latency)
 
     def resource_estimate(self):
         """The zero-select per bit, three position counters with their compares, and the output FIFO."""

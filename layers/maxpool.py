@@ -6,6 +6,8 @@ buffered, and only the partial maxima of one row of windows are stored.
 """
 
 from dataclasses import dataclass
+
+import numpy as np
 from amaranth.hdl import Cat, Module, Mux, Signal
 from amaranth.lib import data
 from amaranth.lib.memory import Memory
@@ -13,6 +15,7 @@ from amaranth.lib.memory import Memory
 from layers.datapath import StreamLayer, check_dtype, element_value, legal_divisors, output_stage, register, wrapping_increment
 from layers.fifo import output_fifo_spec
 from layers.op import OneDatatype, Op, Resources, StreamContract, divisors_of
+from layers.timing import Timing, as_cycles, frames_of, take_when_ready
 
 
 __all__ = ["StreamingMaxPoolSpec", "StreamingMaxPool"]
@@ -150,6 +153,26 @@ class StreamingMaxPoolSpec(StreamContract, OneDatatype):
         return -(-cols // kw) if kh > 1 else self.nf
 
     latency = 3                 # cycles from a window's last pixel to its maximum being offered
+
+    def window_last_words(self):
+        """Input-word index, in one frame, of each output word's last element (output order): the words
+        of a window's last pixel (a ceil-mode partial window's: the row's last), trailing pixels that
+        make no window (floor mode) excepted."""
+        rows, cols, kh, kw = self._line
+        y, x, _ = np.indices((rows, cols, self.nf)).reshape(3, -1)
+        ocols = -(-cols // kw) if self.ceil_mode else cols // kw
+        last = (y % kh == kh - 1) & ((x % kw == kw - 1) | (x == cols - 1)) & (x // kw < ocols)
+        return np.flatnonzero(last)
+
+    def timing(self, arrivals):
+        """``i.ready`` is the output FIFO's registered ready, always high with the output never stalled:
+        a word moves when offered, and a window's maximum is offered ``latency`` cycles after its last
+        word moved (:mod:`layers.timing`)."""
+        arrivals = as_cycles(arrivals[0])
+        frames = frames_of(arrivals, self.in_words)
+        reads = take_when_ready(arrivals)
+        last = (self.window_last_words()[None, :] + self.in_words * np.arange(frames)[:, None]).reshape(-1)
+        return Timing((reads,), reads[last] + self.latency)
 
     def resource_estimate(self):
         """A compare and select per bit of the word, the partial-maximum memory (LUT RAM below 512 entries,

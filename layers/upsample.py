@@ -8,12 +8,14 @@ read back from the buffer, so the output runs at one word per cycle and the inpu
 
 from dataclasses import dataclass
 
+import numpy as np
 from amaranth.hdl import Module, Mux, Signal
 from amaranth.lib.memory import Memory
 
 from layers.datapath import PixelFolded, StreamLayer, check_dtype, legal_divisors, output_stage, register, wrapping_increment
 from layers.fifo import bram18_count, output_fifo_spec
 from layers.op import OneDatatype, OneWidth, Op, Resources, divisors_of
+from layers.timing import Timing, as_cycles, frames_of, take_when_ready
 
 __all__ = ["UpsampleNearestNeighbourSpec", "UpsampleNearestNeighbour"]
 
@@ -66,6 +68,26 @@ class UpsampleNearestNeighbourSpec(PixelFolded, OneDatatype, OneWidth):
     out_image = property(lambda self: self.ofm_dim)
 
     latency = 3                 # cycles from taking an input word to offering it (measured: a register, the output FIFO)
+
+    def fresh(self):
+        """Per output word of a frame (output order): whether it is a first copy, taken from the input
+        (the others are read back from the row buffer)."""
+        (h, w), (sy, sx) = self.ifm_dim, self.factor
+        _, ry, _, rx, _ = np.indices((h, sy, w, sx, self.cf)).reshape(5, -1)
+        return (ry == 0) & (rx == 0)
+
+    def timing(self, arrivals):
+        """A walker steps through the output words, one a cycle with the output never stalled; a first
+        copy waits until the next input word is offered and takes it: ``step[j] = max(offered[j],
+        step[j - 1] + 1)``, :func:`take_when_ready` over the output words. Each word is offered
+        ``latency`` cycles after its step (:mod:`layers.timing`)."""
+        arrivals = as_cycles(arrivals[0])
+        frames = frames_of(arrivals, self.in_words)
+        fresh = np.tile(self.fresh(), frames)
+        offered = np.full(fresh.size, np.iinfo(np.int64).min // 4)
+        offered[fresh] = arrivals
+        steps = take_when_ready(offered)
+        return Timing((steps[fresh],), steps + self.latency)
 
     @property
     def buffer_depth(self):

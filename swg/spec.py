@@ -3,13 +3,17 @@
 from dataclasses import dataclass
 from typing import Literal
 
+import numpy as np
+
 from layers.datapath import check_dtype, legal_divisors
 from layers.fifo import ram_cost
 from layers.op import Resources, StreamContract
+from layers.timing import Timing, as_cycles, frames_of, take_when_ready
 
 __all__ = ["SWGSpec"]
 
 RAM_STYLES = ("auto", "distributed", "block")
+TIMING_CHUNK = 16384        # default style's timing model: output words per chunk of windows
 SHIFT_REGISTER_MAX = 4      # parallel style: gaps up to this many words are register chains, longer ones line buffers
 
 
@@ -204,6 +208,87 @@ class SWGSpec(StreamContract):
     def latency(self):
         """Cycles from the input word completing a window to its last output word being offered."""
         return 1 if self.parallel_window else 4
+
+    def window_top_lefts(self):
+        """Input-word index of each window's top-left word in one frame, windows in output order."""
+        (_, w), (oh, ow), (sh, sw) = self.ifm_dim, self.ofm_dim, self.stride
+        oy, ox = np.divmod(np.arange(oh * ow, dtype=np.int64), ow)
+        return (oy * sh * w + ox * sw) * self.cf
+
+    def timing(self, arrivals):
+        """When each input word moves and each output word is offered (:mod:`layers.timing`).
+
+        Parallel: ``i.ready`` is ``~o.valid | o.ready``, always high with the output never stalled, so
+        a word moves when offered; a word that completes a window (every channel fold of a window's
+        bottom-right pixel) has that window offered the next cycle.
+
+        Default: on the running index (frames back to back), the reader issues output word ``j``
+        (element ``e`` of window ``w``, input word ``tl[w] + read_offsets()[e]``) the cycle after that
+        word moved, and after issuing ``j - 1``; it is offered 3 cycles after its issue (memory read
+        register, valid register, output FIFO). The writer takes word ``n`` once the current window's
+        top-left ``tl`` satisfies ``n < tl + buffer_words``: ``tl`` moves to window ``w + 1`` the cycle
+        after window ``w``'s last issue, so word ``n`` waits for the end of the last window whose
+        top-left is at most ``n - buffer_words``. Both recurrences are cumulative maxima (as in
+        :func:`take_when_ready`) over chunks of windows (:meth:`_buffer_timing`).
+        """
+        arrivals = as_cycles(arrivals[0])
+        frames = frames_of(arrivals, self.in_words)
+        if self.parallel_window:
+            reads = take_when_ready(arrivals)
+            ends = self.window_top_lefts() + self.tap_offset(self.kernel[0] - 1, self.kernel[1] - 1)
+            ends = (ends[:, None] + np.arange(self.cf)).reshape(-1)
+            ends = (ends[None, :] + self.in_words * np.arange(frames)[:, None]).reshape(-1)
+            return Timing((reads,), reads[ends] + 1)
+        return self._buffer_timing(arrivals, frames)
+
+    def _buffer_timing(self, arrivals, frames):
+        """Default style (see :meth:`timing`). Block ``k`` of input words, ``[tl[k - 1] + depth,
+        tl[k] + depth)``, waits for room until window ``k - 1`` has ended; window ``k`` reads words of
+        blocks up to ``k`` only. Windows go in chunks of about ``TIMING_CHUNK`` output words: a chunk's
+        blocks are first taken with room from the windows before it only, then, while some word was
+        taken before the room its chunk's own windows give, again with that room; the room only grows,
+        so this ends, exact, at the least fixed point (one pass when the room never binds)."""
+        depth, total = self.buffer_words, arrivals.size
+        offsets = np.asarray(self.read_offsets(), dtype=np.int64)
+        per_window = offsets.size
+        tops = (self.window_top_lefts()[None, :] + self.in_words * np.arange(frames)[:, None]).reshape(-1)
+        windows = tops.size
+        ends = np.minimum(tops + depth, total)             # block k: [ends[k - 1], ends[k])
+        chunk = max(1, TIMING_CHUNK // per_window)
+        count = np.arange(max(total, chunk * per_window), dtype=np.int64)
+        reads = np.empty(total, dtype=np.int64)
+        writes = np.empty(windows * per_window, dtype=np.int64)
+
+        def take(lo, hi, ready):                            # take_when_ready after word lo - 1
+            x = np.maximum(arrivals[lo:hi], ready) - count[:hi - lo]
+            if lo > 0:
+                x[0] = max(x[0], reads[lo - 1] + 1)
+            reads[lo:hi] = np.maximum.accumulate(x) + count[:hi - lo]
+
+        room = 0                                            # cycle from which the next block may be taken
+        for w0 in range(0, windows, chunk):
+            w1 = min(w0 + chunk, windows)
+            lo, hi = (ends[w0 - 1] if w0 else 0), ends[w1 - 1]
+            sizes = np.diff(ends[w0:w1], prepend=lo)
+            need = (tops[w0:w1, None] + offsets).reshape(-1)
+            j0, j1 = w0 * per_window, w1 * per_window
+            rooms = np.full(w1 - w0, room)                  # block w0's room is known; the others' guessed
+            ready = np.repeat(rooms, sizes)
+            while True:
+                if hi > lo:
+                    take(lo, hi, ready)
+                x = reads[need] + 1 - count[:j1 - j0]
+                if j0:
+                    x[0] = max(x[0], writes[j0 - 1] + 1)
+                writes[j0:j1] = np.maximum.accumulate(x) + count[:j1 - j0]
+                rooms[1:] = writes[j0 + per_window - 1:j1 - 1:per_window] + 1
+                ready = np.repeat(rooms, sizes)
+                if np.all(reads[lo:hi] >= ready):
+                    break
+            room = writes[j1 - 1] + 1
+        if windows and ends[-1] < total:                    # the last frame's tail: room from its last window
+            take(ends[-1], total, room)
+        return Timing((reads,), writes + 3)
 
     def resource_estimate(self):
         """LUT/FF/BRAM18 of buffers and controller; with ``auto`` a memory is in LUTRAM or BRAM as Yosys

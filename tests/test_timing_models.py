@@ -21,6 +21,24 @@ CASES = [(op_type, {}) for op_type in sorted(OPS)] + [
     ("ConvolutionInputGenerator", {"SIMD": 2, "params": dict(depthwise=True)}),
     ("ConvolutionInputGenerator", {"SIMD": 4, "parallel_window": True,
                                    "params": dict(stride=(2, 2), ifm_dim=(6, 6))}),
+    # default style: dilation, depthwise (with dilation), 1D, stride > kernel (2D and 1D), kernel 1x1; in the
+    # first four the writer waits for room, and at a frame's end the next frame's first window waits for it
+    ("ConvolutionInputGenerator", {"SIMD": 2, "params": dict(dilation=(2, 2), ifm_dim=(6, 6))}),
+    ("ConvolutionInputGenerator", {"SIMD": 2, "params": dict(dilation=(2, 1), ifm_dim=(5, 5), kernel=(2, 3),
+                                                             depthwise=True)}),
+    ("ConvolutionInputGenerator", {"SIMD": 1, "params": dict(kernel=(3, 3), ifm_dim=(5, 5), depthwise=True)}),
+    ("ConvolutionInputGenerator", {"SIMD": 1, "params": dict(ifm_dim=(1, 12), kernel=(1, 3), stride=(1, 2))}),
+    ("ConvolutionInputGenerator", {"SIMD": 2, "params": dict(ifm_dim=(1, 10), kernel=(1, 2), stride=(1, 3))}),
+    ("ConvolutionInputGenerator", {"SIMD": 2, "params": dict(stride=(3, 3), ifm_dim=(8, 8))}),
+    ("ConvolutionInputGenerator", {"SIMD": 1, "params": dict(kernel=(1, 1), stride=(2, 2), ifm_dim=(5, 5))}),
+    # parallel window: depthwise with dilation, kernel 1x1, stride > kernel (2D and 1D)
+    ("ConvolutionInputGenerator", {"SIMD": 2, "parallel_window": True,
+                                   "params": dict(kernel=(3, 3), ifm_dim=(6, 6), dilation=(2, 1), depthwise=True)}),
+    ("ConvolutionInputGenerator", {"SIMD": 1, "parallel_window": True,
+                                   "params": dict(kernel=(1, 1), ifm_dim=(4, 4), stride=(2, 2))}),
+    ("ConvolutionInputGenerator", {"SIMD": 4, "parallel_window": True, "params": dict(stride=(3, 3), ifm_dim=(7, 7))}),
+    ("ConvolutionInputGenerator", {"SIMD": 4, "parallel_window": True,
+                                   "params": dict(kernel=(1, 3), ifm_dim=(1, 11), stride=(1, 4))}),
     ("MVAU", {"SIMD": 8, "PE": 4}), ("MVAU", {"SIMD": 1, "PE": 1}),
     ("MVAU", {"SIMD": 1, "PE": 2, "resType": "dsp"}), ("MVAU", {"SIMD": 4, "PE": 1, "resType": "dsp"}),
     ("MVAU", {"SIMD": 2, "PE": 2, "mem_mode": "internal_decoupled"}),
@@ -42,10 +60,21 @@ CASES = [(op_type, {}) for op_type in sorted(OPS)] + [
     ("StreamingDataWidthConverter", {"params": dict(shape=(1, 8), in_width=8, out_width=4)}),
     ("StreamingDataWidthConverter", {"params": dict(shape=(1, 12), in_width=6, out_width=4)}),
     ("StreamingDataWidthConverter", {"params": dict(shape=(1, 12), in_width=4, out_width=6)}),
+    # max pool: 1D, 1D ceil mode (a partial window; also W x 1), floor mode dropping a tail, 2D kh != kw
     ("StreamingMaxPool", {"params": dict(img_dim=(1, 8), pool_dim=(1, 2))}),
-    ("StreamingMaxPool", {"params": dict(img_dim=(5, 5), pool_dim=(2, 2), ceil_mode=True)}),
+    ("StreamingMaxPool", {"params": dict(img_dim=(1, 7), pool_dim=(1, 2), ceil_mode=True)}),
+    ("StreamingMaxPool", {"params": dict(img_dim=(7, 1), pool_dim=(3, 1), ceil_mode=True)}),
+    ("StreamingMaxPool", {"PE": 2, "params": dict(img_dim=(1, 7), pool_dim=(1, 3))}),
+    ("StreamingMaxPool", {"params": dict(img_dim=(6, 6), pool_dim=(3, 2))}),
+    # padding: asymmetric (a frame starting with pad words waits for its first input word), none
     ("FMPadding", {"params": dict(padding=(1, 0, 0, 2))}),
+    ("FMPadding", {"SIMD": 1, "params": dict(padding=(2, 0, 0, 1))}),
+    ("FMPadding", {"params": dict(padding=(0, 2, 1, 0))}), ("FMPadding", {"params": dict(padding=(0, 0, 0, 0))}),
+    # upsampling: columns only, rows only, factor 1, one channel fold per word
     ("UpsampleNearestNeighbour", {"params": dict(ifm_dim=(2, 2), ofm_dim=(2, 4))}),
+    ("UpsampleNearestNeighbour", {"params": dict(ifm_dim=(2, 2), ofm_dim=(6, 2))}),
+    ("UpsampleNearestNeighbour", {"params": dict(ifm_dim=(2, 3), ofm_dim=(2, 3))}),
+    ("UpsampleNearestNeighbour", {"SIMD": 1, "params": dict(ifm_dim=(1, 3), ofm_dim=(2, 9))}),
     ("LabelSelect", {"params": dict(labels=8, k=5), "PE": 1}),
     # K > Labels/PE (a vector's last word waits for the previous indices), 1-word vectors, K = Labels/PE, K 1
     ("LabelSelect", {"params": dict(labels=8, k=5, num_input_vectors=(1, 3)), "PE": 4}),
