@@ -9,8 +9,9 @@
     check_fit            the layers' resource estimate against --board (an error with --strict), before
                          the long steps
     insert_duplicates    DuplicateStreams where a tensor feeds several nodes
-    insert_fifos         DWCs where widths differ, a FIFO on every stream, depths by simulation (or the
-                         analytic join bounds); a FIFO in front of a join below its bound is an error
+    insert_fifos         DWCs where widths differ, a FIFO on every stream, each FIFO at its largest
+                         occupancy in the layers' composed timing models (rtlgen.fifo_sizing, ms), or by
+                         simulation (--fifo-sizing sim); never below its join bound
     stitch               one Verilog top with FINN's ports (layers converted in parallel, cached)
 
 Every pass after ``load`` takes the graph (and the options) and returns a new graph, leaving its input
@@ -76,7 +77,9 @@ class CompileOptions:
         if self.folding and (self.fit is not None or self.budget is not None):
             raise CompileError("give either --folding or --fit/--budget, not both")
         if self.budget is not None:
-            self.optimizer_budget()
+            if not np.isfinite(self.optimizer_budget().as_vector()).any():     # "" is no budget, not no limit
+                raise CompileError(f"--budget {self.budget!r}: names no resource; give lut=N,ff=N,bram36=N,dsp=N "
+                                   f"(any subset), or --fit pynq-z2")
         return self
 
     def optimizer_budget(self):
@@ -260,18 +263,22 @@ def compile_model(model_path, options=None, *, say=lambda text: None, keep=None)
     """Compile ``model_path``; ``say`` receives one line per finished pass; ``keep`` is a directory to save
     the graph into after every pass.
 
-    The folding optimizer counts each FIFO at its analytic depth; simulation may size some deeper (a
-    window generator's bursts), into block RAM the budget did not have. When the stitched design is then
-    over the budget, the passes run again with their extra cost held back from the optimizer's budget
-    (``RoundOptions.fifo_reserve``; at most :data:`FIFO_ROUNDS` rounds, then a warning)."""
+    The folding optimizer counts each FIFO at the depth the analytic sizing gives it, so with
+    ``fifo_sizing="analytic"`` one round is the whole compile. Simulation (``"sim"``) may size some
+    deeper (a window generator's bursts), into block RAM the budget did not have: when the stitched
+    design is then over the budget, the passes from ``fold`` on run again with that extra cost held back
+    from the optimizer's budget (``RoundOptions.fifo_reserve``; at most :data:`FIFO_ROUNDS` rounds, then
+    a warning)."""
     options = RoundOptions(**asdict(options or CompileOptions()))
     seconds = {}
     t = time.perf_counter()
     model = load_model(model_path, options.input_dtype)
     seconds["load"] = time.perf_counter() - t
     say(f"load: {seconds['load']:.1f} s")
-    for round_ in range(FIFO_ROUNDS):
-        state, graphs = _run_passes(model, options, seconds, say, keep)
+    graphs, saved = {}, [0]
+    lowered = _run_passes(model, PASSES[:1], options, seconds, say, keep, graphs, saved)
+    for round_ in range(FIFO_ROUNDS):       # a rerun starts from fold: lowering does not depend on the budget
+        state = _run_passes(lowered, PASSES[1:], options, seconds, say, keep, graphs, saved)
         over, extra = _sized_fifo_cost(state, graphs["fold"], options)
         if over is None:
             break
@@ -291,21 +298,22 @@ def compile_model(model_path, options=None, *, say=lambda text: None, keep=None)
                     verilog, seconds, options)
 
 
-def _run_passes(model, options, seconds, say, keep):
-    state, graphs, saved = model, {}, 0
-    for name, run in PASSES:
+def _run_passes(state, passes, options, seconds, say, keep, graphs, saved):
+    """Run ``passes`` from ``state``; the last graph. ``graphs`` collects each pass's graph, ``saved`` counts
+    the graphs written to ``keep``."""
+    for name, run in passes:
         t = time.perf_counter()
         previous, state = state, run(state, options)    # a ValueError that is not a CompileError is a bug
         seconds[name] = time.perf_counter() - t
         graphs[name] = state
         say(f"{name}: {seconds[name]:.1f} s ({_summary(name, state, options)})")
         if keep is not None and state is not previous:     # a check (check_fit) changes nothing to save
-            saved += 1
+            saved[0] += 1
             from rtlgen.emit import model_hw
             Path(keep).mkdir(parents=True, exist_ok=True)
             import onnx
-            onnx.save(model_hw(state), str(Path(keep) / f"{saved:02d}_{name}.onnx"))
-    return state, graphs
+            onnx.save(model_hw(state), str(Path(keep) / f"{saved[0]:02d}_{name}.onnx"))
+    return state
 
 
 def _sized_fifo_cost(stitched, folded, options):

@@ -19,11 +19,13 @@ import multiprocessing
 import os
 import pickle
 import re
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
+
+from sim import progress
 
 __all__ = ["LayerModule", "layer_modules", "unused"]
 
@@ -42,27 +44,38 @@ def layer_modules(nodes, specs, *, prefix):
     """One :class:`LayerModule` per node (in order), module names under ``prefix`` (the top's name)."""
     keys = [_key(node, spec) for node, spec in zip(nodes, specs)]
     missing = [(k, node, spec) for k, node, spec in zip(keys, nodes, specs) if _cached(k) is None]
-    if len(missing) >= _PARALLEL_FROM and (os.cpu_count() or 1) > 1:
-        # fork, not spawn: spawn re-imports the caller's __main__, which breaks unguarded user scripts;
-        # the children only run Amaranth, never the onnxruntime whose threads the parent may hold
-        context = multiprocessing.get_context("fork")
-        try:
-            with ProcessPoolExecutor(max_workers=min(os.cpu_count(), len(missing)), mp_context=context) as pool:
-                converted = list(pool.map(_convert, [(n, s) for _, n, s in _by_size(missing)]))
-        except BrokenProcessPool:
-            converted = None            # e.g. a worker killed for memory: convert here instead
-        if converted is not None:
-            for (k, _, _), text in zip(_by_size(missing), converted):
-                _store(k, text)
-    for k, node, spec in missing:
-        if _cached(k) is None:
-            _store(k, _convert((node, spec)))
+    if missing:
+        with progress.task("converting layers to Verilog", total=len(missing)) as update:
+            _convert_missing(missing, update)
     modules = []
     for k in keys:
         text = _cached(k).replace(f"{_PLACEHOLDER}.", f"{prefix}.")
         name, ports = _header(text)
         modules.append(LayerModule(name, ports, text))
     return modules
+
+
+def _convert_missing(missing, update):
+    done = 0
+    if len(missing) >= _PARALLEL_FROM and (os.cpu_count() or 1) > 1:
+        # fork, not spawn: spawn re-imports the caller's __main__, which breaks unguarded user scripts;
+        # the children only run Amaranth, never the onnxruntime whose threads the parent may hold
+        context = multiprocessing.get_context("fork")
+        try:
+            with ProcessPoolExecutor(max_workers=min(os.cpu_count(), len(missing)), mp_context=context) as pool:
+                jobs = {pool.submit(_convert, (n, s)): k for k, n, s in _by_size(missing)}
+                for job in as_completed(jobs):
+                    _store(jobs[job], job.result())
+                    done += 1
+                    update(done)
+        except BrokenProcessPool:
+            pass                        # e.g. a worker killed for memory: convert here instead
+    for k, node, spec in missing:
+        if _cached(k) is None:
+            update(description=f"converting {node.name} to Verilog")
+            _store(k, _convert((node, spec)))
+            done += 1
+            update(done)
 
 
 def unused(elaboratable):

@@ -369,9 +369,11 @@ def _apply(graph, groups, choices, picked):
 
 def _whole_design(graph):
     """Estimate of the design as stitched: the nodes plus the DuplicateStreams, DWCs and FIFOs between
-    them (FIFO depths at their analytic bounds)."""
-    from rtlgen.stitch import join_fifo_depths, insert_duplicates, insert_dwcs_and_fifos
+    them, the FIFOs at the depths the compile will give them (:func:`rtlgen.fifo_sizing.analytic_fifo_depths`,
+    milliseconds), so the design the optimizer accepts is the design the compile builds."""
+    from rtlgen.fifo_sizing import analytic_fifo_depths
+    from rtlgen.stitch import insert_duplicates, insert_dwcs_and_fifos
     branched = insert_duplicates(graph)             # a tensor feeding several nodes: DuplicateStreams
-    stitched = insert_dwcs_and_fifos(branched, join_fifo_depths(branched))
+    stitched = insert_dwcs_and_fifos(branched, analytic_fifo_depths(insert_dwcs_and_fifos(branched)))
     total = sum(estimate(node.spec()) for node in stitched.nodes)
     return np.array([float(total[r]) for r in RESOURCES])

@@ -6,14 +6,15 @@ The code that runs a step says what it is and, when it knows, how far along it i
         update(done)                            # how many of ``total`` are done
         update(description="draining")          # or what it is doing now
 
-A front end (the CLI's rich progress bars) installs a reporter with :func:`reporting`; without one,
-as in tests and the Python API, a task costs nothing. A reporter is a callable ``(description, total)``
+A front end installs a reporter with :func:`reporting` (the CLI: rich progress bars on a terminal,
+:func:`text_reporter` lines in a log or pipe); without one, as in tests and the Python API, a task
+costs nothing. A reporter is a callable ``(description, total)``
 returning a context manager that yields ``update(completed=None, description=None)``.
 """
 
 from contextlib import contextmanager, nullcontext
 
-__all__ = ["task", "over", "reporting"]
+__all__ = ["task", "over", "reporting", "text_reporter"]
 
 _reporter = None
 
@@ -46,3 +47,41 @@ def over(items, description):
 
 def _ignore(completed=None, description=None):
     pass
+
+
+def text_reporter(write, *, every=10.0):
+    """A reporter for logs and pipes: a line when a task starts, one every ``every`` seconds while it runs
+    (with its count, where known), and one when it ends, with its time; ``write`` takes each line."""
+    import threading
+    import time
+
+    @contextmanager
+    def reporter(description, total):
+        state = {"description": description, "completed": None}
+        start = time.monotonic()
+        done = threading.Event()
+
+        def line(what):
+            count = "" if state["completed"] is None or total is None else f" ({state['completed']:,} of {total:,})"
+            return f"{state['description']}{count}: {what} {time.monotonic() - start:.0f} s"
+
+        def heartbeat():
+            while not done.wait(every):
+                write(line("running for"))
+
+        write(f"{description} ...")
+        thread = threading.Thread(target=heartbeat, daemon=True)
+        thread.start()
+
+        def update(completed=None, description=None):
+            if completed is not None:
+                state["completed"] = completed
+            if description is not None:
+                state["description"] = description
+        try:
+            yield update
+        finally:
+            done.set()
+            thread.join()
+            write(f"{state['description']}: done in {time.monotonic() - start:.1f} s")
+    return reporter

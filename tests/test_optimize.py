@@ -240,8 +240,8 @@ def test_fifos_sized_beyond_the_budget_are_folded_around_or_named(monkeypatch):
     monkeypatch.setattr(stitch, "size_fifos", _deep_fifos)
     said = []
     with pytest.warns(CompileWarning, match=r"over the optimizer's budget after its FIFOs were sized by simulation"):
-        compiled = compile_model(MODELS / "TFC_2W2A.onnx", CompileOptions(budget="lut=8000,bram36=12"),
-                                 say=said.append)
+        compiled = compile_model(MODELS / "TFC_2W2A.onnx", CompileOptions(budget="lut=8000,bram36=12",
+                                                                          fifo_sizing="sim"), say=said.append)
     assert sum("folding again with that held back" in line for line in said) == 2
     chosen = build_report(compiled)["optimizer"]
     assert chosen["budget"]["BRAM36"] == 12 and chosen["held_for_fifos"]["BRAM36"] > 0      # the user's budget
