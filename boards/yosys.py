@@ -39,10 +39,11 @@ class YosysError(RuntimeError):
 
     def __init__(self, top, returncode, log_text, log=None):
         steps = re.findall(r"^[\d.]+ Executing (.+?)\.?$", log_text, re.M)
-        errors = re.findall(r"^ERROR: (.+)$", log_text, re.M)
+        # "ERROR: ..." or, from a frontend, "top.v:2513: ERROR: ..." (the file and line kept)
+        errors = re.findall(r"^(?:(\S+?:\d+): )?ERROR: (.+)$", log_text, re.M)
         self.step = steps[-1] if steps else "start-up"
         if errors:
-            self.error = errors[-1]
+            self.error = ": ".join(part for part in errors[-1] if part)
         elif returncode < 0 or "memory" in log_text[-2000:].lower():
             self.error = (f"killed (exit {returncode}; out of memory? the WebAssembly Yosys has at most 4 GB; "
                           "the native one does not: pip install pyosys==0.70, RTLGEN_YOSYS=native)")

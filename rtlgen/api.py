@@ -10,7 +10,8 @@
     same = api.open_design("out")         # a Design for an existing compile output
 
 Errors are the command line's: :class:`rtlgen.frontend.CompileError` (bad model or options),
-:class:`sim.stream_io.InputError` (bad inputs), :class:`rtlgen.build.BuildError`.
+:class:`sim.stream_io.InputError` (bad inputs), :class:`rtlgen.build.BuildError`,
+:class:`rtlgen.outdir.OutError` (an OUT that is not rtlgen's, in use, or damaged).
 """
 
 from pathlib import Path
@@ -23,15 +24,21 @@ class Design:
     there). ``compiled`` is the compiler's :class:`rtlgen.compiler.Compiled` when this process made it."""
 
     def __init__(self, out, compiled=None):
-        from sim.stream_io import read_outputs
+        from rtlgen.outdir import read_design
         self.out = Path(out)
-        self.verilog, self.io, self.report = read_outputs(self.out)
+        self.verilog, self.io, self.report = read_design(self.out)
         self.compiled = compiled
 
     @property
     def model(self):
-        """The ONNX model the design was compiled from (as given to compile)."""
-        return self.report["model"]
+        """The ONNX model the design was compiled from: found by its path relative to OUT (so a project
+        that moved still finds it), else the absolute path it had; None when it is gone."""
+        return self.model_status()[0]
+
+    def model_status(self):
+        """(:attr:`model`, None if the model is as compiled, else a line saying it changed or is gone)."""
+        from rtlgen.outdir import model_source
+        return model_source(self.out, self.report)
 
     @property
     def fits(self):
@@ -49,10 +56,14 @@ class Design:
     def verify(self, x, *, simulator=None):
         """Simulate ``x`` and compare with qonnx's execution of :attr:`model`: a
         :class:`rtlgen.verify.Comparison` (``passed``, ``exact``, ``summary()``)."""
+        from rtlgen.outdir import OutError
         from rtlgen.verify import verify_outputs
+        model, note = self.model_status()
+        if model is None:
+            raise OutError(note)
         x = self.io.check_input(x)
         run = self.simulate(x, simulator=simulator)
-        return verify_outputs(self.model, x, run.outputs, self.io)
+        return verify_outputs(model, x, run.outputs, self.io)
 
     def build(self, *, shell="standalone", toolchain="yosys", inputs=None, force=False, say=print):
         """Synthesize in a board shell (see :func:`rtlgen.build.build`); returns the Yosys report dict."""
@@ -63,21 +74,56 @@ class Design:
 
 def compile(model, out, *, folding=None, target_fps=None, clock_mhz=100.0, board="pynq-z2", fifo_sizing="analytic",
             simulator=None, input_dtype=None, strict=False, fit=None, max_utilization=0.8, budget=None,
-            keep_intermediate=None, say=None):
-    """Compile ``model`` (a QONNX / FINN-ONNX file) into the directory ``out`` (created; a previous compile
-    there is cleared) and return its :class:`Design`. The options are `rtlgen compile`'s; ``say`` gets one
-    line per compiler pass."""
+            keep_intermediate=None, force=False, say=None, warn=None):
+    """Compile ``model`` (a QONNX / FINN-ONNX file) into the directory ``out`` and return its
+    :class:`Design`. ``out`` is new, empty, or an earlier compile's output (``force``: any directory);
+    the design is built beside it and swapped in at the end, keeping files that are not rtlgen's (see
+    :mod:`rtlgen.outdir`). The options are `rtlgen compile`'s; ``keep_intermediate`` a directory, or
+    True for ``out/intermediate``; ``say`` gets one line per compiler pass, ``warn`` a line for each of the
+    user's files renamed to make way."""
     from rtlgen.compiler import CompileOptions, compile_model
-    from rtlgen.emit import prepare_out, write_outputs
+    from rtlgen.emit import write_outputs
+    from rtlgen.outdir import replacing
 
     options = CompileOptions(folding=folding, target_fps=target_fps, clock_mhz=clock_mhz, board=board,
                              fifo_sizing=fifo_sizing, simulator=simulator, input_dtype=input_dtype, strict=strict,
                              fit=fit, max_utilization=max_utilization, budget=budget)
     options.check()
-    prepare_out(out)
-    compiled = compile_model(model, options, say=say or (lambda line: None), keep=keep_intermediate)
-    write_outputs(compiled, out)
+    if keep_intermediate not in (None, True):
+        _check_keep(keep_intermediate)
+    with replacing(out, force=force, model=model, warn=warn) as new:
+        keep = _inside(keep_intermediate, out, new)
+        compiled = compile_model(model, options, say=say or (lambda line: None), keep=keep)
+        write_outputs(compiled, new)
     return Design(out, compiled)
+
+
+def _check_keep(path):
+    """--keep-intermediate DIR: a directory, or a path where one can be made."""
+    from rtlgen.frontend import CompileError
+    path = Path(path)
+    if path.exists() and not path.is_dir():
+        raise CompileError(f"--keep-intermediate {path}: is a file, not a directory; give a directory (made if "
+                           f"missing)")
+    existing = path
+    while not existing.exists():
+        existing = existing.parent
+    if not existing.is_dir():
+        raise CompileError(f"--keep-intermediate {path}: cannot make the directory ({existing} is a file)")
+
+
+def _inside(keep, out, new):
+    """Where the passes save their graphs: True -> the new OUT's ``intermediate``; a directory inside OUT
+    -> the same place in the new OUT (the old OUT is replaced at the end); any other directory as given."""
+    import os
+    if keep is None:
+        return None
+    if keep is True:
+        return str(new / "intermediate")
+    out, keep_abs = Path(os.path.abspath(out)), Path(os.path.abspath(keep))
+    if keep_abs == out or out in keep_abs.parents:
+        return str(new / keep_abs.relative_to(out))
+    return str(keep)
 
 
 def open_design(out):

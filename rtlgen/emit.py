@@ -7,6 +7,9 @@ OUT/
   report.json             per layer: op, folding, widths, expected cycles, resource estimate; totals; host ops
   report.html             the same as a page with plots (and Yosys / verify results once they have run)
   io.json, host_pre.onnx, host_post.onnx   how the model's tensors map onto the streams
+  .rtlgen-manifest.json   what the compile wrote, and the model's sha256 and path (rtlgen.outdir)
+
+A compile writes these into a new directory beside OUT and :mod:`rtlgen.outdir` swaps it in.
 """
 
 import json
@@ -21,37 +24,10 @@ from sim.stream_io import VERILOG_NAME as STREAM_IO_VERILOG_NAME
 from rtlgen.html_report import write_html
 from rtlgen.stitch import DEFAULT_TOP_NAME, as_graph, graph_report
 
-__all__ = ["write_outputs", "prepare_out", "build_report", "model_hw", "VERILOG_NAME"]
+__all__ = ["write_outputs", "build_report", "model_hw", "VERILOG_NAME"]
 
 VERILOG_NAME = f"{DEFAULT_TOP_NAME}.v"
 assert VERILOG_NAME == STREAM_IO_VERILOG_NAME        # where sim.stream_io.read_outputs looks
-
-
-# what a compile, a build, `sim --waves` and --keep-intermediate leave in OUT: cleared before a new compile
-# (mem/: the weight images that earlier versions wrote)
-OUT_ENTRIES = (VERILOG_NAME, "mem", "model_hw.onnx", "folding.json", "report.json", "io.json", "host_pre.onnx",
-               "host_post.onnx", "build", "waves.vcd", "intermediate", "report.html", "verify.json")
-
-
-def prepare_out(out):
-    """Make ``out`` a directory without a previous compile's files (other files are left alone); a path
-    that is a file, or cannot be created, is an error before any work is done."""
-    import shutil
-    from rtlgen.frontend import CompileError
-
-    out = Path(out)
-    if out.exists() and not out.is_dir():
-        raise CompileError(f"-o {out}: is a file, not a directory")
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise CompileError(f"-o {out}: cannot create the directory ({exc.strerror or exc})") from None
-    for name in OUT_ENTRIES:
-        path = out / name
-        if path.is_dir() and not path.is_symlink():
-            shutil.rmtree(path)
-        elif path.exists() or path.is_symlink():
-            path.unlink()
 
 
 def write_outputs(compiled, out):

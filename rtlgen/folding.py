@@ -132,8 +132,23 @@ def _defaults_for(node, defaults):
         for value, ops in pairs:
             if ops == "all" or node.op_type in {canonical_op_type(o) for o in ops}:
                 if attr in node.op.folding:
+                    _settable(f"Defaults ({node.name})", attr, value)
                     out[attr] = _normalize(attr, value)
     return out
+
+
+# what a folding file may set where the layer knows more: UltraRAM weights need runtime-writable weights,
+# which no folding file sets (and the xc7z020 has no UltraRAM)
+SETTABLE = {"ram_style": ("auto", "distributed", "block")}
+
+
+def _settable(where, attr, value):
+    legal = SETTABLE.get(attr)
+    if legal is not None and value not in legal:
+        why = (" (ultra: UltraRAM needs runtime-writable weights, which a folding file cannot set, and the xc7z020 "
+               "has no UltraRAM)" if value == "ultra" else "")
+        raise ValueError(f"{where}: {attr}={value!r} cannot be set by a folding file; legal: "
+                         f"{', '.join(legal)}{why}")
 
 
 def _normalize(attr, value):
@@ -177,6 +192,7 @@ def apply_folding_config(nodes, config):
             where = f"{node.name} ({node.op_type}, config entry {key!r})" if key != node.name \
                 else f"{node.name} ({node.op_type})"
             if attr in node.op.folding:
+                _settable(where, attr, value)
                 folding[attr] = _normalize(attr, value)
             elif attr in PARALLEL_ATTRS or not (attr in IGNORED_ATTRS or attr in _ALL_ATTRS):
                 raise ValueError(f"{where} has no folding attribute {attr!r}; "

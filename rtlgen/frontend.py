@@ -37,6 +37,8 @@ def load_model(path, input_dtype=None):
     from qonnx.util.cleanup import cleanup_model
 
     path = Path(path)
+    if path.is_dir():
+        raise CompileError(f"{path}: is a directory; give the model's .onnx file")
     if not path.is_file():
         raise CompileError(f"{path}: no such file")
     try:
@@ -47,6 +49,7 @@ def load_model(path, input_dtype=None):
         raise CompileError(f"{path}: not a valid ONNX model ({_first_line(exc)})") from None
     _initializers_are_not_inputs(proto)
     _fixed_input_shape(proto, path)
+    originals = _mark_node_names(proto)
     try:
         model = cleanup_model(ModelWrapper(proto))
         _bias_free_gemms_to_matmul(model)
@@ -61,14 +64,58 @@ def load_model(path, input_dtype=None):
                            f"{len(model.graph.input)} and {len(model.graph.output)}")
     if input_dtype is not None:
         _annotate_input(model, input_dtype)
+    model.original_names = _original_names(model, originals)
     return model
+
+
+_MARK = "rtlgen-node:"
+
+
+def _mark_node_names(proto):
+    """qonnx's cleanup renames every node (GiveUniqueNodeNames: the user's ``Sin_ins`` becomes ``Sin_0``);
+    each node's doc_string carries its index through the cleanup, so that messages can name the node as
+    the user did. Returns {index: (name, doc_string)}."""
+    originals = {}
+    for k, node in enumerate(proto.graph.node):
+        originals[k] = (node.name, node.doc_string)
+        node.doc_string = f"{_MARK}{k}"
+    return originals
+
+
+def _original_names(model, originals):
+    """{qonnx's name: the user's name} for the nodes renamed; the doc_strings are restored."""
+    names = {}
+    for node in model.graph.node:
+        if node.doc_string.startswith(_MARK) and node.doc_string[len(_MARK):].isdigit():
+            name, doc = originals[int(node.doc_string[len(_MARK):])]
+            if doc:
+                node.doc_string = doc
+            else:
+                node.ClearField("doc_string")
+            if name and name != node.name:
+                names[node.name] = name
+    return names
+
+
+def user_names(text, names):
+    """``text`` with the nodes qonnx renamed called by their names in the user's model."""
+    import re
+    if not names:
+        return text
+    pattern = re.compile(r"(?<![\w.])(" + "|".join(map(re.escape, sorted(names, key=len, reverse=True))) + r")(?!\w)")
+    return pattern.sub(lambda m: names[m.group(1)], text)
 
 
 def _fixed_input_shape(proto, path):
     """A symbolic batch dimension (``N`` in [N, F]) becomes 1, as the hardware takes one frame at a time;
     any other symbolic or unknown dimension is an error (the hardware is built for one shape)."""
     for graph_input in proto.graph.input[:1]:
-        dims = graph_input.type.tensor_type.shape.dim
+        tensor_type = graph_input.type.tensor_type
+        if not tensor_type.HasField("shape") or not tensor_type.shape.dim:
+            raise CompileError(f"{path}: input {graph_input.name} has no shape; legal: a fixed shape such as "
+                               f"(1, 64) or (1, 3, 32, 32) (export the model with its input shape, or set it with "
+                               f"onnx.tools.update_model_dims)")
+        dims = tensor_type.shape.dim
         for k, dim in enumerate(dims):
             if dim.HasField("dim_value") and dim.dim_value > 0:
                 continue

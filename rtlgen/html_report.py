@@ -55,6 +55,8 @@ def record_verification(out, comparison):
               "elements": comparison.elements, "bad_elements": comparison.bad_elements,
               "bad_samples": comparison.bad_samples, "rounding_ties": ties, "summary": comparison.summary()}
     (Path(out) / VERIFY_NAME).write_text(json.dumps(record, indent=2) + "\n")
+    from rtlgen.outdir import claim
+    claim(out, [VERIFY_NAME])           # the design's: removed with it by the next compile
     return write_html(out)
 
 

@@ -25,7 +25,7 @@ from qonnx.core.datatype import DataType
 
 from layers.datapath import dtype_for_range
 from layers.mvau import MVAUSpec
-from rtlgen.frontend import INPUT_DTYPE_HINT, CompileError, quantizer_output_codes
+from rtlgen.frontend import INPUT_DTYPE_HINT, CompileError, quantizer_output_codes, user_names
 from rtlgen.hwgraph import DataflowGraph, HWNode, StreamTensor
 from rtlgen.thresholds import (ELEMENTWISE_OPS, QUANTIZERS, SHAPE_OPS, ActivationChain, channel_directions,
                                derive_thresholds)
@@ -44,7 +44,23 @@ def lower(model):
     """Lower a model from :func:`rtlgen.frontend.load_model` into a :class:`DataflowGraph` (the model
     itself is not changed; the graph keeps a copy with the weight quantizers folded)."""
     from qonnx.core.modelwrapper import ModelWrapper
-    return _Lowering(ModelWrapper(copy.deepcopy(model.model))).run()
+    try:
+        return _Lowering(ModelWrapper(copy.deepcopy(model.model))).run()
+    except CompileError as exc:         # named as in the user's model, not as qonnx renamed them
+        names = getattr(model, "original_names", None)
+        if not names:
+            raise
+        raise CompileError(user_names(str(exc), names)) from None
+
+
+def supported_ops():
+    """The ONNX ops the lowering maps to hardware, as one clause for messages."""
+    quantizers = ", ".join(sorted(QUANTIZERS))
+    elementwise = ", ".join(sorted(set(ELEMENTWISE_OPS) - set(QUANTIZERS)))
+    return (f"mapped to hardware: MatMul, Gemm, Conv, MaxPool, AveragePool, GlobalAveragePool, Resize, Upsample, "
+            f"TopK (at the end), Add and Concat of two streams, quantizers ({quantizers}), the float ops up to a "
+            f"quantizer ({elementwise}) and reshapes ({', '.join(sorted(SHAPE_OPS))}); any other op runs on the "
+            f"host, before the first hardware layer or after the last")
 
 
 class _Lowering:
@@ -167,7 +183,8 @@ class _Lowering:
         for node in host:
             if node.op_type in COMPUTE_OPS:
                 raise CompileError(f"node {first.name} ({first.op_type}) cannot be mapped to hardware and is not "
-                                   f"at the graph's edge: {node.name} ({node.op_type}) comes after it")
+                                   f"at the graph's edge: {node.name} ({node.op_type}) comes after it; "
+                                   f"{supported_ops()}")
 
     def _accelerator_output(self, host):
         """The one stream tensor that leaves the accelerator (read by the host, or a graph output)."""
@@ -183,7 +200,7 @@ class _Lowering:
             first = host[0] if host else None
             raise CompileError(f"the accelerator must have one output stream, but {len(wires)} tensors leave it "
                                f"({where})" + (f"; node {first.name} ({first.op_type}) cannot be mapped to "
-                                               f"hardware" if first is not None else ""))
+                                               f"hardware ({supported_ops()})" if first is not None else ""))
         return leaving[-1]
 
     # ---- the accelerator's input ----
