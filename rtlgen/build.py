@@ -37,7 +37,7 @@ def build(out, *, shell="standalone", toolchain="yosys", board="pynq-z2", inputs
     ``device``: the capacity checked against (the xc7z020's). A design estimated over ``FAR_OVER`` times a
     resource of the board is refused before Yosys starts (it would run for long, often out of memory),
     unless ``force``."""
-    from sim.stream_io import read_outputs
+    from rtlgen.outdir import read_design
     from rtlgen.stitch import DEFAULT_TOP_NAME
 
     if board != "pynq-z2":
@@ -53,7 +53,7 @@ def build(out, *, shell="standalone", toolchain="yosys", board="pynq-z2", inputs
         yosys_engine()
     except ValueError as exc:
         raise BuildError(str(exc)) from None
-    verilog, io, report = read_outputs(out)
+    verilog, io, report = read_design(out)
     _refuse_far_over(report, board, force)
     root = Path(out) / "build"
     name = f"rtlgen_{shell}"

@@ -395,10 +395,11 @@ def run_verify_command(args):
         _refuse_compile_options(args, f"{args.model} is already compiled; verify runs it as it is (compile "
                                       f"again with the option, or give verify the model to compile)")
         design = api.open_design(args.model)
-        stale = _warn_if_stale(args.command, design)
-        model = design.model
+        model, stale = design.model_status()
         if model is None:
             raise OutError(stale)
+        if stale:
+            _warn(args.command, stale)
     else:
         model = args.model
     x = _model_input(model, _load_input(args.input))        # a bad input fails before the compile
@@ -458,7 +459,7 @@ def add_build_arguments(parser):
 
 def run_build_command(args):
     from rtlgen.build import BuildError, build
-    from sim.stream_io import read_outputs
+    from rtlgen.outdir import read_design
 
     if (Path(args.out) / "partition.json").is_file():
         if args.shell != "standalone" or args.toolchain != "yosys" or args.input:
@@ -470,7 +471,7 @@ def run_build_command(args):
         return 0
     inputs = None
     if args.input:
-        _, io, _ = read_outputs(args.out)
+        _, io, _ = read_design(args.out)
         inputs = io.check_input(_load_input(args.input))
     build(args.out, shell=args.shell, toolchain=args.toolchain, board=args.board, inputs=inputs, say=_say,
           force=args.force)

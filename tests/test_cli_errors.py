@@ -192,16 +192,20 @@ def test_sim_output_name_gets_npy_and_says_so(digits_out, tmp_path, capsys):
 
 # ---------------------------------------------------------------------------------------------- OUT, fit, rates
 
-def test_recompiling_clears_the_previous_outputs(tmp_path, capsys):
+def test_recompiling_replaces_the_design_and_keeps_the_users_files(tmp_path, capsys):
+    """Only what the previous compile wrote (its manifest) goes: a build, a waveform and notes stay (more
+    in test_cli_out.py)."""
     out = tmp_path / "out"
     assert main(["compile", str(DIGITS), "-o", str(out), "-q", *FAST]) == 0
     (out / "build").mkdir()
-    (out / "build" / "old.bit").write_text("stale")
-    (out / "waves.vcd").write_text("stale")
+    (out / "build" / "old.bit").write_text("the user's bitstream")
+    (out / "waves.vcd").write_text("the user's")
     (out / "notes.txt").write_text("the user's")
+    (out / "report.json").write_text("{}")
     assert main(["compile", str(DIGITS), "-o", str(out), "-q", *FAST]) == 0
-    assert not (out / "build").exists() and not (out / "waves.vcd").exists()
-    assert (out / "notes.txt").read_text() == "the user's" and (out / "report.json").is_file()
+    assert (out / "build" / "old.bit").read_text() == "the user's bitstream"
+    assert (out / "waves.vcd").read_text() == (out / "notes.txt").read_text() == "the user's"
+    assert json.loads((out / "report.json").read_text())["layers"]
 
 
 def test_compile_prints_the_layer_table_and_the_fit(tmp_path, capsys):
