@@ -36,7 +36,11 @@ def write_html(out):
     synth = _load(out / "build" / "yosys" / "report.json")
     verify = _load(out / VERIFY_NAME)
     parts = [_header(report), _cycles(report), _resources(report)]
-    if synth is not None:
+    if synth is not None and synth.get("estimate", report["totals"]) != report["totals"]:
+        # a recompile keeps OUT/build (it may hold a bitstream), but its numbers are an earlier design's
+        parts.append('<p class="note">OUT/build holds the Yosys report of an earlier compile: run '
+                     '<code>rtlgen build</code> again for this design\'s.</p>')
+    elif synth is not None:
         parts.append(_yosys(report, synth))
     if verify is not None:
         parts.append(_verification(verify))

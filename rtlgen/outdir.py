@@ -75,9 +75,9 @@ def check_out(out, *, force=False):
         existing = existing.parent
     if not existing.is_dir():
         raise OutError(f"-o {shown}: cannot create the directory ({existing} is a file, not a directory)")
-    if not os.access(existing, os.W_OK | os.X_OK):
-        raise OutError(f"-o {shown}: cannot create it in {existing} ({_why_not_writable(existing)}); make that "
-                       f"writable or choose another -o")
+    if not os.access(existing, os.W_OK | os.X_OK):      # the new design is built beside OUT, in its parent
+        raise OutError(f"-o {shown}: cannot write in {existing} ({_why_not_writable(existing)}), where the new "
+                       f"design is built before it replaces OUT; make that writable or choose another -o")
 
 
 def _why_not_writable(path):

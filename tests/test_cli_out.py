@@ -352,3 +352,16 @@ def test_verify_of_an_out_whose_model_is_gone(project, tmp_path, capsys):
     line = one_line(capsys, ["verify", str(project / "out"), "--input", x])
     assert line.startswith(f"rtlgen verify: error: the model {project / 'out'} was compiled from is gone (not at "
                            f"{project / 'model.onnx'} nor ")
+
+
+def test_a_kept_build_of_an_earlier_design_is_not_shown_as_this_ones(tmp_path):
+    """OUT/build survives a recompile (it may hold a bitstream); report.html does not present its Yosys
+    numbers as the new design's."""
+    from rtlgen.html_report import write_html
+    out = tmp_path / "out"
+    assert compile_into(out) == 0
+    totals = json.loads((out / "report.json").read_text())["totals"]
+    (out / "build" / "yosys").mkdir(parents=True)
+    (out / "build" / "yosys" / "report.json").write_text(json.dumps({"estimate": dict(totals, LUT=totals["LUT"] + 1)}))
+    page = write_html(out).read_text()
+    assert "OUT/build holds the Yosys report of an earlier compile" in page and 'data-key="yosys.' not in page
