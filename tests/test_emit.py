@@ -21,7 +21,7 @@ def out_dir(digits_out):
 def test_files(out_dir):
     names = {p.relative_to(out_dir).as_posix() for p in out_dir.rglob("*") if p.is_file()}
     assert names == {"finn_design_wrapper.v", "folding.json", "report.json", "model_hw.onnx", "io.json",
-                     "host_pre.onnx", "host_post.onnx", "report.html"}
+                     "host_pre.onnx", "host_post.onnx", "report.html", ".rtlgen-manifest.json"}
     verilog = (out_dir / "finn_design_wrapper.v").read_text()
     for port in ("ap_clk", "ap_rst_n", "s_axis_0_tdata", "s_axis_0_tvalid", "s_axis_0_tready", "m_axis_0_tdata",
                  "m_axis_0_tvalid", "m_axis_0_tready"):
