@@ -1,6 +1,7 @@
 """The `rtlgen` command line. User errors end as one line on stderr and exit status 2."""
 
 import argparse
+import os
 import sys
 import tempfile
 import time
@@ -17,17 +18,22 @@ SIMULATOR_HELP = ("HDL simulator: verilator (a compiled C++ bench; fast) or icar
 
 
 @contextmanager
-def _progress_bars():
+def _progress_bars(lines=True):
     """Show :mod:`sim.progress` tasks (Verilator builds, simulations, FIFO sizing, Yosys) as rich progress
-    bars on stderr, with elapsed time and, where the total is known, the time remaining; nothing when
-    stderr is not a terminal."""
+    bars on stderr, with elapsed time and, where the total is known, the time remaining; when stderr is
+    not a terminal, as lines on stdout (:func:`sim.progress.text_reporter`) unless not ``lines``."""
     from rich.progress import (BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn,
                                TimeElapsedColumn, TimeRemainingColumn)
     from sim import progress
 
     console = _console()
-    if not console.is_terminal:
-        yield
+    if not console.is_terminal:         # a log or a pipe: a line per step, and one every 10 s while it runs
+        if not lines:                   # --quiet, or stdout is JSON
+            yield
+            return
+        # on stdout, beside the passes' lines: stderr keeps bad input to its one line
+        with progress.reporting(progress.text_reporter(_say)):
+            yield
         return
     bars = Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                     TimeElapsedColumn(), TextColumn("eta"), TimeRemainingColumn(), console=console, transient=True)
@@ -700,7 +706,7 @@ def _run(args):
     try:
         cache_limit_bytes()         # a bad $RTLGEN_CACHE_MAX_GB is named now, not after the first build
         check_cache_dir()
-        with _progress_bars():
+        with _progress_bars(lines=not (getattr(args, "quiet", False) or getattr(args, "json", False))):
             return COMMANDS[args.command][2](args)
     except KeyboardInterrupt:
         print(f"rtlgen {args.command}: interrupted", file=sys.stderr)

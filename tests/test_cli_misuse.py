@@ -18,12 +18,6 @@ from rtlgen.cli import main
 from tests.test_cli_errors import DIGITS, FAST, npy, one_line
 
 
-@pytest.fixture(autouse=True)
-def no_progress_lines(monkeypatch):
-    """Progress reporting is not what these tests pin: stderr holds only rtlgen's own lines."""
-    from contextlib import nullcontext
-    monkeypatch.setattr("rtlgen.cli._progress_bars", nullcontext)
-
 
 @pytest.fixture(scope="module")
 def compiled(tmp_path_factory):

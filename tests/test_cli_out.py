@@ -22,12 +22,6 @@ from rtlgen.outdir import MANIFEST
 from tests.test_cli_errors import DIGITS, FAST, npy, one_line
 
 
-@pytest.fixture(autouse=True)
-def no_progress_lines(monkeypatch):
-    """Progress reporting is not what these tests pin: stderr holds only rtlgen's own lines."""
-    from contextlib import nullcontext
-    monkeypatch.setattr("rtlgen.cli._progress_bars", nullcontext)
-
 
 def compile_into(out, *extra, model=DIGITS):
     return main(["compile", str(model), "-o", str(out), "-q", *FAST, *extra])

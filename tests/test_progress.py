@@ -1,6 +1,7 @@
 """Progress of long steps (issue 17 item 2): the compiled simulation reports output words against its
-total, Yosys reports the step it is in, and the CLI shows nothing of it when stderr is not a terminal."""
+total, Yosys reports the step it is in; the CLI shows bars on a terminal and lines in a log or pipe."""
 
+import time
 from contextlib import contextmanager
 
 import numpy as np
@@ -64,7 +65,25 @@ def test_yosys_reports_its_steps(tmp_path):
     assert "SYNTH_XILINX pass" in steps and "ABC9 pass" in steps, steps[:20]
 
 
-def test_cli_shows_no_bars_off_a_terminal(tmp_path, capsys):
+def test_cli_writes_lines_off_a_terminal(capsys):
+    """In a log or a pipe: a line when a step starts and when it ends, on stdout; none with --quiet/--json."""
     from rtlgen.cli import _progress_bars
     with _progress_bars():
+        with progress.task("converting layers to Verilog", total=3) as update:
+            update(2)
+    out, err = capsys.readouterr()
+    assert out.splitlines()[0] == "converting layers to Verilog ..."
+    assert out.splitlines()[1].startswith("converting layers to Verilog: done in ") and err == ""
+    with _progress_bars(lines=False):
         assert progress._reporter is None
+
+
+def test_text_reporter_speaks_while_a_step_runs():
+    lines = []
+    with progress.reporting(progress.text_reporter(lines.append, every=0.05)):
+        with progress.task("simulating", total=100) as update:
+            update(40)
+            time.sleep(0.18)
+    assert lines[0] == "simulating ..." and lines[-1].startswith("simulating: done in ")
+    running = lines[1:-1]
+    assert len(running) >= 2 and all(l.startswith("simulating (40 of 100): running for ") for l in running)
