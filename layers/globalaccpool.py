@@ -74,15 +74,16 @@ class GlobalAccPoolSpec(ChannelFolded):
 
     @property
     def lead_words(self):
-        """Input words taken before the first output word can leave (FIFO bounds on reconvergent paths)."""
-        return self.words
+        """Input words taken before the first output word can leave (FIFO bounds on reconvergent paths):
+        up to word 0 of the first image's last pixel, which completes sum word 0."""
+        return (self.pixels - 1) * self.cf + 1
 
     @property
     def out_words(self):
         return self.num_input_vectors[0] * self.cf
 
 
-    latency = 2                 # cycles from the last pixel's word to its sums being offered
+    latency = SUM_DELAY         # cycles from a last-pixel word to its sum word being offered
 
     def timing(self, arrivals):
         """Takes a word whenever one is offered; the last pixel's word f of an image gives sum word f,

@@ -117,7 +117,8 @@ TIMING_CASES = [(op_type, {}) for op_type in sorted(OPS)] + [
     ("ConvolutionInputGenerator", {"SIMD": 4, "parallel_window": True}),
     ("ConvolutionInputGenerator", {"SIMD": 1}), ("MVAU", {"SIMD": 8, "PE": 4}),
     ("MVAU", {"SIMD": 1, "PE": 2, "resType": "dsp"}),      # two lanes accumulated in one DSP48E1
-    ("MVAU", {"SIMD": 4, "PE": 1, "resType": "dsp"}), ("VVAU", {"resType": "dsp"})]     # one product per DSP
+    ("MVAU", {"SIMD": 4, "PE": 1, "resType": "dsp"}), ("VVAU", {"resType": "dsp"}),     # one product per DSP
+    ("GlobalAccPool", {"PE": 1}), ("GlobalAccPool", {"PE": 4})]                           # CF 4 and CF 1
 
 
 @pytest.mark.sim
