@@ -22,6 +22,7 @@ from qonnx.core.datatype import BaseDataType
 
 from sim.stream_io import VERILOG_NAME as STREAM_IO_VERILOG_NAME
 from rtlgen.html_report import write_html
+from rtlgen.fifo_sizing import latency_cycles
 from rtlgen.stitch import DEFAULT_TOP_NAME, as_graph, graph_report
 
 __all__ = ["write_outputs", "build_report", "model_hw", "VERILOG_NAME"]
@@ -66,6 +67,9 @@ def build_report(compiled):
         "compile_seconds": {k: round(v, 3) for k, v in compiled.seconds.items()},
         "clock_mhz": compiled.options.clock_mhz,
         "frames_per_second": round(compiled.options.clock_mhz * 1e6 / ii, 1),
+        # one frame into the idle design, first input word to last output word (the timing models)
+        "latency_cycles": (latency := latency_cycles(compiled.graph)),
+        "latency_ns": round(latency * 1e3 / compiled.options.clock_mhz, 1),
         "fit": _fit(total["resources"], compiled.options.board),
         "optimizer": _optimizer(compiled.folded.optimizer, compiled.options),
     }

@@ -65,8 +65,10 @@ def print_summary(report, console):
     from rtlgen.fit import fit_line
     console.print(layer_table(report))
     ii = report["analytic_cycles_per_frame"]
+    latency = "" if "latency_cycles" not in report else (
+        f"; latency {report['latency_cycles']:,} cycles ({report['latency_ns']:,.0f} ns, one frame into the idle design)")
     console.print(f"II {ii:,} cycles/frame (the slowest layer, marked II): {report['frames_per_second']:,.0f} "
-                  f"frames/s at {report['clock_mhz']:g} MHz", highlight=False, soft_wrap=True)
+                  f"frames/s at {report['clock_mhz']:g} MHz{latency}", highlight=False, soft_wrap=True)
     chosen = report.get("optimizer")
     if chosen:
         budget = ", ".join(f"{k} {v:,.0f}" for k, v in chosen["budget"].items() if v is not None)

@@ -96,3 +96,13 @@ def test_latency_is_what_simulation_measures(name):
     run = _run(sized, [0] * words[sized.input], words[sized.output])
     measured = run.out_cycles("m_axis_0")[-1] - run.in_cycles("s_axis_0")[0] + 1
     assert latency_cycles(sized) == measured
+
+
+@pytest.mark.sim
+def test_report_latency_is_the_simulated_latency(tmp_path):
+    """report.json's latency_cycles (the model, one frame into the idle design) is what `simulate` measures."""
+    from rtlgen import api
+    data = np.load(bundled("digits_tfc_w2a2i2_testset.npz"))
+    design = api.compile(bundled(DEMO_MODEL), tmp_path / "out")
+    run = design.simulate(data["x"][:1])
+    assert design.report["latency_cycles"] == run.latency
