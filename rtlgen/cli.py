@@ -226,6 +226,9 @@ def add_sim_arguments(parser):
     parser.add_argument("--simulator", choices=("verilator", "icarus"), default=None, help=SIMULATOR_HELP)
     parser.add_argument("--waves", nargs="?", const="", metavar="FILE.vcd",
                         help="write a VCD waveform of the run (default: OUT/waves.vcd)")
+    parser.add_argument("--json", action="store_true",
+                        help="print the measured cycles_per_frame, latency_cycles and frames/s (with the "
+                             "report's analytic figures beside them) as one JSON object on stdout")
     parser.add_argument("--link-latency", type=int, default=None, metavar="CYCLES",
                         help="an `rtlgen partition` OUT: cycles from a flit entering a link to its arrival "
                              "(default 500: 5 us at 100 MHz)")
@@ -253,6 +256,8 @@ def run_sim_command(args):
     run = design.simulate(x, simulator=args.simulator, waves=None if waves is None else str(waves))
     seconds = time.perf_counter() - start
     ii = report["analytic_cycles_per_frame"]
+    if args.json:
+        return _sim_json(args, run, report, output)
     line = f"simulated {run.frames} frame(s) in {seconds:.1f} s: {run.cycles} cycles, latency {run.latency} cycles"
     if run.cycles_per_frame is not None:
         line += (f", {run.cycles_per_frame:.1f} cycles/frame (slowest layer II {ii}: "
@@ -266,6 +271,24 @@ def run_sim_command(args):
         np.save(output, run.outputs)
         _say(f"output {run.outputs.shape} -> {output}")
     _report_classes(run.outputs, x, labels)
+    return 0
+
+
+def _sim_json(args, run, report, output):
+    """``sim --json``: what the simulation measured, and what the report predicts, as one JSON object."""
+    import json
+    import numpy as np
+    clock = report["clock_mhz"] * 1e6
+    measured = run.cycles_per_frame
+    if output:
+        np.save(output, run.outputs)
+    print(json.dumps({
+        "frames": run.frames, "cycles": run.cycles,
+        "cycles_per_frame": measured, "frames_per_second": None if measured is None else round(clock / measured, 1),
+        "latency_cycles": run.latency, "clock_mhz": report["clock_mhz"],
+        "analytic_cycles_per_frame": report["analytic_cycles_per_frame"],
+        "analytic_latency_cycles": report.get("latency_cycles"),
+    }, indent=2), flush=True)
     return 0
 
 

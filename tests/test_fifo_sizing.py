@@ -106,3 +106,19 @@ def test_report_latency_is_the_simulated_latency(tmp_path):
     design = api.compile(bundled(DEMO_MODEL), tmp_path / "out")
     run = design.simulate(data["x"][:1])
     assert design.report["latency_cycles"] == run.latency
+
+
+@pytest.mark.sim
+def test_sim_json_measures_rate_and_latency(tmp_path, capsys):
+    """`rtlgen sim OUT --json`: one JSON object; the measured latency is the report's, the rate its II."""
+    import json
+    from rtlgen.cli import main
+    data = np.load(bundled("digits_tfc_w2a2i2_testset.npz"))
+    np.save(tmp_path / "x.npy", data["x"][:8])
+    assert main(["compile", str(bundled(DEMO_MODEL)), "-o", str(tmp_path / "out"), "-q"]) == 0
+    capsys.readouterr()
+    assert main(["sim", str(tmp_path / "out"), "--input", str(tmp_path / "x.npy"), "--json"]) == 0
+    got = json.loads(capsys.readouterr().out)
+    assert got["frames"] == 8 and got["latency_cycles"] == got["analytic_latency_cycles"]
+    assert abs(got["cycles_per_frame"] / got["analytic_cycles_per_frame"] - 1) <= 0.02
+    assert got["frames_per_second"] == round(got["clock_mhz"] * 1e6 / got["cycles_per_frame"], 1)
