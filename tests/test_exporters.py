@@ -176,7 +176,7 @@ def test_float_ops_that_scale_features_differently_are_refused(tmp_path, capsys)
     path = cybsec_like(tmp_path / "scaled.onnx", second_scale=np.linspace(0.5, 2, 24))
     assert main(["compile", str(path), "-o", str(tmp_path / "out"), "--input-dtype", "BIPOLAR"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "the float ops Add_0, Div_0, Mul_0 between global_in and node MatMul_0 (MatMul) scale " \
+    assert len(err) == 1 and "the float ops Add_in, Div_in, Mul_in between global_in and node MatMul_0 (MatMul) scale " \
         "the elements differently" in err[0], err
 
 
