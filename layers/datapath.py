@@ -19,7 +19,7 @@ from layers.fifo import StreamingFIFO, output_fifo_spec
 from layers.op import StreamContract
 
 __all__ = ["packing_shift", "packed_weight", "unpack_products", "signed_width", "dtype_range", "shape_for_range", "dtype_for_range", "check_dtype", "check_fits",
-           "legal_divisors", "register", "wrapping_increment", "output_stage", "element_value", "product",
+           "legal_divisors", "register", "wire", "wrapping_increment", "output_stage", "element_value", "product",
            "adder_tree", "tree_stages", "ceil_thresholds", "ChannelFolded", "PixelFolded", "StreamLayer"]
 
 
@@ -76,6 +76,15 @@ def register(m, advance, value, *, name, reset_less=True):
     return reg
 
 
+def wire(m, value, *, name):
+    """``value`` driven onto a Signal of its shape, for values used many times. Amaranth emits an
+    expression (a Mux, an XOR...) again wherever it is used, slices of it included; a Signal once. The
+    logic is the same (Yosys would merge the copies): this only keeps the netlist small."""
+    sig = Signal(value.shape(), name=name)
+    m.d.comb += sig.eq(value)
+    return sig
+
+
 def wrapping_increment(counter, modulus):
     """counter + 1, back to 0 after modulus - 1."""
     return Mux(counter == modulus - 1, 0, counter + 1)
@@ -102,10 +111,20 @@ def element_value(bits, dtype):
 def _shift_add_rows(x, y, y_signed):
     """The shifted partial products whose sum is x * y, one per bit of y."""
     width = len(y)
-    terms = [Mux(y[j], x << j, 0) for j in range(width)]
+    terms = [Mux(y[j], _shifted(x, j), 0) for j in range(width)]
     if y_signed:
         terms[-1] = -terms[-1]      # the sign bit weighs -2^(n-1)
     return terms
+
+
+def _shifted(x, j):
+    """``x << j`` as wiring (no $shl cell), of the shape ``x << j`` has: ``len(x) + 2**len(Const(j)) - 1``
+    bits, x's signedness."""
+    width = len(x) + 2 ** len(Const(j)) - 1
+    v = Cat(Const(0, j), x)
+    fill = x[-1] if x.shape().signed else Const(0, 1)
+    v = Cat(v, *([fill] * (width - len(v))))
+    return v.as_signed() if x.shape().signed else v
 
 
 def _shift_add(x, y, y_signed):

@@ -19,7 +19,7 @@ from qonnx.core.datatype import DataType
 
 from layers.datapath import (DSP_P_BITS, adder_tree, check_dtype, check_fits, dtype_for_range, dtype_range, element_value,
                              legal_divisors, output_stage, packed_weight, packing_shift, product, product_rows, register, shape_for_range,
-                             tree_register_bits, tree_stages, unpack_products, wrapping_increment)
+                             tree_register_bits, tree_stages, unpack_products, wire, wrapping_increment)
 from layers.fifo import bram18_count, output_fifo_spec, ram_cost, rom_bram_cost, rom_luts
 from layers.thresholding import ThresholdTable, activation_lane, check_activation, threshold_search
 from layers.timing import Timing, as_cycles, frames_of, take_in_turn, take_when_ready
@@ -53,6 +53,11 @@ def _positive(owner, spec, *attrs):
 _WEIGHT_CHECKS = ArrayMemo()     # weights already checked against a datatype
 _ACC_RANGES = ArrayMemo()       # accumulator ranges of weights, per input datatype
 _CONST_ROWS = ArrayMemo()       # per output channel, the canonical signed digits of its weights
+
+
+def _sign_bits(bits, elems):
+    """The mask of the sign bit of each of ``elems`` packed ``bits``-bit elements."""
+    return C(sum(1 << (e * bits + bits - 1) for e in range(elems)), bits * elems)
 
 
 def canonical_digits(values):
@@ -727,6 +732,7 @@ class DotProductUnit(wiring.Component):
         accumulator per lane; returns (valid at the end of a fold, accumulators, nf) of that stage."""
         spec = self._spec
         sums = []
+        xs = self._lane_inputs(m, xs)
         correction = self._input_sum(m, advance, xs) if spec.offset_weights else None
         for p, prods in enumerate(self._products(m, advance, xs, ws)):
             total, stages = adder_tree(prods, m=m, advance=advance, levels_per_stage=TREE_LEVELS_PER_STAGE,
@@ -797,14 +803,15 @@ class DotProductUnit(wiring.Component):
         lanes 2q and 2q+1 share one DSP48E1 per element: (w_{2q+1} 2^S + w_{2q}) * x, split after its
         register."""
         spec = self._spec
-        weight = lambda p, s: ws[p * spec.simd + s]
         w_dtype = spec.weight_dtype
         if spec.offset_weights:         # w + 2^(n-1): the sign bit inverted, read as unsigned
             n = w_dtype.bitwidth()
-            weight, w_dtype = (lambda p, s: ws[p * spec.simd + s] ^ (1 << (n - 1))), DataType[f"UINT{n}"]
+            ws = data.View(ws.shape(), wire(m, ws.as_value() ^ _sign_bits(n, len(ws)), name="w_offset"))
+            w_dtype = DataType[f"UINT{n}"]
+        weight = lambda p, s: ws[p * spec.simd + s]
         if spec.product_rows > 1:       # wide fabric products: their rows join the lane's pipelined tree
             return [[row for s in range(spec.simd)
-                     for row in product_rows(self._lane_input(xs, spec.lane_input_index(p, s)), spec.lane_input_dtype,
+                     for row in product_rows(xs[spec.lane_input_index(p, s)], spec.lane_input_dtype,
                                              weight(p, s), w_dtype)]
                     for p in range(spec.pe)]
         if spec.dsp_packing is None:
@@ -812,7 +819,7 @@ class DotProductUnit(wiring.Component):
             # product twice (its M and P); fabric products get one register where registers_products
             single_dsp = spec._single_dsp_products()
             at_dsp = lambda value, name: register(m, advance, value, name=name) if single_dsp else value
-            inputs = {k: at_dsp(self._lane_input(xs, k), f"x_b_{k}")
+            inputs = {k: at_dsp(xs[k], f"x_b_{k}")
                       for k in {spec.lane_input_index(p, s) for p in range(spec.pe) for s in range(spec.simd)}}
             lanes = [[product(inputs[spec.lane_input_index(p, s)], spec.lane_input_dtype,
                               at_dsp(weight(p, s), f"w_a_{p}_{s}"), w_dtype, xnor=spec.xnor, res_type=spec.res_type)
@@ -842,17 +849,19 @@ class DotProductUnit(wiring.Component):
         spec = self._spec
         return register(m, advance, packed_weight(w_lo, w_hi, spec.weight_dtype, spec.dsp_packing), name=f"w_a_{tag}")
 
-    def _lane_input(self, xs, k):
-        """Input element ``k`` as the lanes multiply it: with ``offset_inputs`` its sign bit inverted."""
-        if self._spec.offset_inputs:
-            return xs[k] ^ (1 << (len(xs[k]) - 1))
-        return xs[k]
+    def _lane_inputs(self, m, xs):
+        """The input elements as the lanes multiply them: with ``offset_inputs`` their sign bits inverted
+        (one XOR of the word, on a wire the lanes share)."""
+        if not self._spec.offset_inputs:
+            return xs
+        n = self._spec.input_dtype.bitwidth()
+        return data.View(xs.shape(), wire(m, xs.as_value() ^ _sign_bits(n, len(xs)), name="x_offset"))
 
     def _input_sum(self, m, advance, xs):
         """``2^(n-1) * sum_s x_s`` for ``offset_weights``, through the same register stages as a lane's
         products and tree."""
         spec = self._spec
-        terms = [element_value(self._lane_input(xs, s), spec.lane_input_dtype) for s in range(spec.simd)]
+        terms = [element_value(xs[s], spec.lane_input_dtype) for s in range(spec.simd)]
         if spec.registers_products:
             terms = [register(m, advance, t, name=f"x_{s}") for s, t in enumerate(terms)]
         total, stages = adder_tree(terms, m=m, advance=advance, levels_per_stage=TREE_LEVELS_PER_STAGE, name="xsum")
@@ -904,7 +913,7 @@ class DotProductUnit(wiring.Component):
         m.d.comb += [wr.addr.eq(sf), wr.data.eq(self.i.payload), wr.en.eq(issue & (nf == 0)),
                      rd.addr.eq(sf), rd.en.eq(advance)]
         from_input = register(m, advance, nf == 0, name="from_input1")
-        return Mux(from_input, fresh, rd.data)
+        return wire(m, Mux(from_input, fresh, rd.data), name="x_word")
 
     @staticmethod
     def _delay(m, advance, signal, stages, name, reset_less=True):
