@@ -5,7 +5,7 @@ from dataclasses import dataclass
 from math import prod
 
 import numpy as np
-from amaranth.hdl import Array, Cat, Module, Mux, Signal
+from amaranth.hdl import Cat, Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 from qonnx.core.datatype import DataType
@@ -363,13 +363,23 @@ class StreamingConcat(wiring.Component):
 
         turn = Signal(range(n))                     # the input whose words go out now
         fold = Signal(range(max(folds)))            # words of this pixel taken from it so far
-        # (a compare per input rather than an Array of constants, which Icarus evaluates only once)
-        last_fold = Cat((turn == k) & (fold == f - 1) for k, f in enumerate(folds)).any()
-        valid = Array(s.valid for s in inputs)[turn]
-        take = valid & advance
-        m.d.comb += [fifo_in.valid.eq(valid), fifo_in.payload.eq(Array(s.payload for s in inputs)[turn])]
+        # The multiplexers are AND-OR of a compare per input, not ``Array(...)[turn]``: Yosys writes an
+        # Array index as an ``always @*`` block, and Icarus in SystemVerilog mode (cocotb's -g2012) runs
+        # one only when an input changes: declaration initialisers (``reg x = 0``, including the dummy
+        # reg Yosys adds to force a time-0 run) raise no event. Behind FIFOs, whose o.valid stay at their
+        # initial 0, the valid multiplexer stayed X, so did the output FIFO's level after reset, and the
+        # concat never moved (Icarus only; the same for an Array of constants). Continuous assignments
+        # are evaluated at time 0.
+        sel = [turn == k for k in range(n)]
+        last_fold = Cat(sel[k] & (fold == f - 1) for k, f in enumerate(folds)).any()
+        valid = Cat(sel[k] & s.valid for k, s in enumerate(inputs)).any()
+        payload = 0
         for k, s in enumerate(inputs):
-            m.d.comb += s.ready.eq(advance & (turn == k))
+            payload = payload | Mux(sel[k], s.payload, 0)
+        take = valid & advance
+        m.d.comb += [fifo_in.valid.eq(valid), fifo_in.payload.eq(payload)]
+        for k, s in enumerate(inputs):
+            m.d.comb += s.ready.eq(advance & sel[k])
         with m.If(take):
             with m.If(last_fold):
                 m.d.sync += [fold.eq(0), turn.eq(wrapping_increment(turn, n))]

@@ -3,11 +3,15 @@ Add and Concat), one word per cycle, independent backpressure on every port."""
 
 import numpy as np
 import pytest
+from amaranth import Module
+from amaranth.lib import stream, wiring
+from amaranth.lib.wiring import In, Out
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from qonnx.core.datatype import DataType
 from qonnx.util.basic import gen_finn_dt_tensor
 
+from layers.fifo import FIFOSpec, StreamingFIFO
 from layers.streams import (AddStreams, AddStreamsSpec, DuplicateStreams, DuplicateStreamsSpec, StreamingConcat,
                             StreamingConcatSpec)
 from memstream.packing import pack_words, unpack_words
@@ -184,6 +188,38 @@ def test_concat_rest(chans, simd, dtype, vecs, simulator):
 def test_concat_random_specs(folds, simd, dtype, seed):
     spec = StreamingConcatSpec(tuple(f * simd for f in folds), simd, dtype, (1, 3))
     run_concat(spec, 3, Backpressure(seed=seed), seed=seed)
+
+
+class _ConcatBehindFIFOs(wiring.Component):
+    """A depth-2 FIFO in front of each input of a StreamingConcat, as stitching puts them: the concat's
+    input valids are registers that hold their initial 0 through reset, with no event."""
+
+    def __init__(self, spec):
+        self.spec = spec
+        super().__init__({**{f"i{k}": In(stream.Signature(spec.width)) for k in range(spec.num_inputs)},
+                          "o": Out(stream.Signature(spec.width))})
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.concat = concat = StreamingConcat(self.spec)
+        for k in range(self.spec.num_inputs):
+            m.submodules[f"fifo{k}"] = fifo = StreamingFIFO(FIFOSpec(self.spec.width, 2))
+            wiring.connect(m, wiring.flipped(getattr(self, f"i{k}")), fifo.i)
+            wiring.connect(m, fifo.o, getattr(concat, f"i{k}"))
+        wiring.connect(m, concat.o, wiring.flipped(self.o))
+        return m
+
+
+@pytest.mark.sim
+@pytest.mark.parametrize("sim_name", simulators_under_test())
+def test_concat_behind_fifos(sim_name):
+    """Regression (tests/models/branching/concat_mixed.onnx deadlocked on Icarus): with Array-indexed
+    input multiplexers Yosys wrote ``always @*`` blocks that Icarus -g2012 never ran, since nothing in
+    them changed after time 0; the valid stayed X, the output FIFO's level went X and no word left."""
+    spec = StreamingConcatSpec((2, 3), 1, "INT3", (1, 2))
+    inputs = {"i0": [1, 2, 3, 4], "i1": [5, 6, 7, 0, 1, 2]}
+    result = simulate_streams(_ConcatBehindFIFOs(spec), inputs=inputs, outputs={"o": 10}, simulator=sim_name)
+    assert result.words("o") == [1, 2, 5, 6, 7, 3, 4, 0, 1, 2]
 
 
 # --- every layer on every simulator, goldens against ONNX, derived figures, errors ----------------
