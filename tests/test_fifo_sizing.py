@@ -33,8 +33,7 @@ EXACTNESS = ["digits-mlp", "resnet-block", "concat", "small-cnn"]
 
 
 def _run(design, inputs, outputs, **kwargs):
-    """Whole networks run on the compiled Verilator bench, as ``rtlgen sim`` runs them. (Icarus deadlocks
-    on concat_mixed even with deep FIFOs, as it did before these models existed: under investigation.)"""
+    """Whole networks run on the compiled Verilator bench, as ``rtlgen sim`` runs them."""
     return stitch.simulate_chain(design, inputs, outputs, compiled=True, **kwargs)
 
 
