@@ -814,6 +814,10 @@ class DotProductUnit(wiring.Component):
                      for row in product_rows(xs[spec.lane_input_index(p, s)], spec.lane_input_dtype,
                                              weight(p, s), w_dtype)]
                     for p in range(spec.pe)]
+        if spec.xnor:       # all lanes' agreement bits ~(x ^ w) as one XNOR of the words, on a wire
+            x_lanes = Cat(xs[spec.lane_input_index(p, s)] for p in range(spec.pe) for s in range(spec.simd))
+            agree = wire(m, ~(x_lanes ^ ws.as_value()), name="agree")
+            return [[agree[p * spec.simd + s] for s in range(spec.simd)] for p in range(spec.pe)]
         if spec.dsp_packing is None:
             # one product per DSP48E1: the operands registered right at the DSP (its A and B) and the
             # product twice (its M and P); fabric products get one register where registers_products
