@@ -32,7 +32,7 @@ from rtlgen.costmodel import estimate
 from rtlgen.hwgraph import DataflowGraph, HWNode, input_port, output_port
 from sim.compiled import network_engine
 from sim.harness import FULL_RATE, cycle_budget, run_stitched
-from sim.runner import SimulationError
+from sim.runner import SimulationError, wrap_long_lines
 
 __all__ = ["DEFAULT_FIFO_DEPTH", "DEFAULT_TOP_NAME", "as_graph", "insert_duplicates", "insert_dwcs_and_fifos",
            "StitchedAccelerator", "to_verilog", "finn_fifo_depth", "branch_fifo_bounds", "check_fifo_depths",
@@ -346,7 +346,7 @@ def to_verilog(graph, *, name=DEFAULT_TOP_NAME, monitor=False):
         _check_members(node, unused(node.component(spec)))
     modules = layer_modules(top.nodes, top.specs, prefix=name)
     text = verilog.convert(_InstanceTop(top, modules), name=name, emit_src=False)
-    return text + "".join(module.text for module in modules)
+    return wrap_long_lines(text + "".join(module.text for module in modules))
 
 
 class _InstanceTop(StitchedAccelerator):

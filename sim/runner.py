@@ -27,6 +27,7 @@ from pathlib import Path
 
 __all__ = [
     "SimulationError",
+    "wrap_long_lines",
     "BuiltDesign",
     "available_simulators",
     "default_simulator",
@@ -176,7 +177,20 @@ def default_simulator():
 def to_verilog(component, name):
     """Verilog text of an Amaranth component, ports named by its signature (``i__payload``...)."""
     from amaranth.back import verilog
-    return verilog.convert(component, name=name, emit_src=False)
+    return wrap_long_lines(verilog.convert(component, name=name, emit_src=False))
+
+
+LONGEST_LINE = 4096         # Verilator's preprocessor stops at 40,000 tokens on one line
+
+
+def wrap_long_lines(text, longest=LONGEST_LINE):
+    """``text`` with every line longer than ``longest`` broken after its commas. Yosys writes a wide
+    concatenation (``assign { w[6270], w[6268], ... } = ...``, 140 kB for a 32 x 98 MVAU's weights) on
+    one line, which Verilator refuses; between the items of a list a newline is whitespace like any other
+    (Yosys writes no strings or escaped names holding ", " in the design's body)."""
+    if all(len(line) <= longest for line in text.split("\n")):
+        return text
+    return "\n".join(line.replace(", ", ",\n    ") if len(line) > longest else line for line in text.split("\n"))
 
 
 @contextmanager

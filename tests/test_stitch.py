@@ -288,3 +288,15 @@ def test_monitor_reports_fifo_occupancy(simulator):
     counts = {n.name: result.probe(f"{n.name}_max_count") for n in chain if n.op_type == "StreamingFIFO"}
     assert counts["StreamingFIFO_0"] > 2          # the MVAU_1 bottleneck backs up to the input
     assert all(1 <= c <= n.spec().capacity for n in chain if n.op_type == "StreamingFIFO" for c in [counts[n.name]])
+
+
+def test_long_lines_are_wrapped_for_verilator():
+    """Yosys writes a wide concatenation on one line (140 kB for TFC-w2a2's 32 x 98 first layer at --fit),
+    beyond Verilator's 40,000 tokens per line: such lines break after their commas, tokens unchanged."""
+    from sim.runner import LONGEST_LINE, wrap_long_lines
+    items = ", ".join(f"w_offset[{k}]" for k in range(6000))
+    text = f"module m;\n  assign {{ {items} }} = x;\nendmodule\n"
+    wrapped = wrap_long_lines(text)
+    assert max(len(line) for line in wrapped.splitlines()) <= LONGEST_LINE
+    assert wrapped.split() != text.split() and "".join(wrapped.split()) == "".join(text.split())
+    assert wrap_long_lines("module m;\nendmodule\n") == "module m;\nendmodule\n"
