@@ -70,6 +70,9 @@ class LayerSpec(Protocol):
 
     def resource_estimate(self) -> Resources: ...
 
+    def timing(self, arrivals):     # when each word moves, given when the inputs arrive (layers.timing)
+        ...
+
 
 
 class StreamContract:

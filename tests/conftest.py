@@ -55,6 +55,15 @@ def digits_out(tmp_path_factory):
 
 
 @pytest.fixture
+def digits_out_copy(digits_out, tmp_path):
+    """A copy of :func:`digits_out` that a test may change or damage."""
+    import shutil
+    copy = tmp_path / "out"
+    shutil.copytree(digits_out, copy)
+    return copy
+
+
+@pytest.fixture
 def simulator():
     """The simulator for grid tests: RTLGEN_SIM, else Icarus when installed (fast builds), else Verilator."""
     return default_simulator()

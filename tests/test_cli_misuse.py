@@ -19,19 +19,16 @@ from tests.test_cli_errors import DIGITS, FAST, npy, one_line
 
 
 
-@pytest.fixture(scope="module")
-def compiled(tmp_path_factory):
-    out = tmp_path_factory.mktemp("misuse") / "out"
-    assert main(["compile", str(DIGITS), "-o", str(out), "-q", *FAST]) == 0
-    return out
+@pytest.fixture
+def compiled(digits_out):
+    """The digits MLP compiled (conftest), for tests that only read it."""
+    return digits_out
 
 
 @pytest.fixture
-def out(compiled, tmp_path):
-    """A copy of the compiled OUT that a test may damage."""
-    copy = tmp_path / "out"
-    shutil.copytree(compiled, copy)
-    return copy
+def out(digits_out_copy):
+    """A copy of it that a test may damage."""
+    return digits_out_copy
 
 
 def x_file(tmp_path, shape=(1, 1, 8, 8)):

@@ -59,10 +59,8 @@ def check_numbers(values, documents):
 
 
 @pytest.fixture
-def out(digits_out, tmp_path):
-    copy = tmp_path / "out"
-    shutil.copytree(digits_out, copy)
-    return copy
+def out(digits_out_copy):
+    return digits_out_copy
 
 
 def test_compile_writes_the_page_with_the_reports_numbers(out):

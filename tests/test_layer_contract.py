@@ -66,6 +66,7 @@ def test_spec_keeps_the_contract(op_type):
     spec = _node(op_type).spec()
     assert isinstance(spec, LayerSpec), type(spec)
     assert isinstance(spec.resource_estimate(), Resources)
+    assert callable(spec.timing)                            # tests/test_timing_models.py: cycle-exact
     assert spec.in_width > 0 and spec.out_width > 0
     assert spec.num_inputs >= 1 and spec.num_outputs >= 1
     assert len(spec.folded_input_shapes) == spec.num_inputs
