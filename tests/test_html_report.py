@@ -1,7 +1,10 @@
-"""OUT/report.html (issue 17 item 3): every number on the page equals the JSON it comes from; the
-verification and Yosys sections appear once those have run; the page renders in headless Chromium."""
+"""OUT/report.html (issue 17 item 3, issue 32 item 4): every number on the page equals the JSON it comes
+from; bars against the board are to 100 % of the device with the optimizer's budget as a line; every layer
+at the II is marked; one number format; the verification and Yosys (with timing) sections appear once those
+have run; the page renders in headless Chromium at 1,400 px."""
 
 import json
+import re
 import shutil
 import subprocess
 from html.parser import HTMLParser
@@ -58,9 +61,163 @@ def check_numbers(values, documents):
     return checked
 
 
+class Page(HTMLParser):
+    """What the tests read besides the keyed numbers: the bars (``td[data-bar]``: the SVG's width and its
+    value rect's and budget line's x), the names of the rows marked as bottlenecks, the visible text."""
+
+    def __init__(self, text):
+        super().__init__()
+        self.bars, self.bottlenecks, self.text, self.titles = {}, set(), [], []
+        self._bar = self._row = None
+        self._in_name = self._skip = False
+        self.feed(text)
+
+    def handle_starttag(self, tag, attrs):
+        attrs = dict(attrs)
+        if tag in ("td", "th", "tr", "p", "div", "h1", "h2", "br"):
+            self.text.append(" ")               # cells and blocks are apart on screen
+        if tag in ("style", "title"):
+            self._skip = True
+        if tag == "tr":
+            self._row = attrs.get("class") == "bottleneck"
+        if tag == "td" and "data-bar" in attrs:
+            self._bar = self.bars.setdefault(attrs["data-bar"], {})
+        if tag == "td" and attrs.get("class") == "name" and "title" in attrs:
+            self.titles.append(attrs["title"])
+            if self._row:
+                self.bottlenecks.add(attrs["title"])
+        if self._bar is not None:
+            if tag == "svg":
+                self._bar["full"] = float(attrs["viewbox"].split()[2])
+            elif tag == "rect" and attrs.get("class") == "value":
+                self._bar["value"] = float(attrs["width"])
+            elif tag == "line" and attrs.get("class") == "budget":
+                self._bar["budget"] = float(attrs["x1"])
+
+    def handle_endtag(self, tag):
+        if tag in ("style", "title"):
+            self._skip = False
+        if tag == "td":
+            self._bar = None
+
+    def handle_data(self, data):
+        if not self._skip:
+            self.text.append(data)
+
+
+def visible(page):
+    """The page's text as a reader sees it (no CSS, no SVG titles), whitespace collapsed."""
+    return re.sub(r"\s+", " ", "".join(Page(page).text))
+
+
+def marked(page):
+    return Page(page).bottlenecks
+
+
+def edit_report(out, change):
+    """Change OUT's report.json (``change(report)``) and render the page again; returns (page, report)."""
+    from rtlgen.html_report import write_html
+    report = json.loads((out / "report.json").read_text())
+    change(report)
+    (out / "report.json").write_text(json.dumps(report))
+    return write_html(out).read_text(), report
+
+
 @pytest.fixture
 def out(digits_out_copy):
     return digits_out_copy
+
+
+OPTIMIZER = {"budget": {"LUT": 42560.0, "FF": 85120.0, "BRAM36": 112.0, "DSP": None}, "held_for_fifos": {},
+             "estimate": {"LUT": 374.0, "FF": 393.0, "BRAM36": 2.0, "DSP": 0.0}, "binding": "BRAM36", "ii": 640,
+             "seconds": 0.71, "options": 104, "rounds": 1}
+
+
+def test_board_bars_are_to_100_percent_of_the_device_with_the_budget_line(out):
+    """3.9 % of the BRAM draws 3.9 % of the bar's width (not the full width as the largest value); the
+    optimizer's budget (80 % of the board) is a line at 80 %; a resource without a budget has none."""
+    def change(report):
+        report["fit"]["resources"]["BRAM36"]["used"] = 5.46             # 3.9 % of 140
+        report["optimizer"] = OPTIMIZER
+    page, report = edit_report(out, change)
+    bars = Page(page).bars
+    for resource, v in report["fit"]["resources"].items():
+        bar = bars[f"fit.{resource}"]
+        assert bar["value"] / bar["full"] == pytest.approx(v["used"] / v["available"], abs=1e-3), resource
+        limit = OPTIMIZER["budget"][resource]
+        if limit is None:
+            assert "budget" not in bar
+        else:
+            assert bar["budget"] / bar["full"] == pytest.approx(limit / v["available"], abs=1e-3)
+    assert bars["fit.BRAM36"]["value"] / bars["fit.BRAM36"]["full"] == pytest.approx(0.039, abs=1e-3)
+    text = visible(page)
+    assert "bound by BRAM36" in text and "budget LUT 42,560, FF 85,120, BRAM36 112:" in text
+    assert check_numbers(keyed(page), {"report": report}) > 0
+    assert keyed(page)["optimizer.ii"] == "640"
+
+
+def test_without_the_optimizer_the_page_says_so_and_draws_no_budget(out):
+    page = (out / "report.html").read_text()
+    assert "the folding optimizer (<code>--fit BOARD</code>, <code>--budget</code>) did not run" in page
+    assert not any("budget" in bar for bar in Page(page).bars.values())
+
+
+def test_every_layer_at_the_ii_is_a_bottleneck(out):
+    """Two layers share the II: both are marked (red row and tag), and no other."""
+    def change(report):
+        mvaus = [r for r in report["layers"] if r["op_type"] == "MVAU"]
+        for r in mvaus[:2]:
+            r["exp_cycles"] = report["analytic_cycles_per_frame"]
+        mvaus[2]["exp_cycles"] = report["analytic_cycles_per_frame"] - 1
+    page, report = edit_report(out, change)
+    ii = report["analytic_cycles_per_frame"]
+    expected = {r["name"] for r in report["layers"] if r["exp_cycles"] == ii}
+    assert len(expected) >= 2 and marked(page) == expected
+    assert page.count("bottleneck</span>") == len(expected)
+
+
+def test_per_layer_lut_ff_bram_dsp_and_long_names_in_title(out):
+    long = "encoder_block_3_residual_attention_projection_matmul_" + "x" * 60
+    def change(report):
+        report["layers"][1]["name"] = long
+    page, report = edit_report(out, change)
+    values = keyed(page)
+    for r in report["layers"]:
+        for k in ("LUT", "FF", "BRAM18", "DSP"):
+            assert values[f"layers.{r['name']}.resources.{k}"] == f"{r['resources'][k]:,}"
+    assert long in Page(page).titles            # cut by CSS (ellipsis), the whole name on hover
+    assert re.search(r"td\.name[^}]*text-overflow: ellipsis", page)
+
+
+NUMBER_FORMAT_CASES = {"frames_per_second": 127551.0, "latency_ns": 1234.0, "board_frames_per_second": 2.34567}
+
+
+def test_one_number_format(out):
+    """Thousands separators on every integer, no trailing .0, frames/s as an integer (3 significant digits
+    below 100), the II as "II 12,544" wherever it is written."""
+    def change(report):
+        report.update(NUMBER_FORMAT_CASES, analytic_cycles_per_frame=12544)
+        report["layers"][1]["exp_cycles"] = 12544
+        report["layers"][1]["resources"]["LUT"] = 1596.0
+        report["optimizer"] = dict(OPTIMIZER, ii=12544)
+    page, report = edit_report(out, change)
+    text = visible(page)
+    words = re.findall(r"(?<![\w./,-])\d(?:[\d,]*\d)?(?:\.\d+)?(?![\w])", text)
+    assert words
+    for word in words:
+        assert re.fullmatch(r"\d{1,3}(,\d{3})*(\.\d+)?", word), word              # 12,544 not 12544
+        assert not re.fullmatch(r".*\.\d*0", word), word                          # 1,596 not 1,596.0
+    values = keyed(page)
+    assert values["frames_per_second"] == "127,551" and values["board_frames_per_second"] == "2.35"
+    assert values["layers.MVAU_0.resources.LUT"] != "1,596.0"
+    assert "II 12,544" in text and "12544" not in text
+    assert check_numbers(values, {"report": report}) > 0
+
+
+def test_board_frames_per_second_only_when_the_report_has_it(out):
+    assert "board_frames_per_second" not in (out / "report.html").read_text()
+    page, _ = edit_report(out, lambda report: report.update(board_frames_per_second=31234.5))
+    assert keyed(page)["board_frames_per_second"] == "31,234"         # 31,234.5 rounds half to even
 
 
 def test_compile_writes_the_page_with_the_reports_numbers(out):
@@ -70,8 +227,7 @@ def test_compile_writes_the_page_with_the_reports_numbers(out):
     assert check_numbers(values, {"report": report}) >= 3 * len(report["layers"])
     assert "<script" not in page and "http://" not in page.replace('xmlns="http://www.w3.org/2000/svg"', "")
     assert "<svg" in page and "Verification" not in page and "Yosys synthesis" not in page
-    slowest = max(report["layers"], key=lambda r: r["exp_cycles"])["name"]
-    assert f'class="bottleneck"><td>{slowest}</td>' in page
+    assert marked(page) == {r["name"] for r in report["layers"] if r["exp_cycles"] == report["analytic_cycles_per_frame"]}
 
 
 def test_verification_result_joins_the_page(out):
@@ -98,13 +254,17 @@ def test_page_renders_in_headless_chromium_after_build_and_verify(out, tmp_path)
     assert main(["verify", str(out), "--input", str(tmp_path / "x.npy")]) == 0
     page = out / "report.html"
     shot = tmp_path / "shot.png"
-    run = [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--window-size=1000,3000"]
+    run = [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", "--window-size=1400,2400"]
     subprocess.run(run + [f"--screenshot={shot}", page.as_uri()], check=True, capture_output=True, timeout=120)
     from PIL import Image
     pixels = np.asarray(Image.open(shot).convert("RGB"))
-    assert (pixels < 250).any(axis=2).mean() > 0.02          # not blank: text, tables and bars
+    assert pixels.shape[1] == 1400
+    ink = (pixels < 250).any(axis=2)
+    assert ink.mean() > 0.02                                # not blank: text, tables and bars
     blue = ((pixels[..., 0] < 100) & (pixels[..., 2] > 150)).sum()
-    assert blue > 1000                                      # the bar charts were drawn
+    orange = ((pixels[..., 0] > 200) & (abs(pixels[..., 1].astype(int) - 138) < 20) & (pixels[..., 2] < 60)).sum()
+    assert blue > 1000 and orange > 20                      # the estimate's and Yosys' bars were drawn
+    assert ink[:, 1200:].any(axis=1).sum() > 100            # the tables use the window's width (was 1,100 px)
     dom = subprocess.run(run + ["--dump-dom", page.as_uri()], check=True, capture_output=True, text=True,
                          timeout=120).stdout
     documents = {"report": json.loads((out / "report.json").read_text()),
@@ -112,4 +272,7 @@ def test_page_renders_in_headless_chromium_after_build_and_verify(out, tmp_path)
                  "verify": json.loads((out / "verify.json").read_text())}
     values = keyed(dom)
     assert any(k.startswith("yosys.") for k in values) and values["verify.passed"] == "passed"
+    fmax = documents["yosys"]["timing"]["design"]["fmax_mhz_estimate"]
+    assert values["yosys.timing.design.fmax_mhz_estimate"] == f"{round(fmax):,}"
+    assert re.search(r"meets 100 MHz: slack \+[\d.]+ ns", visible(dom))
     assert check_numbers(values, documents) == len(values)
