@@ -1,0 +1,221 @@
+"""Formal stream contract of one layer: a wrapper that puts AXI-Stream assumptions on a component's inputs
+and assertions on its outputs, for SymbiYosys (``rtlgen prove`` runs it; this module knows only the
+:class:`layers.op.LayerSpec` contract and the component's stream members, never the compiler).
+
+Properties (each a named 1-bit signal ``prop_<name>``, asserted; a counterexample trace shows which is 0):
+
+- ``stable_<o>``: once ``valid`` is high on output ``<o>`` it stays high, and the payload stays the same,
+  until ``ready``.
+- ``reset_<o>``: ``valid`` is low during reset and in the cycle after it.
+- ``count_<i>_<o>``: no output word without an input to justify it. Each input frame (its words are the
+  product of ``folded_input_shapes[k][:-1]``) grants one output frame (``folded_output_shape[:-1]``
+  words) once ``lead_words`` of its words were taken; an output word moves only with such a credit left.
+  So no word is duplicated or invented, at frame granularity.
+- ``order`` (FIFO) / ``bits`` (DWC): symbolic word tracking. A free index ``k`` (constant over the run):
+  the payload entering at input position ``k`` leaves at output position ``k`` unchanged; for a width
+  converter the stream is a string of bits and bit ``k`` must come out as output bit ``k``. Catches
+  drops, duplicates, reordering and corruption of words, not just their count.
+- ``frame`` (``live`` mode only): with the input offering exactly one frame, every cycle, from the
+  first cycle after reset, and the consumer always ready, every output has produced exactly its frame
+  by cycle ``deadline`` (bounded liveness; with the ``count`` credits, no word was lost either).
+
+Inputs are assumed to follow AXI-Stream: ``valid`` low in reset, and once high held with a stable
+payload until ``ready``. Reset is high in the first cycle only (registers start at their reset values).
+"""
+
+from dataclasses import dataclass
+from math import prod
+
+from amaranth.hdl import Assert, Assume, Cat, Const, Elaboratable, Module, Mux, ResetSignal, Signal
+from amaranth.lib import wiring
+
+__all__ = ["StreamPlan", "FormalHarness", "plan_of", "SLACK"]
+
+SLACK = 2           # cycles the liveness deadline allows beyond exp_cycles + latency: the reset cycle,
+                    # and the cycle in which the last output word is taken (latency counts to "offered")
+
+
+@dataclass(frozen=True)
+class StreamPlan:
+    """What the harness needs to know about a component: its stream members and words per frame."""
+    inputs: tuple           # ((member name, words per frame), ...)
+    outputs: tuple
+    lead_words: int
+    deadline: int           # cycles after reset by which the live check wants one whole frame out
+    track: str = None       # None, "fifo" (word order and values) or "dwc" (bit order and values)
+
+
+def _words(shape):
+    return 1 if shape is None else prod(shape[:-1])
+
+
+def plan_of(spec, component, *, track=None):
+    """The :class:`StreamPlan` of ``component`` built from ``spec`` (a :class:`layers.op.LayerSpec`)."""
+    members = component.signature.members
+    ins = sorted(n for n, m in members.items() if m.is_signature and m.flow == wiring.In)
+    outs = sorted(n for n, m in members.items() if m.is_signature and m.flow == wiring.Out)
+    in_shapes = spec.folded_input_shapes or (None,) * len(ins)
+    if len(in_shapes) != len(ins) or len(outs) != spec.num_outputs:
+        raise ValueError(f"{type(component).__name__}: {len(ins)} input / {len(outs)} output streams, but its spec "
+                         f"declares {len(in_shapes)} / {spec.num_outputs}")
+    inputs = tuple((n, _words(s)) for n, s in zip(ins, in_shapes))
+    outputs = tuple((n, _words(spec.folded_output_shape)) for n in outs)
+    longest = max([w for _, w in inputs] + [w for _, w in outputs] + [spec.exp_cycles])
+    return StreamPlan(inputs, outputs, max(1, spec.lead_words), longest + spec.latency + SLACK, track)
+
+
+class FormalHarness(Elaboratable):
+    """``component`` under the stream properties of ``plan``; ``mode`` ``"safety"`` (free inputs and
+    readies, under the AXI-Stream assumptions) or ``"live"`` (one frame in at full rate, always ready).
+
+    ``ports`` lists the free inputs (for :func:`amaranth.back.rtlil.convert`); ``properties`` the names
+    of the asserted ``prop_<name>`` signals. ``counter_bits`` bounds the run lengths the counters hold
+    (the safety check assumes it is never reached: a bounded proof deeper than 2**counter_bits - 2 cycles
+    would be vacuous past that point, so the flow sizes it from the depth).
+    """
+
+    def __init__(self, component, plan, *, mode="safety", counter_bits=16):
+        if mode not in ("safety", "live"):
+            raise ValueError(f"mode must be 'safety' or 'live', not {mode!r}")
+        self.component, self.plan, self.mode, self.counter_bits = component, plan, mode, counter_bits
+        self.ports, self.properties = [], []
+        self._free = {}
+        for name, _ in plan.inputs:
+            port = getattr(component, name)
+            self._free[name] = (Signal(name=f"{name}_valid"), Signal(len(port.payload), name=f"{name}_payload"))
+        for name, _ in plan.outputs:
+            self._free[name] = Signal(name=f"{name}_ready")
+        self._k = Signal(counter_bits, name="k")          # the tracked index (held constant: an AnyConst)
+        for value in self._free.values():
+            self.ports += list(value) if isinstance(value, tuple) else [value]
+        if plan.track:
+            self.ports.append(self._k)
+
+    def _prop(self, m, name, test):
+        sig = Signal(name=f"prop_{name}")
+        m.d.comb += [sig.eq(test), Assert(sig, name)]
+        self.properties.append(name)
+
+    def elaborate(self, platform):
+        m = Module()
+        plan, dut, bits = self.plan, self.component, self.counter_bits
+        m.submodules.dut = dut
+        rst = ResetSignal()
+        started = Signal()                  # 0 in the first cycle (reset), 1 after: an Initial()
+        after_reset = Signal()              # the cycle right after reset
+        m.d.sync += started.eq(1)
+        m.d.comb += Assume(rst == ~started)
+        m.d.sync += after_reset.eq(rst)
+        cycle = Signal(bits)                # cycles since reset, saturating
+        m.d.sync += cycle.eq(Mux(cycle == (1 << bits) - 1, cycle, cycle + 1))
+
+        # inputs: AXI-Stream by assumption
+        taken = {}
+        for name, words in plan.inputs:
+            port = getattr(dut, name)
+            valid, payload = self._free[name]
+            m.d.comb += [port.valid.eq(valid), port.payload.eq(payload)]
+            was_stalled, last = Signal(name=f"{name}_was_stalled"), Signal.like(payload, name=f"{name}_last")
+            m.d.sync += [was_stalled.eq(valid & ~port.ready & ~rst), last.eq(payload)]
+            m.d.comb += Assume(~rst | ~valid)
+            m.d.comb += Assume(~was_stalled | (valid & (payload == last)))
+            taken[name] = Signal(name=f"{name}_taken")
+            m.d.comb += taken[name].eq(valid & port.ready & ~rst)
+
+        # outputs: AXI-Stream by assertion
+        given = {}
+        for name, _ in plan.outputs:
+            port = getattr(dut, name)
+            m.d.comb += port.ready.eq(self._free[name])
+            was_stalled, last = Signal(name=f"{name}_was_stalled"), Signal.like(port.payload, name=f"{name}_last")
+            m.d.sync += [was_stalled.eq(port.valid & ~port.ready & ~rst), last.eq(port.payload)]
+            self._prop(m, f"stable_{name}", ~was_stalled | (port.valid & (port.payload == last)))
+            self._prop(m, f"reset_{name}", ~(rst | after_reset) | ~port.valid)
+            given[name] = Signal(name=f"{name}_given")
+            m.d.comb += given[name].eq(port.valid & port.ready & ~rst)
+
+        # conservation: each input frame grants an output frame once lead_words of it were taken
+        counts = {}
+        for iname, iwords in plan.inputs:
+            pos = Signal(range(iwords), name=f"{iname}_pos")
+            with m.If(taken[iname]):
+                m.d.sync += pos.eq(Mux(pos == iwords - 1, 0, pos + 1))
+            grant = taken[iname] & (pos == min(plan.lead_words, iwords) - 1)
+            for oname, owords in plan.outputs:
+                credit = Signal(bits + owords.bit_length() + 1, name=f"credit_{iname}_{oname}")
+                m.d.sync += credit.eq(credit + Mux(grant, owords, 0) - given[oname])
+                self._prop(m, f"count_{iname}_{oname}", ~given[oname] | (credit != 0))
+                m.d.comb += Assume(credit < (1 << (len(credit) - 1)))     # no wrap within the run
+        for name, _ in plan.inputs + plan.outputs:
+            counts[name] = Signal(bits, name=f"{name}_count")
+            moved = taken[name] if name in taken else given[name]
+            m.d.sync += counts[name].eq(counts[name] + moved)
+            m.d.comb += Assume(counts[name] != (1 << bits) - 1)
+
+        if plan.track:
+            self._track(m, taken, given, counts, rst)
+        if self.mode == "live":
+            self._live(m, counts, cycle, rst)
+        return m
+
+    def _track(self, m, taken, given, counts, rst):
+        """The word (FIFO) or bit (DWC) at input position k leaves at output position k, unchanged."""
+        (iname, _), = self.plan.inputs
+        (oname, _), = self.plan.outputs
+        k = self._k
+        first = Signal()
+        m.d.sync += first.eq(1)
+        k_held = Signal.like(k)
+        m.d.sync += k_held.eq(k)
+        m.d.comb += Assume(~first | (k == k_held))          # AnyConst
+        i_port, o_port = getattr(self.component, iname), getattr(self.component, oname)
+        iw, ow = len(i_port.payload), len(o_port.payload)
+        if self.plan.track == "fifo":
+            i_hit = taken[iname] & (counts[iname] == k)
+            o_hit = given[oname] & (counts[oname] == k)
+            i_value, o_value = i_port.payload, o_port.payload
+            width = iw
+        else:           # "dwc": a string of bits; bit k is in input word k // iw, output word k // ow
+            i_base, o_base = Signal(len(k) + 8), Signal(len(k) + 8)     # first bit of the current word
+            m.d.sync += [i_base.eq(i_base + Mux(taken[iname], iw, 0)), o_base.eq(o_base + Mux(given[oname], ow, 0))]
+            i_hit = taken[iname] & (k >= i_base) & (k < i_base + iw)
+            o_hit = given[oname] & (k >= o_base) & (k < o_base + ow)
+            i_value = (i_port.payload >> (k - i_base)[:max(1, (iw - 1).bit_length())])[0]
+            o_value = (o_port.payload >> (k - o_base)[:max(1, (ow - 1).bit_length())])[0]
+            width = 1
+        seen, value = Signal(), Signal(width)
+        with m.If(i_hit):
+            m.d.sync += [seen.eq(1), value.eq(i_value)]
+        self._prop(m, "order" if self.plan.track == "fifo" else "bits",
+                   ~o_hit | (seen & (o_value == value)) | (i_hit & (o_value == i_value)))
+
+    def _live(self, m, counts, cycle, rst):
+        """One frame in at full rate from the first cycle after reset; always ready out; all of it out by
+        the deadline."""
+        for name, words in self.plan.inputs:
+            valid, _ = self._free[name]
+            m.d.comb += Assume(valid == (~rst & (counts[name] < words)))
+        for name, _ in self.plan.outputs:
+            m.d.comb += Assume(self._free[name])
+        done = Cat(counts[name] == words for name, words in self.plan.outputs).all()
+        self._prop(m, "frame", (cycle < self.plan.deadline) | done)
+
+
+def failing_properties(vcd_text):
+    """Names of the ``prop_<name>`` signals that are 0 at the last time step of a counterexample VCD."""
+    ids, values, last = {}, {}, {}
+    for line in vcd_text.splitlines():
+        parts = line.split()
+        if len(parts) >= 5 and parts[0] == "$var":
+            name = parts[4]
+            if name.startswith("prop_"):
+                ids.setdefault(parts[3], set()).add(name[len("prop_"):])
+        elif line.startswith("#"):
+            last.update(values)
+            values = dict(last)
+        elif line[:1] in "01xz" and line[1:] in ids:
+            values[line[1:]] = line[0]
+        elif line[:1] == "b" and len(parts) == 2 and parts[1] in ids:
+            values[parts[1]] = parts[0][-1]
+    last.update(values)
+    return sorted(name for code, names in ids.items() if last.get(code) == "0" for name in names)
