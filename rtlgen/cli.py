@@ -535,14 +535,20 @@ def run_inspect_command(args):
 def add_demo_arguments(parser):
     parser.add_argument("--simulator", choices=("verilator", "icarus"), default=None, help=SIMULATOR_HELP)
     parser.add_argument("--images", type=int, default=360, help="test images to simulate (default: all %(default)s)")
-    parser.add_argument("--no-synth", action="store_true", help="skip the Yosys synthesis step")
+    parser.add_argument("--no-synth", action="store_true", help="skip the Yosys synthesis step (rtlgen build)")
+    parser.add_argument("-o", "--out", default="rtlgen-demo", metavar="OUT",
+                        help="keep the compiled design, its report.html and the build here, as `rtlgen compile` "
+                             "does (replaced by the next demo; `rtlgen sim|verify|build OUT` work on it) "
+                             "(default: %(default)s in the current directory)")
+    add_force_option(parser)
 
 
 def run_demo_command(args):
     from rtlgen.demo import DEMO_IMAGES, run_demo
     if not 1 <= args.images <= DEMO_IMAGES:
         raise UsageError(f"--images {args.images}: must be a positive number of test images, at most {DEMO_IMAGES}")
-    return run_demo(simulator=args.simulator, synth=not args.no_synth, images=args.images, say=_say)
+    return run_demo(args.out, simulator=args.simulator, synth=not args.no_synth, images=args.images,
+                    force=args.force, say=_say)
 
 
 def add_partition_arguments(parser):
@@ -622,6 +628,33 @@ def run_partition_command(args):
     return 0
 
 
+def add_prove_arguments(parser):
+    parser.add_argument("out", metavar="OUT", help="a directory written by `rtlgen compile`")
+    parser.add_argument("--depth", type=int, metavar="N",
+                        help="cycles of each node's bounded check and induction (default: one frame of the "
+                             "proven instance, a FIFO twice its capacity)")
+    parser.add_argument("--node", metavar="NAME", help="prove this node only (a name from report.json)")
+
+
+def run_prove_command(args):
+    from rtlgen.prove import ProveError, prove_out
+
+    if args.depth is not None and args.depth < 1:
+        raise UsageError(f"--depth {args.depth}: must be a positive number of cycles")
+    started = time.time()
+    try:
+        outcomes = prove_out(args.out, depth=args.depth, node=args.node,
+                             report=lambda outcome: _say(outcome.line()))
+    except ValueError as exc:           # an unknown --node, naming the legal ones
+        raise UsageError(str(exc)) from None
+    except ProveError as exc:
+        raise RuntimeError(str(exc)) from None
+    failed = [o.node for o in outcomes if o.status == "failed"]
+    _say(f"{len(outcomes) - len(failed)} of {len(outcomes)} nodes hold their stream contract "
+         f"({time.time() - started:.1f} s)")
+    return 1 if failed else 0
+
+
 COMMANDS = {
     "compile": ("compile a QONNX / FINN-ONNX model into a stitched Verilog accelerator",
                 add_compile_arguments, run_compile_command),
@@ -635,6 +668,9 @@ COMMANDS = {
     "partition": ("split a model across several FPGAs (Galapagos): cuts and folding under each device's "
                   "budget and the links' bandwidth, cluster files, one Verilog kernel per device",
                   add_partition_arguments, run_partition_command),
+    "prove": ("prove every node's stream contract with SymbiYosys: AXI-Stream rules, words per frame, FIFO "
+              "and width-converter order, a frame within its cycles; exit 0 iff all hold",
+              add_prove_arguments, run_prove_command),
     "demo": ("compile a bundled trained model (8x8 digits MLP), simulate its test set, report accuracy, "
              "cycles and resources", add_demo_arguments, run_demo_command),
 }
