@@ -246,7 +246,8 @@ def _board(report, synth):
                      f'<td>{fmt(built[k])}</td><td>of {fmt(available)}</td><td>{_percent(built[k], available)}</td>'
                      f'<td></td></tr>')
     legend = (f'<span class="key" style="background:{ESTIMATE}"></span>estimate'
-              + (f'<span class="key" style="background:{YOSYS}"></span>Yosys (whole design in its shell)' if built else "")
+              + (f'<span class="key" style="background:{YOSYS}"></span>Yosys (the whole design in its shell; LUT with '
+                 f'LUTRAM and SRL)' if built else "")
               + ('<span class="key line"></span>the optimizer\'s budget' if budget else ""))
     return (f"<h2>Against the board: the {_e(fit['board'])} ({_e(fit['device'])})</h2>"
             f"<p class=\"note\">Each bar is the whole device (100 %). {legend}</p>"
