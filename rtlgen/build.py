@@ -10,7 +10,9 @@ Steps, all under ``OUT/build/``:
    build script) in ``vivado/``, always written; run when ``--toolchain vivado`` and ``vivado`` is on
    PATH, giving ``vivado/rtlgen_<shell>.bit``;
 3. Yosys ``synth_xilinx`` of the whole shell, keeping the hierarchy so each layer gets its own numbers,
-   written to ``yosys/report.json``; over the xc7z020's capacity is an error (:class:`BuildError`).
+   written to ``yosys/report.json``; over the xc7z020's capacity is an error (:class:`BuildError`). The
+   accelerator's netlist goes to ``yosys/netlist.v`` (``rtlgen verify OUT --netlist`` simulates it,
+   :mod:`rtlgen.netlist`).
 """
 
 import json
@@ -37,6 +39,7 @@ def build(out, *, shell="standalone", toolchain="yosys", board="pynq-z2", inputs
     ``device``: the capacity checked against (the xc7z020's). A design estimated over ``FAR_OVER`` times a
     resource of the board is refused before Yosys starts (it would run for long, often out of memory),
     unless ``force``."""
+    from rtlgen.netlist import NETLIST_FILE, netlist_record
     from rtlgen.outdir import read_design
     from rtlgen.stitch import DEFAULT_TOP_NAME
 
@@ -70,10 +73,11 @@ def build(out, *, shell="standalone", toolchain="yosys", board="pynq-z2", inputs
     say("Yosys synth_xilinx of the whole design (minutes on large designs) ...")
     try:
         synth = synthesize(shell_verilog, top=name, hierarchy=True, children_of=DEFAULT_TOP_NAME,
-                           workdir=root / "yosys", sta=True)
+                           workdir=root / "yosys", sta=True, netlist=(DEFAULT_TOP_NAME, NETLIST_FILE))
     except YosysError as exc:
         raise BuildError(f"Yosys failed during {exc.step}: {exc.error}; log: {exc.log}") from None
     result = _report_dict(synth, report)
+    result["netlist"] = netlist_record(verilog)     # `rtlgen verify OUT --netlist` checks it against OUT
     (root / "yosys").mkdir(parents=True, exist_ok=True)
     (root / "yosys" / "report.json").write_text(json.dumps(result, indent=2) + "\n")
     say(_table(result))

@@ -408,6 +408,9 @@ def add_verify_arguments(parser):
                         help="a model to compile and check, or a directory written by `rtlgen compile` to check")
     parser.add_argument("--input", required=True, metavar="X.npy", help="model input (batch first)")
     parser.add_argument("-o", "--out", metavar="OUT", help="keep the compile output here (default: a temporary directory)")
+    parser.add_argument("--netlist", action="store_true",
+                        help="simulate the Yosys netlist `rtlgen build OUT` wrote (Xilinx cell models) instead of "
+                             "the RTL; needs a built OUT")
     add_compile_options(parser)
     add_force_option(parser)
 
@@ -431,6 +434,8 @@ def run_verify_command(args):
             _warn(args.command, stale)
     else:
         model = args.model
+    if args.netlist:
+        return _verify_netlist(args, existing, model)
     x = _model_input(model, _load_input(args.input))        # a bad input fails before the compile
     if not existing:
         _options(args)
@@ -450,6 +455,18 @@ def run_verify_command(args):
         from rtlgen.html_report import record_verification
         _say(f"report -> {record_verification(args.model if existing else args.out, result)}")
     return 0 if result.passed else 1
+
+
+def _verify_netlist(args, existing, model):
+    """`verify OUT --netlist` (rtlgen.netlist); not recorded in report.html, which shows the RTL's run."""
+    from rtlgen import api
+    from rtlgen.netlist import read_netlist, verify_netlist
+    if not existing:
+        raise UsageError(f"--netlist simulates the netlist of a built design: give verify an OUT directory "
+                         f"(rtlgen compile {args.model} -o OUT, rtlgen build OUT), not {args.model}")
+    read_netlist(args.model, api.open_design(args.model).verilog)   # no build, or a stale one: before qonnx runs
+    x = _model_input(model, _load_input(args.input))
+    return verify_netlist(args.model, model, x, simulator=args.simulator, say=_say)
 
 
 # what `rtlgen verify OUT` cannot use: it runs OUT as compiled

@@ -60,8 +60,10 @@ _TRACE_OPEN = """    VerilatedVcdC* vcd = nullptr;
 _DUMP = "if (vcd) vcd->dump(t); t += 5000;"    # ps: a 10 ns clock period in the waveform
 
 
-def _main_cpp(toplevel, job, widths, waves=False):
-    """The C++ bench for one design (ports fixed at build time, data and rates read from the job file)."""
+def _main_cpp(toplevel, job, widths, waves=False, x_random=False):
+    """The C++ bench for one design (ports fixed at build time, data and rates read from the job file).
+    ``x_random``: Verilator plusargs (``+verilator+seed+N``) may follow the job and result paths, so the
+    optional VCD path is the third argument only when it is not one."""
     (src, src_job), = job["sources"].items()
     (snk, snk_job), = job["sinks"].items()
     sdata, svalid, sready = src_job["ports"]
@@ -126,7 +128,7 @@ int main(int argc, char** argv) {{
     VerilatedContext* ctx = new VerilatedContext;
     ctx->commandArgs(argc, argv);
     V{toplevel}* top = new V{toplevel}{{ctx}};
-{_TRACE_OPEN if waves else ""}{ties}
+{(_TRACE_OPEN.replace("argc > 3", "argc > 3 && argv[3][0] != '+'") if x_random else _TRACE_OPEN) if waves else ""}{ties}
     zero(top->{sdata}); top->{svalid} = 0; top->{mready} = 0;
     top->{rst} = {reset_on};
     uint64_t t = 0;
@@ -182,14 +184,19 @@ int main(int argc, char** argv) {{
 """
 
 
-def build_harness(verilog, toplevel, job, waves=False):
+def build_harness(verilog, toplevel, job, waves=False, x_random=False):
     """Compile the harness for ``verilog`` (text, module ``toplevel``) and the ports of ``job``; cached.
-    ``waves`` builds it with VCD tracing. Returns the path of the executable."""
+    ``waves`` builds it with VCD tracing. ``x_random``: every ``x`` the design assigns and every variable
+    it leaves uninitialized gets a value drawn from the run's seed (``--x-assign unique --x-initial
+    unique``) instead of a fixed one, so a result that depends on an unknown value changes with the seed
+    (Verilator is a 2-state simulator: this is how it shows X-dependence). Returns the executable's path."""
     _prepare_verilator()
     ports = [p for s in (*job["sources"].values(), *job["sinks"].values()) for p in s["ports"]]
     widths = {p: _port_width(verilog, toplevel, p) for p in ports + list(job["probes"])}
-    main = _main_cpp(toplevel, job, widths, waves)
-    key = hashlib.sha256(json.dumps([_FORMAT, toplevel, verilog, main]).encode()).hexdigest()[:20]
+    main = _main_cpp(toplevel, job, widths, waves, x_random)
+    # (the X flags change the build, not the main: they are part of the key; the key of others is unchanged)
+    key = hashlib.sha256(json.dumps([_FORMAT, toplevel, verilog, main] + (["x-unique"] if x_random else []))
+                         .encode()).hexdigest()[:20]
     build_dir = cache_dir() / "compiled" / f"{toplevel}-{key}"
     exe = build_dir / "obj" / "harness"
     with _locked(cache_dir() / "compiled" / f".{key}.lock"):
@@ -200,7 +207,8 @@ def build_harness(verilog, toplevel, job, waves=False):
         (build_dir / f"{toplevel}.v").write_text(verilog)
         (build_dir / "main.cpp").write_text(main)
         cmd = ["verilator", "--cc", "--exe", "-j", "0", "--top-module", toplevel, "--no-timing", "-Wno-fatal",
-               "-Wno-lint", "-Wno-style", "--x-assign", "fast", "--x-initial", "fast",
+               "-Wno-lint", "-Wno-style", *(["--x-assign", "unique", "--x-initial", "unique"] if x_random else
+                                     ["--x-assign", "fast", "--x-initial", "fast"]),
                *(["--trace"] if waves else []), "-Mdir", "obj", "-o", "harness", "main.cpp", f"{toplevel}.v"]
         with progress.task(f"{_what(toplevel)}: Verilator translates the design") as update:
             _run(cmd, build_dir, toplevel)
@@ -250,12 +258,14 @@ def _run(cmd, cwd, toplevel):
         raise SimulationError(f"verilator build of {toplevel} failed ({cmd[0]}):\n{(proc.stdout + proc.stderr)[-3000:]}")
 
 
-def run_compiled(verilog, toplevel, job, waves=None):
+def run_compiled(verilog, toplevel, job, waves=None, x_seed=None):
     """Run ``job`` (the :mod:`sim.tb_stream` job: one source, one sink, probes) on the compiled harness;
-    returns the same result dict as the cocotb bench. ``waves``: a path to write a VCD of the run to."""
+    returns the same result dict as the cocotb bench. ``waves``: a path to write a VCD of the run to.
+    ``x_seed`` (an integer >= 1): build with random X values (:func:`build_harness` ``x_random``), drawn
+    from this seed."""
     if len(job["sources"]) != 1 or len(job["sinks"]) != 1 or job.get("axilite_writes"):
         raise SimulationError("the compiled harness drives one source and one sink, without AXI-Lite writes")
-    exe = build_harness(verilog, toplevel, job, waves=waves is not None)
+    exe = build_harness(verilog, toplevel, job, waves=waves is not None, x_random=x_seed is not None)
     (src, src_job), = job["sources"].items()
     (snk, snk_job), = job["sinks"].items()
     chunks = -(-_port_width(verilog, toplevel, src_job["ports"][0]) // 32)
@@ -268,6 +278,8 @@ def run_compiled(verilog, toplevel, job, waves=None):
         lines += [" ".join(f"{(w >> (32 * k)) & mask:x}" for k in range(chunks)) for w in words]
         job_path.write_text("\n".join(lines) + "\n")
         args = [str(exe), str(job_path), str(out_path)] + ([str(Path(waves).resolve())] if waves else [])
+        if x_seed is not None:
+            args += ["+verilator+rand+reset+2", f"+verilator+seed+{int(x_seed)}"]
         returncode, messages = _run_reporting(args, Path(tmp), f"{_what(toplevel)}: simulating", snk_job["count"])
         if returncode != 0:
             raise SimulationError(f"compiled harness of {toplevel} exited with {returncode}: {messages[-2000:]}")

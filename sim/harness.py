@@ -109,12 +109,14 @@ def stream_ports(path, *, style="amaranth"):
 def simulate_streams(design, *, inputs, outputs, backpressure=FULL_RATE, simulator=None, toplevel="top",
                      port_style="amaranth", clock="clk", reset="rst", reset_active_high=True,
                      probes=(), max_cycles=None, drain=None, check=True, axilite_writes=(),
-                     axilite_prefix="s_axilite_", compiled=False, waves=None):
+                     axilite_prefix="s_axilite_", compiled=False, waves=None, x_seed=None):
     """Simulate ``design`` with ``inputs`` ``{port: [words]}`` until ``outputs`` ``{port: count}`` arrive.
 
     ``compiled`` runs the job on :mod:`sim.compiled` (a C++ Verilator bench, ``simulator`` is ignored):
     one source, one sink, no AXI-Lite writes, and orders of magnitude faster on long runs; ``waves``
-    (a path) makes it write a VCD there.
+    (a path) makes it write a VCD there; ``x_seed`` (compiled only) draws every ``x`` and uninitialized
+    value at random from that seed (:func:`sim.compiled.run_compiled`), where Verilator would otherwise
+    fix them; the cocotb benches need none (Icarus is a 4-state simulator: an ``x`` stays ``x``).
 
     ``axilite_writes`` ``[(byte address, 32-bit data)]`` are written (cocotbext-axi manager on the
     ports starting with ``axilite_prefix``) after reset and before the streams start.
@@ -140,7 +142,7 @@ def simulate_streams(design, *, inputs, outputs, backpressure=FULL_RATE, simulat
         from sim.compiled import run_compiled
         from sim.runner import to_verilog
         text = design if isinstance(design, str) else to_verilog(design, toplevel)
-        result = StreamResult(run_compiled(text, toplevel, job, waves=waves))
+        result = StreamResult(run_compiled(text, toplevel, job, waves=waves, x_seed=x_seed))
     else:
         built = build(design, toplevel=toplevel, simulator=simulator)
         result = StreamResult(run_cocotb(built, "sim.tb_stream", job))
