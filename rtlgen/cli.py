@@ -360,6 +360,8 @@ def _run_cluster_sim(args):
              f"packet(s) per frame, wire time {link.wire_cycles:.1f} cycles/frame, utilisation {used}, receive "
              f"buffer up to {link.max_level} of {link.depth} flits")
     (Path(args.out) / "cluster_sim.json").write_text(json.dumps(run.as_dict(), indent=2) + "\n")
+    from rtlgen.outdir import claim
+    claim(args.out, ["cluster_sim.json"])         # this plan's: the next partition into OUT removes it
     if output:
         np.save(output, run.outputs)
         _say(f"output {run.outputs.shape} -> {output}")
@@ -588,18 +590,24 @@ def add_partition_arguments(parser):
                              "simulation, or the join bounds (none)")
     parser.add_argument("--plan-only", action="store_true",
                         help="write the plan and cluster files, do not build the per-device kernels")
+    add_force_option(parser)
 
 
 def run_partition_command(args):
-    """The plan (cuts, folding, cluster files), then each device's Galapagos kernel (:mod:`rtlgen.scaleout`)."""
+    """The plan (cuts, folding, cluster files), then each device's Galapagos kernel (:mod:`rtlgen.scaleout`),
+    written into OUT as a compile is (:mod:`rtlgen.outdir`: built beside OUT and swapped in at the end under
+    its lock, with a manifest; a folder that is neither empty nor an rtlgen output is refused unless
+    --force)."""
     import json
 
     import numpy as np
     from rtlgen.frontend import CompileError, load_model
     from rtlgen.lower import lower
     from rtlgen.optimize import Budget
+    from rtlgen.outdir import check_out, replacing
     from rtlgen.partition import PartitionError, partition, write_plan
 
+    check_out(args.out, force=args.force)         # now, not after the solve
     _warn_clock(args.command, args.clock_mhz)
     try:
         budget = Budget.parse(args.budget) if args.budget is not None else Budget.for_board(args.board,
@@ -623,25 +631,28 @@ def run_partition_command(args):
                          fixed=fixed, flit_width=args.flit_width, max_packet_bytes=args.max_packet_bytes)
     except PartitionError as exc:
         raise CompileError(str(exc)) from None
-    paths = write_plan(part, args.out, board=args.board)
-    for device in part.devices:
-        if device.nodes:
-            _say(f"device {device.index}: {', '.join(device.nodes)} ({device.cycles:,} cycles; "
-                 f"{device.binding} {device.utilization:.0%} of its budget)")
-    _say(f"II {part.ii:,} cycles ({part.frames_per_second:,.0f} frames/s at {part.clock_mhz:g} MHz), "
-         f"set by {part.bound_by}; plan -> {paths['partition']}, cluster files -> {paths['logical'].parent}")
-    if args.plan_only:
-        return 0
-    from rtlgen import scaleout
-    from rtlgen.compiler import CompileOptions
+    with replacing(args.out, force=args.force, model=args.model, warn=lambda text: _warn(args.command, text)) as new:
+        def shown(path):            # where it is once the new OUT is swapped in
+            return Path(args.out) / Path(path).relative_to(new)
+        paths = write_plan(part, new, board=args.board)
+        for device in part.devices:
+            if device.nodes:
+                _say(f"device {device.index}: {', '.join(device.nodes)} ({device.cycles:,} cycles; "
+                     f"{device.binding} {device.utilization:.0%} of its budget)")
+        _say(f"II {part.ii:,} cycles ({part.frames_per_second:,.0f} frames/s at {part.clock_mhz:g} MHz), set by "
+             f"{part.bound_by}; plan -> {shown(paths['partition'])}, cluster files -> {shown(paths['logical']).parent}")
+        if not args.plan_only:
+            from rtlgen import scaleout
+            from rtlgen.compiler import CompileOptions
 
-    options = CompileOptions(clock_mhz=args.clock_mhz, board=args.board, fifo_sizing=args.fifo_sizing)
-    devices, io = scaleout.build_devices(args.model, part, options=options, say=_say)
-    for device, path in zip(devices, scaleout.write_devices(devices, io, args.out)):
-        _say(f"device {device.index}: Galapagos kernel {device.kernel_id} ({device.name}: FromGalapagos "
-             f"{device.receive.words_per_frame} x {device.receive.word_width}-bit words -> layers -> ToGalapagos "
-             f"TDEST {device.send.dest}) -> {path}")
-    _say(f"simulate the cluster: rtlgen sim {args.out} --input X.npy")
+            options = CompileOptions(clock_mhz=args.clock_mhz, board=args.board, fifo_sizing=args.fifo_sizing)
+            devices, io = scaleout.build_devices(args.model, part, options=options, say=_say)
+            for device, path in zip(devices, scaleout.write_devices(devices, io, new)):
+                _say(f"device {device.index}: Galapagos kernel {device.kernel_id} ({device.name}: FromGalapagos "
+                     f"{device.receive.words_per_frame} x {device.receive.word_width}-bit words -> layers -> "
+                     f"ToGalapagos TDEST {device.send.dest}) -> {shown(path)}")
+    if not args.plan_only:
+        _say(f"simulate the cluster: rtlgen sim {args.out} --input X.npy")
     return 0
 
 
