@@ -1,0 +1,148 @@
+"""`rtlgen prove`: every layer type's stream contract holds on a small configuration (SymbiYosys, cached
+under $RTLGEN_CACHE_DIR/prove), and every property fails on a mutant built to break it, so the proofs are
+known to bite. The mutants wrap the real component and change one thing on its output stream."""
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from amaranth.hdl import Module, Mux, ResetSignal, Signal
+from amaranth.lib import wiring
+
+from layers.channelwise import ChannelwiseOp, ChannelwiseOpSpec
+from layers.dwc import DWCSpec, StreamingDataWidthConverter
+from layers.fifo import FIFOSpec, StreamingFIFO
+from layers.fmpadding import FMPadding, FMPaddingSpec
+from layers.globalaccpool import GlobalAccPool, GlobalAccPoolSpec
+from layers.labelselect import LabelSelect, LabelSelectSpec
+from layers.maxpool import StreamingMaxPool, StreamingMaxPoolSpec
+from layers.mvau import MVAU, MVAUSpec
+from layers.streams import (AddStreams, AddStreamsSpec, DuplicateStreams, DuplicateStreamsSpec, StreamingConcat,
+                            StreamingConcatSpec)
+from layers.thresholding import Thresholding, ThresholdingSpec
+from layers.upsample import UpsampleNearestNeighbour, UpsampleNearestNeighbourSpec
+from layers.vvau import VVAU, VVAUSpec
+from rtlgen.prove import prove_spec
+from swg import ConvolutionInputGenerator
+from swg.spec import SWGSpec
+
+RNG = np.random.default_rng(31)
+
+
+SMALL = {
+    "fifo-srl": (FIFOSpec(3, 2), StreamingFIFO, "fifo"),
+    "fifo-memory": (FIFOSpec(3, 3, "block"), StreamingFIFO, "fifo"),
+    "dwc-up": (DWCSpec((1, 8), 2, 4), StreamingDataWidthConverter, "dwc"),
+    "dwc-down": (DWCSpec((1, 8), 4, 2), StreamingDataWidthConverter, "dwc"),
+    "dwc-general": (DWCSpec((1, 12), 6, 4), StreamingDataWidthConverter, "dwc"),
+    "mvau": (MVAUSpec(4, 4, 2, 2, "INT2", "INT2", RNG.integers(-2, 2, (4, 4)), mem_mode="internal_embedded"),
+             MVAU, None),
+    "mvau-xnor-thresholds": (MVAUSpec(4, 2, 2, 1, "BIPOLAR", "BIPOLAR", RNG.choice([-1, 1], (4, 2)),
+                                      thresholds=np.array([[1], [2]]), output_dtype="BINARY",
+                                      mem_mode="internal_embedded"), MVAU, None),
+    "vvau": (VVAUSpec(2, (2, 1), (1, 2), 1, 2, "UINT2", "INT2", RNG.integers(-2, 2, (2, 1, 2, 1))), VVAU, None),
+    "thresholding": (ThresholdingSpec(2, 1, "INT4", "UINT2", np.array([[-2, 0, 3], [-1, 1, 2]])), Thresholding, None),
+    "channelwise": (ChannelwiseOpSpec("mul", 2, 1, "INT2", "INT2", "INT4", np.array([-1, 1]), (1, 2)),
+                    ChannelwiseOp, None),
+    "fmpadding": (FMPaddingSpec((2, 2), (1, 0, 0, 1), 2, 1, "UINT2"), FMPadding, None),
+    "globalaccpool": (GlobalAccPoolSpec(2, 1, "UINT2", (1, 2, 1)), GlobalAccPool, None),
+    "labelselect": (LabelSelectSpec(4, 2, 2, "UINT3", (1,)), LabelSelect, None),
+    "maxpool": (StreamingMaxPoolSpec((2, 4), (2, 2), 2, 1, False, "UINT2"), StreamingMaxPool, None),
+    "addstreams": (AddStreamsSpec(2, 1, "INT2", (1, 2)), AddStreams, None),
+    "duplicatestreams": (DuplicateStreamsSpec(2, 1, 2, "INT2", (1, 2)), DuplicateStreams, None),
+    "concat": (StreamingConcatSpec((1, 2), 1, "INT2", (1, 2)), StreamingConcat, None),
+    "upsample": (UpsampleNearestNeighbourSpec((1, 2), (2, 4), 1, 1, "UINT2"), UpsampleNearestNeighbour, None),
+    "swg-default": (SWGSpec((3, 3), 1, (2, 2), "UINT2", simd=1), ConvolutionInputGenerator, None),
+    "swg-parallel": (SWGSpec((3, 3), 2, (2, 2), "UINT2", simd=2, parallel_window=True), ConvolutionInputGenerator, None),
+}
+
+
+@pytest.mark.parametrize("case", SMALL)
+def test_small_configuration_holds(case, tmp_path):
+    spec, cls, track = SMALL[case]
+    outcome = prove_spec(spec, cls, name=case, track=track, keep=tmp_path)
+    assert outcome.status in ("proven", "bounded"), outcome.line()
+
+
+# --- mutants ---------------------------------------------------------------------------------------
+
+class Mutant(wiring.Component):
+    """``inner`` with one fault on its output stream ``o`` (``kind``):
+
+    drop        the second output word is taken from ``inner`` but never offered
+    duplicate   the first output word is offered twice (``inner`` is not told it was taken the first time)
+    unstable    the payload changes (its bit 0 flips) while ``valid`` waits for ``ready``
+    retract     ``valid`` falls while a word waits for ``ready``, for one cycle
+    reset       ``valid`` is high in the reset cycle
+    """
+
+    def __init__(self, inner, kind):
+        self.inner, self.kind = inner, kind
+        members = {n: m for n, m in inner.signature.members.items() if m.is_signature}
+        super().__init__(members)
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.inner = inner = self.inner
+        for name, member in self.signature.members.items():
+            if member.flow == wiring.In:
+                wiring.connect(m, wiring.flipped(getattr(self, name)), getattr(inner, name))
+        o, io = self.o, inner.o
+        given = Signal(4)
+        stalled = Signal()
+        m.d.sync += stalled.eq(io.valid & ~o.ready)
+        with m.If(o.valid & o.ready):
+            m.d.sync += given.eq(given + (given != 15))
+        m.d.comb += [o.valid.eq(io.valid), o.payload.eq(io.payload), io.ready.eq(o.ready)]
+        if self.kind == "drop":
+            with m.If(given == 1):
+                m.d.comb += [o.valid.eq(0), io.ready.eq(1)]
+        elif self.kind == "duplicate":
+            repeat = Signal()
+            with m.If((given == 0) & ~repeat & o.valid & o.ready):
+                m.d.sync += repeat.eq(1)
+            m.d.comb += io.ready.eq(o.ready & (given != 0))
+        elif self.kind == "unstable":
+            flip = Signal()
+            m.d.sync += flip.eq(~flip)
+            m.d.comb += o.payload.eq(io.payload ^ Mux(stalled, flip, 0))
+        elif self.kind == "retract":
+            m.d.comb += o.valid.eq(io.valid & ~(stalled & (given == 0)))
+            m.d.comb += io.ready.eq(o.ready & o.valid)
+        elif self.kind == "reset":
+            m.d.comb += o.valid.eq(io.valid | ResetSignal())
+        return m
+
+
+def _mutant(cls, kind):
+    def build(spec):
+        return Mutant(cls(spec), kind)
+    return build
+
+
+MUTANTS = [
+    # (case, kind, a property that must fail)
+    ("fifo-srl", "drop", "order"),
+    ("fifo-srl", "duplicate", "order"),
+    ("fifo-memory", "duplicate", "order"),
+    ("fifo-srl", "unstable", "stable_o"),
+    ("fifo-srl", "retract", "stable_o"),
+    ("fifo-srl", "reset", "reset_o"),
+    ("dwc-up", "drop", "bits"),
+    ("dwc-down", "duplicate", "bits"),
+    ("mvau", "drop", "frame"),
+    ("mvau", "duplicate", "count_i_o"),
+    ("mvau", "unstable", "stable_o"),
+    ("thresholding", "duplicate", "count_i_o"),
+    ("labelselect", "drop", "frame"),
+]
+
+
+@pytest.mark.parametrize("case,kind,prop", MUTANTS, ids=[f"{c}-{k}" for c, k, _ in MUTANTS])
+def test_mutant_fails(case, kind, prop, tmp_path):
+    spec, cls, track = SMALL[case]
+    outcome = prove_spec(spec, _mutant(cls, kind), name=f"{case}-{kind}", track=track,
+                         keep=tmp_path, use_cache=False)
+    assert outcome.status == "failed", outcome.line()
+    assert prop in outcome.failed, outcome.line()
+    assert Path(outcome.vcd).is_file() and Path(outcome.vcd).parent == tmp_path
