@@ -23,9 +23,14 @@ Registers (32 bit, byte addresses):
 0x24 MAGIC (R)    0x52544C47 ("RTLG")
 ==== ============ ===================================================================================
 
-DMA: bursts of up to 16 beats of 8 bytes (AXI3 as HP0 takes them), never across a 4 KB boundary, one
-burst outstanding per direction; a SLVERR/DECERR response ends the batch with an error.
+DMA: bursts of up to 16 beats of 8 bytes (AXI3 as HP0 takes them), never across a 4 KB boundary; up to 4
+read bursts in flight (as many as the 64-beat read FIFO has room for) and up to 4 write bursts awaiting
+their responses, so the DDR's latency is hidden and HP0 moves a beat a cycle each way; the gearboxes move a
+stream word a cycle (words wider than a beat: one beat a cycle). A SLVERR/DECERR response ends the batch
+with an error. :func:`shell_timing` is the analytic model of this data movement (cycles per frame, latency).
 """
+
+from dataclasses import dataclass
 
 from amaranth.hdl import (Cat, ClockSignal, Const, Elaboratable, Instance, Module, Mux, ResetInserter, ResetSignal,
                           Signal)
@@ -35,7 +40,8 @@ from amaranth.lib.wiring import In, Out
 
 from memstream.axilite import OKAY, SLVERR, AXILiteSignature
 
-__all__ = ["AXIMasterSignature", "ZynqShell", "ZynqTop", "ERRORS", "REGISTERS", "MAGIC", "word_bytes"]
+__all__ = ["AXIMasterSignature", "ZynqShell", "ZynqTop", "ERRORS", "REGISTERS", "MAGIC", "word_bytes", "ShellTiming",
+           "shell_timing", "DDR_READ_LATENCY_NS", "DDR_WRITE_LATENCY_NS"]
 
 MAGIC = 0x52544C47
 REGISTERS = {"CTRL": 0x00, "STATUS": 0x04, "FRAMES": 0x08, "SRC": 0x0C, "DST": 0x10, "DONE": 0x14,
@@ -44,7 +50,20 @@ ERRORS = {1: "zero frames", 2: "address not 8-byte aligned", 3: "buffer outside 
           4: "AXI read error response", 5: "AXI write error response"}
 BEAT_BYTES = 8
 MAX_BURST = 16                      # AXI3 (HP0): AxLEN is 4 bits
+READ_FIFO_DEPTH = 64                # beats: room for the 4 bursts in flight that hide ~50 cycles of DDR latency
+WRITE_FIFO_DEPTH = 32               # beats: a burst being written and the next one gathering
+MAX_WRITES = 4                      # write bursts awaiting their response
 PYNQ_Z2_DDR = (0x0000_0000, 512 << 20)
+# An assumption, not a measurement: what the DDR behind the PS's interconnect takes to answer HP0, from a
+# read burst's address to its first beat and from a write burst's last beat to its response (~35 cycles
+# at 100 MHz). The DMA keeps enough bursts in flight that up to ~46 cycles of it cost no throughput.
+DDR_READ_LATENCY_NS = 350
+DDR_WRITE_LATENCY_NS = 350
+# From the DMA engines' state machines (checked against the cocotb bench, tests/test_zynq_shell.py):
+READ_LOOP = MAX_BURST + 2           # cycles from asking for a burst to room for the next, beyond the latency
+WRITE_BURST = MAX_BURST + 2         # cycles per write burst: the decision, the address, 16 beats
+WRITE_LOOP = MAX_BURST + 1          # cycles from a burst's address to its response, beyond the latency
+LATENCY_OVERHEAD = 7                # cycles of START, launch, FIFOs and the DONE update in a one-frame batch
 
 
 def word_bytes(width):
@@ -53,6 +72,88 @@ def word_bytes(width):
     if n <= BEAT_BYTES:
         return 1 << (n - 1).bit_length()
     return -(-n // BEAT_BYTES) * BEAT_BYTES
+
+
+@dataclass(frozen=True)
+class ShellTiming:
+    """What the shell's data movement costs per frame, in cycles of the fabric clock (the analytic model of
+    the DMA of :class:`ZynqShell`; :func:`shell_timing` makes one).
+
+    Reads: every input beat crosses HP0 once, a beat a cycle, while the bursts in flight (the room in the
+    64-beat read FIFO: 4 bursts of 16) cover the DDR's read latency; past that the reader waits, 4 bursts per
+    latency + :data:`READ_LOOP` cycles. The input gearbox hands the accelerator a word a cycle, or a wide word
+    (more than 8 bytes) every ``beats`` cycles. Writes: a burst of 16 beats takes :data:`WRITE_BURST` cycles
+    (the decision and the address are not overlapped with the previous burst's data), at most
+    :data:`MAX_WRITES` bursts awaiting their responses. Reads and writes use independent AXI channels and
+    engines, so they overlap: the shell's cycles per frame are the larger of the two."""
+    in_frame_bytes: int
+    out_frame_bytes: int
+    in_words: int
+    out_words: int
+    read_cycles: float          # per frame: HP0 reads and the input gearbox
+    write_cycles: float         # per frame: the output gearbox and HP0 writes
+    read_latency: int           # cycles of DDR latency assumed (the bench's, in simulation)
+    write_latency: int
+    read_cycles_per_beat: float     # in a long batch
+    write_cycles_per_beat: float
+
+    @property
+    def in_beats(self):
+        return self.in_frame_bytes / BEAT_BYTES
+
+    @property
+    def out_beats(self):
+        return self.out_frame_bytes / BEAT_BYTES
+
+    @property
+    def cycles_per_frame(self):
+        return max(self.read_cycles, self.write_cycles)
+
+    def latency(self, accelerator_latency):
+        """Cycles of a one-frame batch, START to DONE (the CYCLES register), around an accelerator that takes
+        ``accelerator_latency`` cycles from its first input word to its last output word when fed and drained
+        a word a cycle: the DDR's latency both ways, the time the shell needs beyond a word a cycle to bring the
+        frame in and take it out, and the write of the last burst (the earlier ones overlap the accelerator)."""
+        # one frame: what fits in flight moves a beat a cycle (16 beats per write burst), the rest as in a batch
+        first_in = min(self.in_beats, READ_FIFO_DEPTH)
+        read = first_in + (self.in_beats - first_in) * self.read_cycles_per_beat
+        first_out = min(self.out_beats, MAX_WRITES * MAX_BURST)
+        write = first_out * WRITE_BURST / MAX_BURST + (self.out_beats - first_out) * self.write_cycles_per_beat
+        stretch_in = max(0.0, read - self.in_words)
+        stretch_out = max(0.0, write - self.out_words)
+        beats = -(-self.out_frame_bytes // BEAT_BYTES)
+        tail = 2 + (beats - 1) % MAX_BURST + 1          # the last burst, once all its beats are in: address, data
+        return round(LATENCY_OVERHEAD + self.read_latency + self.write_latency + stretch_in + accelerator_latency +
+                     stretch_out + tail)
+
+    def as_dict(self):
+        return {"in_bytes_per_frame": self.in_frame_bytes, "out_bytes_per_frame": self.out_frame_bytes,
+                "read_cycles_per_frame": round(self.read_cycles, 3),
+                "write_cycles_per_frame": round(self.write_cycles, 3),
+                "cycles_per_frame": round(self.cycles_per_frame, 3),
+                "ddr_read_latency_cycles": self.read_latency, "ddr_write_latency_cycles": self.write_latency}
+
+
+def shell_timing(*, in_width, out_width, in_words_per_frame, out_words_per_frame, clock_mhz=100.0,
+                 read_latency=None, write_latency=None):
+    """The :class:`ShellTiming` of a :class:`ZynqShell` of these streams (widths in bits, as the accelerator's
+    ports have them) at ``clock_mhz``; the DDR latencies in cycles default to :data:`DDR_READ_LATENCY_NS` and
+    :data:`DDR_WRITE_LATENCY_NS` at that clock. Batches are taken as long, their buffers 128-byte aligned (no
+    burst split at a 4 KB boundary)."""
+    if read_latency is None:
+        read_latency = round(DDR_READ_LATENCY_NS * clock_mhz / 1000)
+    if write_latency is None:
+        write_latency = round(DDR_WRITE_LATENCY_NS * clock_mhz / 1000)
+    in_bytes, out_bytes = word_bytes(in_width), word_bytes(out_width)
+    in_frame, out_frame = in_words_per_frame * in_bytes, out_words_per_frame * out_bytes
+    bursts_in_flight = READ_FIFO_DEPTH // MAX_BURST
+    read_per_burst = max(MAX_BURST, (read_latency + READ_LOOP) / bursts_in_flight)
+    write_per_burst = max(WRITE_BURST, (write_latency + WRITE_LOOP) / MAX_WRITES)
+    # a gearbox moves a word a cycle, or a beat a cycle of a word wider than one
+    read = max(in_frame / BEAT_BYTES * read_per_burst / MAX_BURST, in_words_per_frame)
+    write = max(out_frame / BEAT_BYTES * write_per_burst / MAX_BURST, out_words_per_frame)
+    return ShellTiming(in_frame, out_frame, in_words_per_frame, out_words_per_frame, read, write, read_latency,
+                       write_latency, read_per_burst / MAX_BURST, write_per_burst / MAX_BURST)
 
 
 class AXIMasterSignature(wiring.Signature):
@@ -165,13 +266,13 @@ class ZynqShell(wiring.Component):
                      bus.arburst.eq(1), bus.awcache.eq(0b0011), bus.arcache.eq(0b0011)]
 
         # ---- read engine: bursts into a beat FIFO, beats -> words -> s_axis_0 ----
-        rfifo = SyncFIFOBuffered(width=64, depth=2 * MAX_BURST)
+        rfifo = SyncFIFOBuffered(width=64, depth=READ_FIFO_DEPTH)
         m.submodules.rfifo = ResetInserter(accel_reset)(rfifo)
         self._reader(m, bus, launch, regs.src, in_beats, rfifo, read_error, write_error, reader_idle)
         self._beats_to_words(m, launch, rfifo, in_words, s_data, s_valid, s_ready)
 
         # ---- write engine: m_axis_0 words -> beats (with strobes) -> bursts ----
-        wfifo = SyncFIFOBuffered(width=64 + 8, depth=2 * MAX_BURST)
+        wfifo = SyncFIFOBuffered(width=64 + 8, depth=WRITE_FIFO_DEPTH)
         m.submodules.wfifo = ResetInserter(accel_reset)(wfifo)
         self._words_to_beats(m, launch, out_words, m_data, m_valid, m_ready, wfifo, regs)
         self._writer(m, bus, launch, regs.dst, out_beats, wfifo, read_error, write_error, writer_idle)
@@ -230,38 +331,44 @@ class ZynqShell(wiring.Component):
         return Mux(to_boundary < first, to_boundary, first)
 
     def _reader(self, m, bus, launch, src, beats, fifo, read_error, write_error, idle):
-        addr, left, burst, in_flight = Signal(32), Signal(32), Signal(5), Signal()
-        issued = Signal()                       # the current burst's AR has been taken
-        outstanding = Signal(5)                 # beats of the burst still to arrive
-        m.d.comb += idle.eq(~in_flight & (left == 0) | ~in_flight & (read_error | write_error))
+        """Read bursts, several in flight: a burst is asked for while the beat FIFO has room for it on top
+        of every beat still to arrive, so R never waits on the accelerator and the DDR's latency is hidden
+        behind the bursts already asked for (:data:`READ_FIFO_DEPTH` beats: up to 4 bursts of 16)."""
+        addr, left, burst = Signal(32), Signal(32), Signal(5)
+        arvalid = Signal()
+        outstanding = Signal(range(READ_FIFO_DEPTH + MAX_BURST + 1))   # beats asked for, not yet arrived
+        m.d.comb += idle.eq(~arvalid & (outstanding == 0) & ((left == 0) | read_error | write_error))
         with m.If(launch):
             m.d.sync += [addr.eq(src), left.eq(beats), read_error.eq(0)]
         n = self._burst_beats(addr, left)
-        # only ask for a burst the FIFO has room for, so R never waits on the accelerator
-        room = fifo.level + outstanding <= 2 * MAX_BURST - MAX_BURST
-        with m.If(~in_flight & (left != 0) & ~read_error & ~write_error & ~launch & room):
-            m.d.sync += [in_flight.eq(1), issued.eq(0), burst.eq(n), outstanding.eq(n)]
-        m.d.comb += [bus.araddr.eq(addr), bus.arlen.eq(burst - 1), bus.arvalid.eq(in_flight & ~issued)]
+        room = fifo.level + outstanding <= READ_FIFO_DEPTH - MAX_BURST
+        ask = ~arvalid & (left != 0) & ~read_error & ~write_error & ~launch & room
+        arrive = bus.rvalid & bus.rready
+        with m.If(ask):
+            m.d.sync += [arvalid.eq(1), burst.eq(n)]
+        m.d.sync += outstanding.eq(outstanding + Mux(ask, n, 0) - arrive)
+        m.d.comb += [bus.araddr.eq(addr), bus.arlen.eq(burst - 1), bus.arvalid.eq(arvalid)]
         with m.If(bus.arvalid & bus.arready):
-            m.d.sync += [issued.eq(1), addr.eq(addr + (burst << 3)), left.eq(left - burst)]
-        m.d.comb += [bus.rready.eq(in_flight & fifo.w_rdy), fifo.w_data.eq(bus.rdata),
-                     fifo.w_en.eq(bus.rvalid & bus.rready & ~read_error)]
-        with m.If(bus.rvalid & bus.rready):
-            m.d.sync += outstanding.eq(outstanding - 1)
-            with m.If(bus.rresp[1]):
-                m.d.sync += read_error.eq(1)
-            with m.If(bus.rlast):
-                m.d.sync += in_flight.eq(0)
+            m.d.sync += [arvalid.eq(0), addr.eq(addr + (burst << 3)), left.eq(left - burst)]
+        # after an error response the rest of the bursts in flight is taken and dropped
+        m.d.comb += [bus.rready.eq(fifo.w_rdy | read_error), fifo.w_data.eq(bus.rdata),
+                     fifo.w_en.eq(arrive & ~read_error)]
+        with m.If(arrive & bus.rresp[1]):
+            m.d.sync += read_error.eq(1)
 
     def _writer(self, m, bus, launch, dst, beats, fifo, read_error, write_error, idle):
+        """Write bursts of beats already in the FIFO (so W never waits), the next burst's address and data
+        while earlier ones still wait for their responses (up to :data:`MAX_WRITES` of them)."""
         addr, left, burst = Signal(32), Signal(32), Signal(5)
-        phase = Signal(2)                       # 0 idle, 1 address, 2 data, 3 response
+        phase = Signal(2)                       # 0 idle, 1 address, 2 data
         sent = Signal(5)
-        m.d.comb += idle.eq((phase == 0) & ((left == 0) | read_error | write_error))
+        pending = Signal(range(MAX_WRITES + 1))     # bursts written, response not yet received
+        m.d.comb += idle.eq((phase == 0) & (pending == 0) & ((left == 0) | read_error | write_error))
         with m.If(launch):
             m.d.sync += [addr.eq(dst), left.eq(beats), write_error.eq(0)]
         n = self._burst_beats(addr, left)
-        with m.If((phase == 0) & (left != 0) & ~read_error & ~write_error & ~launch & (fifo.level >= n)):
+        with m.If((phase == 0) & (left != 0) & ~read_error & ~write_error & ~launch & (fifo.level >= n) &
+                  (pending < MAX_WRITES)):
             m.d.sync += [phase.eq(1), burst.eq(n), sent.eq(0)]
         m.d.comb += [bus.awaddr.eq(addr), bus.awlen.eq(burst - 1), bus.awvalid.eq(phase == 1)]
         with m.If(bus.awvalid & bus.awready):
@@ -269,15 +376,16 @@ class ZynqShell(wiring.Component):
         m.d.comb += [bus.wdata.eq(fifo.r_data[:64]), bus.wstrb.eq(fifo.r_data[64:]),
                      bus.wlast.eq(sent == burst - 1), bus.wvalid.eq((phase == 2) & fifo.r_rdy),
                      fifo.r_en.eq(bus.wvalid & bus.wready)]
+        written = bus.wvalid & bus.wready & bus.wlast
         with m.If(bus.wvalid & bus.wready):
             m.d.sync += sent.eq(sent + 1)
             with m.If(bus.wlast):
-                m.d.sync += phase.eq(3)
-        m.d.comb += bus.bready.eq(phase == 3)
-        with m.If(bus.bvalid & bus.bready):
-            m.d.sync += [phase.eq(0), addr.eq(addr + (burst << 3)), left.eq(left - burst)]
-            with m.If(bus.bresp[1]):
-                m.d.sync += write_error.eq(1)
+                m.d.sync += [phase.eq(0), addr.eq(addr + (burst << 3)), left.eq(left - burst)]
+        m.d.comb += bus.bready.eq(pending != 0)
+        answered = bus.bvalid & bus.bready
+        m.d.sync += pending.eq(pending + written - answered)
+        with m.If(answered & bus.bresp[1]):
+            m.d.sync += write_error.eq(1)
 
     # ---- gearboxes ----
     def _beats_to_words(self, m, launch, fifo, words, s_data, s_valid, s_ready):
@@ -311,14 +419,20 @@ class ZynqShell(wiring.Component):
             gathered = Signal(nb * 8)
             count = Signal(range(per_word + 1))
             full = count == per_word
+            # a word every per_word cycles: the next word's first beat enters as the full word leaves
             m.d.comb += [s_valid.eq(full & (left != 0)), s_data.eq(gathered[:len(s_data)]),
-                         fifo.r_en.eq(~full)]
+                         fifo.r_en.eq(~full | fire)]
+            beat = fifo.r_en & fifo.r_rdy
+            shifted = Cat(gathered[64:], fifo.r_data)
             with m.If(launch):
                 m.d.sync += count.eq(0)
-            with m.Elif(fifo.r_en & fifo.r_rdy & (left != 0)):      # with no word left: drop the beat
-                m.d.sync += [gathered.eq(Cat(gathered[64:], fifo.r_data)), count.eq(count + 1)]
             with m.Elif(fire):
-                m.d.sync += count.eq(0)
+                with m.If(beat & (left != 1)):
+                    m.d.sync += [gathered.eq(shifted), count.eq(1)]
+                with m.Else():
+                    m.d.sync += count.eq(0)
+            with m.Elif(beat & (left != 0)):                        # with no word left: drop the beat
+                m.d.sync += [gathered.eq(shifted), count.eq(count + 1)]
 
     def _words_to_beats(self, m, launch, words, m_data, m_valid, m_ready, fifo, regs):
         """m_axis_0 words -> 64-bit beats with byte strobes into ``fifo`` (data, strobe); the batch's last
@@ -358,13 +472,14 @@ class ZynqShell(wiring.Component):
         else:
             per_word = nb // BEAT_BYTES
             held, count = Signal(nb * 8), Signal(range(per_word + 1))
-            m.d.comb += m_ready.eq((count == 0) & (left != 0))
+            # a word every per_word cycles: the next word is taken as the last beat of this one leaves
+            m.d.comb += m_ready.eq(((count == 0) | (count == 1) & fifo.w_rdy) & (left != 0))
+            m.d.comb += [fifo.w_data.eq(Cat(held[:64], Const(0xFF, 8))), fifo.w_en.eq(count != 0)]
             with m.If(launch):
                 m.d.sync += count.eq(0)
             with m.Elif(fire):
                 m.d.sync += [held.eq(word), count.eq(per_word)]
-            m.d.comb += [fifo.w_data.eq(Cat(held[:64], Const(0xFF, 8))), fifo.w_en.eq(count != 0)]
-            with m.If(fifo.w_en & fifo.w_rdy):
+            with m.Elif(fifo.w_en & fifo.w_rdy):
                 m.d.sync += [held.eq(held >> 64), count.eq(count - 1)]
 
 

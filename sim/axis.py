@@ -20,13 +20,15 @@ from cocotb.clock import Clock
 from cocotb.types import Logic
 from cocotb.triggers import ReadOnly, RisingEdge
 
-__all__ = ["StreamBench", "reset", "unsigned_value"]
+__all__ = ["StreamBench", "reset", "unsigned_value", "CLOCK_NS"]
+
+CLOCK_NS = 10                   # the benches' clock period
 
 
 async def reset(dut, *, clock="clk", reset="rst", active_high=True, cycles=2):
     """Start the clock (10 ns) and hold reset for ``cycles`` edges."""
     clk = getattr(dut, clock)
-    Clock(clk, 10, unit="ns").start(start_high=False)
+    Clock(clk, CLOCK_NS, unit="ns").start(start_high=False)
     rst = getattr(dut, reset)
     rst.value = int(active_high)
     for _ in range(cycles):

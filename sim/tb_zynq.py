@@ -1,5 +1,7 @@
 """cocotb test of the ``zynq`` shell without the PS7: cocotbext-axi's AxiRam is the DDR behind HP0 and
 an AxiLiteMaster is the CPU on GP0. Job: ``ddr_size``, ``stalls`` (random pauses on every HP0 channel),
+``read_latency`` / ``write_latency`` (cycles from a burst's address handshake to its first read beat, and from
+its last write beat to its response: the DDR behind the PS's interconnect; AxiRam alone answers at once),
 ``batches``: [{"src", "dst", "frames", "input" (hex bytes), "out_bytes", "reset_after" (bool)}].
 Result per batch: ``status``, ``done``, ``cycles``, ``output`` (hex bytes at dst), ``polls``."""
 
@@ -7,14 +9,17 @@ import itertools
 import random
 
 import cocotb
-from cocotb.triggers import ClockCycles
+from cocotb.queue import Queue
+from cocotb.triggers import ClockCycles, Timer
+from cocotb.utils import get_sim_time
 from cocotbext.axi import AxiBus, AxiLiteBus, AxiLiteMaster, AxiRam
 
 from boards.zynq import REGISTERS
 from sim import tb_job
-from sim.axis import reset
+from sim.axis import CLOCK_NS, reset
 
 POLL_LIMIT = 20_000         # STATUS reads before a batch counts as hung
+HP_READS_ACCEPTED = 8       # read bursts HP0 takes before its AR waits (UG585: the AFI's read acceptance)
 
 
 def _pauses(seed):
@@ -32,6 +37,9 @@ async def run_batches(dut):
         for k, channel in enumerate((ram.write_if.aw_channel, ram.write_if.w_channel, ram.write_if.b_channel,
                                      ram.read_if.ar_channel, ram.read_if.r_channel)):
             channel.set_pause_generator(_pauses(k))
+
+    _delay_reads(ram.read_if.ar_channel, job.get("read_latency", 0))
+    _delay_responses(ram.write_if.b_channel, job.get("write_latency", 0))
 
     async def write(name, value):
         await cpu.write_dword(REGISTERS[name], value)
@@ -61,3 +69,50 @@ async def run_batches(dut):
         await write("CTRL", 0b110 if batch.get("reset_after") else 0b010)
         await ClockCycles(dut.clk, 4)
     tb_job.store({"batches": results})
+
+
+def _delay_reads(ar_channel, cycles):
+    """AxiRam reads a burst once it takes it from its AR queue: hold each burst there until ``cycles`` clock
+    periods after its handshake (stamped as the sink samples it), so bursts in flight overlap their latency
+    as they do on the board."""
+    if not cycles:
+        return
+    ar_channel.queue_occupancy_limit = HP_READS_ACCEPTED
+    make, recv = ar_channel._transaction_obj, ar_channel.recv
+
+    def stamped():
+        obj = make()
+        obj.stamp = get_sim_time("ns")
+        return obj
+
+    async def delayed():
+        ar = await recv()
+        wait = ar.stamp + (cycles - 1) * CLOCK_NS - get_sim_time("ns")
+        if wait > 0:
+            await Timer(wait, "ns")
+        return ar
+
+    ar_channel._transaction_obj, ar_channel.recv = stamped, delayed
+
+
+def _delay_responses(b_channel, cycles):
+    """Each write response ``cycles`` clock periods after the burst's last beat, without holding up the
+    next burst (AxiRam sends B as it takes the last beat and waits for the send): responses wait in a queue
+    of their own, in order."""
+    if not cycles:
+        return
+    send, waiting = b_channel.send, Queue()
+
+    async def forward():
+        while True:
+            due, b = await waiting.get()
+            wait = due - get_sim_time("ns")
+            if wait > 0:
+                await Timer(wait, "ns")
+            await send(b)
+
+    async def delayed(b):
+        waiting.put_nowait((get_sim_time("ns") + (cycles - 1) * CLOCK_NS, b))
+
+    cocotb.start_soon(forward())
+    b_channel.send = delayed
