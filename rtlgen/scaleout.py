@@ -214,8 +214,8 @@ def build_devices(model_path, part, *, options=None, say=lambda line: None):
 
 
 def _convert(component, name):
-    from amaranth.back import verilog
-    return verilog.convert(component, name=name, emit_src=False)
+    from sim.runner import to_verilog
+    return to_verilog(component, name)
 
 
 def _geometry(spec):
