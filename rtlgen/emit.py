@@ -4,7 +4,8 @@ OUT/
   finn_design_wrapper.v   the stitched accelerator (FINN's top ports)
   model_hw.onnx           the dataflow chain as FINN-style nodes with their attributes (opens in Netron)
   folding.json            the folding used (FINN format: feed it back with --folding)
-  report.json             per layer: op, folding, widths, expected cycles, resource estimate; totals; host ops
+  report.json             per layer: op, folding, widths, expected cycles, resource estimate; totals; host ops;
+                          frames/s and latency of the accelerator and of the board (behind the zynq shell)
   report.html             the same as a page with plots (and Yosys / verify results once they have run)
   io.json, host_pre.onnx, host_post.onnx   how the model's tensors map onto the streams
   .rtlgen-manifest.json   what the compile wrote, and the model's sha256 and path (rtlgen.outdir)
@@ -21,6 +22,7 @@ from onnx import TensorProto, helper
 from qonnx.core.datatype import BaseDataType
 
 from sim.stream_io import VERILOG_NAME as STREAM_IO_VERILOG_NAME
+from rtlgen.board_rate import board_figures
 from rtlgen.html_report import write_html
 from rtlgen.fifo_sizing import latency_cycles
 from rtlgen.stitch import DEFAULT_TOP_NAME, as_graph, graph_report
@@ -51,7 +53,8 @@ def build_report(compiled):
     layers, total = rows[:-1], rows[-1]
     model = compiled.io
     ii = compiled.analytic_cycles
-    return {
+    latency = latency_cycles(compiled.graph)
+    report = {
         "model": str(Path(compiled.model_path).resolve()),
         "top": DEFAULT_TOP_NAME,
         "analytic_cycles_per_frame": ii,
@@ -68,11 +71,17 @@ def build_report(compiled):
         "clock_mhz": compiled.options.clock_mhz,
         "frames_per_second": round(compiled.options.clock_mhz * 1e6 / ii, 1),
         # one frame into the idle design, first input word to last output word (the timing models)
-        "latency_cycles": (latency := latency_cycles(compiled.graph)),
+        "latency_cycles": latency,
         "latency_ns": round(latency * 1e3 / compiled.options.clock_mhz, 1),
         "fit": _fit(total["resources"], compiled.options.board),
         "optimizer": _optimizer(compiled.folded.optimizer, compiled.options),
     }
+    # on the board: behind the zynq shell's DMA (rtlgen.board_rate)
+    report.update(board_figures(ii=ii, latency=latency, clock_mhz=compiled.options.clock_mhz,
+                                in_width=report["input"]["width"], out_width=report["output"]["width"],
+                                in_words=model.input.words_per_frame, out_words=model.output.words_per_frame,
+                                dense_in_bits=model.input.words_per_frame * compiled.chain[0].spec().in_width))
+    return report
 
 
 def _optimizer(result, options):

@@ -60,6 +60,27 @@ def layer_table(report):
     return table
 
 
+def board_line(report):
+    """What the board delivers behind the zynq shell (``board_frames_per_second``), or None for a report
+    written before it was computed."""
+    if "board_frames_per_second" not in report:
+        return None
+    shell, clock = report["shell"], report["clock_mhz"]
+    bound = (f"I/O-bound: the shell's DMA moves a frame in {shell['cycles_per_frame']:,.4g} cycles, the accelerator "
+             f"alone would do {report['frames_per_second']:,.0f}" if report["io_bound"] else
+             f"the accelerator binds; the shell's DMA needs {shell['cycles_per_frame']:,.4g} cycles/frame")
+    line = (f"board (zynq shell, {shell['in_bytes_per_frame']:,} B in + {shell['out_bytes_per_frame']:,} B out per "
+            f"frame over S_AXI_HP0): {report['board_frames_per_second']:,.0f} frames/s ({bound}); latency "
+            f"{report['board_latency_cycles']:,} cycles ({report['board_latency_ns']:,.0f} ns) DDR to DDR, "
+            f"{shell['ddr_read_latency_cycles']}-cycle DDR latency assumed")
+    packing = shell.get("input_packing")
+    if packing and report["io_bound"]:
+        dense = clock * 1e6 / packing["dense_cycles_per_frame"]
+        line += (f"; the input would move in {packing['dense_in_bits_per_frame']:,} bits/frame packed densely by "
+                 f"the host (now {packing['in_bits_per_frame']:,}): {dense:,.0f} frames/s, not supported yet")
+    return line
+
+
 def print_summary(report, console):
     """The table, then the rate and the fit line (a warning, on stderr, when over the board)."""
     from rtlgen.fit import fit_line
@@ -69,6 +90,9 @@ def print_summary(report, console):
         f"; latency {report['latency_cycles']:,} cycles ({report['latency_ns']:,.0f} ns, one frame into the idle design)")
     console.print(f"II {ii:,} cycles/frame (the slowest layer, marked II): {report['frames_per_second']:,.0f} "
                   f"frames/s at {report['clock_mhz']:g} MHz{latency}", highlight=False, soft_wrap=True)
+    line = board_line(report)
+    if line:
+        console.print(line, highlight=False, soft_wrap=True)
     chosen = report.get("optimizer")
     if chosen:
         budget = ", ".join(f"{k} {v:,.0f}" for k, v in chosen["budget"].items() if v is not None)
