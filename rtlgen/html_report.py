@@ -19,6 +19,7 @@ running over the bars.
 import html
 import json
 import math
+import re
 from pathlib import Path
 
 __all__ = ["write_html", "record_verification", "fmt", "HTML_NAME", "VERIFY_NAME", "BAR_UNITS"]
@@ -46,7 +47,7 @@ tr.total td, tr.total th { border-top: 1px solid #999; font-weight: bold; }
 .pass { color: #070; font-weight: bold; } .fail { color: #b00; font-weight: bold; }
 .note { color: #666; font-size: 0.9em; }
 .cards { display: flex; flex-wrap: wrap; gap: 0.8em; margin: 1em 0; }
-.card { border: 1px solid #ccc; border-radius: 6px; padding: 0.4em 1em; min-width: 10em; }
+.card { border: 1px solid #ccc; border-radius: 6px; padding: 0.4em 1em; min-width: 10em; max-width: 17em; }
 .card .big { font-size: 1.5em; font-weight: 600; } .card .what { color: #666; font-size: 0.85em; }
 .key { display: inline-block; width: 0.9em; height: 0.9em; vertical-align: middle; margin: 0 0.3em 0 0.8em; }
 .key.line { width: 2px; background: #222; }
@@ -125,7 +126,7 @@ def _bar(fraction, colour=ESTIMATE, *, line=None, label="", height=16):
     which to draw a vertical mark (the optimizer's budget). Past 100 % it is drawn full and hatched."""
     fraction = max(0.0, float(fraction))
     width = BAR_UNITS * min(fraction, 1.0)
-    shapes = [f'<rect class="track" x="0" y="0" width="{BAR_UNITS}" height="{height}" fill="#f0f0f0"/>',
+    shapes = [f'<rect class="track" x="0" y="0" width="{BAR_UNITS}" height="{height}" fill="#e4e4e4"/>',
               f'<rect class="value" x="0" y="1" width="{width:.1f}" height="{height - 2}" fill="{colour}"/>']
     if fraction > 1:
         shapes.append(f'<rect x="{BAR_UNITS - 12}" y="0" width="12" height="{height}" fill="{BOTTLENECK}"/>')
@@ -163,10 +164,17 @@ def _header(report, synth, verify):
     if "latency_cycles" in report:
         cards.append(_card("latency (one frame)", f"{_num('latency_cycles', report['latency_cycles'])} cycles",
                            f"{_num('latency_ns', report['latency_ns'])} ns at {fmt(mhz)} MHz"))
-    board_fps = report.get("board_frames_per_second")
+    board_fps = report.get("board_frames_per_second")       # absent from the reports of older compiles
     if isinstance(board_fps, (int, float)) and not isinstance(board_fps, bool):
+        shell = report.get("shell") or {}
+        dma = shell.get("cycles_per_frame")
+        binds = "I/O-bound" if report.get("io_bound") else "the accelerator binds"
         cards.append(_card("frames/s on the board", _num("board_frames_per_second", board_fps),
-                           "through the host and the DMA"))
+                           f"behind the zynq shell's DMA" + ("" if dma is None else
+                           f" ({_num('shell.cycles_per_frame', dma)} cycles per frame): {binds}")))
+        if "board_latency_cycles" in report:
+            cards.append(_card("latency on the board", f"{_num('board_latency_cycles', report['board_latency_cycles'])} "
+                               f"cycles", f"{_num('board_latency_ns', report['board_latency_ns'])} ns, DDR to DDR"))
     fit = report.get("fit") or {}
     if fit:
         cards.append(_card(f"the {_e(fit['board'])} ({_e(fit['device'])})",
@@ -342,12 +350,17 @@ def _yosys(synth):
             + f"<table><tr><th class=\"name\">layer</th>{head}<th>levels</th><th>Fmax MHz</th></tr>{rows}</table>")
 
 
+def _separated(text):
+    """``text`` (a message of :mod:`rtlgen.verify`) with the page's thousands separators in its integers."""
+    return re.sub(r"(?<![\w.,])\d{4,}(?![\w.,])", lambda m: f"{int(m.group()):,}", text)
+
+
 def _verification(verify):
     ok = verify["passed"]
     equal = verify["elements"] - verify["bad_elements"]
     fraction = equal / verify["elements"] if verify["elements"] else 0
     return (f"<h2>Verification</h2><p class=\"{'pass' if ok else 'fail'}\" data-key=\"verify.passed\">"
-            f"{'passed' if ok else 'FAILED'}</p><p>{_e(verify['summary'])}</p>"
+            f"{'passed' if ok else 'FAILED'}</p><p>{_e(_separated(verify['summary']))}</p>"
             f"<p>{_num('verify.samples', verify['samples'])} samples, "
             f"{_num('verify.bad_elements', verify['bad_elements'])} of {_num('verify.elements', verify['elements'])} "
             f"output values differ from qonnx.</p>"

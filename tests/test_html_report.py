@@ -214,10 +214,30 @@ def test_one_number_format(out):
     assert check_numbers(values, {"report": report}) > 0
 
 
-def test_board_frames_per_second_only_when_the_report_has_it(out):
-    assert "board_frames_per_second" not in (out / "report.html").read_text()
-    page, _ = edit_report(out, lambda report: report.update(board_frames_per_second=31234.5))
-    assert keyed(page)["board_frames_per_second"] == "31,234"         # 31,234.5 rounds half to even
+BOARD_KEYS = ("board_frames_per_second", "board_cycles_per_frame", "io_bound", "board_latency_cycles",
+              "board_latency_ns", "shell")
+
+
+def test_board_frames_per_second_and_latency_when_the_report_has_them(out):
+    """The compile's report has the board's figures (behind the zynq shell): on the page with the same
+    numbers, and what binds; a report of an older compile without them renders without them."""
+    page = (out / "report.html").read_text()
+    report = json.loads((out / "report.json").read_text())
+    values = keyed(page)
+    assert values["board_frames_per_second"] == f"{round(report['board_frames_per_second']):,}"
+    assert values["board_latency_cycles"] == f"{report['board_latency_cycles']:,}"
+    assert check_numbers(values, {"report": report})
+    text = visible(page)
+    assert float(values["shell.cycles_per_frame"]) == pytest.approx(report["shell"]["cycles_per_frame"], abs=0.51)
+    assert "cycles per frame): " + ("I/O-bound" if report["io_bound"] else "the accelerator binds") in text
+    page, _ = edit_report(out, lambda report: report.update(board_frames_per_second=31234.5, io_bound=True))
+    assert keyed(page)["board_frames_per_second"] == "31,234" and "cycles per frame): I/O-bound" in visible(page)
+
+    def older(report):
+        for key in BOARD_KEYS:
+            report.pop(key, None)
+    page, _ = edit_report(out, older)
+    assert "board_" not in page and "on the board" not in page.replace("Against the board", "")
 
 
 def test_compile_writes_the_page_with_the_reports_numbers(out):
@@ -240,6 +260,13 @@ def test_verification_result_joins_the_page(out):
     record = json.loads((out / "verify.json").read_text())
     assert check_numbers(values, {"report": json.loads((out / "report.json").read_text()), "verify": record})
     assert record["summary"].startswith("MISMATCH")
+
+
+def test_verification_numbers_in_the_page_format(out):
+    """The comparison's own message joins the page with thousands separators (4000 -> 4,000)."""
+    reference = np.zeros((400, 10))
+    text = visible(record_verification(out, compare(reference.copy(), reference)).read_text())
+    assert "bit-exact: 400 samples, 4,000 output values equal qonnx" in text and "4000" not in text
 
 
 @pytest.mark.slow
