@@ -10,7 +10,7 @@ import math
 
 from boards.zynq import BEAT_BYTES, shell_timing
 
-__all__ = ["shell_timing_of", "board_figures", "SHELL"]
+__all__ = ["shell_timing_of", "board_figures", "graph_shell_cycles", "SHELL"]
 
 SHELL = "zynq"
 
@@ -51,3 +51,14 @@ def board_figures(*, ii, latency, clock_mhz, in_width, out_width, in_words, out_
         "board_latency_ns": round(board_latency * 1e3 / clock_mhz, 1),
         "shell": shell,
     }
+
+
+def graph_shell_cycles(graph, clock_mhz):
+    """The shell's cycles per frame for ``graph`` at its current folding: the first layer's input words and
+    the last layer's output words as the stitched top's ports carry them (the folding optimizer's I/O bound)."""
+    from math import prod
+    node, port = graph.consumers(graph.input)[0]
+    first, last = node.spec(), graph.producer(graph.output)[0].spec()
+    in_words = prod(first.folded_input_shapes[port][:-1])
+    out_words = prod(last.folded_output_shape[:-1])
+    return shell_timing_of(first.in_width, last.out_width, in_words, out_words, clock_mhz).cycles_per_frame

@@ -137,10 +137,13 @@ def fold(graph, options):
         for note in notes:
             warnings.warn(note, CompileWarning, stacklevel=2)
     elif options.optimizer_budget() is not None:
+        from rtlgen.board_rate import graph_shell_cycles
         from rtlgen.optimize import NoFit, optimize_folding
         target = options.target_cycles() if options.target_fps is not None else None
         try:
-            graph.optimizer = optimize_folding(graph, options.optimizer_budget(), target_cycles=target)
+            # no faster II than the zynq shell's DMA can feed (rtlgen.board_rate)
+            graph.optimizer = optimize_folding(graph, options.optimizer_budget(), target_cycles=target,
+                                               io_cycles=lambda g: graph_shell_cycles(g, options.clock_mhz))
         except NoFit as exc:
             raise CompileError(str(exc)) from None
     else:

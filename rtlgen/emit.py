@@ -100,7 +100,11 @@ def _optimizer(result, options):
             "estimate": {"LUT": result.used["LUT"], "FF": result.used["FF"], "BRAM36": result.used["BRAM18"] / 2,
                          "DSP": result.used["DSP"]},
             "binding": result.binding, "ii": result.ii, "seconds": round(result.seconds, 2),
-            "options": result.options, "rounds": result.rounds}
+            "options": result.options, "rounds": result.rounds,
+            # the zynq shell's data movement at the chosen folding; io_bound: the budget allowed budget_ii,
+            # faster than the shell can feed, so the cheapest design at the shell's bound was taken instead
+            "io_cycles_per_frame": None if result.io_cycles is None else round(result.io_cycles, 3),
+            "io_bound": result.io_bound, "budget_ii": result.budget_ii}
 
 
 def _fit(totals, board):

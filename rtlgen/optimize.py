@@ -25,6 +25,7 @@ the VVAU's PE, as FINN requires). Deterministic: the same graph and budget give 
 """
 
 import itertools
+import math
 import time
 from dataclasses import dataclass, field, replace
 
@@ -43,6 +44,7 @@ CHOICES = {"MVAU": {"resType": ("lut", "dsp"), "ram_style": ("auto", "distribute
 SPILL_SHARES = (1 / 8, 1 / 4, 1 / 2)    # of a block-RAM weight word built as LUT ROM instead (weight_lut_bits)
 REQUANT_CHOICE_STEPS = 15       # activation_style is a choice from 4-bit activations up (fewer: thresholds)
 MAX_ROUNDS = 6
+IO_ROUNDS = 3           # cheapest-at-the-I/O-bound solves while the new folding's own bound moves
 
 
 class NoFit(ValueError):
@@ -110,17 +112,63 @@ class OptimizerResult:
     options: int                    # options considered after pruning
     rounds: int = 1
     notes: list = field(default_factory=list)
+    io_cycles: float = None         # cycles per frame the shell's data movement needs at this folding
+    io_bound: bool = False          # the budget allowed a faster II than the shell can feed: stopped at its bound
+    budget_ii: int = None           # the II the budget alone allowed (the design not built when io_bound)
 
 
-def optimize_folding(graph, budget, *, target_cycles=None):
+def optimize_folding(graph, budget, *, target_cycles=None, io_cycles=None):
     """Set the folding of every node of ``graph`` (in place) to the fastest design within ``budget`` or,
     with ``target_cycles``, the cheapest with every node at most that many cycles per frame; returns an
     :class:`OptimizerResult`. Raises :class:`NoFit` when even the slowest design (or the target) does not fit.
+
+    ``io_cycles(graph)``: the cycles per frame the board's shell needs to move a frame in and out at the
+    graph's current folding (it follows the first and last layers' word widths). Where the fastest design
+    is faster than that, resources spent on the difference buy nothing on the board: the optimizer takes
+    instead the cheapest design at the I/O bound (``io_bound`` in the result, ``budget_ii`` the II it
+    passed up), a few rounds while the new folding's own bound moves, keeping the one the board runs fastest.
 
     The search runs twice: without, then with weights spilled from block RAM into LUT ROM
     (``weight_lut_bits``, more MVAU options); the spilled design is kept only where it is faster (or, with
     a target, where it is the only one that fits). Fitting is not monotone in the options (the inserted
     DWCs and FIFOs follow the widths), so the larger search alone can land on a slower design."""
+    start = time.perf_counter()
+    original = [dict(node.folding) for node in graph.nodes]
+    result = _optimize_both(graph, budget, target_cycles)
+    if io_cycles is None:
+        return replace(result, seconds=time.perf_counter() - start)
+    io = io_cycles(graph)
+    result = replace(result, io_cycles=io, budget_ii=result.ii)
+    if target_cycles is not None or io <= result.ii:
+        return replace(result, seconds=time.perf_counter() - start)
+    best, chosen = result, [dict(node.folding) for node in graph.nodes]
+    bound, tried = io, set()
+    for _ in range(IO_ROUNDS):
+        target = math.ceil(bound - 1e-9)
+        if target in tried:
+            break
+        tried.add(target)
+        for node, folding in zip(graph.nodes, original):
+            node.folding = dict(folding)
+        try:
+            slower = _optimize_both(graph, budget, target)
+        except NoFit:           # cannot happen (the faster design meets the target), but never worse than it
+            break
+        bound = io_cycles(graph)
+        slower = replace(slower, io_cycles=bound, io_bound=True, budget_ii=result.ii)
+        if max(slower.ii, bound) <= max(best.ii, best.io_cycles):   # as fast on the board, and cheaper
+            best, chosen = slower, [dict(node.folding) for node in graph.nodes]
+        if bound <= slower.ii:
+            break
+    for node, folding in zip(graph.nodes, chosen):
+        node.folding = folding
+    if best is result:          # no slower design runs as fast on the board: keep the fastest, say why
+        best = replace(result, io_bound=True)
+    return replace(best, seconds=time.perf_counter() - start)
+
+
+def _optimize_both(graph, budget, target_cycles):
+    """:func:`_optimize` without and with weights spilled into LUT ROM; the better of the two applied."""
     start = time.perf_counter()
     original = [dict(node.folding) for node in graph.nodes]
     try:

@@ -101,6 +101,11 @@ def print_summary(report, console):
         held = f" ({held} of it held back for the FIFOs that simulation sized deeper)" if held else ""
         console.print(f"folding optimizer ({chosen['seconds']:.1f} s): the fastest design within {budget}{held}; "
                       f"{chosen['binding']} binds ({share:.0%} of its budget)", highlight=False, soft_wrap=True)
+        if chosen.get("io_bound"):
+            console.print(f"folding optimizer: I/O-bound: the budget allows II {chosen['budget_ii']:,}, but the zynq "
+                          f"shell's DMA needs {chosen['io_cycles_per_frame']:,.4g} cycles/frame; it took the "
+                          f"cheapest design at that bound (II {chosen['ii']:,}) instead", highlight=False,
+                          soft_wrap=True)
     fit = report["fit"]
     used = [Usage(k, v["used"], v["available"]) for k, v in fit["resources"].items()]
     line = fit_line(used, fit["board"])
