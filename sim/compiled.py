@@ -215,7 +215,8 @@ def build_harness(verilog, toplevel, job, waves=False, x_random=False):
             runtime = _runtime_dir()
             if runtime.is_dir():        # Verilator's runtime library compiled once per environment (~5 s saved)
                 for f in runtime.iterdir():
-                    shutil.copy2(f, build_dir / "obj" / f.name)
+                    # a fresh mtime: the objects depend on the V{top}.mk that verilator has just written
+                    shutil.copyfile(f, build_dir / "obj" / f.name)
             update(description=f"{_what(toplevel)}: g++ compiles the bench")
             # Memory contents (weight ROMs: megabits in CNV or the GAN) land in the model's "slow" (run
             # once) code: -O0 there; -O1 for the per-cycle code; -O3 would cost more compile time than it saves
