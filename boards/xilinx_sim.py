@@ -77,12 +77,8 @@ def cell_models():
 
 
 def _bram_body(*, n, np, ab, wea, web, dw, pw, maxw, inits, initps):
-    init = ", ".join(f"INIT_{k:02X}" for k in reversed(range(inits)))
-    initp = ", ".join(f"INITP_{k:02X}" for k in reversed(range(initps)))
     return f"""
     // ---- behaviour: rtlgen boards/xilinx_sim.py (UG473 semantics; see its docstring) ----
-    localparam [{n - 1}:0] INIT_DATA = {{{init}}};
-    localparam [{np - 1}:0] INIT_PAR = {{{initp}}};
     localparam SDP = RAM_MODE == "SDP";
     function integer dbits(input integer w); dbits = w >= 9 ? w / 9 * 8 : w; endfunction
     function integer pbits(input integer w); pbits = w >= 9 ? w / 9 : 0; endfunction
@@ -107,9 +103,10 @@ def _bram_body(*, n, np, ab, wea, web, dw, pw, maxw, inits, initps):
     reg mem [0:{n - 1}];
     reg memp [0:{np - 1}];
     integer k;
+    // one 256-bit parameter at a time (indexing the whole image bit by bit costs Icarus a copy per bit)
     initial begin
-        for (k = 0; k < {n}; k = k + 1) mem[k] = INIT_DATA[k];
-        for (k = 0; k < {np}; k = k + 1) memp[k] = INIT_PAR[k];
+{_loads(inits, "mem", "INIT")}
+{_loads(initps, "memp", "INITP")}
     end
 
     // Port A's and port B's data, parity and byte enables as the chosen mode wires them.
@@ -117,8 +114,8 @@ def _bram_body(*, n, np, ab, wea, web, dw, pw, maxw, inits, initps):
     wire [{2 * pw - 1}:0] dipa = SDP ? {{DIPBDIP, DIPADIP}} : {{{pw}'b0, DIPADIP}};
     wire [{2 * dw - 1}:0] dib = SDP ? {{DIBDI, DIADI}} : {{{dw}'b0, DIBDI}};
     wire [{2 * pw - 1}:0] dipb = SDP ? {{DIPBDIP, DIPADIP}} : {{{pw}'b0, DIPBDIP}};
-    wire [7:0] wea = {{{8 - wea}'b0, WEA}};
-    wire [7:0] web = SDP ? {{{8 - web}'b0, WEBWE}} : {{{8 - web // 2}'b0, WEBWE[{web // 2 - 1}:0]}};
+    wire [7:0] wea = {_pad(8, wea, "WEA")};
+    wire [7:0] web = SDP ? {_pad(8, web, "WEBWE")} : {_pad(8, web // 2, f"WEBWE[{web // 2 - 1}:0]")};
     wire rsta = RSTRAMARSTRAM ^ IS_RSTRAMARSTRAM_INVERTED;
     wire rstb = RSTRAMB ^ IS_RSTRAMB_INVERTED;
     // Bit addresses of the words: the low bits below the port's data width are ignored.
@@ -205,6 +202,16 @@ def _bram_body(*, n, np, ab, wea, web, dw, pw, maxw, inits, initps):
     assign DOBDO = SDP ? doa[{2 * dw - 1}:{dw}] : dob;
     assign DOPBDOP = SDP ? dopa[{2 * pw - 1}:{pw}] : dopb;
 """
+
+
+def _loads(count, array, prefix):
+    return "\n".join(f"        for (k = 0; k < 256; k = k + 1) {array}[{256 * i} + k] = {prefix}_{i:02X}[k];"
+                     for i in range(count))
+
+
+def _pad(width, bits, expr):
+    """``expr`` (``bits`` wide) zero-extended to ``width`` (no zero-width constant: Icarus refuses one)."""
+    return expr if bits == width else f"{{{width - bits}'b0, {expr}}}"
 
 
 def _extra_checks(maxw):
