@@ -163,7 +163,7 @@ def _header(report, synth, verify):
                    f"at {_num('clock_mhz', mhz)} MHz")]
     if "latency_cycles" in report:
         cards.append(_card("latency (one frame)", f"{_num('latency_cycles', report['latency_cycles'])} cycles",
-                           f"{_num('latency_ns', report['latency_ns'])} ns at {fmt(mhz)} MHz"))
+                           f"{_num('latency_ns', report['latency_ns'])} ns at {_num('clock_mhz', mhz)} MHz"))
     board_fps = report.get("board_frames_per_second")       # absent from the reports of older compiles
     if isinstance(board_fps, (int, float)) and not isinstance(board_fps, bool):
         shell = report.get("shell") or {}
@@ -189,7 +189,7 @@ def _header(report, synth, verify):
     if verify is not None:
         cards.append(_card("against qonnx", f'<span class="{"pass" if verify["passed"] else "fail"}">'
                            f'{"bit-exact" if verify["passed"] and verify["exact"] else "passed" if verify["passed"] else "FAILED"}'
-                           f'</span>', f"{fmt(verify['samples'])} samples"))
+                           f'</span>', f"{_num('verify.samples', verify['samples'])} samples"))
     host = report["host_ops"]
     return (f"<h1>rtlgen: {_e(Path(report['model']).name)}</h1>"
             f"<div class=\"cards\">{''.join(cards)}</div>"
@@ -245,9 +245,9 @@ def _board(report, synth):
         label = f"{k}: {fmt(used)} of {fmt(available)} ({_percent(used, available)}) by the estimate"
         rows += (f'<tr><td class="text">{_e(k)}</td><td class="text">estimate</td>'
                  f'<td class="bar" data-bar="fit.{_e(k)}">{_bar(used / available if available else 0, line=line, label=label)}</td>'
-                 f'<td>{_num("fit.resources." + k + ".used", used)}</td><td>of {fmt(available)}</td>'
+                 f'<td>{_num("fit.resources." + k + ".used", used)}</td><td>of {_num("fit.resources." + k + ".available", available)}</td>'
                  f'<td>{_percent(used, available)}</td>'
-                 f'<td>{"" if limit is None else "budget " + fmt(limit)}</td></tr>')
+                 f'<td>{"" if limit is None else "budget " + _num("optimizer.budget." + k, limit)}</td></tr>')
         if k in built:
             rows += (f'<tr><td></td><td class="text">Yosys</td>'
                      f'<td class="bar" data-bar="yosys.{_e(k)}">{_bar(built[k] / available, YOSYS, line=line)}</td>'
@@ -277,7 +277,7 @@ def _cycles(report):
                  f'<td class="text">{"<span class=tag>bottleneck</span>" if at_ii else ""}</td></tr>')
     which = ("every layer runs at it" if len(slowest) == len(layers) and len(layers) > 1 else
              f"{len(slowest)} layers share it" if len(slowest) > 1 else "one layer sets it")
-    return (f"<h2>Cycles per frame</h2><p class=\"note\">Bars to the II ({fmt(ii)} cycles, the full width): layers "
+    return (f"<h2>Cycles per frame</h2><p class=\"note\">Bars to the II ({_num('analytic_cycles_per_frame', ii)} cycles, the full width): layers "
             f"at the II (red) are the bottleneck, {which}. FIFOs and data-width converters never limit the rate.</p>"
             f"<table><tr><th class=\"name\">layer</th><th class=\"text\">op</th><th class=\"text\">folding</th>"
             f"<th class=\"text\">cycles per frame</th><th></th><th></th></tr>{rows}</table>")
@@ -318,7 +318,8 @@ def _yosys(synth):
         for est_key, key in pairs:
             built = (fmt(row["bram18"] + 2 * row["bram36"]) if key is None else     # BRAM18-equivalent
                      _num(f"yosys.layers.{name}.{key}", row[key]))
-            cells += f'<td>{built}</td><td class="note">{fmt(row.get("estimate", {}).get(est_key, 0))}</td>'
+            cells += (f'<td>{built}</td><td class="note">'
+                      f'{_num(f"yosys.layers.{name}.estimate.{est_key}", row.get("estimate", {}).get(est_key, 0))}</td>')
         path = paths.get(name)
         cells += (f'<td>{_num(f"yosys.timing.layers.{name}.levels", path["levels"])}</td>'
                   f'<td>~{_num(f"yosys.timing.layers.{name}.fmax_mhz_estimate", path["fmax_mhz_estimate"])}</td>'
@@ -327,12 +328,12 @@ def _yosys(synth):
     t, shell = synth["totals"], synth.get("shell")
     if shell:
         rows += ('<tr><td class="name">shell (ROMs / DMA, control, glue)</td>'
-                 + "".join(f'<td>{fmt(shell["bram18"] + 2 * shell["bram36"]) if key is None else fmt(shell[key])}</td><td></td>'
+                 + "".join(f'<td>{fmt(shell["bram18"] + 2 * shell["bram36"]) if key is None else _num("yosys.shell." + key, shell[key])}</td><td></td>'
                            for _, key in pairs) + "<td></td><td></td></tr>")
     est = synth.get("estimate", {})
     rows += (f'<tr class="total"><td class="name">total ({_e(synth["top"])})</td>'
              + "".join(f'<td>{fmt(t["bram18"] + 2 * t["bram36"]) if key is None else _num("yosys.totals." + key, t[key])}'
-                       f'</td><td class="note">{fmt(est.get(k, 0))}</td>' for k, key in pairs) + "<td></td><td></td></tr>")
+                       f'</td><td class="note">{_num("yosys.estimate." + k, est.get(k, 0))}</td>' for k, key in pairs) + "<td></td><td></td></tr>")
     design = timing.get("design")
     clock = ""
     if design:
@@ -345,7 +346,7 @@ def _yosys(synth):
                  + (f"; {_slack(design, requested)}" if requested else "") + f".</p><p class=\"note\">{_e(timing['model'])}</p>")
     return ("<h2>Yosys synthesis beside the estimate</h2>"
             f"<p class=\"note\">Yosys <code>synth_xilinx</code> of the whole design in the {_e(synth['top'])} shell "
-            f"({fmt(synth['yosys_seconds'])} s); per layer, Yosys beside the estimate (grey); BRAM in BRAM18 "
+            f"({_num('yosys.yosys_seconds', synth['yosys_seconds'])} s); per layer, Yosys beside the estimate (grey); BRAM in BRAM18 "
             f"blocks (a BRAM36 counts 2); LUT without LUTRAM/SRL.</p>" + clock
             + f"<table><tr><th class=\"name\">layer</th>{head}<th>levels</th><th>Fmax MHz</th></tr>{rows}</table>")
 
@@ -366,4 +367,4 @@ def _verification(verify):
             f"output values differ from qonnx.</p>"
             f"<table><tr><td class=\"text\">equal to qonnx</td><td class=\"bar\">"
             f"{_bar(fraction, '#3a3' if ok else BOTTLENECK, label=f'{fmt(equal)} equal')}</td>"
-            f"<td>{fmt(equal)} of {fmt(verify['elements'])}</td></tr></table>")
+            f"<td>{fmt(equal)} of {_num('verify.elements', verify['elements'])}</td></tr></table>")
