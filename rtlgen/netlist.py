@@ -91,13 +91,14 @@ class NetlistRun:
                 f"reads an undefined value (an uninitialized memory, a block RAM collision, an undriven net)")
 
 
-def simulate_netlist(out, x, *, simulator=None):
+def simulate_netlist(out, x, *, simulator=None, backpressure=None):
     """Model input batch ``x`` through host pre ops, the netlist of ``out``'s build and host post ops:
-    a :class:`NetlistRun`. ``simulator``: verilator (default) or icarus."""
+    a :class:`NetlistRun`. ``simulator``: verilator (default) or icarus; ``backpressure``: a
+    :class:`sim.harness.Backpressure` (default: full rate)."""
     from boards.xilinx_sim import cell_models
     from rtlgen.outdir import read_design
     from sim.compiled import network_engine
-    from sim.harness import cycle_budget, run_stitched
+    from sim.harness import FULL_RATE, cycle_budget, run_stitched
     from sim.runner import wrap_long_lines
 
     verilog, io, report = read_design(out)
@@ -105,20 +106,24 @@ def simulate_netlist(out, x, *, simulator=None):
     x = io.check_input(x)
     words = io.encode(x)
     frames = len(x)
+    backpressure = backpressure or FULL_RATE
     per_frame = io.output.words_per_frame
     max_cycles = cycle_budget([layer["exp_cycles"] for layer in report["layers"]],
-                              report["analytic_cycles_per_frame"], frames, len(words) + frames * per_frame)
+                              report["analytic_cycles_per_frame"], frames, len(words) + frames * per_frame,
+                              backpressure)
     simulator, compiled = network_engine(simulator)
     # Yosys writes wide concatenations on one line, which Verilator's preprocessor refuses.
     design = wrap_long_lines(cell_models() + "\n" + netlist)
     seeds = X_SEEDS if compiled else ()
     results = [run_stitched(design, words, frames * per_frame, toplevel=DEFAULT_TOP_NAME, simulator=simulator,
-                            compiled=compiled, max_cycles=max_cycles, x_seed=seed)
+                            compiled=compiled, max_cycles=max_cycles, x_seed=seed,
+                            backpressure=backpressure)
                for seed in (seeds or (None,))]
     first = results[0]
     differ = sum(a != b for r in results[1:] for a, b in zip(first.words("m_axis_0"), r.words("m_axis_0")))
     steady = first.steady_cycles("m_axis_0", per_frame) if frames >= 2 else None
-    return NetlistRun(io.decode(first.words("m_axis_0"), frames), frames, first.cycles, steady, simulator, tuple(seeds), differ)
+    return NetlistRun(io.decode(first.words("m_axis_0"), frames), frames, first.cycles, steady, simulator,
+                      tuple(seeds), differ)
 
 
 def verify_netlist(out, model, x, *, simulator=None, say=print):

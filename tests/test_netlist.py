@@ -204,6 +204,13 @@ def test_digits_netlist_is_bit_exact_and_a_mutated_one_is_not(tmp_path, digits_x
     assert code == 0, printed
     assert "netlist: bit-exact: 4 samples, 40 output values equal qonnx" in printed
     assert "x drawn from seeds 1, 2" in printed
+    from rtlgen import api
+    from rtlgen.netlist import simulate_netlist
+    from rtlgen.verify import verify_outputs
+    x = np.load(digits_x)
+    stalled = simulate_netlist(out, x, backpressure=Backpressure(seed=3))       # the same netlist, stalled
+    assert verify_outputs(MODELS / "digits_tfc_w1a1i1_clean.onnx", x, stalled.outputs, api.open_design(out).io).exact
+    assert not stalled.x_dependent
 
     netlist = out / "build" / "yosys" / "netlist.v"
     good = netlist.read_text()
