@@ -216,12 +216,19 @@ def _optimizer(report):
                  + ", ".join(f"{k} {_num('optimizer.held_for_fifos.' + k, v)}" for k, v in held.items())) if held else ""
     return ("<h2>Folding optimizer</h2>"
             f"<p>The fastest folding within the budget {budget or 'unlimited'}{held_text}: "
-            f"II <b>{_num('optimizer.ii', opt['ii'])}</b> cycles per frame, bound by "
-            f"<b>{_e(opt['binding'])}</b> (the resource that stops a faster II). "
+            f"II <b>{_num('optimizer.ii', opt['ii'])}</b> cycles per frame; binding resource <b>{_e(opt['binding'])}</b>"
+            f"{_binding_share(opt)}. "
             f"It weighed {_num('optimizer.options', opt['options'])} folding options in "
             f"{_num('optimizer.rounds', opt['rounds'])} round(s), {_num('optimizer.seconds', opt['seconds'])} s; "
             f"its estimate: " + ", ".join(f"{k} {_num('optimizer.estimate.' + k, v)}" for k, v in opt["estimate"].items())
             + ".</p>")
+
+
+def _binding_share(opt):
+    """How much of its budget the binding resource (the one closest to its budget) uses."""
+    limit = opt["budget"].get(opt["binding"])
+    used = opt["estimate"].get(opt["binding"])
+    return "" if not limit or used is None else f" (the closest to its budget: {fmt(100 * used / limit)} % of it)"
 
 
 def _yosys_usage(synth):

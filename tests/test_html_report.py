@@ -151,7 +151,8 @@ def test_board_bars_are_to_100_percent_of_the_device_with_the_budget_line(out):
             assert bar["budget"] / bar["full"] == pytest.approx(limit / v["available"], abs=1e-3)
     assert bars["fit.BRAM36"]["value"] / bars["fit.BRAM36"]["full"] == pytest.approx(0.039, abs=1e-3)
     text = visible(page)
-    assert "bound by BRAM36" in text and "budget LUT 42,560, FF 85,120, BRAM36 112:" in text
+    assert "binding resource BRAM36 (the closest to its budget: 1.79 % of it)" in text          # 2 of 112
+    assert "budget LUT 42,560, FF 85,120, BRAM36 112:" in text
     assert check_numbers(keyed(page), {"report": report}) > 0
     assert keyed(page)["optimizer.ii"] == "640"
 
