@@ -214,10 +214,16 @@ def _optimizer(report):
     held = opt.get("held_for_fifos") or {}
     held_text = ("; held back for FIFOs that simulation sized deeper than their bound: "
                  + ", ".join(f"{k} {_num('optimizer.held_for_fifos.' + k, v)}" for k, v in held.items())) if held else ""
+    io = ""
+    if opt.get("io_bound"):         # the budget allowed a faster II than the zynq shell's DMA can feed
+        io = (f" <b>I/O-bound</b>: the budget allows II {_num('optimizer.budget_ii', opt['budget_ii'])}, but the "
+              f"zynq shell's DMA needs {_num('optimizer.io_cycles_per_frame', opt['io_cycles_per_frame'])} cycles per "
+              f"frame, so it took the cheapest folding at that bound instead.")
+    what = "The cheapest folding at the DMA's bound" if opt.get("io_bound") else "The fastest folding"
     return ("<h2>Folding optimizer</h2>"
-            f"<p>The fastest folding within the budget {budget or 'unlimited'}{held_text}: "
+            f"<p>{what} within the budget {budget or 'unlimited'}{held_text}: "
             f"II <b>{_num('optimizer.ii', opt['ii'])}</b> cycles per frame; binding resource <b>{_e(opt['binding'])}</b>"
-            f"{_binding_share(opt)}. "
+            f"{_binding_share(opt)}.{io} "
             f"It weighed {_num('optimizer.options', opt['options'])} folding options in "
             f"{_num('optimizer.rounds', opt['rounds'])} round(s), {_num('optimizer.seconds', opt['seconds'])} s; "
             f"its estimate: " + ", ".join(f"{k} {_num('optimizer.estimate.' + k, v)}" for k, v in opt["estimate"].items())

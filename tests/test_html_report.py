@@ -157,6 +157,20 @@ def test_board_bars_are_to_100_percent_of_the_device_with_the_budget_line(out):
     assert keyed(page)["optimizer.ii"] == "640"
 
 
+def test_an_io_bound_optimizer_choice_is_explained(out):
+    """The optimizer took the cheapest folding at the zynq shell's bound: the page says so, with the II the
+    budget allowed and the DMA's cycles per frame."""
+    io_bound = dict(OPTIMIZER, ii=14, io_bound=True, budget_ii=4, io_cycles_per_frame=13.5)
+    page, report = edit_report(out, lambda report: report.update(optimizer=io_bound))
+    text = visible(page)
+    assert "The cheapest folding at the DMA's bound within the budget" in text
+    assert ("I/O-bound: the budget allows II 4, but the zynq shell's DMA needs 13.5 cycles per frame, so it took "
+            "the cheapest folding at that bound instead.") in text
+    assert check_numbers(keyed(page), {"report": report})
+    page, _ = edit_report(out, lambda report: report.update(optimizer=dict(io_bound, io_bound=False)))
+    assert "I/O-bound" not in visible(page) and "The fastest folding within the budget" in visible(page)
+
+
 def test_without_the_optimizer_the_page_says_so_and_draws_no_budget(out):
     page = (out / "report.html").read_text()
     assert "the folding optimizer (<code>--fit BOARD</code>, <code>--budget</code>) did not run" in page
