@@ -9,7 +9,8 @@ Properties (each a named 1-bit signal ``prop_<name>``, asserted; a counterexampl
 - ``reset_<o>``: ``valid`` is low during reset and in the cycle after it.
 - ``count_<i>_<o>``: no output word without an input to justify it. Each input frame (its words are the
   product of ``folded_input_shapes[k][:-1]``) grants one output frame (``folded_output_shape[:-1]``
-  words) once ``lead_words`` of its words were taken; an output word moves only with such a credit left.
+  words) once ``lead_words`` of its words were taken (see :class:`StreamPlan` ``leads``); an output word
+  moves only with such a credit left.
   So no word is duplicated or invented, at frame granularity.
 - ``order`` (FIFO) / ``bits`` (DWC): symbolic word tracking. A free index ``k`` (constant over the run):
   the payload entering at input position ``k`` leaves at output position ``k`` unchanged; for a width
@@ -21,6 +22,7 @@ Properties (each a named 1-bit signal ``prop_<name>``, asserted; a counterexampl
 
 Inputs are assumed to follow AXI-Stream: ``valid`` low in reset, and once high held with a stable
 payload until ``ready``. Reset is high in the first cycle only (registers start at their reset values).
+The harness's own registers are never reset (``reset_less``): reset belongs to the component.
 """
 
 from dataclasses import dataclass
@@ -40,7 +42,9 @@ class StreamPlan:
     """What the harness needs to know about a component: its stream members and words per frame."""
     inputs: tuple           # ((member name, words per frame), ...)
     outputs: tuple
-    lead_words: int
+    leads: tuple            # per input: its words taken before the output frame it grants may start
+                            # (the spec's lead_words for input 0; 0 for the others: a concat emits input
+                            # 0's part of a pixel before it takes any word of input 1)
     deadline: int           # cycles after reset by which the live check wants one whole frame out
     track: str = None       # None, "fifo" (word order and values) or "dwc" (bit order and values)
 
@@ -61,7 +65,8 @@ def plan_of(spec, component, *, track=None):
     inputs = tuple((n, _words(s)) for n, s in zip(ins, in_shapes))
     outputs = tuple((n, _words(spec.folded_output_shape)) for n in outs)
     longest = max([w for _, w in inputs] + [w for _, w in outputs] + [spec.exp_cycles])
-    return StreamPlan(inputs, outputs, max(1, spec.lead_words), longest + spec.latency + SLACK, track)
+    leads = (spec.lead_words,) + (0,) * (len(inputs) - 1)
+    return StreamPlan(inputs, outputs, leads, longest + spec.latency + SLACK, track)
 
 
 class FormalHarness(Elaboratable):
@@ -101,12 +106,12 @@ class FormalHarness(Elaboratable):
         plan, dut, bits = self.plan, self.component, self.counter_bits
         m.submodules.dut = dut
         rst = ResetSignal()
-        started = Signal()                  # 0 in the first cycle (reset), 1 after: an Initial()
-        after_reset = Signal()              # the cycle right after reset
+        started = Signal(reset_less=True)                  # 0 in the first cycle (reset), 1 after: an Initial()
+        after_reset = Signal(reset_less=True)              # the cycle right after reset
         m.d.sync += started.eq(1)
         m.d.comb += Assume(rst == ~started)
         m.d.sync += after_reset.eq(rst)
-        cycle = Signal(bits)                # cycles since reset, saturating
+        cycle = Signal(bits, reset_less=True)                # cycles since reset, saturating
         m.d.sync += cycle.eq(Mux(cycle == (1 << bits) - 1, cycle, cycle + 1))
 
         # inputs: AXI-Stream by assumption
@@ -115,11 +120,11 @@ class FormalHarness(Elaboratable):
             port = getattr(dut, name)
             valid, payload = self._free[name]
             m.d.comb += [port.valid.eq(valid), port.payload.eq(payload)]
-            was_stalled, last = Signal(name=f"{name}_was_stalled"), Signal.like(payload, name=f"{name}_last")
+            was_stalled, last = Signal(reset_less=True, name=f"{name}_was_stalled"), Signal.like(payload, reset_less=True, name=f"{name}_last")
             m.d.sync += [was_stalled.eq(valid & ~port.ready & ~rst), last.eq(payload)]
             m.d.comb += Assume(~rst | ~valid)
             m.d.comb += Assume(~was_stalled | (valid & (payload == last)))
-            taken[name] = Signal(name=f"{name}_taken")
+            taken[name] = Signal(reset_less=True, name=f"{name}_taken")
             m.d.comb += taken[name].eq(valid & port.ready & ~rst)
 
         # outputs: AXI-Stream by assertion
@@ -127,27 +132,29 @@ class FormalHarness(Elaboratable):
         for name, _ in plan.outputs:
             port = getattr(dut, name)
             m.d.comb += port.ready.eq(self._free[name])
-            was_stalled, last = Signal(name=f"{name}_was_stalled"), Signal.like(port.payload, name=f"{name}_last")
+            was_stalled, last = Signal(reset_less=True, name=f"{name}_was_stalled"), Signal.like(port.payload, reset_less=True, name=f"{name}_last")
             m.d.sync += [was_stalled.eq(port.valid & ~port.ready & ~rst), last.eq(port.payload)]
             self._prop(m, f"stable_{name}", ~was_stalled | (port.valid & (port.payload == last)))
             self._prop(m, f"reset_{name}", ~(rst | after_reset) | ~port.valid)
-            given[name] = Signal(name=f"{name}_given")
+            given[name] = Signal(reset_less=True, name=f"{name}_given")
             m.d.comb += given[name].eq(port.valid & port.ready & ~rst)
 
         # conservation: each input frame grants an output frame once lead_words of it were taken
         counts = {}
-        for iname, iwords in plan.inputs:
-            pos = Signal(range(iwords), name=f"{iname}_pos")
+        for (iname, iwords), lead in zip(plan.inputs, plan.leads):
+            pos = Signal(range(iwords), reset_less=True, name=f"{iname}_pos")
             with m.If(taken[iname]):
                 m.d.sync += pos.eq(Mux(pos == iwords - 1, 0, pos + 1))
-            grant = taken[iname] & (pos == min(plan.lead_words, iwords) - 1)
+            # lead 0: a frame's credit comes with the last word of the frame before (the first at reset)
+            grant = taken[iname] & (pos == (min(lead, iwords) - 1) % iwords)
             for oname, owords in plan.outputs:
-                credit = Signal(bits + owords.bit_length() + 1, name=f"credit_{iname}_{oname}")
+                credit = Signal(bits + owords.bit_length() + 1, reset_less=True, init=owords if lead == 0 else 0,
+                                name=f"credit_{iname}_{oname}")
                 m.d.sync += credit.eq(credit + Mux(grant, owords, 0) - given[oname])
                 self._prop(m, f"count_{iname}_{oname}", ~given[oname] | (credit != 0))
                 m.d.comb += Assume(credit < (1 << (len(credit) - 1)))     # no wrap within the run
         for name, _ in plan.inputs + plan.outputs:
-            counts[name] = Signal(bits, name=f"{name}_count")
+            counts[name] = Signal(bits, reset_less=True, name=f"{name}_count")
             moved = taken[name] if name in taken else given[name]
             m.d.sync += counts[name].eq(counts[name] + moved)
             m.d.comb += Assume(counts[name] != (1 << bits) - 1)
@@ -163,9 +170,9 @@ class FormalHarness(Elaboratable):
         (iname, _), = self.plan.inputs
         (oname, _), = self.plan.outputs
         k = self._k
-        first = Signal()
+        first = Signal(reset_less=True)
         m.d.sync += first.eq(1)
-        k_held = Signal.like(k)
+        k_held = Signal.like(k, reset_less=True)
         m.d.sync += k_held.eq(k)
         m.d.comb += Assume(~first | (k == k_held))          # AnyConst
         i_port, o_port = getattr(self.component, iname), getattr(self.component, oname)
@@ -176,14 +183,14 @@ class FormalHarness(Elaboratable):
             i_value, o_value = i_port.payload, o_port.payload
             width = iw
         else:           # "dwc": a string of bits; bit k is in input word k // iw, output word k // ow
-            i_base, o_base = Signal(len(k) + 8), Signal(len(k) + 8)     # first bit of the current word
+            i_base, o_base = Signal(len(k) + 8, reset_less=True), Signal(len(k) + 8, reset_less=True)     # first bit of the current word
             m.d.sync += [i_base.eq(i_base + Mux(taken[iname], iw, 0)), o_base.eq(o_base + Mux(given[oname], ow, 0))]
             i_hit = taken[iname] & (k >= i_base) & (k < i_base + iw)
             o_hit = given[oname] & (k >= o_base) & (k < o_base + ow)
             i_value = (i_port.payload >> (k - i_base)[:max(1, (iw - 1).bit_length())])[0]
             o_value = (o_port.payload >> (k - o_base)[:max(1, (ow - 1).bit_length())])[0]
             width = 1
-        seen, value = Signal(), Signal(width)
+        seen, value = Signal(reset_less=True), Signal(width, reset_less=True)
         with m.If(i_hit):
             m.d.sync += [seen.eq(1), value.eq(i_value)]
         self._prop(m, "order" if self.plan.track == "fifo" else "bits",
