@@ -229,6 +229,10 @@ def add_sim_arguments(parser):
     parser.add_argument("--json", action="store_true",
                         help="print the measured cycles_per_frame, latency_cycles and frames/s (with the "
                              "report's analytic figures beside them) as one JSON object on stdout")
+    parser.add_argument("--shell", choices=("zynq",), default=None,
+                        help="simulate the accelerator inside the zynq shell (AXI-Lite control, the DMA on HP0, "
+                             "a DDR model with the report's assumed latency): measured board cycles/frame and "
+                             "latency, DDR to DDR")
     parser.add_argument("--link-latency", type=int, default=None, metavar="CYCLES",
                         help="an `rtlgen partition` OUT: cycles from a flit entering a link to its arrival "
                              "(default 500: 5 us at 100 MHz)")
@@ -241,6 +245,9 @@ def run_sim_command(args):
     from sim.stream_io import InputError
 
     if (Path(args.out) / "partition.json").is_file():
+        if getattr(args, "shell", None):
+            raise InputError(f"--shell {args.shell}: {args.out} is an `rtlgen partition` output (its devices talk "
+                             f"through Galapagos bridges); --shell takes a single-device compile")
         return _run_cluster_sim(args)
     if args.link_latency is not None:
         raise InputError(f"--link-latency: {args.out} is a single-device compile, not an `rtlgen partition` "
@@ -251,6 +258,8 @@ def run_sim_command(args):
     x = design.io.check_input(_load_input(args.input))
     labels = _labels(args.labels, len(x)) if args.labels else None
     output = _npy_path(args.output) if args.output else None
+    if getattr(args, "shell", None) == "zynq":
+        return _run_shell_sim(args, design, x, labels, output)
     waves = _waves_path(args)
     start = time.perf_counter()
     run = design.simulate(x, simulator=args.simulator, waves=None if waves is None else str(waves))
@@ -289,6 +298,51 @@ def _sim_json(args, run, report, output):
         "analytic_cycles_per_frame": report["analytic_cycles_per_frame"],
         "analytic_latency_cycles": report.get("latency_cycles"),
     }, indent=2), flush=True)
+    return 0
+
+
+def _run_shell_sim(args, design, x, labels, output):
+    """``sim --shell zynq``: the accelerator inside the zynq shell (rtlgen.shell_sim), measured against the
+    report's board figures."""
+    import json
+    import numpy as np
+    from rtlgen.shell_sim import simulate_in_shell
+    from sim.stream_io import InputError
+    if args.waves is not None:
+        raise InputError("--waves is not available with --shell zynq (the shell runs on the cocotb bench); "
+                         "leave out --shell for a waveform of the accelerator")
+    report = design.report
+    start = time.perf_counter()
+    run = simulate_in_shell(design, x, simulator=args.simulator)
+    seconds = time.perf_counter() - start
+    clock = report["clock_mhz"] * 1e6
+    if output:
+        np.save(output, run.outputs)
+    if args.json:
+        measured = run.cycles_per_frame
+        print(json.dumps({
+            "shell": "zynq", "frames": run.frames, "cycles": run.cycles, "cycles_per_frame": measured,
+            "frames_per_second": None if measured is None else round(clock / measured, 1),
+            "latency_cycles": run.latency, "latency_ns": round(run.latency * 1e9 / clock, 1),
+            "clock_mhz": report["clock_mhz"], "ddr_read_latency_cycles": run.read_latency,
+            "ddr_write_latency_cycles": run.write_latency,
+            "analytic_cycles_per_frame": report.get("board_cycles_per_frame"),
+            "analytic_frames_per_second": report.get("board_frames_per_second"),
+            "analytic_latency_cycles": report.get("board_latency_cycles"),
+            "accelerator_cycles_per_frame": report["analytic_cycles_per_frame"],
+        }, indent=2), flush=True)
+        return 0
+    line = (f"simulated {run.frames} frame(s) in the zynq shell in {seconds:.1f} s (DDR latency {run.read_latency} "
+            f"cycles): {run.cycles:,} cycles START to DONE, latency {run.latency:,} cycles DDR to DDR")
+    if run.cycles_per_frame is not None:
+        line += f", {run.cycles_per_frame:,.2f} cycles/frame ({clock / run.cycles_per_frame:,.0f} frames/s)"
+    if "board_cycles_per_frame" in report:
+        line += (f"; the report: {report['board_cycles_per_frame']:,.4g} cycles/frame, latency "
+                 f"{report['board_latency_cycles']:,}")
+    _say(line)
+    if output:
+        _say(f"output {run.outputs.shape} -> {output}")
+    _report_classes(run.outputs, x, labels)
     return 0
 
 
