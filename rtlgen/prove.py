@@ -141,7 +141,8 @@ def default_depth(spec, plan):
     return max(plan.deadline, 2 * getattr(spec, "capacity", 0)) + 2
 
 
-def prove_spec(spec, component_class, *, name="node", track=None, depth=None, keep=None, use_cache=True):
+def prove_spec(spec, component_class, *, name="node", track=None, depth=None, keep=None, use_cache=True,
+               leads=False):
     """Prove the stream contract of ``component_class(spec)``; an :class:`Outcome` (``keep``: a directory
     to copy a counterexample VCD into, as ``<name>.vcd``)."""
     from amaranth.back import rtlil
@@ -150,10 +151,10 @@ def prove_spec(spec, component_class, *, name="node", track=None, depth=None, ke
     started = time.monotonic()
     probe = component_class(spec)
     probe._MustUse__silence = True          # built for its signature only
-    plan = plan_of(spec, probe, track=track)
+    plan = plan_of(spec, probe, track=track, leads=leads)
     depth = depth or default_depth(spec, plan)
     key = hashlib.sha256(pickle.dumps((_source_hash(), component_class.__module__, component_class.__qualname__,
-                                       spec, track, depth), protocol=4)).hexdigest()[:32]
+                                       spec, track, depth, leads), protocol=4)).hexdigest()[:32]
     cache = _cache_path(key)
     if use_cache and cache.is_file():
         try:

@@ -53,8 +53,13 @@ def _words(shape):
     return 1 if shape is None else prod(shape[:-1])
 
 
-def plan_of(spec, component, *, track=None):
-    """The :class:`StreamPlan` of ``component`` built from ``spec`` (a :class:`layers.op.LayerSpec`)."""
+def plan_of(spec, component, *, track=None, leads=False):
+    """The :class:`StreamPlan` of ``component`` built from ``spec`` (a :class:`layers.op.LayerSpec`).
+
+    By default a frame's credit comes with the last word of the input frame before (lead 0 on every
+    input: sound for every layer). ``leads=True`` holds input 0 to the spec's ``lead_words`` instead, a
+    stricter reading of the contract that FMPadding (padding rows before any input) and the default
+    window generator (a window's first word as soon as it arrived) do not keep today."""
     members = component.signature.members
     ins = sorted(n for n, m in members.items() if m.is_signature and m.flow == wiring.In)
     outs = sorted(n for n, m in members.items() if m.is_signature and m.flow == wiring.Out)
@@ -65,7 +70,7 @@ def plan_of(spec, component, *, track=None):
     inputs = tuple((n, _words(s)) for n, s in zip(ins, in_shapes))
     outputs = tuple((n, _words(spec.folded_output_shape)) for n in outs)
     longest = max([w for _, w in inputs] + [w for _, w in outputs] + [spec.exp_cycles])
-    leads = (spec.lead_words,) + (0,) * (len(inputs) - 1)
+    leads = ((spec.lead_words,) if leads else (0,)) + (0,) * (len(inputs) - 1)
     return StreamPlan(inputs, outputs, leads, longest + spec.latency + SLACK, track)
 
 
