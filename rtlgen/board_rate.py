@@ -10,7 +10,7 @@ import math
 
 from boards.zynq import BEAT_BYTES, shell_timing
 
-__all__ = ["shell_timing_of", "board_figures", "graph_shell_cycles", "SHELL"]
+__all__ = ["shell_timing_of", "board_figures", "graph_shell_cycles", "graph_ports", "SHELL"]
 
 SHELL = "zynq"
 
@@ -56,9 +56,15 @@ def board_figures(*, ii, latency, clock_mhz, in_width, out_width, in_words, out_
 def graph_shell_cycles(graph, clock_mhz):
     """The shell's cycles per frame for ``graph`` at its current folding: the first layer's input words and
     the last layer's output words as the stitched top's ports carry them (the folding optimizer's I/O bound)."""
+    in_width, out_width, in_words, out_words = graph_ports(graph)
+    return shell_timing_of(in_width, out_width, in_words, out_words, clock_mhz).cycles_per_frame
+
+
+def graph_ports(graph):
+    """(input width, output width, input words, output words) per frame of a folded graph (before FIFOs and
+    DWCs are inserted): its first layer's input and last layer's output, widths in bits as the layers have them."""
     from math import prod
     node, port = graph.consumers(graph.input)[0]
     first, last = node.spec(), graph.producer(graph.output)[0].spec()
-    in_words = prod(first.folded_input_shapes[port][:-1])
-    out_words = prod(last.folded_output_shape[:-1])
-    return shell_timing_of(first.in_width, last.out_width, in_words, out_words, clock_mhz).cycles_per_frame
+    return (first.in_width, last.out_width, prod(first.folded_input_shapes[port][:-1]),
+            prod(last.folded_output_shape[:-1]))
