@@ -166,3 +166,35 @@ def test_lead_words(case, tmp_path):
     spec, cls, track = SMALL[case]
     outcome = prove_spec(spec, cls, name=case, track=track, keep=tmp_path, leads=True)
     assert outcome.status in ("proven", "bounded"), outcome.line()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("model", ["TFC_1W1A.onnx", "cnv_1w1a_ts_clean.onnx"])
+def test_prove_compiled_design(model, tmp_path, capsys):
+    """`rtlgen prove OUT` on compiled TFC-w1a1 and CNV-w1a1: every node of report.json listed, proven or
+    bounded, exit 0."""
+    import json
+
+    from rtlgen.cli import main
+
+    out = tmp_path / "out"
+    assert main(["compile", str(Path(__file__).parent / "models" / model), "-o", str(out),
+                 "--fifo-sizing", "none"]) == 0
+    capsys.readouterr()
+    assert main(["prove", str(out)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    names = [layer["name"] for layer in json.loads((out / "report.json").read_text())["layers"]]
+    for name in names:
+        line = next(line for line in lines if line.split()[0] == name)
+        assert "proven (k-induction)" in line or "bounded to depth" in line, line
+
+
+def test_prove_cli_misuse(digits_out, capsys):
+    """An unknown --node and a directory that is not a compile output: exit 2, one line naming them."""
+    from rtlgen.cli import main
+
+    assert main(["prove", str(digits_out), "--node", "NoSuchNode_0"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "NoSuchNode_0" in err[0] and "legal:" in err[0] and "MVAU_0" in err[0]
+    assert main(["prove", str(digits_out / "nowhere")]) == 2
+    assert len(capsys.readouterr().err.strip().splitlines()) == 1
