@@ -1,7 +1,8 @@
 """The model's exact semantics, and which differences from qonnx are float32 rounding ties.
 
 qonnx executes a MatMul/Conv/Gemm in float32: the sum of a dot product is rounded after every addition,
-in an order the runtime chooses. The accelerator computes the same dot product exactly on integer codes
+in an order the runtime chooses; a residual Add of two quantized tensors with float scales adds two
+rounded float32 products. The accelerator computes the same dot product exactly on integer codes
 and then runs the model's own float32 nodes (scale, bias, BatchNorm, ReLU, Quant) on the exact value
 (``rtlgen.thresholds``). Where the exact value lies within float32 rounding of a quantizer's boundary
 (a round-half-to-even tie of ``Quant``, or a threshold), the two can pick neighbouring codes, and the
@@ -9,8 +10,8 @@ difference then travels through the rest of the network.
 
 :func:`exact_reference` evaluates the model node by node with the accelerator's semantics: quantizer
 outputs are kept exactly (``code * scale`` in float64) for the linear ops that consume them; MatMul,
-Conv and Gemm (and ops that only move values: reshapes, pooling by max, padding...) are evaluated in
-float64 and rounded once to float32; every other node runs as qonnx runs it, in float32. Its
+Conv and Gemm, an Add of two such tensors (and ops that only move values: reshapes, pooling by max,
+padding...) are evaluated in float64 and rounded once to float32; every other node runs as qonnx runs it, in float32. Its
 :class:`TieReport` compares the two executions quantizer by quantizer: an output code that differs
 while the quantizer's input differs by no more than float32 rounding (``rtol`` of the tensor's largest
 value) is a *tie*; a differing code whose input differs by more is *downstream* of a tie, legal only if
@@ -97,6 +98,11 @@ def _run(model, opset, inputs, *, exact):
             pre[node.name] = np.asarray(ctx[node.input[0]], np.float32).copy()
         if exact and node.op_type in LINEAR_OPS and not _scaled_gemm(node):
             ctx[node.output[0]] = _linear(node, ctx, exact_of, opset).astype(np.float32)
+            continue
+        if exact and node.op_type == "Add" and all(i in exact_of for i in node.input):
+            # a residual sum: the accelerator adds the codes exactly (AddStreams), qonnx in float32
+            exact_of[node.output[0]] = exact_of[node.input[0]] + exact_of[node.input[1]]
+            ctx[node.output[0]] = exact_of[node.output[0]].astype(np.float32)
             continue
         execute_node(node, ctx, model.graph, opset)
         if not exact:

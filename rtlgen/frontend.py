@@ -53,6 +53,7 @@ def load_model(path, input_dtype=None):
     try:
         model = cleanup_model(ModelWrapper(proto))
         _bias_free_gemms_to_matmul(model)
+        _spatial_means_to_global_pool(model)
         model = model.transform(GemmToMatMul())
         model = cleanup_model(model)
         model = model.transform(InferDataTypes())
@@ -160,6 +161,27 @@ def _bias_free_gemms_to_matmul(model):
             weight = transposed
         node.op_type = "MatMul"
         node.input[1] = weight
+        del node.attribute[:]
+
+
+def _spatial_means_to_global_pool(model):
+    """ReduceMean over both spatial axes of an NCHW tensor, keeping them (torch >= 2.x exports
+    ``AdaptiveAvgPool2d(1)`` so) -> GlobalAveragePool, which is the same function; other ReduceMeans
+    are left alone (and refused later, by name, if they are not at the graph's edge)."""
+    for node in model.graph.node:
+        if node.op_type != "ReduceMean":
+            continue
+        shape = model.get_tensor_shape(node.input[0])
+        attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
+        axes = attrs.get("axes")
+        if axes is None and len(node.input) > 1 and node.input[1]:
+            axes = model.get_initializer(node.input[1])     # opset 18: axes as an input
+        if shape is None or len(shape) != 4 or axes is None or attrs.get("keepdims", 1) != 1:
+            continue
+        if sorted(int(a) % 4 for a in list(axes)) != [2, 3]:
+            continue
+        node.op_type = "GlobalAveragePool"
+        del node.input[1:]
         del node.attribute[:]
 
 
