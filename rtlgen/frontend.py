@@ -54,10 +54,13 @@ def load_model(path, input_dtype=None):
         model = cleanup_model(ModelWrapper(proto))
         _bias_free_gemms_to_matmul(model)
         _spatial_means_to_global_pool(model)
+        _explicit_pads(model)
         model = model.transform(GemmToMatMul())
         model = cleanup_model(model)
         model = model.transform(InferDataTypes())
         model = model.transform(SortGraph())          # lowering visits nodes in topological order
+    except CompileError:
+        raise
     except Exception as exc:
         raise CompileError(f"{path}: qonnx cannot clean up this model ({_first_line(exc)})") from None
     if len(model.graph.input) != 1 or len(model.graph.output) != 1:
@@ -162,6 +165,47 @@ def _bias_free_gemms_to_matmul(model):
         node.op_type = "MatMul"
         node.input[1] = weight
         del node.attribute[:]
+
+
+def _explicit_pads(model):
+    """``auto_pad`` (SAME_UPPER, SAME_LOWER, VALID) of Conv, MaxPool and AveragePool -> the explicit ``pads``
+    it stands for, by ONNX's rule: SAME gives ceil(in / stride) outputs, padding ``total = (out - 1) *
+    stride + (k - 1) * dilation + 1 - in`` (at least 0) split evenly, the odd one at the end (UPPER) or
+    at the start (LOWER); VALID pads nothing. onnxruntime (qonnx's executor) computes the same pads."""
+    for node in model.graph.node:
+        if node.op_type not in ("Conv", "MaxPool", "AveragePool"):
+            continue
+        attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
+        mode = attrs.get("auto_pad", b"NOTSET")
+        mode = mode.decode() if isinstance(mode, bytes) else mode
+        if mode == "NOTSET":
+            continue
+        shape = model.get_tensor_shape(node.input[0])
+        if mode not in ("SAME_UPPER", "SAME_LOWER", "VALID"):
+            raise CompileError(f"node {node.name} ({node.op_type}): auto_pad={mode} is not an ONNX value; legal: "
+                               f"NOTSET, SAME_UPPER, SAME_LOWER, VALID")
+        if shape is None or len(shape) != 4:
+            raise CompileError(f"node {node.name} ({node.op_type}): auto_pad needs a known NCHW input shape")
+        if node.op_type == "Conv":
+            kernel = list(model.get_initializer(node.input[1]).shape[2:]) if model.get_initializer(node.input[1]) \
+                is not None else attrs.get("kernel_shape")
+        else:
+            kernel = attrs.get("kernel_shape")
+        strides = attrs.get("strides", [1, 1])
+        dilations = attrs.get("dilations", [1, 1])
+        begin, end = [], []
+        for size, k, stride, dilation in zip(shape[2:], kernel, strides, dilations):
+            if mode == "VALID":
+                total = 0
+            else:
+                out = -(-size // stride)
+                total = max((out - 1) * stride + (k - 1) * dilation + 1 - size, 0)
+            first = total // 2 if mode != "SAME_LOWER" else total - total // 2
+            begin.append(first)
+            end.append(total - first)
+        keep = [a for a in node.attribute if a.name not in ("auto_pad", "pads")]
+        del node.attribute[:]
+        node.attribute.extend(keep + [onnx.helper.make_attribute("pads", begin + end)])
 
 
 def _spatial_means_to_global_pool(model):

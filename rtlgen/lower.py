@@ -297,8 +297,6 @@ class _Lowering:
         pads = list(attrs.get("pads", [0, 0, 0, 0]))
         strides = tuple(attrs.get("strides", [1, 1]))
         dil = tuple(attrs.get("dilations", [1, 1]))
-        if attrs.get("auto_pad", b"NOTSET") not in (b"NOTSET", "NOTSET"):
-            raise CompileError(f"node {node.name} (Conv): auto_pad is not supported; legal: explicit pads")
         depthwise = group > 1
         if depthwise and not (group == c == oc and icg == 1):
             raise CompileError(f"node {node.name} (Conv): group={group} is not supported; legal: 1, or "
