@@ -120,6 +120,9 @@ class RoundOptions(CompileOptions):
 # ---------------------------------------------------------------------------------------------- passes
 
 def to_hw(model, options):
+    if getattr(model, "finn_hw", False):          # FINN's hardware-layer ONNX: already a dataflow graph
+        from rtlgen.finn_hw import lower_finn_hw
+        return lower_finn_hw(model)
     return lower(model)
 
 
@@ -146,6 +149,8 @@ def fold(graph, options):
                                                io_cycles=lambda g: graph_shell_cycles(g, options.clock_mhz))
         except NoFit as exc:
             raise CompileError(str(exc)) from None
+    elif options.target_fps is None and getattr(graph.model, "finn_hw", False):
+        pass                        # FINN's hardware-layer ONNX carries the user's folding: kept
     else:
         set_folding(graph, options.target_cycles())
     return graph
@@ -361,6 +366,9 @@ def _summary(name, graph, options):
 def _stream_io(model, graph, last=None):
     """How the model's input and output map onto ``graph``'s streams (its first consumer's and last
     producer's word widths); the output is ``last``'s when given (the last device of a partition)."""
+    if getattr(model, "finn_hw", False):
+        from rtlgen.finn_hw import finn_stream_io
+        return finn_stream_io(model, graph)
     last_graph = last or graph
     node, port = graph.consumers(graph.input)[0]
     first, last = node.spec(), last_graph.producer(last_graph.output)[0].spec()

@@ -48,6 +48,9 @@ def load_model(path, input_dtype=None):
     except Exception as exc:                      # onnx raises DecodeError, OSError... on bad files
         raise CompileError(f"{path}: not a valid ONNX model ({_first_line(exc)})") from None
     _initializers_are_not_inputs(proto)
+    from rtlgen.finn_hw import is_finn_hw, load_finn_hw
+    if is_finn_hw(proto):                         # FINN's hardware-layer ONNX: no qonnx cleanup (rtlgen.finn_hw)
+        return load_finn_hw(proto, path, input_dtype)
     _fixed_input_shape(proto, path)
     originals = _mark_node_names(proto)
     try:

@@ -74,6 +74,7 @@ class Comparison:
     rtol: float = 0.0               # the rounding allowed (0: none)
     against_exact: "Comparison" = None  # where qonnx differs: ours against the model's exact semantics
     ties: object = None             # where qonnx differs: its differences, classified (rtlgen.exact.TieReport)
+    reference: str = "qonnx"        # what the outputs were compared with
 
     @property
     def passed(self):
@@ -94,14 +95,14 @@ class Comparison:
                     f"{self.ties.summary()} and what they change downstream ({self.ties.downstream} codes); "
                     f"the accelerator computes dot products exactly (README, 'Verification')")
         if self.exact:
-            return f"bit-exact: {self.samples} samples, {self.elements} output values equal qonnx"
+            return f"bit-exact: {self.samples} samples, {self.elements} output values equal {self.reference}"
         if self.passed:
             return (f"equal up to float32 rounding: {self.samples} samples, {self.elements} output values match "
                     f"qonnx within {self.rtol:g} of each sample's largest value (max |diff| {self.max_abs_diff:g}; "
                     f"the model computes its float output in float32, the accelerator exactly)")
         rows = "; ".join(f"sample {s} [{i}]: {a} vs {b}" for s, i, a, b in self.first_bad)
         text = (f"MISMATCH: {self.bad_samples} of {self.samples} samples, {self.bad_elements} of {self.elements} "
-                f"values differ from qonnx (max |diff| {self.max_abs_diff:g}); first: {rows}")
+                f"values differ from {self.reference} (max |diff| {self.max_abs_diff:g}); first: {rows}")
         if self.against_exact is not None:
             text += (f"; against the model's exact semantics: {self.against_exact.bad_elements} of {self.elements} "
                      f"values differ"
@@ -134,6 +135,11 @@ def verify_outputs(model_path, x, outputs, io):
     """The accelerator's ``outputs`` for model inputs ``x`` against qonnx's execution of ``model_path``;
     where they differ, also against the model's exact semantics (:mod:`rtlgen.exact`)."""
     from rtlgen.exact import exact_reference
+    from rtlgen.finn_hw import finn_reference, is_finn_hw_file
+
+    if is_finn_hw_file(model_path):     # FINN's custom ops: numpy executors of FINN's semantics (sim.finn_exec)
+        return replace(compare(outputs, finn_reference(model_path, x), rtol=tolerance(io)),
+                       reference="FINN's semantics (sim.finn_exec)")
 
     result = compare(outputs, qonnx_reference(model_path, x), rtol=tolerance(io))
     if result.passed:
