@@ -43,6 +43,7 @@ EXTRA_NAMES = {"binaryXnorMode": "binary_xnor_mode", "depthwise": "depthwise", "
                "runtime_writeable_weights": "runtime_writeable_weights"}
 TUPLE_FIELDS = {"img_dim", "pool_dim", "ifm_dim", "kernel", "stride", "dilation", "dim", "padding",
                 "num_input_vectors", "channels_per_stream"}
+MAX_HOST_OPSET = 17
 LEGAL_MEM_MODES = "internal_embedded, internal_decoupled (const, decoupled in older FINN)"
 
 
@@ -93,6 +94,9 @@ def load_finn_hw(proto, path, input_dtype=None):
     if input_dtype is not None:
         raise CompileError(f"--input-dtype {input_dtype}: a FINN hardware-layer model states its input datatype "
                            f"(inputDataType of its first node); give no --input-dtype")
+    for node in graph.node:                 # FINN <= 0.4: domain "finn" (qonnx would take it for its own)
+        if is_finn_node(node):
+            node.domain = FINN_DOMAIN if node.domain == "finn" else node.domain
     wrapper = ModelWrapper(proto)
     _fill_end_shapes(wrapper, path)
     return FinnHwModel(wrapper, path)
@@ -273,6 +277,9 @@ def finn_stream_io(model, graph):
     from sim.stream_io import StreamEnd, StreamIO
 
     m = copy.deepcopy(model.wrapper)
+    for imp in m.model.opset_import:        # rtlgen's model_hw.onnx is stamped with onnx's newest opset,
+        if imp.domain in ("", "ai.onnx"):   # which onnxruntime may not run yet; the host ops are old ones
+            imp.version = min(imp.version, MAX_HOST_OPSET)
     graph_in, graph_out = m.graph.input[0].name, m.graph.output[0].name
     t_in, t_out = graph.tensors[graph.input], graph.tensors[graph.output]
     leaving = graph.output

@@ -42,7 +42,11 @@ _OLD = {"StreamingFCLayer_Batch": "MVAU", "MatrixVectorActivation": "MVAU",
 
 
 def is_finn_node(node):
-    return node.domain.startswith(FINN_DOMAIN)
+    """A FINN hardware layer: domain finn.custom_op.fpgadataflow[.hls|.rtl], or FINN <= 0.4's domain
+    ``finn`` with the attribute backend=fpgadataflow."""
+    if node.domain.startswith(FINN_DOMAIN):
+        return True
+    return node.domain == "finn" and any(a.name == "backend" and a.s == b"fpgadataflow" for a in node.attribute)
 
 
 def canonical(op_type):

@@ -1,0 +1,265 @@
+"""FINN's own hardware-layer ONNX as input (rtlgen.finn_hw): the model_hw.onnx a compile writes, renamed
+to each generation of FINN's op and attribute names (MVAU_hls / MatrixVectorActivation /
+StreamingFCLayer_Batch, _rtl / _Batch, scalar dims, mem_mode const), is fed back in.
+
+Two independent goldens: sim.finn_exec (FINN's documented semantics in numpy) on the FINN model itself,
+and qonnx's execute_onnx on the original QONNX model (through the original compile's host ops). The II
+is FINN's MVAU get_exp_cycles formula at the model's own folding, measured within 2 %.
+"""
+
+import copy
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from onnx import helper
+
+from rtlgen import api
+from rtlgen.cli import main
+from rtlgen.compiler import CompileOptions, to_hw
+from rtlgen.frontend import load_model
+from rtlgen.verify import qonnx_reference, tolerance
+from sim.finn_exec import execute_finn_hw
+from sim.harness import Backpressure
+
+MODELS = Path(__file__).parent / "models"
+FAST = dict(fifo_sizing="none")
+
+# FINN op types by generation: (op_type, domain suffix)
+NOW = {"MVAU": "MVAU_hls", "Thresholding": "Thresholding_rtl", "ConvolutionInputGenerator": "ConvolutionInputGenerator_rtl",
+       "FMPadding": "FMPadding_rtl", "StreamingMaxPool": "StreamingMaxPool_hls", "GlobalAccPool": "GlobalAccPool_hls",
+       "StreamingFIFO": "StreamingFIFO_rtl", "StreamingDataWidthConverter": "StreamingDataWidthConverter_rtl",
+       "LabelSelect": "LabelSelect_hls", "ChannelwiseOp": "ChannelwiseOp_hls", "AddStreams": "AddStreams_hls",
+       "DuplicateStreams": "DuplicateStreams_hls", "VVAU": "VVAU_hls"}
+V09 = {"MVAU": "MatrixVectorActivation", "VVAU": "VectorVectorActivation", "Thresholding": "Thresholding_Batch",
+       "FMPadding": "FMPadding_Batch", "StreamingMaxPool": "StreamingMaxPool_Batch", "GlobalAccPool": "GlobalAccPool_Batch",
+       "StreamingDataWidthConverter": "StreamingDataWidthConverter_Batch", "LabelSelect": "LabelSelect_Batch",
+       "ChannelwiseOp": "ChannelwiseOp_Batch", "AddStreams": "AddStreams_Batch", "DuplicateStreams": "DuplicateStreams_Batch"}
+V05 = dict(V09, MVAU="StreamingFCLayer_Batch", VVAU="Vector_Vector_Activate_Batch")
+SQUARE = ("IFMDim", "ConvKernelDim", "ImgDim", "PoolDim", "Stride", "Dilation")
+
+
+def finn_generation(proto, generation):
+    """``proto`` (rtlgen's model_hw.onnx) as FINN ``generation`` writes it: "now" (SpecializeLayers:
+    _hls / _rtl in the .hls / .rtl domains), "v0.9" (MatrixVectorActivation, *_Batch, mem_mode const),
+    "v0.5" (StreamingFCLayer_Batch, square dims as one int, domain finn + backend)."""
+    proto = copy.deepcopy(proto)
+    for node in proto.graph.node:
+        base = node.op_type
+        if generation == "now":
+            node.op_type = NOW.get(base, base)
+            suffix = node.op_type[len(base):]
+            node.domain = "finn.custom_op.fpgadataflow" + (".hls" if suffix == "_hls" else ".rtl" if suffix else "")
+            continue
+        node.op_type = (V09 if generation == "v0.9" else V05).get(base, base)
+        node.domain = "finn.custom_op.fpgadataflow" if generation == "v0.9" else "finn"
+        for a in node.attribute:
+            if a.name == "mem_mode" and a.s == b"internal_embedded":
+                a.s = b"const"
+            if generation == "v0.5" and a.name in SQUARE and len(a.ints) == 2 and a.ints[0] == a.ints[1]:
+                value = a.ints[0]
+                a.CopyFrom(helper.make_attribute(a.name, int(value)))
+    return proto
+
+
+def save(proto, path):
+    onnx.save(proto, str(path))
+    return path
+
+
+def finn_mvau_ii(proto):
+    """FINN's MVAU get_exp_cycles, (MH / PE) * (MW / SIMD) * prod(numInputVectors), the slowest node's."""
+    cycles = []
+    for node in proto.graph.node:
+        if node.op_type.startswith(("MVAU", "MatrixVector", "StreamingFCLayer")):
+            a = {x.name: helper.get_attribute_value(x) for x in node.attribute}
+            vecs = a.get("numInputVectors", [1])
+            cycles.append(a["MH"] // a["PE"] * (a["MW"] // a["SIMD"]) * int(np.prod(vecs)))
+    return max(cycles)
+
+
+class Case:
+    """An original QONNX model compiled (OUT1), its model_hw.onnx in one FINN generation compiled (OUT2)."""
+
+    def __init__(self, tmp, model, generation, x):
+        self.model, self.x = model, x
+        self.original = api.compile(model, tmp / "orig", **FAST)
+        base = onnx.load(str(tmp / "orig" / "model_hw.onnx"))
+        self.base_path = save(base, tmp / "model_hw.onnx")
+        self.finn = finn_generation(base, generation)
+        self.path = save(self.finn, tmp / f"model_hw_{generation}.onnx")
+        self.design = api.compile(self.path, tmp / "hw")
+        # the FINN model's input: the original's input codes, in stream order, in the FINN input's shape
+        shape = self.design.io.model_input_shape
+        self.x_hw = self.original.io.input_codes(x).reshape(-1, *shape[1:]).astype(np.float32)
+
+    def check(self, run):
+        """The accelerator's outputs against both goldens."""
+        golden = execute_finn_hw(self.finn, self.x_hw)
+        np.testing.assert_array_equal(run.outputs, golden)
+        ours = self.original.io.output_from_codes(np.asarray(run.outputs).reshape(len(self.x), -1))
+        reference = qonnx_reference(self.model, self.x)
+        rtol = tolerance(self.original.io)
+        scale = np.abs(reference.reshape(len(reference), -1)).max(axis=1).reshape((-1,) + (1,) * (reference.ndim - 1))
+        assert (np.abs(ours - reference) <= rtol * scale).all()
+
+
+@pytest.fixture(scope="module")
+def tfc(tmp_path_factory):
+    images = np.load(MODELS / "mnist_test_1000.npz")["x"][:6]
+    x = (images.astype(np.float32) / 255).reshape(-1, 1, 28, 28)
+    return Case(tmp_path_factory.mktemp("tfc"), MODELS / "TFC_1W1A.onnx", "now", x)
+
+
+@pytest.fixture(scope="module")
+def small_cnn(tmp_path_factory):
+    x = np.random.default_rng(3).normal(size=(4, 1, 8, 8)).astype(np.float32)
+    return Case(tmp_path_factory.mktemp("cnn"), MODELS / "small_cnn.onnx", "v0.5", x)
+
+
+@pytest.mark.parametrize("backpressure", [None, Backpressure(seed=5, valid_prob=0.5, ready_prob=0.5)],
+                         ids=["full-rate", "backpressure"])
+def test_tfc_model_hw_fed_back_equals_finn_semantics_and_qonnx(tfc, backpressure):
+    run = tfc.design.simulate(tfc.x_hw, backpressure=backpressure)
+    tfc.check(run)
+    ii = tfc.design.report["analytic_cycles_per_frame"]
+    assert ii == finn_mvau_ii(tfc.finn) == tfc.original.report["analytic_cycles_per_frame"]
+    if backpressure is None:
+        assert abs(run.cycles_per_frame - ii) <= 0.02 * ii
+
+
+@pytest.mark.parametrize("backpressure", [None, Backpressure(seed=6, valid_prob=0.5, ready_prob=0.5)],
+                         ids=["full-rate", "backpressure"])
+def test_cnn_with_padding_window_pool_in_old_finn_names(small_cnn, backpressure):
+    """FMPadding_Batch, ConvolutionInputGenerator, StreamingFCLayer_Batch, StreamingMaxPool_Batch,
+    GlobalAccPool_Batch, Thresholding_Batch with FINN <= 0.5's scalar dims and mem_mode const."""
+    ops = {n.op_type for n in small_cnn.finn.graph.node}
+    assert {"FMPadding_Batch", "ConvolutionInputGenerator", "StreamingFCLayer_Batch", "StreamingMaxPool_Batch",
+            "GlobalAccPool_Batch", "Thresholding_Batch"} <= ops
+    run = small_cnn.design.simulate(small_cnn.x_hw, backpressure=backpressure)
+    small_cnn.check(run)
+    ii = small_cnn.design.report["analytic_cycles_per_frame"]
+    assert ii == finn_mvau_ii(small_cnn.finn) == small_cnn.original.report["analytic_cycles_per_frame"]
+    if backpressure is None:
+        assert abs(run.cycles_per_frame - ii) <= 0.02 * ii
+
+
+def _graph_summary(path):
+    graph = to_hw(load_model(path), CompileOptions())
+    return [(n.name, n.op_type, n.inputs, n.outputs, dict(n.folding),
+             {k: (v.tolist() if isinstance(v, np.ndarray) else v) for k, v in n.params.items()}) for n in graph.nodes]
+
+
+@pytest.mark.parametrize("generation", ["now", "v0.9", "v0.5"])
+@pytest.mark.parametrize("case", ["tfc", "small_cnn"])
+def test_every_generation_reads_alike(request, case, generation, tmp_path):
+    """The same graph (ops, params, the user's folding) and the same golden outputs from every generation."""
+    c = request.getfixturevalue(case)
+    renamed = save(finn_generation(onnx.load(str(c.base_path)), generation), tmp_path / "m.onnx")
+    assert _graph_summary(renamed) == _graph_summary(c.base_path)
+    np.testing.assert_array_equal(execute_finn_hw(onnx.load(str(renamed)), c.x_hw),
+                                  execute_finn_hw(c.finn, c.x_hw))
+
+
+def test_dwcs_and_fifos_are_ours_and_folding_is_the_users(tfc):
+    folded = [n for n in tfc.design.compiled.nodes]
+    assert [n.op_type for n in folded] == ["MVAU"] * 4
+    finn = {n.name: {a.name: helper.get_attribute_value(a) for a in n.attribute} for n in tfc.finn.graph.node}
+    for node in folded:
+        assert (node.folding["PE"], node.folding["SIMD"]) == (finn[node.name]["PE"], finn[node.name]["SIMD"])
+    assert {n.op_type for n in tfc.design.compiled.chain} >= {"StreamingFIFO", "StreamingDataWidthConverter"}
+
+
+def test_cli_verify_and_inspect(tfc, tmp_path, capsys):
+    x = tmp_path / "x.npy"
+    np.save(x, tfc.x_hw[:2])
+    assert main(["verify", str(tfc.path), "--input", str(x), "--fifo-sizing", "none", "-q"]) == 0
+    assert "bit-exact" in capsys.readouterr().out
+    assert main(["inspect", str(tfc.path), "--json"]) == 0
+    import json
+    info = json.loads(capsys.readouterr().out)
+    assert [n["op_type"] for n in info["nodes"]] == ["MVAU"] * 4
+    assert info["analytic_cycles_per_frame"] == finn_mvau_ii(tfc.finn)
+
+
+# ---- what is refused: one line, exit 2, naming the node and what is legal
+
+def _one_line(capsys, argv):
+    assert main(argv) == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"rtlgen {argv[0]}: error: "), lines
+    return lines[0]
+
+
+def _edit(tfc, tmp_path, change):
+    proto = copy.deepcopy(tfc.finn)
+    change(proto)
+    return str(save(proto, tmp_path / "bad.onnx"))
+
+
+def _attr(node, name, value):
+    for a in node.attribute:
+        if a.name == name:
+            a.CopyFrom(helper.make_attribute(name, value))
+            return
+    node.attribute.append(helper.make_attribute(name, value))
+
+
+def test_unsupported_op_named_with_the_legal_ones(tfc, tmp_path, capsys):
+    def pool(p):
+        p.graph.node[1].op_type = "Pool_hls"
+    line = _one_line(capsys, ["compile", _edit(tfc, tmp_path, pool), "-o", str(tmp_path / "o")])
+    assert "MVAU_0 (Pool_hls) is not supported" in line and "legal FINN hardware ops" in line and "MVAU" in line
+
+
+def test_external_weights_refused(tfc, tmp_path, capsys):
+    line = _one_line(capsys, ["compile", _edit(tfc, tmp_path, lambda p: _attr(p.graph.node[1], "mem_mode", "external")),
+                              "-o", str(tmp_path / "o")])
+    assert "MVAU_0" in line and "mem_mode='external'" in line and "internal_embedded" in line
+
+
+def test_illegal_folding_named(tfc, tmp_path, capsys):
+    line = _one_line(capsys, ["inspect", _edit(tfc, tmp_path, lambda p: _attr(p.graph.node[1], "SIMD", 5))])
+    assert "MVAU_0" in line and "simd=5" in line and "legal simd" in line
+
+
+def test_parent_model_and_host_op_between_layers(tfc, tmp_path, capsys):
+    def parent(p):
+        p.graph.node[1].op_type = "StreamingDataflowPartition"
+    line = _one_line(capsys, ["inspect", _edit(tfc, tmp_path, parent)])
+    assert "StreamingDataflowPartition" in line and "dataflow partition" in line
+
+    def between(p):
+        node = p.graph.node[2]      # the DWC after MVAU_0 becomes a host Identity
+        node.op_type, node.domain = "Identity", ""
+        del node.attribute[:]
+    line = _one_line(capsys, ["inspect", _edit(tfc, tmp_path, between)])
+    assert "sits between FINN hardware layers" in line
+
+
+def test_input_dtype_refused(tfc, capsys):
+    line = _one_line(capsys, ["inspect", str(tfc.path), "--input-dtype", "INT8"])
+    assert "inputDataType" in line
+
+
+# ---- slow: whole networks
+
+@pytest.mark.slow
+def test_cnv_w1a1_model_hw_fed_back(tmp_path):
+    """CNV-w1a1 (SWG, MaxPool, 9 MVAUs), FINN's current names, on CIFAR-10 images."""
+    x = np.load(MODELS / "cifar10_cifar10-test-data-class3.npz")["arr_0"].astype(np.float32)
+    x = np.concatenate([x, x[:, :, ::-1]], axis=0)
+    case = Case(tmp_path, MODELS / "cnv_1w1a_ts_clean.onnx", "now", x)
+    run = case.design.simulate(case.x_hw)
+    case.check(run)
+    assert case.design.report["analytic_cycles_per_frame"] == finn_mvau_ii(case.finn)
+    assert abs(run.cycles_per_frame - finn_mvau_ii(case.finn)) <= 0.02 * finn_mvau_ii(case.finn)
+
+
+@pytest.mark.slow
+def test_residual_block_model_hw_fed_back(tmp_path):
+    """DuplicateStreams, ChannelwiseOp, AddStreams, FMPadding, GlobalAccPool: FINN v0.9 names."""
+    x = np.random.default_rng(4).normal(size=(3, 4, 8, 8)).astype(np.float32)
+    case = Case(tmp_path, MODELS / "branching" / "resnet_block.onnx", "v0.9", x)
+    case.check(case.design.simulate(case.x_hw, backpressure=Backpressure(seed=2, valid_prob=0.6, ready_prob=0.6)))
