@@ -220,6 +220,7 @@ class StreamingDataWidthConverter(StreamLayer):
             m.d.sync += word.eq(Cat(collected, self.i.payload))
         m.d.sync += [count.eq(count_next), valid.eq(valid_next),
                      ready.eq(~((count_next == r - 1) & valid_next))]
+        self.formal_state = dict(collected=collected, count=count, word=word, valid=valid, ready=ready)
         return m
 
     def _down(self):
@@ -243,6 +244,7 @@ class StreamingDataWidthConverter(StreamLayer):
         with m.If(give & ~direct):
             m.d.sync += held.eq(self.i.payload)
         m.d.sync += [held_valid.eq(held_next), ready.eq(~held_next)]
+        self.formal_state = dict(word=word, left=left, held=held, held_valid=held_valid, ready=ready)
         return m
 
     def _general(self):
@@ -268,6 +270,7 @@ class StreamingDataWidthConverter(StreamLayer):
             m.d.sync += [buf.eq(kept | placed[at]), fill.eq(at + iw // step)]
         with m.Else():
             m.d.sync += [buf.eq(kept), fill.eq(at)]
+        self.formal_state = dict(buf=buf, fill=fill, step=step)
         return m
 
 

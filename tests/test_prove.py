@@ -57,11 +57,23 @@ SMALL = {
 }
 
 
-@pytest.mark.parametrize("case", SMALL)
+# One configuration per property kind runs by default (the default suite's budget): the FIFO (order), the
+# width converter (bits), the MVAU (count, stable, reset, frame: a layer with weights and an output FIFO) and a
+# join (two credits); the others under @slow.
+DEFAULT = ("fifo-srl", "dwc-up", "mvau", "addstreams")
+# the nodes whose k-induction closes (sim.formal's invariants tie their registers to the harness's counts)
+PROVEN = {"fifo-srl", "dwc-up", "dwc-down", "dwc-general", "duplicatestreams", "addstreams"}
+
+
+def _params(cases):
+    return [c if c in DEFAULT else pytest.param(c, marks=pytest.mark.slow) for c in cases]
+
+
+@pytest.mark.parametrize("case", _params(SMALL))
 def test_small_configuration_holds(case, tmp_path):
     spec, cls, track = SMALL[case]
     outcome = prove_spec(spec, cls, name=case, track=track, keep=tmp_path)
-    assert outcome.status in ("proven", "bounded"), outcome.line()
+    assert outcome.status == ("proven" if case in PROVEN else "bounded"), outcome.line()
 
 
 # --- mutants ---------------------------------------------------------------------------------------
@@ -78,6 +90,7 @@ class Mutant(wiring.Component):
 
     def __init__(self, inner, kind):
         self.inner, self.kind = inner, kind
+        inner._MustUse__silence = True      # elaborated with the mutant (a probe built for its signature is not)
         members = {n: m for n, m in inner.signature.members.items() if m.is_signature}
         super().__init__(members)
 
@@ -124,24 +137,27 @@ def _mutant(cls, kind):
 
 
 MUTANTS = [
-    # (case, kind, the properties of which one must fail: the solver reports the first it breaks)
-    ("fifo-srl", "drop", "order"),
-    ("fifo-srl", "duplicate", "order count_i_o"),
-    ("fifo-memory", "duplicate", "order count_i_o"),
-    ("fifo-srl", "unstable", "stable_o"),
-    ("fifo-srl", "retract", "stable_o"),
-    ("fifo-srl", "reset", "reset_o"),
-    ("dwc-up", "drop", "bits"),
-    ("dwc-down", "duplicate", "bits count_i_o"),
-    ("mvau", "drop", "frame"),
-    ("mvau", "duplicate", "count_i_o frame"),
-    ("mvau", "unstable", "stable_o"),
-    ("thresholding", "duplicate", "count_i_o frame"),
-    ("labelselect", "drop", "frame"),
+    # (case, kind, the properties of which one must fail: the solver reports the first it breaks, default?)
+    ("fifo-srl", "drop", "order", True),
+    ("fifo-srl", "duplicate", "order count_i_o", False),
+    ("fifo-memory", "duplicate", "order count_i_o", False),
+    ("fifo-srl", "unstable", "stable_o", True),
+    ("fifo-srl", "retract", "stable_o", False),
+    ("fifo-srl", "reset", "reset_o", True),
+    ("dwc-up", "drop", "bits", True),
+    ("dwc-down", "duplicate", "bits count_i_o", False),
+    ("mvau", "drop", "frame", True),
+    ("mvau", "duplicate", "count_i_o frame", True),
+    ("mvau", "unstable", "stable_o", False),
+    ("thresholding", "duplicate", "count_i_o frame", False),
+    ("labelselect", "drop", "frame", False),
+    # a word repeated within a frame's credit: only the live check's exact frame count sees it
+    ("addstreams", "duplicate", "count_i0_o count_i1_o frame", True),
 ]
 
 
-@pytest.mark.parametrize("case,kind,prop", MUTANTS, ids=[f"{c}-{k}" for c, k, _ in MUTANTS])
+@pytest.mark.parametrize("case,kind,prop", [pytest.param(c, k, p, id=f"{c}-{k}", marks=() if d else pytest.mark.slow)
+                                            for c, k, p, d in MUTANTS])
 def test_mutant_fails(case, kind, prop, tmp_path):
     spec, cls, track = SMALL[case]
     outcome = prove_spec(spec, _mutant(cls, kind), name=f"{case}-{kind}", track=track,
@@ -160,8 +176,9 @@ LEAD_FINDINGS = {
 }
 
 
-@pytest.mark.parametrize("case", [pytest.param(c, marks=pytest.mark.xfail(strict=True, reason=r))
-                                  for c, r in LEAD_FINDINGS.items()] + ["mvau", "maxpool", "swg-parallel"])
+@pytest.mark.parametrize("case", [pytest.param(c, marks=[pytest.mark.slow, pytest.mark.xfail(strict=True, reason=r)])
+                                  for c, r in LEAD_FINDINGS.items()]
+                         + [pytest.param(c, marks=pytest.mark.slow) for c in ("mvau", "maxpool", "swg-parallel")])
 def test_lead_words(case, tmp_path):
     spec, cls, track = SMALL[case]
     outcome = prove_spec(spec, cls, name=case, track=track, keep=tmp_path, leads=True)
