@@ -215,3 +215,24 @@ def test_prove_cli_misuse(digits_out, capsys):
     assert len(err) == 1 and "NoSuchNode_0" in err[0] and "legal:" in err[0] and "MVAU_0" in err[0]
     assert main(["prove", str(digits_out / "nowhere")]) == 2
     assert len(capsys.readouterr().err.strip().splitlines()) == 1
+
+
+def test_no_answer_is_a_result_not_an_error(digits_out, tmp_path, capsys, monkeypatch):
+    """A SymbiYosys run that times out makes the node 'unknown' (exit 1, one line saying so); a missing
+    tool is the environment's fault: exit 2, one line naming the tool."""
+    import shutil
+
+    import rtlgen.prove as prove
+    from rtlgen.cli import main
+
+    monkeypatch.setattr(prove, "_cache_path", lambda key: tmp_path / "cache" / f"{key}.json")     # no cached answer
+    assert main(["prove", str(digits_out), "--node", "MVAU_0", "--timeout", "0.01"]) == 1
+    out = capsys.readouterr().out
+    assert "MVAU_0  unknown: timed out after 0.01 s at depth" in out and "1 unknown" in out, out
+    assert not (tmp_path / "cache").exists() or not any((tmp_path / "cache").iterdir())    # not cached
+
+    which = shutil.which
+    monkeypatch.setattr(prove.shutil, "which", lambda t, **kw: None if t == "yowasp-sby" else which(t, **kw))
+    assert main(["prove", str(digits_out), "--node", "MVAU_0"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "yowasp-sby not found" in err[0], err
