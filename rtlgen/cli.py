@@ -826,11 +826,12 @@ def user_errors():
 def main(argv=None):
     import warnings
     from rtlgen.frontend import CompileWarning
+    from sim.stream_io import InputWarning
 
     args = _parse(sys.argv[1:] if argv is None else list(argv))
 
     def show(message, category, *rest, **kwargs):
-        if issubclass(category, CompileWarning):
+        if issubclass(category, (CompileWarning, InputWarning)):
             _warn(args.command, str(message))
         else:
             original(message, category, *rest, **kwargs)
@@ -840,6 +841,7 @@ def main(argv=None):
         warnings.filterwarnings("ignore", module=r"qonnx(\.|$)")
         warnings.filterwarnings("ignore", category=UserWarning, module=r"onnx(\.|$)")
         warnings.simplefilter("always", CompileWarning)
+        warnings.simplefilter("always", InputWarning)
         original, warnings.showwarning = warnings.showwarning, show
         return _run(args)
 

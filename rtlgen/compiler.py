@@ -378,7 +378,7 @@ def _stream_io(model, graph, last=None):
     ends = []
     for t, lanes in ((t_in, first.in_width // in_bits), (t_out, last.out_width // out_bits)):
         ends.append(StreamEnd(t.name, tuple(t.shape), t.dtype, t.scale, lanes, t.kind, t.gain, t.offset,
-                              t.rounding))
+                              t.rounding, t.fixed))
     pre = submodel(model, graph.host_pre, [graph_in], [t_in.name], "host_pre")
     post = submodel(model, graph.host_post, [t_out.name], [graph_out], "host_post")
     return StreamIO(graph_in, tuple(model.get_tensor_shape(graph_in)), graph_out, *ends, pre, post)

@@ -60,6 +60,7 @@ def load_model(path, input_dtype=None):
         _explicit_pads(model)
         model = model.transform(GemmToMatMul())
         model = cleanup_model(model)
+        _fold_quantized_constants(model)
         model = model.transform(InferDataTypes())
         model = model.transform(SortGraph())          # lowering visits nodes in topological order
     except CompileError:
@@ -170,6 +171,31 @@ def _bias_free_gemms_to_matmul(model):
         del node.attribute[:]
 
 
+def _fold_quantized_constants(model):
+    """A Quant of a constant read only by elementwise Add/Sub/Mul/Div (a bias quantized on its own, as
+    QKeras and Brevitas' bias quantizers export it: MatMul -> Add(Quant(bias))) -> its value as an
+    initializer, so the Add is a float op with a constant like any other: it joins the activation after
+    the MatMul, or runs on the host after the last one. Weights keep their Quant: the lowering reads
+    their codes from it."""
+    from qonnx.core.onnx_exec import execute_node
+
+    graph = model.graph
+    opset = next((o.version for o in model.model.opset_import if o.domain in ("", "ai.onnx")), 13)
+    for node in list(graph.node):
+        if node.op_type not in ("Quant", "BipolarQuant") or \
+                any(i and model.get_initializer(i) is None for i in node.input):
+            continue
+        consumers = model.find_consumers(node.output[0]) or []
+        # only a constant added to (or scaling) activations; weights may reach their MatMul through a
+        # Transpose or Reshape, and keep their Quant
+        if not consumers or any(c.op_type not in ("Add", "Sub", "Mul", "Div") for c in consumers):
+            continue
+        context = {i: model.get_initializer(i) for i in node.input if i}
+        execute_node(node, context, graph, opset)
+        model.set_initializer(node.output[0], np.asarray(context[node.output[0]], dtype=np.float32))
+        graph.node.remove(node)
+
+
 def _explicit_pads(model):
     """``auto_pad`` (SAME_UPPER, SAME_LOWER, VALID) of Conv, MaxPool and AveragePool -> the explicit ``pads``
     it stands for, by ONNX's rule: SAME gives ceil(in / stride) outputs, padding ``total = (out - 1) *
@@ -240,9 +266,12 @@ def _annotate_input(model, name):
         dtype = DataType[str(name).upper()]
     except KeyError:
         dtype = None
-    if dtype is None or not dtype.is_integer():
-        raise CompileError(f"--input-dtype {name}: not an integer qonnx DataType; legal: BIPOLAR, BINARY, "
-                           f"TERNARY, UINTn, INTn (n = 1..32)")
+    if dtype is None or not (dtype.is_integer() or dtype.is_fixed_point()):
+        raise CompileError(f"--input-dtype {name}: not an integer or fixed-point qonnx DataType; legal: BIPOLAR, "
+                           f"BINARY, TERNARY, UINTn, INTn (n = 1..32), FIXED<w,i> (w bits, i of them integer "
+                           f"bits with the sign, as hls4ml's ap_fixed<w,i>)")
+    if dtype.is_fixed_point() and not 2 <= dtype.bitwidth() <= 32:
+        raise CompileError(f"--input-dtype {name}: legal widths of FIXED<w,i> are 2..32")
     model.set_tensor_datatype(model.graph.input[0].name, dtype)
     model.transform(InferDataTypes())
 

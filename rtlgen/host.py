@@ -27,6 +27,12 @@ def submodel(model, node_names, inputs, outputs, name):
     def info(tensor):
         return helper.make_tensor_value_info(tensor, TensorProto.FLOAT, model.get_tensor_shape(tensor))
 
+    produced = {o for n in nodes for o in n.output} | init_names | set(inputs)
+    for n in nodes:
+        unknown = [i for i in n.input if i and i not in produced]
+        if unknown:     # it would read zeros: a silently wrong host, so a bug to report, never to run
+            raise ValueError(f"host {name}: node {n.name} ({n.op_type}) reads {unknown[0]}, which neither the "
+                             f"host's nodes nor the model's constants give")
     inner = sorted(used - set(inputs) - set(outputs) - init_names - {""})
     graph = helper.make_graph(nodes, name, [info(t) for t in inputs], [info(t) for t in outputs],
                               initializer=inits, value_info=[info(t) for t in inner])

@@ -112,6 +112,7 @@ class StreamTensor:
                                     # that are not powers of two: equal to scale * code only up to rounding
     bias: np.ndarray = None         # per element: real = scale * code + bias. Only on an integer graph input
                                     # that float ops move before its first MatMul, which absorbs the bias
+    fixed: str = None               # the graph input annotated FIXED<w,i>: the host rounds floats to this grid
     values: np.ndarray = None       # real = values[code - dtype.min()], not scale * code: a residual sum of
                                     # branches whose float scales have no common integer grid; only a
                                     # quantizer (Thresholding) may read it

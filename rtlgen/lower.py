@@ -218,6 +218,9 @@ class _Lowering:
         dtype = model.get_tensor_datatype(name)
         if dtype.is_integer():
             return StreamTensor(name, dtype, 1.0, shape), []
+        if dtype.is_fixed_point():      # --input-dtype FIXED<w,i>: w-bit signed codes at scale 2^-(w-i)
+            codes = DataType[f"INT{dtype.bitwidth()}"]
+            return StreamTensor(name, codes, float(dtype.scale_factor()), shape, fixed=dtype.name), []
         # float input: the host runs everything up to and including the first activation quantizer
         t, pre = name, []
         while True:

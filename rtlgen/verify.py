@@ -141,6 +141,7 @@ def verify_outputs(model_path, x, outputs, io):
         return replace(compare(outputs, finn_reference(model_path, x), rtol=tolerance(io)),
                        reference="FINN's semantics (sim.finn_exec)")
 
+    x = io.on_input_grid(x)         # a fixed-point input: the model run on the values the accelerator gets
     result = compare(outputs, qonnx_reference(model_path, x), rtol=tolerance(io))
     if result.passed:
         return result

@@ -18,9 +18,14 @@ from qonnx.core.datatype import DataType
 
 from memstream.packing import pack_words, unpack_words
 
-__all__ = ["InputError", "StreamEnd", "StreamIO", "input_batch", "run_submodel", "read_outputs", "VERILOG_NAME"]
+__all__ = ["InputError", "InputWarning", "StreamEnd", "StreamIO", "input_batch", "run_submodel", "read_outputs", "VERILOG_NAME"]
 
 VERILOG_NAME = "finn_design_wrapper.v"      # the stitched top (FINN's name) in a compile's OUT
+
+
+class InputWarning(UserWarning):
+    """Something about the input the user should know that does not stop the run (saturated values);
+    the CLI prints it as one ``warning:`` line."""
 
 
 class InputError(ValueError):
@@ -39,6 +44,7 @@ class StreamEnd:
     gain: int = 1           # real = scale * (gain * code + offset)
     offset: int = 0
     rounding: bool = False  # the model computes it in float32 with non-power-of-two scales (see compare)
+    fixed: str = None       # the model input annotated FIXED<w,i>: the host rounds floats onto its grid
 
     @property
     def spatial(self):
@@ -77,12 +83,12 @@ class StreamEnd:
         scale = np.asarray(self.scale, dtype=np.float64)
         return {"tensor": self.tensor, "shape": list(self.shape), "dtype": self.dtype.name,
                 "scale": scale.tolist(), "lanes": self.lanes, "kind": self.kind, "gain": self.gain,
-                "offset": self.offset, "rounding": self.rounding}
+                "offset": self.offset, "rounding": self.rounding, "fixed": self.fixed}
 
     @classmethod
     def from_json(cls, d):
         return cls(d["tensor"], tuple(d["shape"]), DataType[d["dtype"]], d["scale"], d["lanes"], d["kind"],
-                   d["gain"], d["offset"], d.get("rounding", False))
+                   d["gain"], d["offset"], d.get("rounding", False), d.get("fixed"))
 
 
 def input_batch(x, name, shape):
@@ -128,6 +134,8 @@ class StreamIO:
 
     def input_codes(self, x):
         """Model input batch -> (batch, elements) integer codes in stream order."""
+        if self.input.fixed:
+            return self.input.to_stream(self._fixed_codes(self.check_input(x))).astype(np.int64)
         real = run_submodel(self.host_pre, self.check_input(x))
         scale = float(np.asarray(self.input.scale).reshape(-1)[0])
         codes = np.round(real.astype(np.float64) / scale)
@@ -141,6 +149,31 @@ class StreamIO:
             raise InputError(f"input values must lie in {lo}..{hi} ({self.input.dtype.name}), "
                                f"got {codes.min():g}..{codes.max():g}")
         return self.input.to_stream(codes).astype(np.int64)
+
+    def _fixed_codes(self, x):
+        """Float inputs onto the FIXED<w,i> grid, as hls4ml's ap_fixed with AP_RND_CONV and AP_SAT: the
+        nearest grid point (ties to even), values beyond the range saturated (with a warning counting them)."""
+        import warnings
+        scale = float(np.asarray(self.input.scale).reshape(-1)[0])
+        codes = np.round(x.astype(np.float64) / scale)
+        lo, hi = self.input.dtype.min(), self.input.dtype.max()
+        outside = int(((codes < lo) | (codes > hi)).sum())
+        if outside:
+            warnings.warn(InputWarning(f"{outside} of {codes.size} input values lie outside {self.input.fixed} "
+                                       f"({lo * scale:g}..{hi * scale:g}) and were saturated"))
+        return np.clip(codes, lo, hi)
+
+    def on_input_grid(self, x):
+        """``x`` as the accelerator sees it: for a FIXED<w,i> input, rounded and saturated onto the grid
+        (the model's own semantics for an input of that type); otherwise ``x`` itself."""
+        if not self.input.fixed:
+            return x
+        import warnings
+        batch = self.check_input(x)
+        with warnings.catch_warnings():         # input_codes warns once; this is the same conversion
+            warnings.simplefilter("ignore", InputWarning)
+            codes = self._fixed_codes(batch)
+        return (codes * float(np.asarray(self.input.scale).reshape(-1)[0])).astype(np.float32)
 
     def encode(self, x):
         """Model input batch -> list of ``s_axis_0`` words (frames back to back)."""

@@ -240,7 +240,7 @@ def test_input_dtype_annotates_an_unquantized_input(tmp_path, capsys):
                  "--fifo-sizing", "none"]) == 0
     assert "bit-exact: 10 samples" in capsys.readouterr().out
     assert main(["compile", str(path), "-o", str(tmp_path / "b"), "--input-dtype", "FLOAT32"]) == 2
-    assert "--input-dtype FLOAT32: not an integer qonnx DataType" in capsys.readouterr().err
+    assert "--input-dtype FLOAT32: not an integer or fixed-point qonnx DataType" in capsys.readouterr().err
 
 
 # ---------------------------------------------------------------------------------------------- other exporters
