@@ -63,6 +63,23 @@ def finn_generation(proto, generation):
     return proto
 
 
+def binary_form(proto):
+    """FINN's own form of a binarized network (ConvertBipolarMatMulToXnorPopcount): BIPOLAR tensors
+    become BINARY (0 stands for -1), weights 0/1, binaryXnorMode=1; thresholds stay in popcount space."""
+    proto = copy.deepcopy(proto)
+    inits = {i.name: i for i in proto.graph.initializer}
+    for node in proto.graph.node:
+        attrs = {a.name: a for a in node.attribute}
+        for a in node.attribute:
+            if a.type == onnx.AttributeProto.STRING and a.s == b"BIPOLAR":
+                a.s = b"BINARY"
+        if node.op_type == "MVAU" and attrs["weightDataType"].s == b"BINARY":
+            w = inits[node.input[1]]
+            w.CopyFrom(onnx.numpy_helper.from_array((onnx.numpy_helper.to_array(w) + 1) / 2, w.name))
+            attrs["binaryXnorMode"].i = 1
+    return proto
+
+
 def save(proto, path):
     onnx.save(proto, str(path))
     return path
@@ -82,17 +99,19 @@ def finn_mvau_ii(proto):
 class Case:
     """An original QONNX model compiled (OUT1), its model_hw.onnx in one FINN generation compiled (OUT2)."""
 
-    def __init__(self, tmp, model, generation, x):
+    def __init__(self, tmp, model, generation, x, binary=False):
         self.model, self.x = model, x
         self.original = api.compile(model, tmp / "orig", **FAST)
         base = onnx.load(str(tmp / "orig" / "model_hw.onnx"))
         self.base_path = save(base, tmp / "model_hw.onnx")
-        self.finn = finn_generation(base, generation)
+        self.finn = finn_generation(binary_form(base) if binary else base, generation)
         self.path = save(self.finn, tmp / f"model_hw_{generation}.onnx")
         self.design = api.compile(self.path, tmp / "hw")
         # the FINN model's input: the original's input codes, in stream order, in the FINN input's shape
         shape = self.design.io.model_input_shape
         self.x_hw = self.original.io.input_codes(x).reshape(-1, *shape[1:]).astype(np.float32)
+        if binary and self.original.io.input.dtype.name == "BIPOLAR":
+            self.x_hw = (self.x_hw + 1) / 2
 
     def check(self, run):
         """The accelerator's outputs against both goldens."""
@@ -110,6 +129,13 @@ def tfc(tmp_path_factory):
     images = np.load(MODELS / "mnist_test_1000.npz")["x"][:6]
     x = (images.astype(np.float32) / 255).reshape(-1, 1, 28, 28)
     return Case(tmp_path_factory.mktemp("tfc"), MODELS / "TFC_1W1A.onnx", "now", x)
+
+
+@pytest.fixture(scope="module")
+def labelselect(tmp_path_factory):
+    """FINN's end-to-end TFC-w1a1 form: Thresholding, four XNOR MVAUs (BINARY), LabelSelect."""
+    x = np.load(MODELS / "build_dataflow_input.npy")
+    return Case(tmp_path_factory.mktemp("bd"), MODELS / "build_dataflow_model.onnx", "now", x, binary=True)
 
 
 @pytest.fixture(scope="module")
@@ -143,6 +169,17 @@ def test_cnn_with_padding_window_pool_in_old_finn_names(small_cnn, backpressure)
     assert ii == finn_mvau_ii(small_cnn.finn) == small_cnn.original.report["analytic_cycles_per_frame"]
     if backpressure is None:
         assert abs(run.cycles_per_frame - ii) <= 0.02 * ii
+
+
+@pytest.mark.parametrize("backpressure", [None, Backpressure(seed=7, valid_prob=0.5, ready_prob=0.5)],
+                         ids=["full-rate", "backpressure"])
+def test_binary_xnor_form_thresholding_and_labelselect(labelselect, backpressure):
+    ops = [n.op_type for n in labelselect.finn.graph.node if "FIFO" not in n.op_type and "Width" not in n.op_type]
+    assert ops == ["Thresholding_rtl"] + ["MVAU_hls"] * 4 + ["LabelSelect_hls"]
+    assert sum(b"BINARY" in a.s for n in labelselect.finn.graph.node for a in n.attribute) > 4
+    run = labelselect.design.simulate(labelselect.x_hw, backpressure=backpressure)
+    labelselect.check(run)
+    assert labelselect.design.report["analytic_cycles_per_frame"] == finn_mvau_ii(labelselect.finn)
 
 
 def _graph_summary(path):
