@@ -17,6 +17,7 @@ tensor is absorbed by permuting the rows of the MatMul that consumes it.
 """
 
 import copy
+import warnings
 from fractions import Fraction
 
 import numpy as np
@@ -25,7 +26,7 @@ from qonnx.core.datatype import DataType
 
 from layers.datapath import dtype_for_range
 from layers.mvau import MVAUSpec
-from rtlgen.frontend import INPUT_DTYPE_HINT, CompileError, quantizer_output_codes, user_names
+from rtlgen.frontend import INPUT_DTYPE_HINT, CompileError, CompileWarning, quantizer_output_codes, user_names
 from rtlgen.hwgraph import DataflowGraph, HWNode, StreamTensor
 from rtlgen.thresholds import (ELEMENTWISE_OPS, QUANTIZERS, SHAPE_OPS, ActivationChain, channel_directions,
                                derive_thresholds)
@@ -300,10 +301,13 @@ class _Lowering:
         pads = list(attrs.get("pads", [0, 0, 0, 0]))
         strides = tuple(attrs.get("strides", [1, 1]))
         dil = tuple(attrs.get("dilations", [1, 1]))
-        depthwise = group > 1
-        if depthwise and not (group == c == oc and icg == 1):
-            raise CompileError(f"node {node.name} (Conv): group={group} is not supported; legal: 1, or "
-                               f"depthwise (group = input channels = output channels)")
+        depthwise = group > 1 and group == c == oc and icg == 1
+        if group > 1 and not depthwise:
+            codes = _dense_grouped_weights(codes, group, c, node)
+            warnings.warn(CompileWarning(
+                f"node {node.name} (Conv): group={group} of {c} input and {oc} output channels runs as a dense "
+                f"convolution with block-diagonal weights ({group}x its multiply-accumulates; only group=1 and "
+                f"depthwise with one output channel per input channel have their own datapath)"))
         bias = None
         if len(node.input) > 2 and node.input[2]:
             bias = self.model.get_initializer(node.input[2])
@@ -732,7 +736,6 @@ def _order_preserving_factors(a, b, refusal):
     any quantizer of the real sum is a quantizer of the integer sum, with thresholds found from the
     pairs (:func:`_sum_values`). The candidates are the best rational approximations fb/fa of sb/sa
     with growing denominators; ``refusal`` is raised where none up to 2^16 keeps the order."""
-    from fractions import Fraction
     if (int(a.dtype.max()) - int(a.dtype.min()) + 1) * (int(b.dtype.max()) - int(b.dtype.min()) + 1) > MAX_SUM_CHECK:
         raise refusal
     ratio = float(np.float32(b.scale)) / float(np.float32(a.scale))
@@ -816,6 +819,22 @@ def _run_alone(model, node, x):
 def _vvau_spec():
     from layers.vvau import VVAUSpec
     return VVAUSpec
+
+
+def _dense_grouped_weights(codes, group, channels, node):
+    """Weights (OC, C/group, KH, KW) of a grouped convolution as the (OC, C, KH, KW) weights of the dense one
+    that computes the same function: output channel o of group g = o // (OC/group) reads only input
+    channels g*C/group .. (g+1)*C/group - 1; every other weight is 0."""
+    oc, icg, kh, kw = codes.shape
+    if channels % group or oc % group or icg != channels // group:
+        raise CompileError(f"node {node.name} (Conv): group={group} must divide the {channels} input and {oc} "
+                           f"output channels, with weights of {channels // max(group, 1)} input channels per group "
+                           f"(got {icg})")
+    dense = np.zeros((oc, channels, kh, kw), dtype=codes.dtype)
+    per_out = oc // group
+    for g in range(group):
+        dense[g * per_out:(g + 1) * per_out, g * icg:(g + 1) * icg] = codes[g * per_out:(g + 1) * per_out]
+    return dense
 
 
 def _per_channel(scale, channels, node):
