@@ -112,7 +112,10 @@ def _fill_end_shapes(model, path):
         if model.get_tensor_shape(vi.name):
             continue
         touches = is_finn_node(edge)        # no host op between the end and the layer: same shape
-        shape = normal_shapes(node, attrs_of(node))[side]
+        try:
+            shape = normal_shapes(node, attrs_of(node))[side]
+        except KeyError as exc:             # the attributes that give the shape: the user's file lacks one
+            raise CompileError(f"node {node.name} ({node.op_type}): attribute {exc.args[0]} is missing") from None
         if not touches or shape is None:
             raise CompileError(f"{path}: tensor {vi.name} has no shape; legal: a model with the shapes of its "
                                f"input and output (FINN writes them)")
@@ -215,10 +218,15 @@ def _hw_node(m, node, op, data):
         if "weights" not in params:
             raise CompileError(f"{where}: no weights; legal: the weight tensor as an initializer on input 1 "
                                f"(mem_mode {LEGAL_MEM_MODES})")
-    if op == "VVAU":
-        params.setdefault("num_input_vectors", (1,))
     if op == "StreamingMaxPool" and "num_channels" not in params:
         raise CompileError(f"{where}: no NumChannels attribute")
+    fold_fields = set(spec_op.folding.values())
+    missing = [f for f, d in fields.items() if f not in params and f not in fold_fields
+               and d.default is dataclasses.MISSING and d.default_factory is dataclasses.MISSING]
+    if missing:
+        finn = {field: name for name, field in names.items()}
+        raise CompileError(f"{where}: attribute {finn.get(missing[0], missing[0])} is missing; FINN's "
+                           f"{op} needs {', '.join(finn.get(f, f) for f in missing)}")
     folding = {}
     for attr in spec_op.folding:
         if attr in attrs:
@@ -229,7 +237,7 @@ def _hw_node(m, node, op, data):
     hw = HWNode(node.name, op, params, folding, sources=(node.name,), inputs=tuple(data), outputs=outputs)
     try:
         hw.spec()
-    except (ValueError, TypeError, KeyError) as exc:
+    except ValueError as exc:           # the spec's check of the user's attributes (a TypeError is our bug)
         raise CompileError(f"{where}: {str(exc).split(': ', 1)[-1]}") from None
     return hw
 

@@ -300,3 +300,23 @@ def test_residual_block_model_hw_fed_back(tmp_path):
     x = np.random.default_rng(4).normal(size=(3, 4, 8, 8)).astype(np.float32)
     case = Case(tmp_path, MODELS / "branching" / "resnet_block.onnx", "v0.9", x)
     case.check(case.design.simulate(case.x_hw, backpressure=Backpressure(seed=2, valid_prob=0.6, ready_prob=0.6)))
+
+
+@pytest.mark.slow
+def test_depthwise_block_model_hw_fed_back(tmp_path):
+    """VectorVectorActivation after a depthwise ConvolutionInputGenerator, 1x1 windows, a residual
+    AddStreams: FINN v0.9 names."""
+    x = np.random.default_rng(5).normal(size=(3, 4, 8, 8)).astype(np.float32)
+    case = Case(tmp_path, MODELS / "branching" / "mobilenetv2_block.onnx", "v0.9", x)
+    assert "VectorVectorActivation" in {n.op_type for n in case.finn.graph.node}
+    case.check(case.design.simulate(case.x_hw))
+
+
+def test_missing_attribute_named(tfc, tmp_path, capsys):
+    def drop(p):
+        node = p.graph.node[1]
+        keep = [a for a in node.attribute if a.name != "MW"]
+        del node.attribute[:]
+        node.attribute.extend(keep)
+    line = _one_line(capsys, ["inspect", _edit(tfc, tmp_path, drop)])
+    assert "MVAU_0" in line and "attribute MW is missing" in line
