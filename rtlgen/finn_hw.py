@@ -40,7 +40,10 @@ ARRAYS = {"MVAU": ("weights", "thresholds"), "VVAU": ("weights", "thresholds"), 
           "ChannelwiseOp": ("params",)}
 # FINN attribute -> spec field, beyond each Op's finn_names (names that changed across FINN versions)
 EXTRA_NAMES = {"binaryXnorMode": "binary_xnor_mode", "depthwise": "depthwise", "CeilMode": "ceil_mode",
-               "runtime_writeable_weights": "runtime_writeable_weights"}
+               "runtime_writeable_weights": "runtime_writeable_weights", "ElemsPerStream": "channels_per_stream"}
+# attributes whose other values change what the layer computes or how it streams, and their legal values here
+REFUSED = {"dynamic_mode": (0,), "M": (1,)}
+FINN_DEFAULT_FOLDING = {"mem_mode": "internal_decoupled"}     # FINN's default where the file gives none
 TUPLE_FIELDS = {"img_dim", "pool_dim", "ifm_dim", "kernel", "stride", "dilation", "dim", "padding",
                 "num_input_vectors", "channels_per_stream"}
 MAX_HOST_OPSET = 17
@@ -227,10 +230,14 @@ def _hw_node(m, node, op, data):
         finn = {field: name for name, field in names.items()}
         raise CompileError(f"{where}: attribute {finn.get(missing[0], missing[0])} is missing; FINN's "
                            f"{op} needs {', '.join(finn.get(f, f) for f in missing)}")
+    for attr, legal in REFUSED.items():
+        if attr in attrs and attrs[attr] not in legal:
+            raise CompileError(f"{where}: {attr}={attrs[attr]} is not supported; legal: "
+                               f"{', '.join(map(str, legal))}")
     folding = {}
     for attr in spec_op.folding:
-        if attr in attrs:
-            folding[attr] = _folding_value(attr, attrs[attr], where)
+        if attr in attrs or attr in FINN_DEFAULT_FOLDING:
+            folding[attr] = _folding_value(attr, attrs.get(attr, FINN_DEFAULT_FOLDING.get(attr)), where)
     if op == "ConvolutionInputGenerator" and node.op_type.endswith("_rtl") and "parallel_window" not in attrs:
         folding.setdefault("parallel_window", False)
     outputs = tuple(node.output)

@@ -226,7 +226,7 @@ def normal_shapes(node, a):
     if op == "LabelSelect":
         return (*vecs, int(a["Labels"])), (*vecs, int(a["K"]))
     if op == "StreamingConcat":
-        chans = [int(c) for c in a["ChannelsPerStream"]]
+        chans = [int(c) for c in a.get("ElemsPerStream", a.get("ChannelsPerStream"))]
         return (*vecs, chans[0]), (*vecs, sum(chans))
     if "NumChannels" in a:
         c = int(a["NumChannels"])

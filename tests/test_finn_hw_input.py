@@ -320,3 +320,16 @@ def test_missing_attribute_named(tfc, tmp_path, capsys):
         node.attribute.extend(keep)
     line = _one_line(capsys, ["inspect", _edit(tfc, tmp_path, drop)])
     assert "MVAU_0" in line and "attribute MW is missing" in line
+
+
+def test_finn_defaults_and_refused_window_modes(tfc, tmp_path, capsys):
+    """No mem_mode: FINN's default internal_decoupled; an SWG's dynamic_mode / M > 1 are refused by name."""
+    def no_mem_mode(p):
+        node = p.graph.node[1]
+        keep = [a for a in node.attribute if a.name != "mem_mode"]
+        del node.attribute[:]
+        node.attribute.extend(keep)
+    graph = to_hw(load_model(_edit(tfc, tmp_path, no_mem_mode)), CompileOptions())
+    assert graph.nodes[0].folding["mem_mode"] == "internal_decoupled"
+    line = _one_line(capsys, ["inspect", _edit(tfc, tmp_path, lambda p: _attr(p.graph.node[1], "M", 2))])
+    assert "MVAU_0" in line and "M=2 is not supported; legal: 1" in line
