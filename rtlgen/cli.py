@@ -656,7 +656,7 @@ def run_partition_command(args):
 
     import numpy as np
     from rtlgen.frontend import CompileError, load_model
-    from rtlgen.lower import lower
+    from rtlgen.compiler import to_hw
     from rtlgen.optimize import Budget
     from rtlgen.outdir import check_out, replacing
     from rtlgen.partition import PartitionError, partition, write_plan
@@ -679,7 +679,7 @@ def run_partition_command(args):
             raise CompileError(f"--partition {args.partition}: {exc}") from None
         if not isinstance(fixed, dict):
             raise CompileError(f"--partition {args.partition}: must be a JSON object {{node name: device index}}")
-    graph = lower(load_model(args.model))
+    graph = to_hw(load_model(args.model), None)
     try:
         part = partition(graph, args.devices, budget, link_gbps=args.link_gbps, clock_mhz=args.clock_mhz,
                          fixed=fixed, flit_width=args.flit_width, max_packet_bytes=args.max_packet_bytes)

@@ -368,7 +368,7 @@ def _stream_io(model, graph, last=None):
     producer's word widths); the output is ``last``'s when given (the last device of a partition)."""
     if getattr(model, "finn_hw", False):
         from rtlgen.finn_hw import finn_stream_io
-        return finn_stream_io(model, graph)
+        return finn_stream_io(model, graph, last)
     last_graph = last or graph
     node, port = graph.consumers(graph.input)[0]
     first, last = node.spec(), last_graph.producer(last_graph.output)[0].spec()

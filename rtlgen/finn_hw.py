@@ -283,8 +283,9 @@ def _folding_value(attr, value, where):
 
 # ------------------------------------------------------------------------------------------ host side
 
-def finn_stream_io(model, graph):
-    """The :class:`sim.stream_io.StreamIO` of a compiled FINN hardware-layer model: the model's tensors
+def finn_stream_io(model, graph, last=None):
+    """The :class:`sim.stream_io.StreamIO` of a compiled FINN hardware-layer model (``last``: the last
+    device's graph of a partition): the model's tensors
     are FINN's (NHWC feature maps, integer values at scale 1), streamed in their row-major order; host
     ops before and after run through qonnx. A 4D end is flattened on the host (a Reshape), so the
     stream order is FINN's NHWC order, not the NCHW -> NHWC transpose of a QONNX model's ends."""
@@ -296,10 +297,11 @@ def finn_stream_io(model, graph):
         if imp.domain in ("", "ai.onnx"):   # which onnxruntime may not run yet; the host ops are old ones
             imp.version = min(imp.version, MAX_HOST_OPSET)
     graph_in, graph_out = m.graph.input[0].name, m.graph.output[0].name
-    t_in, t_out = graph.tensors[graph.input], graph.tensors[graph.output]
-    leaving = graph.output
+    last_graph = last or graph              # a partition: its last device's graph writes the output
+    t_in, t_out = graph.tensors[graph.input], last_graph.tensors[last_graph.output]
+    leaving = last_graph.output
     node, _ = graph.consumers(graph.input)[0]
-    first, last = node.spec(), graph.producer(graph.output)[0].spec()
+    first, last = node.spec(), last_graph.producer(last_graph.output)[0].spec()
     pre_nodes, post_nodes = list(graph.host_pre), list(graph.host_post)
     ends = []
     pre_out, post_in = t_in.name, leaving
