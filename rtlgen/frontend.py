@@ -48,6 +48,7 @@ def load_model(path, input_dtype=None):
     except Exception as exc:                      # onnx raises DecodeError, OSError... on bad files
         raise CompileError(f"{path}: not a valid ONNX model ({_first_line(exc)})") from None
     _initializers_are_not_inputs(proto)
+    _multithreshold_out_dtypes(proto)
     from rtlgen.finn_hw import is_finn_hw, load_finn_hw
     if is_finn_hw(proto):                         # FINN's hardware-layer ONNX: no qonnx cleanup (rtlgen.finn_hw)
         return load_finn_hw(proto, path, input_dtype)
@@ -235,6 +236,35 @@ def _explicit_pads(model):
         keep = [a for a in node.attribute if a.name not in ("auto_pad", "pads")]
         del node.attribute[:]
         node.attribute.extend(keep + [onnx.helper.make_attribute("pads", begin + end)])
+
+
+def _multithreshold_out_dtypes(proto):
+    """Older FINN models write MultiThreshold without ``out_dtype``, which qonnx now requires: the type its
+    outputs have, from its thresholds (n per channel: counts 0..n) and ``out_bias`` (the count moved by it;
+    ``out_scale`` 1), or BIPOLAR for FINN's one-threshold bipolar form (out_scale 2, out_bias -1)."""
+    from onnx import numpy_helper
+    from qonnx.core.datatype import DataType
+
+    from layers.datapath import dtype_for_range
+    inits = {i.name: i for i in proto.graph.initializer}
+    for node in proto.graph.node:
+        if node.op_type != "MultiThreshold" or any(a.name == "out_dtype" for a in node.attribute):
+            continue
+        attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
+        scale, bias = float(attrs.get("out_scale", 1.0)), float(attrs.get("out_bias", 0.0))
+        thresholds = inits.get(node.input[1]) if len(node.input) > 1 else None
+        if thresholds is None:
+            raise CompileError(f"node {node.name} (MultiThreshold): its thresholds {node.input[1:2]} must be a "
+                               f"constant")
+        levels = int(numpy_helper.to_array(thresholds).shape[-1])
+        if levels == 1 and scale == 2.0 and bias == -1.0:
+            dtype = DataType["BIPOLAR"]
+        elif scale == 1.0 and bias == int(bias):
+            dtype = dtype_for_range(int(bias), int(bias) + levels)
+        else:
+            raise CompileError(f"node {node.name} (MultiThreshold) has no out_dtype, and out_scale {scale:g} with "
+                               f"out_bias {bias:g} give no integer type; add the out_dtype attribute")
+        node.attribute.append(onnx.helper.make_attribute("out_dtype", dtype.name))
 
 
 def _spatial_means_to_global_pool(model):

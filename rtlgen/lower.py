@@ -18,6 +18,7 @@ tensor is absorbed by permuting the rows of the MatMul that consumes it.
 
 import copy
 import warnings
+from dataclasses import dataclass
 from fractions import Fraction
 
 import numpy as np
@@ -237,9 +238,11 @@ class _Lowering:
                                    f"input is not the output of a Quant, BipolarQuant or MultiThreshold; "
                                    f"{INPUT_DTYPE_HINT}")
             if node.op_type in QUANTIZERS:
-                dtype, scale, _, _ = quantizer_output_codes(model, node)
-                out = node.output[0]
-                return StreamTensor(out, dtype, scale, tuple(model.get_tensor_shape(out))), pre
+                dtype, scale, qmin, levels = quantizer_output_codes(model, node)
+                shift = self._shift_after(node, dtype, scale, qmin, levels)
+                pre.extend(shift.names)
+                return StreamTensor(shift.tensor, shift.dtype, shift.scale,
+                                    tuple(model.get_tensor_shape(shift.tensor))), pre
             t = node.output[0]
 
     # ---- layers ----
@@ -372,11 +375,12 @@ class _Lowering:
                                        0 if bipolar else qmin, levels) if not bipolar else \
             derive_thresholds(lambda acc: (codes_of(acc, sign.astype(np.float64)) + 1) // 2, hlo, hhi, channels,
                               0, 1)
-        params = dict(flipped, thresholds=thresholds, output_dtype=dtype, act_val=0 if bipolar else qmin)
+        shift = self._shift_after(quantizer, dtype, s_out, qmin, levels)
+        params = dict(flipped, thresholds=thresholds, output_dtype=shift.dtype,
+                      act_val=0 if bipolar else shift.qmin)
         params.pop("pe"), params.pop("simd")
-        self._add(op_type, params, [node] + chain_nodes + [quantizer])
-        q_out = quantizer.output[0]
-        return StreamTensor(q_out, dtype, s_out, tuple(model.get_tensor_shape(q_out)))
+        self._add(op_type, params, [node] + chain_nodes + [quantizer] + shift.nodes)
+        return StreamTensor(shift.tensor, shift.dtype, shift.scale, tuple(model.get_tensor_shape(shift.tensor)))
 
     def _no_activation(self, t, node, op_type, base, wscale, out_name, out_shape, lo, hi, bias, odt=None):
         if bias is not None:
@@ -562,10 +566,11 @@ class _Lowering:
                                f"layer needs a non-decreasing one")
         thresholds = derive_thresholds(codes_of, lo, hi, eval_channels, 0 if bipolar else qmin, levels)
         vecs = (1, *out_shape[2:]) if spatial else (1,)
-        self._add("Thresholding", dict(num_channels=channels, input_dtype=t.dtype, output_dtype=dtype,
-                                       thresholds=thresholds, act_val=0 if bipolar else qmin,
-                                       num_input_vectors=vecs), chain_nodes + [quantizer])
-        return StreamTensor(q_out, dtype, s_out, out_shape)
+        shift = self._shift_after(quantizer, dtype, s_out, qmin, levels)
+        self._add("Thresholding", dict(num_channels=channels, input_dtype=t.dtype, output_dtype=shift.dtype,
+                                       thresholds=thresholds, act_val=0 if bipolar else shift.qmin,
+                                       num_input_vectors=vecs), chain_nodes + [quantizer] + shift.nodes)
+        return StreamTensor(shift.tensor, shift.dtype, shift.scale, out_shape)
 
     # ---- joins: residual sums and concatenations ----
     def _join_add(self, node):
@@ -680,9 +685,53 @@ class _Lowering:
                 return nodes, None, None
             node = consumers[0]
 
+    def _shift_after(self, quantizer, dtype, scale, qmin, levels):
+        """The quantizer's output moved by scalar Add/Sub and scaled by positive scalar Mul/Div right after it
+        (FINN's QONNX->FINN conversion writes a signed activation as MultiThreshold -> Add -> Mul): still
+        ``scale' * code'`` with integer codes, so the quantizer's layer emits the moved codes (its ActVal)
+        and no hardware is added. An Add that is not a whole number of steps, or a Mul that is not
+        positive, ends the walk (those nodes are then what they were before)."""
+        model, tensor, names, nodes = self.model, quantizer.output[0], [], []
+        shift = 0
+        while dtype != DataType["BIPOLAR"] and tensor not in self._graph_outputs():
+            consumers = model.find_consumers(tensor) or []
+            if len(consumers) != 1 or consumers[0].op_type not in ("Add", "Sub", "Mul", "Div"):
+                break
+            node = consumers[0]
+            others = [i for i in node.input if i != tensor]
+            const = model.get_initializer(others[0]) if len(others) == 1 else None
+            if const is None or np.size(const) != 1 or (node.op_type in ("Sub", "Div") and node.input[0] != tensor):
+                break
+            c = float(np.asarray(const).reshape(-1)[0])
+            if node.op_type in ("Add", "Sub"):
+                steps = (c if node.op_type == "Add" else -c) / scale
+                if steps != round(steps):
+                    break
+                shift += int(round(steps))
+            elif c <= 0:
+                break
+            else:
+                scale = scale * c if node.op_type == "Mul" else scale / c
+            names.append(node.name)
+            nodes.append(node)
+            tensor = node.output[0]
+        if shift:
+            dtype = dtype_for_range(qmin + shift, qmin + shift + levels)
+        return _Shifted(tensor, dtype, float(scale), qmin + shift, names, nodes)
+
     def _absorbable(self, node):
         """An elementwise node whose other inputs are constants (not a second stream: that is a join)."""
         return all(self.model.get_initializer(i) is not None for i in node.input[1:] if i)
+
+
+@dataclass
+class _Shifted:
+    tensor: str             # the model tensor the codes now stand for
+    dtype: DataType
+    scale: float
+    qmin: int               # the code of the lowest level (the layer's ActVal)
+    names: list             # the absorbed nodes' names, and the nodes
+    nodes: list
 
 
 def _prune(graph):
