@@ -62,6 +62,7 @@ def load_model(path, input_dtype=None):
         model = model.transform(GemmToMatMul())
         model = cleanup_model(model)
         _fold_quantized_constants(model)
+        _unquantized_conv_bias_to_add(model)
         model = model.transform(InferDataTypes())
         model = model.transform(SortGraph())          # lowering visits nodes in topological order
     except CompileError:
@@ -195,6 +196,45 @@ def _fold_quantized_constants(model):
         execute_node(node, context, graph, opset)
         model.set_initializer(node.output[0], np.asarray(context[node.output[0]], dtype=np.float32))
         graph.node.remove(node)
+
+
+def _unquantized_conv_bias_to_add(model):
+    """A Conv with a bias whose output reaches no quantizer (a float last layer: a classifier or
+    segmentation head) -> the Conv without it and an Add of the bias, which then runs on the host after
+    the accelerator's accumulators, as a MatMul's float bias does. With a quantizer after it, the bias
+    stays: the activation's thresholds absorb it. (A separate float32 Add rounds once more than
+    onnxruntime's Conv with a bias: verify's exact semantics add it afterwards too, and name ties.)"""
+    from onnx import helper
+
+    quantizers = {"Quant", "BipolarQuant", "MultiThreshold", "Trunc"}
+    graph = model.graph
+    for node in list(graph.node):
+        if node.op_type != "Conv" or len(node.input) < 3 or not node.input[2]:
+            continue
+        bias = model.get_initializer(node.input[2])
+        if bias is None or _reaches(model, node.output[0], quantizers):
+            continue
+        shaped = model.make_new_valueinfo_name()
+        model.set_initializer(shaped, np.asarray(bias, dtype=np.float32).reshape(1, -1, 1, 1))
+        summed, out = model.make_new_valueinfo_name(), node.output[0]
+        model.set_tensor_shape(summed, model.get_tensor_shape(out))
+        node.output[0] = summed
+        del node.input[2]
+        graph.node.insert(list(graph.node).index(node) + 1,
+                          helper.make_node("Add", [summed, shaped], [out], name=f"{node.name}_bias"))
+
+
+def _reaches(model, tensor, op_types):
+    """Whether a node of ``op_types`` reads ``tensor`` or anything computed from it."""
+    seen, todo = set(), [tensor]
+    while todo:
+        for node in model.find_consumers(todo.pop()) or []:
+            if node.op_type in op_types:
+                return True
+            if node.name not in seen:
+                seen.add(node.name)
+                todo.extend(node.output)
+    return False
 
 
 def _explicit_pads(model):
