@@ -110,6 +110,8 @@ def _fill_end_shapes(model, path):
     the normal (NHWC) shapes of the first and last FINN nodes."""
     nodes = list(model.graph.node)
     layers = [n for n in nodes if is_finn_node(n) and canonical(n.op_type) not in DROPPED]
+    if not layers:
+        raise CompileError(f"{path}: no FINN hardware layer besides DWCs and FIFOs; legal: {', '.join(ACCEPTED)}")
     ends = ((model.graph.input[0], layers[0], 0, nodes[0]), (model.graph.output[0], layers[-1], 1, nodes[-1]))
     for vi, node, side, edge in ends:
         if model.get_tensor_shape(vi.name):
