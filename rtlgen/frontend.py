@@ -36,6 +36,7 @@ def load_model(path, input_dtype=None):
     from qonnx.transformation.infer_datatypes import InferDataTypes
     from qonnx.util.cleanup import cleanup_model
 
+    from rtlgen.channels_last import is_channels_last, to_channels_first
     path = Path(path)
     if path.is_dir():
         raise CompileError(f"{path}: is a directory; give the model's .onnx file")
@@ -56,6 +57,8 @@ def load_model(path, input_dtype=None):
     originals = _mark_node_names(proto)
     try:
         model = cleanup_model(ModelWrapper(proto))
+        if is_channels_last(model):
+            model = cleanup_model(to_channels_first(model))
         _bias_free_gemms_to_matmul(model)
         _spatial_means_to_global_pool(model)
         _explicit_pads(model)
