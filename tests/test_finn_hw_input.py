@@ -63,6 +63,32 @@ def finn_generation(proto, generation):
     return proto
 
 
+FINN_BOOKKEEPING = {"exec_mode": "rtlsim", "code_gen_dir_ipgen": "/tmp/finn_dev/code_gen_ipgen_x", "ipgen_path": "",
+                    "ip_path": "", "ip_vlnv": "", "rtlsim_trace": "", "res_estimate": "", "cycles_estimate": 64,
+                    "preferred_impl_style": "", "inFIFODepths": [2], "outFIFODepths": [2], "accDataType": "INT32",
+                    "partition_id": 0, "device_id": 0, "slr": -1, "mem_port": ""}
+
+
+def as_finn_writes_it(proto):
+    """``proto`` with what FINN's files carry besides the layers: bookkeeping attributes on every node,
+    tensor shapes (NHWC) and FINN datatype annotations on the graph's ends."""
+    from qonnx.core.modelwrapper import ModelWrapper
+    from sim.finn_exec import attrs_of, normal_shapes
+
+    proto = copy.deepcopy(proto)
+    for node in proto.graph.node:
+        names = {a.name for a in node.attribute}
+        node.attribute.extend(helper.make_attribute(k, v) for k, v in FINN_BOOKKEEPING.items() if k not in names)
+    model = ModelWrapper(proto)
+    layers = [n for n in proto.graph.node if "FIFO" not in n.op_type and "Width" not in n.op_type]
+    for tensor, node, side in ((proto.graph.input[0].name, layers[0], 0), (proto.graph.output[0].name, layers[-1], 1)):
+        a = attrs_of(node)
+        model.set_tensor_shape(tensor, list(normal_shapes(node, a)[side]))
+        model.set_tensor_datatype(tensor, __import__("qonnx.core.datatype", fromlist=["DataType"]).DataType[
+            a.get("inputDataType", a.get("dataType")) if side == 0 else a["outputDataType"]])
+    return model.model
+
+
 def binary_form(proto):
     """FINN's own form of a binarized network (ConvertBipolarMatMulToXnorPopcount): BIPOLAR tensors
     become BINARY (0 stands for -1), weights 0/1, binaryXnorMode=1; thresholds stay in popcount space."""
@@ -195,6 +221,8 @@ def test_every_generation_reads_alike(request, case, generation, tmp_path):
     c = request.getfixturevalue(case)
     renamed = save(finn_generation(onnx.load(str(c.base_path)), generation), tmp_path / "m.onnx")
     assert _graph_summary(renamed) == _graph_summary(c.base_path)
+    written = save(as_finn_writes_it(onnx.load(str(renamed))), tmp_path / "finn.onnx")
+    assert _graph_summary(written) == _graph_summary(c.base_path)
     np.testing.assert_array_equal(execute_finn_hw(onnx.load(str(renamed)), c.x_hw),
                                   execute_finn_hw(c.finn, c.x_hw))
 
@@ -333,3 +361,12 @@ def test_finn_defaults_and_refused_window_modes(tfc, tmp_path, capsys):
     assert graph.nodes[0].folding["mem_mode"] == "internal_decoupled"
     line = _one_line(capsys, ["inspect", _edit(tfc, tmp_path, lambda p: _attr(p.graph.node[1], "M", 2))])
     assert "MVAU_0" in line and "M=2 is not supported; legal: 1" in line
+
+
+@pytest.mark.slow
+def test_concat_model_hw_fed_back(tmp_path):
+    """StreamingConcat of two branches (DuplicateStreams, FMPadding, windows), FINN's current names."""
+    x = np.random.default_rng(6).normal(size=(3, 4, 8, 8)).astype(np.float32)
+    case = Case(tmp_path, MODELS / "branching" / "concat_net.onnx", "now", x)
+    assert "StreamingConcat" in {n.op_type for n in case.finn.graph.node}
+    case.check(case.design.simulate(case.x_hw, backpressure=Backpressure(seed=3, valid_prob=0.6, ready_prob=0.6)))
