@@ -47,6 +47,7 @@ FINN_DEFAULT_FOLDING = {"mem_mode": "internal_decoupled"}     # FINN's default w
 TUPLE_FIELDS = {"img_dim", "pool_dim", "ifm_dim", "kernel", "stride", "dilation", "dim", "padding",
                 "num_input_vectors", "channels_per_stream"}
 MAX_HOST_OPSET = 17
+INTEGER_HOST_OPS = {"TopK", "ArgMax", "ArgMin", "Cast"}     # int64 outputs: rtlgen's host models carry float
 LEGAL_MEM_MODES = "internal_embedded, internal_decoupled (const, decoupled in older FINN)"
 
 
@@ -86,6 +87,11 @@ def load_finn_hw(proto, path, input_dtype=None):
     if len(graph.input) != 1 or len(graph.output) != 1:
         raise CompileError(f"{path}: the model must have one input and one output, not {len(graph.input)} and "
                            f"{len(graph.output)}")
+    names = [n.name for n in graph.node]
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise CompileError(f"{path}: node name {twice[0]!r} is used by {names.count(twice[0])} nodes; legal: unique "
+                           f"node names (FINN's GiveUniqueNodeNames)")
     for node in graph.node:
         if node.op_type == "StreamingDataflowPartition":
             raise CompileError(f"{path}: node {node.name} (StreamingDataflowPartition) is FINN's parent model; give "
@@ -153,6 +159,12 @@ def lower_finn_hw(model):
         nodes.append(_hw_node(m, node, op, data))
     if not nodes:
         raise CompileError(f"{model.path}: no FINN hardware layer besides DWCs and FIFOs")
+    for name in host_post:
+        op = _op(m, name)
+        if op in INTEGER_HOST_OPS:
+            raise CompileError(f"node {name} ({op}) after the hardware layers: the host runs float ops only; legal: "
+                               f"FINN's LabelSelect layer in place of a final TopK (FINN's InferLabelSelectLayer), "
+                               f"or elementwise float ops (Mul, Add ...)")
     first_in = nodes[0].inputs[0]
     last = nodes[-1]
     out = last.outputs[0]
@@ -301,7 +313,7 @@ def finn_stream_io(model, graph, last=None):
     graph_in, graph_out = m.graph.input[0].name, m.graph.output[0].name
     last_graph = last or graph              # a partition: its last device's graph writes the output
     t_in, t_out = graph.tensors[graph.input], last_graph.tensors[last_graph.output]
-    leaving = last_graph.output
+    leaving = t_out.name                    # the model's tensor (the stitched graph's output is a FIFO's)
     node, _ = graph.consumers(graph.input)[0]
     first, last = node.spec(), last_graph.producer(last_graph.output)[0].spec()
     pre_nodes, post_nodes = list(graph.host_pre), list(graph.host_post)
@@ -329,8 +341,6 @@ def finn_stream_io(model, graph, last=None):
             shape = flat
         if not m.get_tensor_shape(t.name):
             m.set_tensor_shape(t.name, list(t.shape))
-        if leaving != t.name and not m.get_tensor_shape(leaving):
-            m.set_tensor_shape(leaving, list(t.shape))
         ends.append(StreamEnd(pre_out if side == "in" else post_in, shape, t.dtype, 1.0, lanes))
     pre = submodel(m, pre_nodes, [graph_in], [pre_out], "host_pre") if pre_nodes else None
     post = submodel(m, post_nodes, [post_in], [graph_out], "host_post") if post_nodes else None

@@ -19,7 +19,7 @@ those semantics alone (it shares no code with the hardware layers in ``layers`` 
 - StreamingDataWidthConverter, StreamingFIFO: the identity.
 
 Nodes outside FINN's fpgadataflow domains (the host's Transpose, Mul, TopK ... around a dataflow
-partition) run through qonnx's ``execute_node``.
+partition) run through onnx's reference evaluator (qonnx's custom ops through qonnx).
 """
 
 import numpy as np
@@ -268,9 +268,12 @@ def execute_finn_hw(model, x):
 
 
 def _host_node(node, context, proto):
-    """A standard ONNX / qonnx node, through qonnx's execute_node."""
-    from qonnx.core.modelwrapper import ModelWrapper
-    from qonnx.core.onnx_exec import execute_node
-
-    opset = next((o.version for o in proto.opset_import if o.domain in ("", "ai.onnx")), 11)
-    execute_node(node, context, ModelWrapper(proto).graph, opset_version=opset)
+    """A standard ONNX node through onnx's reference evaluator (no shapes needed); a qonnx custom op
+    (MultiThreshold ...) through qonnx's own execute_node."""
+    if node.domain in ("", "ai.onnx"):
+        from onnx.reference import ReferenceEvaluator
+        outs = ReferenceEvaluator(node).run(None, {i: context[i] for i in node.input if i})
+        context.update(zip(node.output, outs))
+        return
+    from qonnx.custom_op.registry import getCustomOp
+    getCustomOp(node).execute_node(context, proto.graph)

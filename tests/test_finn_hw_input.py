@@ -370,3 +370,68 @@ def test_concat_model_hw_fed_back(tmp_path):
     case = Case(tmp_path, MODELS / "branching" / "concat_net.onnx", "now", x)
     assert "StreamingConcat" in {n.op_type for n in case.finn.graph.node}
     case.check(case.design.simulate(case.x_hw, backpressure=Backpressure(seed=3, valid_prob=0.6, ready_prob=0.6)))
+
+
+def _with_host_ops(proto, pre, post, new_input=None):
+    """``proto`` with standard ONNX nodes ``pre`` before its first node (reading the new graph input
+    ``new_input`` = (name, shape)) and ``post`` after its last; ``post`` ends in ``final`` (int64)."""
+    proto = copy.deepcopy(proto)
+    graph = proto.graph
+    old_in, old_out = graph.input[0].name, graph.output[0].name
+    for node in reversed(pre):
+        graph.node.insert(0, node)
+    graph.node.extend(post)
+    if new_input is not None:
+        del graph.input[:]
+        graph.input.append(helper.make_tensor_value_info(new_input[0], onnx.TensorProto.FLOAT, new_input[1]))
+    if post:
+        del graph.output[:]
+        graph.output.append(helper.make_tensor_value_info(post[-1].output[0], onnx.TensorProto.INT64, None))
+    return proto
+
+
+def test_host_ops_before_and_after_run_on_the_host(tfc, small_cnn, tmp_path):
+    """A Mul/Add before and a Mul after the layers (as FINN leaves them outside the dataflow
+    partition), and a Transpose NCHW -> NHWC before a CNN: compiled, run, equal to the executors."""
+    p = _with_host_ops(tfc.finn, [helper.make_node("Mul", ["x01", "two"], ["x02"], name="Mul_host"),
+                                  helper.make_node("Add", ["x02", "minus1"], ["global_in"], name="Add_host")],
+                       [helper.make_node("Mul", ["global_out", "half"], ["y"], name="Scale_host")],
+                       ("x01", [1, 784]))
+    p.graph.initializer.extend([onnx.numpy_helper.from_array(np.array(2.0, np.float32), "two"),
+                                onnx.numpy_helper.from_array(np.array(-1.0, np.float32), "minus1"),
+                                onnx.numpy_helper.from_array(np.array(0.5, np.float32), "half")])
+    del p.graph.output[:]
+    p.graph.output.append(helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [1, 10]))
+    for imp in p.opset_import:
+        if imp.domain == "":
+            imp.version = 13
+    design = api.compile(save(p, tmp_path / "tfc_host.onnx"), tmp_path / "o1", **FAST)
+    assert design.io.host_pre is not None and design.io.host_post is not None
+    x01 = (tfc.x_hw + 1) / 2
+    run = design.simulate(x01)
+    np.testing.assert_array_equal(run.outputs, execute_finn_hw(p, x01))
+    assert run.outputs.shape == (len(x01), 10)
+
+    n, h, w, c = (len(small_cnn.x_hw), *small_cnn.x_hw.shape[1:])
+    first = next(node for node in small_cnn.finn.graph.node if "FIFO" not in node.op_type)
+    q = _with_host_ops(small_cnn.finn, [helper.make_node("Transpose", ["x_nchw"], [small_cnn.finn.graph.input[0].name],
+                                                         name="Transpose_host", perm=[0, 2, 3, 1])], [],
+                       ("x_nchw", [1, c, h, w]))
+    for imp in q.opset_import:
+        if imp.domain == "":
+            imp.version = 13
+    design = api.compile(save(q, tmp_path / "cnn_host.onnx"), tmp_path / "o2", **FAST)
+    x_nchw = small_cnn.x_hw.transpose(0, 3, 1, 2)
+    run = design.simulate(x_nchw)
+    np.testing.assert_array_equal(run.outputs, execute_finn_hw(q, x_nchw))
+    small_cnn.check(run)            # and still qonnx's answer on the original model
+    assert first is not None
+
+
+def test_integer_host_op_after_refused(tfc, tmp_path, capsys):
+    p = _with_host_ops(tfc.finn, [], [helper.make_node("TopK", ["global_out", "k"], ["v", "i"], name="TopK_host", axis=-1)])
+    p.graph.initializer.append(onnx.numpy_helper.from_array(np.array([1], np.int64), "k"))
+    del p.graph.output[:]
+    p.graph.output.append(helper.make_tensor_value_info("i", onnx.TensorProto.INT64, [1, 1]))
+    line = _one_line(capsys, ["inspect", str(save(p, tmp_path / "topk.onnx"))])
+    assert "TopK_host (TopK)" in line and "LabelSelect" in line
