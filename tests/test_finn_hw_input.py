@@ -435,3 +435,19 @@ def test_integer_host_op_after_refused(tfc, tmp_path, capsys):
     p.graph.output.append(helper.make_tensor_value_info("i", onnx.TensorProto.INT64, [1, 1]))
     line = _one_line(capsys, ["inspect", str(save(p, tmp_path / "topk.onnx"))])
     assert "TopK_host (TopK)" in line and "LabelSelect" in line
+
+
+def test_folding_options_still_refold(tfc, tmp_path):
+    """The file's folding is kept by default; --folding (FINN's JSON, by the file's node names) and
+    --target-fps override it."""
+    import json
+    from rtlgen.compiler import fold
+    model = load_model(tfc.path)
+    kept = fold(to_hw(model, None), CompileOptions())
+    assert [n.folding["PE"] for n in kept.nodes] == [n.folding["PE"] for n in tfc.design.compiled.nodes]
+    folding = tmp_path / "fold.json"
+    folding.write_text(json.dumps({"MVAU_0": {"PE": 4, "SIMD": 28}}))
+    refolded = fold(to_hw(model, None), CompileOptions(folding=str(folding)))
+    assert refolded.node("MVAU_0").spec().exp_cycles == 64 // 4 * (784 // 28)
+    slow = fold(to_hw(model, None), CompileOptions(target_fps=1000))
+    assert max(n.spec().exp_cycles for n in slow.nodes) > max(n.spec().exp_cycles for n in kept.nodes)
