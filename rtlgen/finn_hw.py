@@ -44,7 +44,7 @@ EXTRA_NAMES = {"binaryXnorMode": "binary_xnor_mode", "depthwise": "depthwise", "
 # attributes whose other values change what the layer computes or how it streams, and their legal values here
 REFUSED = {"dynamic_mode": (0,), "M": (1,)}
 FINN_DEFAULT_FOLDING = {"mem_mode": "internal_decoupled"}     # FINN's default where the file gives none
-TUPLE_FIELDS = {"img_dim", "pool_dim", "ifm_dim", "kernel", "stride", "dilation", "dim", "padding",
+TUPLE_FIELDS = {"img_dim", "pool_dim", "ifm_dim", "ofm_dim", "kernel", "stride", "dilation", "dim", "padding",
                 "num_input_vectors", "channels_per_stream"}
 MAX_HOST_OPSET = 17
 INTEGER_HOST_OPS = {"TopK", "ArgMax", "ArgMin", "Cast"}     # int64 outputs: rtlgen's host models carry float
@@ -235,6 +235,8 @@ def _hw_node(m, node, op, data):
         if "weights" not in params:
             raise CompileError(f"{where}: no weights; legal: the weight tensor as an initializer on input 1 "
                                f"(mem_mode {LEGAL_MEM_MODES})")
+    if op == "UpsampleNearestNeighbour" and attrs.get("DimMode", 0) == 1:      # 1D: H only, W = 1
+        params["ifm_dim"], params["ofm_dim"] = (params["ifm_dim"][0], 1), (params["ofm_dim"][0], 1)
     if op == "StreamingMaxPool" and "num_channels" not in params:
         raise CompileError(f"{where}: no NumChannels attribute")
     fold_fields = set(spec_op.folding.values())
@@ -274,7 +276,7 @@ def _value(field, value, where, finn):
         return bool(value)
     if field in TUPLE_FIELDS:
         v = list(value) if isinstance(value, (list, tuple)) else [value]
-        if field in ("img_dim", "pool_dim", "ifm_dim", "kernel", "stride", "dilation", "dim") and len(v) == 1:
+        if field in ("img_dim", "pool_dim", "ifm_dim", "ofm_dim", "kernel", "stride", "dilation", "dim") and len(v) == 1:
             v = v * 2                           # older FINN: one int for a square
         return tuple(int(x) for x in v)
     if isinstance(value, float) and value == int(value):

@@ -16,6 +16,7 @@ those semantics alone (it shares no code with the hardware layers in ``layers`` 
   PoolDim). GlobalAccPool: sum over H, W. AddStreams: sum. DuplicateStreams: copies. ChannelwiseOp:
   ``Func`` (add, mul, cmp_le, cmp_ge) with one parameter per channel. StreamingConcat: concat on the
   channels. LabelSelect: the K largest indices, larger first, ties to the lower index (ONNX TopK).
+- UpsampleNearestNeighbour: nearest by the integer scale round(OFMDim / IFMDim) (FINN runs ONNX Resize).
 - StreamingDataWidthConverter, StreamingFIFO: the identity.
 
 Nodes outside FINN's fpgadataflow domains (the host's Transpose, Mul, TopK ... around a dataflow
@@ -38,6 +39,7 @@ _OLD = {"StreamingFCLayer_Batch": "MVAU", "MatrixVectorActivation": "MVAU",
         "StreamingMaxPool_Batch": "StreamingMaxPool", "FMPadding_Batch": "FMPadding",
         "StreamingDataWidthConverter_Batch": "StreamingDataWidthConverter", "LabelSelect_Batch": "LabelSelect",
         "GlobalAccPool_Batch": "GlobalAccPool", "ChannelwiseOp_Batch": "ChannelwiseOp",
+        "UpsampleNearestNeighbour_Batch": "UpsampleNearestNeighbour",
         "AddStreams_Batch": "AddStreams", "DuplicateStreams_Batch": "DuplicateStreams"}
 
 
@@ -175,6 +177,14 @@ def _channelwise(node, a, ins):
     return ops[func](x, p)
 
 
+def _upsample(node, a, ins):
+    """FINN's execute_node: ONNX Resize mode nearest by the integer scale round(OFMDim / IFMDim), on H and
+    W (DimMode 0) or H only (DimMode 1); for integer scales output pixel y is input pixel y // scale."""
+    scale = int(round(_pair(a["OFMDim"])[0] / _pair(a["IFMDim"])[0]))
+    x = np.repeat(ins[0], scale, axis=1)
+    return x if a.get("DimMode", 0) == 1 else np.repeat(x, scale, axis=2)
+
+
 def _labelselect(node, a, ins):
     x = ins[0]
     k = int(a["K"])
@@ -185,7 +195,7 @@ def _labelselect(node, a, ins):
 EXECUTORS = {
     "MVAU": _mvau, "VVAU": _vvau, "Thresholding": _thresholding, "ConvolutionInputGenerator": _swg,
     "FMPadding": _fmpadding, "StreamingMaxPool": _maxpool, "GlobalAccPool": _globalaccpool,
-    "ChannelwiseOp": _channelwise, "LabelSelect": _labelselect,
+    "ChannelwiseOp": _channelwise, "LabelSelect": _labelselect, "UpsampleNearestNeighbour": _upsample,
     "AddStreams": lambda node, a, ins: ins[0].astype(np.float64) + ins[1],
     "StreamingConcat": lambda node, a, ins: np.concatenate(ins, axis=-1),
     "DuplicateStreams": lambda node, a, ins: [ins[0]] * len(node.output),
@@ -225,6 +235,10 @@ def normal_shapes(node, a):
         return (*vecs, c), (1,) + (1,) * (len(vecs) - 1) + (c,)
     if op == "LabelSelect":
         return (*vecs, int(a["Labels"])), (*vecs, int(a["K"]))
+    if op == "UpsampleNearestNeighbour":
+        (i, _), (o, _), c = _pair(a["IFMDim"]), _pair(a["OFMDim"]), int(a["NumChannels"])
+        one_d = a.get("DimMode", 0) == 1
+        return (1, i, 1 if one_d else i, c), (1, o, 1 if one_d else o, c)
     if op == "StreamingConcat":
         chans = [int(c) for c in a.get("ElemsPerStream", a.get("ChannelsPerStream"))]
         return (*vecs, chans[0]), (*vecs, sum(chans))

@@ -31,13 +31,15 @@ NOW = {"MVAU": "MVAU_hls", "Thresholding": "Thresholding_rtl", "ConvolutionInput
        "FMPadding": "FMPadding_rtl", "StreamingMaxPool": "StreamingMaxPool_hls", "GlobalAccPool": "GlobalAccPool_hls",
        "StreamingFIFO": "StreamingFIFO_rtl", "StreamingDataWidthConverter": "StreamingDataWidthConverter_rtl",
        "LabelSelect": "LabelSelect_hls", "ChannelwiseOp": "ChannelwiseOp_hls", "AddStreams": "AddStreams_hls",
-       "DuplicateStreams": "DuplicateStreams_hls", "VVAU": "VVAU_hls"}
+       "DuplicateStreams": "DuplicateStreams_hls", "VVAU": "VVAU_hls",
+       "UpsampleNearestNeighbour": "UpsampleNearestNeighbour_hls", "StreamingConcat": "StreamingConcat_hls"}
 V09 = {"MVAU": "MatrixVectorActivation", "VVAU": "VectorVectorActivation", "Thresholding": "Thresholding_Batch",
        "FMPadding": "FMPadding_Batch", "StreamingMaxPool": "StreamingMaxPool_Batch", "GlobalAccPool": "GlobalAccPool_Batch",
        "StreamingDataWidthConverter": "StreamingDataWidthConverter_Batch", "LabelSelect": "LabelSelect_Batch",
-       "ChannelwiseOp": "ChannelwiseOp_Batch", "AddStreams": "AddStreams_Batch", "DuplicateStreams": "DuplicateStreams_Batch"}
+       "ChannelwiseOp": "ChannelwiseOp_Batch", "AddStreams": "AddStreams_Batch", "DuplicateStreams": "DuplicateStreams_Batch",
+       "UpsampleNearestNeighbour": "UpsampleNearestNeighbour_Batch"}
 V05 = dict(V09, MVAU="StreamingFCLayer_Batch", VVAU="Vector_Vector_Activate_Batch")
-SQUARE = ("IFMDim", "ConvKernelDim", "ImgDim", "PoolDim", "Stride", "Dilation")
+SQUARE = ("IFMDim", "OFMDim", "ConvKernelDim", "ImgDim", "PoolDim", "Stride", "Dilation")
 
 
 def finn_generation(proto, generation):
@@ -368,7 +370,7 @@ def test_concat_model_hw_fed_back(tmp_path):
     """StreamingConcat of two branches (DuplicateStreams, FMPadding, windows), FINN's current names."""
     x = np.random.default_rng(6).normal(size=(3, 4, 8, 8)).astype(np.float32)
     case = Case(tmp_path, MODELS / "branching" / "concat_net.onnx", "now", x)
-    assert "StreamingConcat" in {n.op_type for n in case.finn.graph.node}
+    assert "StreamingConcat_hls" in {n.op_type for n in case.finn.graph.node}
     case.check(case.design.simulate(case.x_hw, backpressure=Backpressure(seed=3, valid_prob=0.6, ready_prob=0.6)))
 
 
@@ -451,3 +453,12 @@ def test_folding_options_still_refold(tfc, tmp_path):
     assert refolded.node("MVAU_0").spec().exp_cycles == 64 // 4 * (784 // 28)
     slow = fold(to_hw(model, None), CompileOptions(target_fps=1000))
     assert max(n.spec().exp_cycles for n in slow.nodes) > max(n.spec().exp_cycles for n in kept.nodes)
+
+
+@pytest.mark.slow
+def test_upsample_model_hw_fed_back(tmp_path):
+    """UpsampleNearestNeighbour (IFMDim / OFMDim as one int, as FINN declares them) and StreamingConcat."""
+    x = np.random.default_rng(8).normal(size=(3, 4, 8, 8)).astype(np.float32)
+    case = Case(tmp_path, MODELS / "branching" / "upsample_concat.onnx", "v0.5", x)
+    assert "UpsampleNearestNeighbour" in {n.op_type for n in case.finn.graph.node}
+    case.check(case.design.simulate(case.x_hw))
