@@ -84,6 +84,7 @@ class NetlistRun:
     simulator: str
     seeds: tuple                    # the x seeds run (empty under Icarus: 4-state)
     x_dependent: int = 0            # output words that differ between the seeds
+    broken: str = None              # the stream did not complete (a hang, missing or extra words): what happened
 
     def x_summary(self):
         return (f"X-DEPENDENT: {self.x_dependent} output words change with the random values Verilator gives "
@@ -117,9 +118,17 @@ def simulate_netlist(out, x, *, simulator=None, backpressure=None):
     seeds = X_SEEDS if compiled else ()
     results = [run_stitched(design, words, frames * per_frame, toplevel=DEFAULT_TOP_NAME, simulator=simulator,
                             compiled=compiled, max_cycles=max_cycles, x_seed=seed,
-                            backpressure=backpressure)
+                            backpressure=backpressure, check=False)
                for seed in (seeds or (None,))]
     first = results[0]
+    # A netlist that hangs or loses words is a wrong netlist (a MISMATCH), not a failed tool.
+    for seed, r in zip(seeds or (None,), results):
+        got, extra, used = len(r.words("m_axis_0")), len(r.extra_words("m_axis_0")), r.consumed("s_axis_0")
+        if got < frames * per_frame or extra or used != len(words):
+            broken = (f"the netlist's stream did not complete{f' (x seed {seed})' if seed else ''}: {got} of "
+                      f"{frames * per_frame} output words{f' and {extra} extra' if extra else ''} in {r.cycles} "
+                      f"cycles, {used} of {len(words)} input words taken")
+            return NetlistRun(None, frames, r.cycles, None, simulator, tuple(seeds), 0, broken)
     differ = sum(a != b for r in results[1:] for a, b in zip(first.words("m_axis_0"), r.words("m_axis_0")))
     steady = first.steady_cycles("m_axis_0", per_frame) if frames >= 2 else None
     return NetlistRun(io.decode(first.words("m_axis_0"), frames), frames, first.cycles, steady, simulator,
@@ -138,6 +147,9 @@ def verify_netlist(out, model, x, *, simulator=None, say=print):
     _, io, report = read_design(out)
     start = time.perf_counter()
     run = simulate_netlist(out, x, simulator=simulator)
+    if run.broken:
+        say(f"netlist MISMATCH: {run.broken}")
+        return 1
     how = (f"Verilator, x drawn from seeds {', '.join(map(str, run.seeds))}" if run.seeds
            else f"{run.simulator}, 4-state")
     say(f"simulated the Yosys netlist ({how}) on {run.frames} frame(s) in {time.perf_counter() - start:.1f} s"
