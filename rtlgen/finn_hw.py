@@ -87,6 +87,7 @@ def load_finn_hw(proto, path, input_dtype=None):
     if len(graph.input) != 1 or len(graph.output) != 1:
         raise CompileError(f"{path}: the model must have one input and one output, not {len(graph.input)} and "
                            f"{len(graph.output)}")
+    _name_unnamed(graph)
     names = [n.name for n in graph.node]
     twice = sorted({n for n in names if names.count(n) > 1})
     if twice:
@@ -109,6 +110,23 @@ def load_finn_hw(proto, path, input_dtype=None):
     wrapper = ModelWrapper(proto)
     _fill_end_shapes(wrapper, path)
     return FinnHwModel(wrapper, path)
+
+
+def _name_unnamed(graph):
+    """Nodes without a name (FINN's notebooks save such files) get ``<op_type>_<k>``, as qonnx's
+    GiveUniqueNodeNames would name them; named nodes keep the user's names."""
+    taken = {n.name for n in graph.node if n.name}
+    counts = {}
+    for node in graph.node:
+        if node.name:
+            continue
+        while True:
+            k = counts.get(node.op_type, 0)
+            counts[node.op_type] = k + 1
+            if f"{node.op_type}_{k}" not in taken:
+                break
+        node.name = f"{node.op_type}_{k}"
+        taken.add(node.name)
 
 
 def _fill_end_shapes(model, path):

@@ -174,8 +174,8 @@ def small_cnn(tmp_path_factory):
 
 @pytest.mark.parametrize("backpressure", [None, Backpressure(seed=5, valid_prob=0.5, ready_prob=0.5)],
                          ids=["full-rate", "backpressure"])
-def test_tfc_model_hw_fed_back_equals_finn_semantics_and_qonnx(tfc, backpressure):
-    run = tfc.design.simulate(tfc.x_hw, backpressure=backpressure)
+def test_tfc_model_hw_fed_back_equals_finn_semantics_and_qonnx(tfc, backpressure, simulator):
+    run = tfc.design.simulate(tfc.x_hw, backpressure=backpressure, simulator=simulator)
     tfc.check(run)
     ii = tfc.design.report["analytic_cycles_per_frame"]
     assert ii == finn_mvau_ii(tfc.finn) == tfc.original.report["analytic_cycles_per_frame"]
@@ -185,13 +185,13 @@ def test_tfc_model_hw_fed_back_equals_finn_semantics_and_qonnx(tfc, backpressure
 
 @pytest.mark.parametrize("backpressure", [None, Backpressure(seed=6, valid_prob=0.5, ready_prob=0.5)],
                          ids=["full-rate", "backpressure"])
-def test_cnn_with_padding_window_pool_in_old_finn_names(small_cnn, backpressure):
+def test_cnn_with_padding_window_pool_in_old_finn_names(small_cnn, backpressure, simulator):
     """FMPadding_Batch, ConvolutionInputGenerator, StreamingFCLayer_Batch, StreamingMaxPool_Batch,
     GlobalAccPool_Batch, Thresholding_Batch with FINN <= 0.5's scalar dims and mem_mode const."""
     ops = {n.op_type for n in small_cnn.finn.graph.node}
     assert {"FMPadding_Batch", "ConvolutionInputGenerator", "StreamingFCLayer_Batch", "StreamingMaxPool_Batch",
             "GlobalAccPool_Batch", "Thresholding_Batch"} <= ops
-    run = small_cnn.design.simulate(small_cnn.x_hw, backpressure=backpressure)
+    run = small_cnn.design.simulate(small_cnn.x_hw, backpressure=backpressure, simulator=simulator)
     small_cnn.check(run)
     ii = small_cnn.design.report["analytic_cycles_per_frame"]
     assert ii == finn_mvau_ii(small_cnn.finn) == small_cnn.original.report["analytic_cycles_per_frame"]
@@ -201,11 +201,11 @@ def test_cnn_with_padding_window_pool_in_old_finn_names(small_cnn, backpressure)
 
 @pytest.mark.parametrize("backpressure", [None, Backpressure(seed=7, valid_prob=0.5, ready_prob=0.5)],
                          ids=["full-rate", "backpressure"])
-def test_binary_xnor_form_thresholding_and_labelselect(labelselect, backpressure):
+def test_binary_xnor_form_thresholding_and_labelselect(labelselect, backpressure, simulator):
     ops = [n.op_type for n in labelselect.finn.graph.node if "FIFO" not in n.op_type and "Width" not in n.op_type]
     assert ops == ["Thresholding_rtl"] + ["MVAU_hls"] * 4 + ["LabelSelect_hls"]
     assert sum(b"BINARY" in a.s for n in labelselect.finn.graph.node for a in n.attribute) > 4
-    run = labelselect.design.simulate(labelselect.x_hw, backpressure=backpressure)
+    run = labelselect.design.simulate(labelselect.x_hw, backpressure=backpressure, simulator=simulator)
     labelselect.check(run)
     assert labelselect.design.report["analytic_cycles_per_frame"] == finn_mvau_ii(labelselect.finn)
 
@@ -392,7 +392,7 @@ def _with_host_ops(proto, pre, post, new_input=None):
     return proto
 
 
-def test_host_ops_before_and_after_run_on_the_host(tfc, small_cnn, tmp_path):
+def test_host_ops_before_and_after_run_on_the_host(tfc, small_cnn, tmp_path, simulator):
     """A Mul/Add before and a Mul after the layers (as FINN leaves them outside the dataflow
     partition), and a Transpose NCHW -> NHWC before a CNN: compiled, run, equal to the executors."""
     p = _with_host_ops(tfc.finn, [helper.make_node("Mul", ["x01", "two"], ["x02"], name="Mul_host"),
@@ -410,7 +410,7 @@ def test_host_ops_before_and_after_run_on_the_host(tfc, small_cnn, tmp_path):
     design = api.compile(save(p, tmp_path / "tfc_host.onnx"), tmp_path / "o1", **FAST)
     assert design.io.host_pre is not None and design.io.host_post is not None
     x01 = (tfc.x_hw + 1) / 2
-    run = design.simulate(x01)
+    run = design.simulate(x01, simulator=simulator)
     np.testing.assert_array_equal(run.outputs, execute_finn_hw(p, x01))
     assert run.outputs.shape == (len(x01), 10)
 
@@ -424,7 +424,7 @@ def test_host_ops_before_and_after_run_on_the_host(tfc, small_cnn, tmp_path):
             imp.version = 13
     design = api.compile(save(q, tmp_path / "cnn_host.onnx"), tmp_path / "o2", **FAST)
     x_nchw = small_cnn.x_hw.transpose(0, 3, 1, 2)
-    run = design.simulate(x_nchw)
+    run = design.simulate(x_nchw, simulator=simulator)
     np.testing.assert_array_equal(run.outputs, execute_finn_hw(q, x_nchw))
     small_cnn.check(run)            # and still qonnx's answer on the original model
     assert first is not None
@@ -462,3 +462,46 @@ def test_upsample_model_hw_fed_back(tmp_path):
     case = Case(tmp_path, MODELS / "branching" / "upsample_concat.onnx", "v0.5", x)
     assert "UpsampleNearestNeighbour" in {n.op_type for n in case.finn.graph.node}
     case.check(case.design.simulate(case.x_hw))
+
+
+# ---- a file FINN itself wrote (tests/models/finn_hw/README.md)
+
+CYBSEC = MODELS / "finn_hw" / "cybsec_PE_SIMD.onnx"
+
+
+def test_finn_written_file_reads_with_its_folding():
+    """FINN's own MVAU_hls file: unnamed nodes get MVAU_hls_<k>; PE/SIMD kept; no mem_mode means FINN's
+    internal_decoupled; the II is FINN's formula (64/1)(600/1) = 38,400."""
+    from rtlgen.compiler import fold
+    graph = fold(to_hw(load_model(CYBSEC), None), CompileOptions())
+    assert [n.name for n in graph.nodes] == [f"MVAU_hls_{k}" for k in range(4)]
+    assert all(n.folding == {"PE": 1, "SIMD": 1, "mem_mode": "internal_decoupled"} for n in graph.nodes)
+    assert max(n.spec().exp_cycles for n in graph.nodes) == finn_mvau_ii(onnx.load(str(CYBSEC))) == 38_400
+
+
+def test_finn_written_file_refolded_runs_bit_exact(tmp_path, simulator):
+    """The same file with a FINN folding JSON (by those names), simulated under backpressure and at full
+    rate: bit-exact against sim.finn_exec, at the II of FINN's formula."""
+    import json
+    folding = tmp_path / "fold.json"
+    folding.write_text(json.dumps({"MVAU_hls_0": {"PE": 4, "SIMD": 20}, "MVAU_hls_1": {"PE": 2, "SIMD": 8},
+                                   "MVAU_hls_2": {"PE": 2, "SIMD": 8}, "MVAU_hls_3": {"PE": 1, "SIMD": 2}}))
+    design = api.compile(CYBSEC, tmp_path / "out", folding=str(folding))
+    x = np.random.default_rng(9).choice([-1.0, 1.0], size=(8, 600)).astype(np.float32)
+    golden = execute_finn_hw(onnx.load(str(CYBSEC)), x)
+    assert set(np.unique(golden)) <= {-1.0, 1.0}
+    for backpressure in (None, Backpressure(seed=9, valid_prob=0.5, ready_prob=0.5)):
+        run = design.simulate(x, backpressure=backpressure, simulator=simulator)
+        np.testing.assert_array_equal(run.outputs, golden)
+        if backpressure is None:
+            assert abs(run.cycles_per_frame - 480) <= 0.02 * 480
+    assert design.report["analytic_cycles_per_frame"] == 480         # FINN's (64/4)(600/20)
+
+
+@pytest.mark.slow
+def test_finn_written_file_at_its_own_folding(tmp_path):
+    design = api.compile(CYBSEC, tmp_path / "out")
+    x = np.random.default_rng(10).choice([-1.0, 1.0], size=(4, 600)).astype(np.float32)
+    run = design.simulate(x)
+    np.testing.assert_array_equal(run.outputs, execute_finn_hw(onnx.load(str(CYBSEC)), x))
+    assert abs(run.cycles_per_frame - 38_400) <= 0.02 * 38_400
