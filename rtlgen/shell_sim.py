@@ -1,5 +1,5 @@
 """``rtlgen sim OUT --input X.npy --shell zynq``: the compiled accelerator inside the whole zynq shell
-(:class:`boards.zynq.ZynqShell`: AXI-Lite control, the DMA on HP0) on the cocotb bench ``sim.tb_zynq``, where
+(:class:`boards.zynq.ZynqShell`: AXI-Lite control, the DMA on HP0) on the cocotb bench ``boards.tb_zynq``, where
 cocotbext-axi's AxiRam is the DDR, answering with a fixed latency (the shell model's assumption,
 :data:`boards.zynq.DDR_READ_LATENCY_NS` at the report's clock), and an AxiLiteMaster is the CPU.
 
@@ -56,7 +56,7 @@ def simulate_in_shell(design, x, *, simulator=None):
                {"src": SRC, "dst": dst, "frames": frames, "input": data.hex(),
                 "out_bytes": max(8, frames * out_frame), "reset_after": False}]
     built = build(to_verilog(shell, "top") + design.verilog, toplevel="top", simulator=simulator)
-    one, batch = run_cocotb(built, "sim.tb_zynq", {
+    one, batch = run_cocotb(built, "boards.tb_zynq", {
         "ddr_size": ddr, "stalls": False, "read_latency": timing.read_latency,
         "write_latency": timing.write_latency, "batches": batches})["batches"]
     for result, n in ((one, 1), (batch, frames)):

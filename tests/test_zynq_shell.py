@@ -52,7 +52,7 @@ def outputs(tfc, result, frames):
 
 def run(tfc, batches, stalls=False):
     built = build_sim(tfc[3], toplevel="top")
-    return run_cocotb(built, "sim.tb_zynq", {"ddr_size": DDR, "stalls": stalls, "batches": batches})["batches"]
+    return run_cocotb(built, "boards.tb_zynq", {"ddr_size": DDR, "stalls": stalls, "batches": batches})["batches"]
 
 
 @pytest.mark.sim
@@ -113,7 +113,7 @@ def test_words_wider_than_a_beat(stalls):
     words = [int(rng.integers(0, 1 << 52)) << 52 | int(rng.integers(0, 1 << 52)) for _ in range(15)]
     data = pack_words_to_bytes(words, 104)
     built = build_sim(to_verilog(shell, "top") + PASSTHROUGH, toplevel="top")
-    (result,) = run_cocotb(built, "sim.tb_zynq", {"ddr_size": DDR, "stalls": stalls, "batches": [
+    (result,) = run_cocotb(built, "boards.tb_zynq", {"ddr_size": DDR, "stalls": stalls, "batches": [
         {"src": 0x0F80, "dst": 0x4000, "frames": 5, "input": data.hex(), "out_bytes": len(data)}]})["batches"]
     assert result["status"] & 0b111 == 0b010 and result["done"] == 5
     assert unpack_bytes_to_words(bytes.fromhex(result["output"]), 104, 15) == words

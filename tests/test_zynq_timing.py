@@ -43,7 +43,7 @@ def run(in_width, out_width, in_words, out_words, *, read_latency, write_latency
     built = build(to_verilog(shell, "top") + stand_in(in_width, out_width, in_words, out_words), toplevel="top")
     batches = [{"src": 0x1000, "dst": 0x100000, "frames": n, "input": "5a" * (n * shell.in_frame_bytes),
                 "out_bytes": n * shell.out_frame_bytes, "reset_after": True} for n in (1, FRAMES)]
-    results = run_cocotb(built, "sim.tb_zynq", {"ddr_size": DDR, "stalls": stalls, "read_latency": read_latency,
+    results = run_cocotb(built, "boards.tb_zynq", {"ddr_size": DDR, "stalls": stalls, "read_latency": read_latency,
                                                 "write_latency": write_latency, "batches": batches})["batches"]
     for n, result in zip((1, FRAMES), results):
         assert result["status"] & 0b111 == 0b010 and result["done"] == n
