@@ -43,7 +43,8 @@ EXTRA_NAMES = {"binaryXnorMode": "binary_xnor_mode", "depthwise": "depthwise", "
                "runtime_writeable_weights": "runtime_writeable_weights", "ElemsPerStream": "channels_per_stream"}
 # attributes whose other values change what the layer computes or how it streams, and their legal values here
 REFUSED = {"dynamic_mode": (0,), "M": (1,)}
-FINN_DEFAULT_FOLDING = {"mem_mode": "internal_decoupled"}     # FINN's default where the file gives none
+# FINN's defaults where the file gives none (SIMD is optional for VVAU and FMPadding, 1)
+FINN_DEFAULT_FOLDING = {"mem_mode": "internal_decoupled", "SIMD": 1}
 TUPLE_FIELDS = {"img_dim", "pool_dim", "ifm_dim", "ofm_dim", "kernel", "stride", "dilation", "dim", "padding",
                 "num_input_vectors", "channels_per_stream"}
 MAX_HOST_OPSET = 17
@@ -269,9 +270,11 @@ def _hw_node(m, node, op, data):
             raise CompileError(f"{where}: {attr}={attrs[attr]} is not supported; legal: "
                                f"{', '.join(map(str, legal))}")
     folding = {}
-    for attr in spec_op.folding:
+    for attr, field in spec_op.folding.items():
         if attr in attrs or attr in FINN_DEFAULT_FOLDING:
             folding[attr] = _folding_value(attr, attrs.get(attr, FINN_DEFAULT_FOLDING.get(attr)), where)
+        elif fields[field].default is dataclasses.MISSING:
+            raise CompileError(f"{where}: attribute {attr} is missing (the folding FINN's {op} needs)")
     if op == "ConvolutionInputGenerator" and node.op_type.endswith("_rtl") and "parallel_window" not in attrs:
         folding.setdefault("parallel_window", False)
     outputs = tuple(node.output)

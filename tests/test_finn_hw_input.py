@@ -505,3 +505,28 @@ def test_finn_written_file_at_its_own_folding(tmp_path):
     run = design.simulate(x)
     np.testing.assert_array_equal(run.outputs, execute_finn_hw(onnx.load(str(CYBSEC)), x))
     assert abs(run.cycles_per_frame - 38_400) <= 0.02 * 38_400
+
+
+RESIDUAL = MODELS / "finn_hw" / "residual_testcase.onnx"
+
+
+def test_finn_written_residual_reads_with_finn_defaults():
+    """FINN's residual test case: VVAU without SIMD (FINN's default 1), mem_mode decoupled, ActVal -8;
+    the II is the MVAU's (16/1)(16/16)(32*32) = 16,384."""
+    from rtlgen.compiler import fold
+    graph = fold(to_hw(load_model(RESIDUAL), None), CompileOptions())
+    assert [n.op_type for n in graph.nodes] == ["DuplicateStreams", "FMPadding", "ConvolutionInputGenerator", "VVAU",
+                                                "MVAU", "AddStreams"]
+    assert graph.node("VectorVectorActivation_0").folding["SIMD"] == 1
+    assert graph.node("MatrixVectorActivation_0").folding["mem_mode"] == "internal_decoupled"
+    assert max(n.spec().exp_cycles for n in graph.nodes) == finn_mvau_ii(onnx.load(str(RESIDUAL))) == 16_384
+
+
+@pytest.mark.slow
+def test_finn_written_residual_runs_bit_exact(tmp_path):
+    design = api.compile(RESIDUAL, tmp_path / "out")
+    x = np.random.default_rng(11).integers(-8, 8, size=(2, 32, 32, 16)).astype(np.float32)
+    run = design.simulate(x)
+    np.testing.assert_array_equal(run.outputs, execute_finn_hw(onnx.load(str(RESIDUAL)), x))
+    assert run.outputs.shape == (2, 32, 32, 16)
+    assert abs(run.cycles_per_frame - 16_384) <= 0.02 * 16_384
