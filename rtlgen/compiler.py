@@ -84,6 +84,10 @@ class CompileOptions:
 
     def optimizer_budget(self):
         """The folding optimizer's budget, or None when it is not asked for."""
+        return self.user_budget()
+
+    def user_budget(self):
+        """The budget the user asked for (``--fit`` or ``--budget``), or None."""
         from rtlgen.optimize import Budget
         if self.fit is not None:
             return Budget.for_board(self.fit, self.max_utilization)
@@ -111,7 +115,7 @@ class RoundOptions(CompileOptions):
 
     def optimizer_budget(self):
         from rtlgen.optimize import Budget
-        budget = super().optimizer_budget()
+        budget = self.user_budget()
         if budget is None:
             return None
         return Budget(*np.maximum(budget.as_vector() - np.array(self.fifo_reserve, dtype=float), 0))

@@ -90,9 +90,8 @@ def _optimizer(result, options):
     analytic bound (``RoundOptions.fifo_reserve``)."""
     if result is None:
         return None
-    from rtlgen.compiler import CompileOptions
     names, scale = ("LUT", "FF", "BRAM36", "DSP"), np.array([1, 1, 0.5, 1])     # BRAM18 -> BRAM36
-    budget = CompileOptions.optimizer_budget(options).as_vector() * scale
+    budget = options.user_budget().as_vector() * scale
     held = np.asarray(options.fifo_reserve, dtype=float) * scale
     limit = lambda value: float(value) if value != float("inf") else None      # JSON has no infinity: unlimited
     return {"budget": {k: limit(v) for k, v in zip(names, budget)},
