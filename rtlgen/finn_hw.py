@@ -14,8 +14,9 @@ where widths differ, FIFOs sized by the layers' timing models): FINN's FIFO dept
 ours are sized for our layers' timing, which is what the stitched design runs.
 
 Nodes outside those domains before the first FINN node (a Transpose, Mul, Add FINN leaves outside the
-dataflow partition) and after the last (TopK, Mul ...) run on the host through qonnx, as the host ops of
-a QONNX model do; a standard node between two FINN nodes is refused. The golden reference for ``verify``
+dataflow partition) and after the last (a dequantizing Mul ...) run on the host through qonnx, as the
+host ops of a QONNX model do; a standard node between two FINN nodes is refused, and so is an integer
+op after them (a TopK: FINN's LabelSelect is the layer for it). The golden reference for ``verify``
 is :func:`sim.finn_exec.execute_finn_hw` (FINN's documented semantics in numpy).
 """
 
@@ -212,11 +213,6 @@ def _leaves(m, tensor):
 
 def _op(m, name):
     return next((n.op_type for n in m.graph.node if n.name == name), "?")
-
-
-def _annotated(m, tensor):
-    dtype = m.get_tensor_datatype(tensor)
-    return None if dtype is None or dtype == DataType["FLOAT32"] else dtype
 
 
 def _normal(m, hw, side):

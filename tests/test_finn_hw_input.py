@@ -460,7 +460,7 @@ def test_upsample_model_hw_fed_back(tmp_path):
     """UpsampleNearestNeighbour (IFMDim / OFMDim as one int, as FINN declares them) and StreamingConcat."""
     x = np.random.default_rng(8).normal(size=(3, 4, 8, 8)).astype(np.float32)
     case = Case(tmp_path, MODELS / "branching" / "upsample_concat.onnx", "v0.5", x)
-    assert "UpsampleNearestNeighbour" in {n.op_type for n in case.finn.graph.node}
+    assert "UpsampleNearestNeighbour_Batch" in {n.op_type for n in case.finn.graph.node}
     case.check(case.design.simulate(case.x_hw))
 
 
