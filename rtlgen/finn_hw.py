@@ -29,7 +29,7 @@ import onnx
 from onnx import helper
 from qonnx.core.datatype import DataType
 
-from rtlgen.frontend import CompileError
+from rtlgen.errors import CompileError
 from rtlgen.hwgraph import MEM_MODE_ALIASES, OPS, DataflowGraph, HWNode, StreamTensor
 from sim.finn_exec import EXECUTORS, FINN_DOMAIN, attrs_of, canonical, is_finn_node, normal_shapes
 
@@ -370,9 +370,8 @@ def finn_stream_io(model, graph, last=None):
 
 def finn_reference(model_path, x):
     """The golden outputs of a FINN hardware-layer model for the batch ``x`` (sim.finn_exec)."""
-    from qonnx.core.modelwrapper import ModelWrapper
+    import onnx
     from sim.finn_exec import execute_finn_hw
 
-    from rtlgen.frontend import load_model
-    model = load_model(model_path)
-    return execute_finn_hw(model.wrapper if isinstance(model, FinnHwModel) else ModelWrapper(model_path), x)
+    model = load_finn_hw(onnx.load(str(model_path)), model_path, None)
+    return execute_finn_hw(model.wrapper, x)

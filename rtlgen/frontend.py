@@ -10,17 +10,9 @@ from pathlib import Path
 import numpy as np
 import onnx
 
+from rtlgen.errors import CompileError, CompileWarning       # noqa: F401 (the names every module imports from here)
+
 __all__ = ["CompileError", "load_model", "quantizer_output_codes"]
-
-
-class CompileError(ValueError):
-    """A model the compiler cannot turn into hardware; the message names the node and what is legal."""
-
-
-class CompileWarning(UserWarning):
-    """Something the user should know that does not stop the compile (an ignored folding entry...);
-    the CLI prints it as one ``warning:`` line."""
-
 
 INPUT_DTYPE_HINT = ("if the model's input already holds integers (e.g. +-1, 0/1 or 0..255), say which with "
                     "--input-dtype BIPOLAR|BINARY|UINT8|INT8|... (FINN's set_tensor_datatype)")

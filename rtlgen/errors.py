@@ -1,0 +1,12 @@
+"""The compiler's two kinds of message about a model: an error (bad input: one line, exit 2) and a warning."""
+
+__all__ = ["CompileError", "CompileWarning"]
+
+
+class CompileError(ValueError):
+    """A model the compiler cannot turn into hardware; the message names the node and what is legal."""
+
+
+class CompileWarning(UserWarning):
+    """Something the user should know that does not stop the compile (an ignored folding entry...);
+    the CLI prints it as one ``warning:`` line."""
