@@ -173,7 +173,7 @@ def _load_input(path, flag="--input"):
     try:
         data = np.load(path, allow_pickle=False)
     except Exception as exc:
-        raise InputError(f"{path}: not a .npy array ({str(exc).splitlines()[0] if str(exc) else type(exc).__name__})") from None
+        raise InputError(f"{flag} {path}: not a .npy array ({str(exc).splitlines()[0] if str(exc) else type(exc).__name__})") from None
     if isinstance(data, np.lib.npyio.NpzFile):
         with data:
             names = list(data.files)
@@ -438,7 +438,7 @@ def _labels(path, n):
     """Integer class labels, one per sample."""
     import numpy as np
     from sim.stream_io import InputError
-    labels = np.asarray(_load_input(path)).reshape(-1)
+    labels = np.asarray(_load_input(path, "--labels")).reshape(-1)
     if len(labels) != n or labels.dtype.kind not in "iuf" or not np.all(np.isfinite(labels)) \
             or not np.all(labels == np.round(labels)):
         raise InputError(f"--labels {path}: need {n} integer class labels (one per sample), got an array of "

@@ -64,10 +64,18 @@ def _convert_missing(missing, update):
         try:
             with ProcessPoolExecutor(max_workers=min(os.cpu_count(), len(missing)), mp_context=context) as pool:
                 jobs = {pool.submit(_convert, (n, s)): k for k, n, s in _by_size(missing)}
-                for job in as_completed(jobs):
-                    _store(jobs[job], job.result())
-                    done += 1
-                    update(done)
+                try:
+                    for job in as_completed(jobs):
+                        _store(jobs[job], job.result())
+                        done += 1
+                        update(done)
+                except BaseException:
+                    # Ctrl-C (or an error): leaving the block would wait for every queued conversion
+                    # (half a minute on CNV); drop them and stop the workers now
+                    pool.shutdown(wait=False, cancel_futures=True)
+                    for worker in multiprocessing.active_children():
+                        worker.terminate()
+                    raise
         except BrokenProcessPool:
             pass                        # e.g. a worker killed for memory: convert here instead
     for k, node, spec in missing:

@@ -162,6 +162,11 @@ def replacing(out, *, force=False, model=None, warn=None):
             (new / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
             with _signals_deferred():
                 _swap(new, out, warn or (lambda text: None))
+        except OSError as exc:
+            # a full disk surfaces from write() with no file name: the place it was writing is OUT
+            if exc.errno in (errno.ENOSPC, errno.EDQUOT) and not exc.filename:
+                exc.filename = str(out)
+            raise
         finally:
             if new.exists():
                 shutil.rmtree(new, ignore_errors=True)
