@@ -103,7 +103,9 @@ def _optimizer(result, options):
             # the zynq shell's data movement at the chosen folding; io_bound: the budget allowed budget_ii,
             # faster than the shell can feed, so the cheapest design at the shell's bound was taken instead
             "io_cycles_per_frame": None if result.io_cycles is None else round(result.io_cycles, 3),
-            "io_bound": result.io_bound, "budget_ii": result.budget_ii}
+            "io_bound": result.io_bound, "budget_ii": result.budget_ii,
+            # with --target-fps the optimizer takes the cheapest folding that reaches it, not the fastest
+            "target_fps": options.target_fps}
 
 
 def _fit(totals, board):

@@ -171,6 +171,14 @@ def test_an_io_bound_optimizer_choice_is_explained(out):
     assert "I/O-bound" not in visible(page) and "The fastest folding within the budget" in visible(page)
 
 
+def test_a_target_rate_within_the_budget_is_the_cheapest_folding_not_the_fastest(out):
+    page, _ = edit_report(out, lambda report: report.update(optimizer=dict(OPTIMIZER, target_fps=1000000)))
+    assert "The cheapest folding that reaches <span" in page and "The fastest folding" not in page
+    assert keyed(page)["optimizer.target_fps"] == "1,000,000"
+    page, _ = edit_report(out, lambda report: report.update(optimizer=dict(OPTIMIZER, target_fps=None)))
+    assert "The fastest folding" in page
+
+
 def test_without_the_optimizer_the_page_says_so_and_draws_no_budget(out):
     page = (out / "report.html").read_text()
     assert "the folding optimizer (<code>--fit BOARD</code>, <code>--budget</code>) did not run" in page
