@@ -505,8 +505,9 @@ def run_verify_command(args):
     from rtlgen.verify import verify_outputs
     result = verify_outputs(model, x, run.outputs, design.io)
     _say(result.summary())
-    if stale and not result.passed:
-        _say(f"{args.model} is stale: {stale}")
+    if stale and not result.passed:     # the warning above said why: the mismatch may be the staleness
+        _say(f"{args.model} was compiled from an earlier version of the model: recompile before reading this "
+             f"mismatch as a bug")
     if existing or args.out:            # kept: the result goes into OUT's report.html
         from rtlgen.html_report import record_verification
         _say(f"report -> {record_verification(args.model if existing else args.out, result)}")
