@@ -72,6 +72,12 @@ class FMPaddingSpec(PixelFolded, OneDatatype, OneWidth):
         """Cycles from an input transfer (or a pad position's turn) to the word being offered (output FIFO)."""
         return 2
 
+    @property
+    def words_before_lead(self):
+        """The padding before the first input word (top rows, then the left pads of the first image row)
+        may leave before that word is taken: once it is offered (see :meth:`timing`)."""
+        return int(np.argmax(self.inside()))
+
     def inside(self):
         """Per output word of a frame (output order): whether it forwards an input word (else it pads)."""
         (h, w), (oh, ow) = self.img_dim, self.out_dim

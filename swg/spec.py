@@ -162,8 +162,14 @@ class SWGSpec(StreamContract):
 
     @property
     def lead_words(self):
-        """Input words taken before the first output word can leave (FIFO bounds on reconvergent paths)."""
+        """Input words taken before the first window is complete (FIFO bounds on reconvergent paths)."""
         return self.window_span
+
+    @property
+    def words_before_lead(self):
+        """The default style offers each word of the first window as soon as its input word arrived: all
+        but the window's last word may leave before input word ``lead_words``."""
+        return 0 if self.parallel_window else self.kernel_positions * self.cf - 1
 
     @property
     def buffer_words(self):
