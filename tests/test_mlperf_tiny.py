@@ -68,9 +68,11 @@ def test_mobilenet_lowered_graph_matches_qonnx():
 
 # Known gap (measured 2026-11-25, benchmarks/mlperf_tiny.py): at --fit pynq-z2 the SWG networks run a few
 # percent slower than their analytic II, the same with --fifo-sizing sim, so no FIFO depth closes it. In
-# DS-CNN's waveform the first MVAUs run at their II, never starved nor blocked, while the 1x1 MVAUs after
-# each FMPadding -> SWG (3x3) -> VVAU chain starve ~124 cycles a frame: the chain's output bunches at frame
-# boundaries. Everything else about these designs (bit-exact, backpressure) is asserted.
+# DS-CNN's waveform MVAU_0..2 run at their II (never starved nor blocked) while each 1x1 MVAU after an
+# FMPadding -> SWG (3x3, pad 1) -> VVAU chain starves ~124 cycles a frame: the SWG holds a frame's first
+# windows until a row and a pixel have arrived but releases its last row at once, so a consumer with the
+# same II as the producer (the optimizer balances them) loses that lead every frame and cannot catch up.
+# A compiler matter (the timing model / optimizer), not a FIFO. Bit-exactness and backpressure are asserted.
 II_GAP = {"resnet8": "+2.2 % (25,126 / 24,576)", "ds_cnn": "+3.1 % (4,124 / 4,000)",
           "mobilenet_v1_025": "+5.2 % (19,382 / 18,432)"}
 
