@@ -31,7 +31,8 @@ __all__ = ["FIFO_SIZINGS", "GraphTiming", "graph_timing", "paced_arrivals", "ana
            "SIZING_FRAMES"]
 
 FIFO_SIZINGS = ("analytic", "sim", "none")     # --fifo-sizing: this module, rtlgen.stitch.size_fifos, join bounds
-SIZING_FRAMES = 3           # frames the model runs to find every FIFO's largest occupancy
+SIZING_FRAMES = 3           # frames the model runs to find every FIFO's largest occupancy (at least)
+MAX_SIZING_FRAMES = 64      # (at most: more only while the output's frame period has not settled)
 FIFO_OP, DWC_OP = "StreamingFIFO", "StreamingDataWidthConverter"
 _MAX_ROUNDS = 64            # converter <-> consumer agreement rounds (a few in practice)
 
@@ -137,11 +138,26 @@ def analytic_fifo_depths(graph, *, frames=SIZING_FRAMES):
     timing model under paced input (see the module docstring), rounded as FINN rounds simulated
     occupancies (:func:`rtlgen.stitch.finn_fifo_depth`), and never below its join bound."""
     from rtlgen.stitch import branch_fifo_bounds, finn_fifo_depth
-    words = _words(graph)
-    timing = graph_timing(graph, paced_arrivals(words[graph.input], frames, _ii(graph)))
+    timing = _settled_timing(graph, frames)
     bounds = branch_fifo_bounds(graph)
     return {n.name: max(finn_fifo_depth(timing.occupancy(n)), bounds.get(n.name, 0))
             for n in graph.nodes if n.op_type == FIFO_OP}
+
+
+def _settled_timing(graph, frames):
+    """The composed model under input paced at the II, run until the output's frame period has settled at
+    the II (its last two frames each one II apart), doubling the frames from ``frames`` up to
+    :data:`MAX_SIZING_FRAMES`. A chain of layers at the II with window generators between them can start
+    slower than the II for several frames (DS-CNN at --fit: 4 frames of 4,127 cycles, then 4,000) while the
+    FIFOs before the slow consumer build the backlog that later keeps it busy; sizing on the first three
+    frames only missed that backlog, and the design then ran at the transient's rate for good."""
+    words, ii = _words(graph), _ii(graph)
+    while True:
+        timing = graph_timing(graph, paced_arrivals(words[graph.input], frames, ii))
+        period = np.diff(timing.frame_ends(graph.output, words[graph.output]))
+        if frames >= MAX_SIZING_FRAMES or (len(period) >= 2 and (period[-2:] <= ii).all()):
+            return timing
+        frames = min(2 * frames, MAX_SIZING_FRAMES)
 
 
 def latency_cycles(graph):
