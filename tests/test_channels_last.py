@@ -48,3 +48,26 @@ def test_channels_last_models_lower_like_their_originals(name, tmp_path):
     x = np.random.default_rng(3).standard_normal((16, *CASES[name][1])).astype(np.float32)
     result = verify_outputs(path, x, io.output_from_codes(run_golden(graph, io.input_codes(x))), io)
     assert result.passed, result.summary()
+
+
+@pytest.mark.slow
+@pytest.mark.sim
+@pytest.mark.parametrize("name", ["small_cnn", "resnet_identity"])
+def test_channels_last_rtl_at_the_ii_and_under_backpressure(name, tmp_path):
+    import json
+    from rtlgen.compiler import CompileOptions, compile_model
+    from rtlgen.emit import write_outputs
+    from rtlgen.verify import simulate_model
+    from sim.harness import Backpressure
+    path = channels_last(name, tmp_path)
+    compiled = compile_model(path, CompileOptions())
+    write_outputs(compiled, tmp_path / "out")
+    report = json.loads((tmp_path / "out" / "report.json").read_text())
+    x = np.random.default_rng(5).standard_normal((8, *CASES[name][1])).astype(np.float32)
+    full = simulate_model(compiled.verilog, compiled.io, x, report)
+    assert verify_outputs(path, x, full.outputs, compiled.io).passed
+    ii = report["analytic_cycles_per_frame"]
+    assert abs(full.cycles_per_frame / ii - 1) <= 0.02, (full.cycles_per_frame, ii)
+    stalled = simulate_model(compiled.verilog, compiled.io, x, report,
+                             backpressure=Backpressure(seed=6, valid_prob=0.6, ready_prob=0.5))
+    np.testing.assert_array_equal(stalled.outputs, full.outputs)

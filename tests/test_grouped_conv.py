@@ -46,3 +46,24 @@ def test_a_group_count_that_does_not_divide_the_channels_is_refused():
         name = "Conv_7"
     with pytest.raises(CompileError, match=r"node Conv_7 \(Conv\): group=4 must divide the 6 input and 8 output"):
         _dense_grouped_weights(np.zeros((8, 1, 3, 3), np.int64), 4, 6, Node())
+
+
+@pytest.mark.slow
+@pytest.mark.sim
+def test_grouped_cnn_rtl_at_the_ii_and_under_backpressure(tmp_path):
+    import json
+    from rtlgen.compiler import CompileOptions, compile_model
+    from rtlgen.emit import write_outputs
+    from rtlgen.verify import simulate_model
+    from sim.harness import Backpressure
+    compiled = compile_model(MODEL, CompileOptions())
+    write_outputs(compiled, tmp_path)
+    report = json.loads((tmp_path / "report.json").read_text())
+    x = np.random.default_rng(8).standard_normal((8, 1, 4, 8, 8)).astype(np.float32)
+    full = simulate_model(compiled.verilog, compiled.io, x, report)
+    assert verify_outputs(MODEL, x, full.outputs, compiled.io).passed
+    ii = report["analytic_cycles_per_frame"]
+    assert abs(full.cycles_per_frame / ii - 1) <= 0.02, (full.cycles_per_frame, ii)
+    stalled = simulate_model(compiled.verilog, compiled.io, x, report,
+                             backpressure=Backpressure(seed=2, valid_prob=0.6, ready_prob=0.5))
+    np.testing.assert_array_equal(stalled.outputs, full.outputs)
