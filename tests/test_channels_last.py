@@ -11,6 +11,7 @@ from qonnx.core.modelwrapper import ModelWrapper
 from qonnx.transformation.channels_last import ConvertToChannelsLastAndClean
 from qonnx.util.cleanup import cleanup_model
 
+from tests.conftest import rtl_at_the_ii_under_backpressure
 from rtlgen.channels_last import DOMAIN
 from rtlgen.compiler import _stream_io
 from rtlgen.execute import run_golden
@@ -54,20 +55,7 @@ def test_channels_last_models_lower_like_their_originals(name, tmp_path):
 @pytest.mark.sim
 @pytest.mark.parametrize("name", ["small_cnn", "resnet_identity"])
 def test_channels_last_rtl_at_the_ii_and_under_backpressure(name, tmp_path):
-    import json
-    from rtlgen.compiler import CompileOptions, compile_model
-    from rtlgen.emit import write_outputs
-    from rtlgen.verify import simulate_model
-    from sim.harness import Backpressure
     path = channels_last(name, tmp_path)
-    compiled = compile_model(path, CompileOptions())
-    write_outputs(compiled, tmp_path / "out")
-    report = json.loads((tmp_path / "out" / "report.json").read_text())
     x = np.random.default_rng(5).standard_normal((8, *CASES[name][1])).astype(np.float32)
-    full = simulate_model(compiled.verilog, compiled.io, x, report)
-    assert verify_outputs(path, x, full.outputs, compiled.io).passed
-    ii = report["analytic_cycles_per_frame"]
-    assert abs(full.cycles_per_frame / ii - 1) <= 0.02, (full.cycles_per_frame, ii)
-    stalled = simulate_model(compiled.verilog, compiled.io, x, report,
-                             backpressure=Backpressure(seed=6, valid_prob=0.6, ready_prob=0.5))
-    np.testing.assert_array_equal(stalled.outputs, full.outputs)
+    outputs, io = rtl_at_the_ii_under_backpressure(path, x, tmp_path / "out", seed=6)
+    assert verify_outputs(path, x, outputs, io).passed

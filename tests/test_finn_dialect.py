@@ -10,13 +10,13 @@ from onnx import TensorProto, helper, numpy_helper
 from qonnx.core.datatype import DataType
 from qonnx.core.modelwrapper import ModelWrapper
 
+from tests.conftest import rtl_at_the_ii_under_backpressure
 from rtlgen.cli import main
-from rtlgen.compiler import CompileOptions, _stream_io, compile_model
+from rtlgen.compiler import _stream_io
 from rtlgen.execute import run_golden
 from rtlgen.frontend import load_model
 from rtlgen.lower import lower
-from rtlgen.verify import compare, qonnx_reference, simulate_model
-from sim.harness import Backpressure
+from rtlgen.verify import compare, qonnx_reference
 
 
 def finn_cnn(path, *, out_dtype=True, signed=True):
@@ -84,19 +84,9 @@ def test_signed_activations_are_the_layers_own_codes(tmp_path):
 @pytest.mark.sim
 def test_signed_activations_rtl_under_backpressure(tmp_path):
     path = finn_cnn(tmp_path / "signed.onnx")
-    compiled = compile_model(path, CompileOptions())
     x = images(6, seed=2)
-    reference = qonnx_reference(path, x)
-    import json
-    from rtlgen.emit import write_outputs
-    write_outputs(compiled, tmp_path / "out")
-    report = json.loads((tmp_path / "out" / "report.json").read_text())
-    full = simulate_model(compiled.verilog, compiled.io, x, report)
-    assert compare(full.outputs, reference).exact
-    stalled = simulate_model(compiled.verilog, compiled.io, x, report,
-                             backpressure=Backpressure(seed=9, valid_prob=0.6, ready_prob=0.5))
-    assert compare(stalled.outputs, reference).exact
-
+    outputs, _ = rtl_at_the_ii_under_backpressure(path, x, tmp_path / "out", seed=9)
+    assert compare(outputs, qonnx_reference(path, x)).exact
 
 def test_an_old_multithreshold_without_out_dtype_gets_one(tmp_path):
     path = finn_cnn(tmp_path / "old.onnx", out_dtype=False, signed=False)

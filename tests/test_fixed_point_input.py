@@ -7,21 +7,19 @@ warning; the hardware sees 16-bit codes at scale 2^-10. Golden: qonnx ``execute_
 model, fed the features on that grid (the model's semantics for an input of that type), computed here
 independently of rtlgen's conversion."""
 
-import json
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from tests.conftest import rtl_at_the_ii_under_backpressure
 from rtlgen.cli import main
-from rtlgen.compiler import CompileOptions, _stream_io, compile_model
-from rtlgen.emit import write_outputs
+from rtlgen.compiler import CompileOptions, _stream_io
 from rtlgen.execute import run_golden
 from rtlgen.frontend import load_model
 from rtlgen.host import submodel
 from rtlgen.lower import lower
-from rtlgen.verify import compare, qonnx_reference, simulate_model
-from sim.harness import Backpressure
+from rtlgen.verify import compare, qonnx_reference
 
 MODEL = Path(__file__).parent / "models" / "jet_tagger" / "jet_tagger.onnx"
 FEATURES = Path(__file__).parent / "models" / "jet_tagger" / "features.npy"
@@ -65,21 +63,10 @@ def test_lowered_graph_is_bit_exact_with_qonnx_on_the_grid():
 
 @pytest.mark.sim
 def test_rtl_at_the_ii_and_under_backpressure(tmp_path):
-    compiled = compile_model(MODEL, CompileOptions(input_dtype=FIXED))
-    write_outputs(compiled, tmp_path)
-    report = json.loads((tmp_path / "report.json").read_text())
     x = features(12)
-    reference = qonnx_reference(MODEL, on_grid(x).astype(np.float32))
     with pytest.warns(UserWarning):
-        full = simulate_model(compiled.verilog, compiled.io, x, report)
-    assert compare(full.outputs, reference).exact
-    ii = report["analytic_cycles_per_frame"]
-    assert abs(full.cycles_per_frame / ii - 1) <= 0.02, (full.cycles_per_frame, ii)
-    with pytest.warns(UserWarning):
-        stalled = simulate_model(compiled.verilog, compiled.io, x, report,
-                                 backpressure=Backpressure(seed=3, valid_prob=0.6, ready_prob=0.5))
-    np.testing.assert_array_equal(stalled.outputs, full.outputs)
-
+        outputs, _ = rtl_at_the_ii_under_backpressure(MODEL, x, tmp_path, CompileOptions(input_dtype=FIXED), seed=3)
+    assert compare(outputs, qonnx_reference(MODEL, on_grid(x).astype(np.float32))).exact
 
 def test_verify_names_the_saturated_values_and_passes(tmp_path, capsys):
     np.save(tmp_path / "x.npy", features(8))

@@ -7,6 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tests.conftest import rtl_at_the_ii_under_backpressure
 from rtlgen.compiler import _stream_io
 from rtlgen.execute import run_golden
 from rtlgen.frontend import CompileError, CompileWarning, load_model
@@ -51,19 +52,6 @@ def test_a_group_count_that_does_not_divide_the_channels_is_refused():
 @pytest.mark.slow
 @pytest.mark.sim
 def test_grouped_cnn_rtl_at_the_ii_and_under_backpressure(tmp_path):
-    import json
-    from rtlgen.compiler import CompileOptions, compile_model
-    from rtlgen.emit import write_outputs
-    from rtlgen.verify import simulate_model
-    from sim.harness import Backpressure
-    compiled = compile_model(MODEL, CompileOptions())
-    write_outputs(compiled, tmp_path)
-    report = json.loads((tmp_path / "report.json").read_text())
     x = np.random.default_rng(8).standard_normal((8, 1, 4, 8, 8)).astype(np.float32)
-    full = simulate_model(compiled.verilog, compiled.io, x, report)
-    assert verify_outputs(MODEL, x, full.outputs, compiled.io).passed
-    ii = report["analytic_cycles_per_frame"]
-    assert abs(full.cycles_per_frame / ii - 1) <= 0.02, (full.cycles_per_frame, ii)
-    stalled = simulate_model(compiled.verilog, compiled.io, x, report,
-                             backpressure=Backpressure(seed=2, valid_prob=0.6, ready_prob=0.5))
-    np.testing.assert_array_equal(stalled.outputs, full.outputs)
+    outputs, io = rtl_at_the_ii_under_backpressure(MODEL, x, tmp_path, seed=2)
+    assert verify_outputs(MODEL, x, outputs, io).passed

@@ -15,15 +15,14 @@ import onnx
 import pytest
 from qonnx.core.datatype import DataType
 
+from tests.conftest import rtl_at_the_ii_under_backpressure
 from rtlgen.cli import main
-from rtlgen.compiler import CompileOptions, _stream_io, compile_model
-from rtlgen.emit import write_outputs
+from rtlgen.compiler import _stream_io
 from rtlgen.execute import run_golden
 from rtlgen.frontend import CompileError, load_model
 from rtlgen.hwgraph import StreamTensor
 from rtlgen.lower import _order_preserving_factors, lower
-from rtlgen.verify import simulate_model, verify_outputs
-from sim.harness import Backpressure
+from rtlgen.verify import verify_outputs
 
 MODELS = Path(__file__).parent / "models" / "residual_float"
 NAMES = ["resnet_identity", "resnet_conv_shortcut", "resnet_unshared"]
@@ -46,27 +45,10 @@ def test_lowered_graph_matches_qonnx(name):
     assert result.passed, result.summary()
 
 
-def _design(name, tmp_path_factory, cache={}):
-    if name not in cache:
-        compiled = compile_model(MODELS / f"{name}.onnx", CompileOptions())
-        out = tmp_path_factory.mktemp(name)
-        write_outputs(compiled, out)
-        cache[name] = compiled, out
-    return cache[name]
-
-
 def _rtl_case(name, tmp_path_factory):
-    import json
-    compiled, out = _design(name, tmp_path_factory)
-    report = json.loads((out / "report.json").read_text())
     x = images(12, seed=3)
-    full = simulate_model(compiled.verilog, compiled.io, x, report)
-    assert verify_outputs(MODELS / f"{name}.onnx", x, full.outputs, compiled.io).passed
-    ii = report["analytic_cycles_per_frame"]
-    assert abs(full.cycles_per_frame / ii - 1) <= 0.02, (full.cycles_per_frame, ii)
-    stalled = simulate_model(compiled.verilog, compiled.io, x, report,
-                             backpressure=Backpressure(seed=7, valid_prob=0.6, ready_prob=0.5))
-    np.testing.assert_array_equal(stalled.outputs, full.outputs)
+    outputs, io = rtl_at_the_ii_under_backpressure(MODELS / f"{name}.onnx", x, tmp_path_factory.mktemp(name))
+    assert verify_outputs(MODELS / f"{name}.onnx", x, outputs, io).passed
 
 
 @pytest.mark.sim
