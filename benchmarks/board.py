@@ -43,9 +43,9 @@ DESIGNS = {     # name -> (model, options as CompileOptions fields, what the row
 def figures(name):
     """The report's board figures for design ``name`` from the compiler's passes (no Verilog)."""
     from rtlgen import compiler
-    from rtlgen.board_rate import board_figures, graph_ports
-    from rtlgen.fifo_sizing import latency_cycles
-    from rtlgen.frontend import load_model
+    from rtlgen.report.board_rate import board_figures, graph_ports
+    from rtlgen.passes.size_fifos import latency_cycles
+    from rtlgen.passes.load import load_model
 
     model_name, fields, what = DESIGNS[name]
     if fields.get("folding") == "II4":

@@ -12,9 +12,9 @@ import time
 from pathlib import Path
 
 from benchmarks.tables import write_section
-from rtlgen.build import build
+from rtlgen.backend.build import build
 from rtlgen.compiler import compile_model
-from rtlgen.emit import write_outputs
+from rtlgen.backend.emit import write_outputs
 
 MODELS = Path(__file__).resolve().parent.parent / "tests" / "models"
 CASES = {"tfc": "TFC_1W1A.onnx", "digits": "digits_tfc_w1a1i1_clean.onnx"}

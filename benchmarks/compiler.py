@@ -8,7 +8,7 @@ compile again), split into the compiler's passes; FIFO depths come from the laye
 models (``--fifo-sizing analytic``, the default). The FIFO table puts them beside FINN-style sizing by
 simulation (``--fifo-sizing sim``, which builds and runs a Verilator bench of the design with deep
 FIFOs), with what each costs and the cycles per frame the analytic design runs at in simulation.
-Simulation runs MNIST / digits / CIFAR inputs through `rtlgen.verify.simulate_model` on the compiled
+Simulation runs MNIST / digits / CIFAR inputs through `rtlgen.check.verify.simulate_model` on the compiled
 Verilator bench: cycles/s of simulated hardware and images/s, with the build (cached on a rerun)
 reported apart. Outputs are compared with qonnx on the way, so a row is also a verification run.
 """
@@ -23,9 +23,9 @@ import numpy as np
 
 from benchmarks.tables import write_section
 from rtlgen.compiler import CompileOptions, compile_model
-from rtlgen.emit import write_outputs
+from rtlgen.backend.emit import write_outputs
 from sim.stream_io import read_outputs
-from rtlgen.verify import compare, qonnx_reference, simulate_model, tolerance
+from rtlgen.check.verify import compare, qonnx_reference, simulate_model, tolerance
 
 MODELS = Path(__file__).resolve().parent.parent / "tests" / "models"
 

@@ -21,7 +21,7 @@ import numpy as np
 
 from benchmarks.tables import section_rows, write_section
 from rtlgen import api
-from rtlgen.verify import verify_outputs
+from rtlgen.check.verify import verify_outputs
 
 ROOT = Path(__file__).resolve().parent.parent
 MODELS = ROOT / "tests" / "models"

@@ -1,4 +1,4 @@
-"""FINN's hardware-layer ONNX as input (rtlgen.finn_hw): FINN's networks compiled from QONNX at FINN's folding,
+"""FINN's hardware-layer ONNX as input (rtlgen.passes.finn_hw): FINN's networks compiled from QONNX at FINN's folding,
 their ``OUT/model_hw.onnx`` (FINN's dialect: MVAU, Thresholding, ConvolutionInputGenerator, StreamingMaxPool,
 DWCs and FIFOs in the finn.custom_op.fpgadataflow domain, PE/SIMD/mem_mode/ram_style in node attributes)
 compiled again as it is, with no folding option: the same II and the same estimate (the same hardware)
@@ -46,7 +46,7 @@ def samples(kind):
 def measure_file(name):
     """A file FINN itself wrote, at its own folding: no QONNX original, so the one golden is sim.finn_exec."""
     from rtlgen import api
-    from rtlgen.verify import compare
+    from rtlgen.check.verify import compare
     from sim.finn_exec import execute_finn_hw
     import onnx
 
@@ -80,7 +80,7 @@ def _estimate(r):
 
 def measure(name):
     from rtlgen import api
-    from rtlgen.verify import compare, qonnx_reference, tolerance
+    from rtlgen.check.verify import compare, qonnx_reference, tolerance
     from sim.finn_exec import execute_finn_hw
     import onnx
 
@@ -125,7 +125,7 @@ def main(names):
     order = list(NETWORKS) + list(FINN_FILES)
     rows.sort(key=lambda r: order.index(r["network"]))
     write_section(SECTION, "Each network compiled from QONNX with FINN's folding file (`examples/finn/`), then "
-                  "its `OUT/model_hw.onnx` compiled as FINN's dialect with no folding option (rtlgen.finn_hw keeps "
+                  "its `OUT/model_hw.onnx` compiled as FINN's dialect with no folding option (rtlgen.passes.finn_hw keeps "
                   "the file's PE/SIMD/mem_mode/ram_style; FINN's DWCs and FIFOs are replaced by ours, analytic "
                   "FIFO sizing). The II is FINN's MVAU formula (MH/PE)(MW/SIMD)prod(numInputVectors) of the "
                   "slowest layer; the estimate is rtlgen's cost model; compile s is the FINN file's compile with the layers' "

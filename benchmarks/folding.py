@@ -25,9 +25,9 @@ from benchmarks.finn_compare import cifar, mnist
 from benchmarks.tables import section_rows, write_section
 from boards.yosys import XC7Z020
 from rtlgen.compiler import CompileOptions, to_hw
-from rtlgen.folding import set_folding
-from rtlgen.frontend import load_model
-from rtlgen.optimize import Budget, NoFit, _whole_design, optimize_folding
+from rtlgen.passes.fold import set_folding
+from rtlgen.passes.load import load_model
+from rtlgen.passes.optimize import Budget, NoFit, _whole_design, optimize_folding
 
 MODELS = Path(__file__).resolve().parent.parent / "tests" / "models"
 NETWORKS = [("TFC-w1a1", "TFC_1W1A.onnx"), ("TFC-w2a2", "TFC_2W2A.onnx"), ("CNV-w1a1", "cnv_1w1a_ts_clean.onnx"),
@@ -102,7 +102,7 @@ def inputs(label, n):
 
 def proof_row(label, work, target_fps=None, clock_mhz=CLOCK_MHZ):
     from rtlgen import api
-    from rtlgen.verify import verify_outputs
+    from rtlgen.check.verify import verify_outputs
     start = time.perf_counter()
     design = api.compile(MODELS / dict(NETWORKS)[label], work / "design", fit="pynq-z2", clock_mhz=clock_mhz,
                          target_fps=target_fps)
@@ -176,7 +176,7 @@ def main():
         "Folding: the optimizer against FINN's naive folding",
         "Estimates (the layers' `resource_estimate()`, DWCs and FIFOs at their analytic depths included), "
         "frames/s at 100 MHz. *Naive*: FINN's SetFolding at every target of a 2^(1/4) grid, the fastest whole "
-        "design within the budget. *Optimizer*: `rtlgen compile --budget` (`rtlgen/optimize.py`). Budget: the "
+        "design within the budget. *Optimizer*: `rtlgen compile --budget` (`rtlgen/passes/optimize.py`). Budget: the "
         "xc7z020 (53,200 LUT, 106,400 FF, 140 BRAM36, 220 DSP) x 0.8 and x 0.4. The next section builds the "
         "optimizer's PYNQ-Z2 designs with Yosys.", rows())
 

@@ -22,7 +22,7 @@ from boards.yosys import synthesize
 from layers.datapath import dtype_for_range
 from layers.thresholding import Thresholding, ThresholdingSpec
 from rtlgen import api
-from rtlgen.verify import verify_outputs
+from rtlgen.check.verify import verify_outputs
 
 ROOT = Path(__file__).resolve().parent.parent
 MODEL = ROOT / "tests" / "models" / "gen_mlp_int8.onnx"

@@ -22,13 +22,13 @@ from pathlib import Path
 import numpy as np
 
 from benchmarks.tables import section_rows, write_section
-from rtlgen import scaleout
+from rtlgen.backend import scaleout
 from rtlgen.compiler import CompileOptions
-from rtlgen.frontend import load_model
-from rtlgen.lower import lower
-from rtlgen.optimize import Budget
-from rtlgen.partition import PartitionError, partition, write_plan
-from rtlgen.verify import verify_outputs
+from rtlgen.passes.load import load_model
+from rtlgen.passes.lower import lower
+from rtlgen.passes.optimize import Budget
+from rtlgen.passes.partition import PartitionError, partition, write_plan
+from rtlgen.check.verify import verify_outputs
 from sim.stream_io import StreamIO
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -29,7 +29,7 @@ approximation. Yosys writes none of them for rtlgen's designs.
 
 X: the models keep ``x`` where the hardware's value is undefined (collisions; ``x`` bits of an ``INIT``
 pass through), so a 4-state simulator (Icarus) shows them and Verilator (2-state) randomizes them with
-``--x-assign unique`` (see :mod:`rtlgen.netlist`). There is no global set/reset (GSR) pulse to drive: the
+``--x-assign unique`` (see :mod:`rtlgen.check.netlist`). There is no global set/reset (GSR) pulse to drive: the
 models start from their ``INIT`` values, as the board does after configuration.
 """
 

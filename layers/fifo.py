@@ -4,7 +4,7 @@ import math
 from dataclasses import dataclass
 from typing import Literal
 
-from amaranth.hdl import Array, Cat, Module, Mux, Signal, unsigned
+from amaranth.hdl import Array, C, Cat, Module, Mux, Signal, unsigned
 from amaranth.lib import stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
@@ -90,6 +90,8 @@ class FIFOSpec(StreamContract, OneWidth):
     width: int                  # word width in bits (the producer's folded output width)
     depth: int                  # words the FIFO holds without stalling its input: 2 .. 65536
     ram_style: Literal["auto", "distributed", "block"] = "auto"
+    fall_through: bool = False  # a word entering an empty FIFO goes straight to the output register:
+                                # offered one cycle later instead of two (SRL storage only)
 
     def __post_init__(self):
         if not isinstance(self.width, int) or self.width < 1:
@@ -98,6 +100,11 @@ class FIFOSpec(StreamContract, OneWidth):
             raise ValueError(f"FIFO depth must be an integer in 2..65536, not {self.depth!r}")
         if self.ram_style not in RAM_STYLES:
             raise ValueError(f"FIFO ram_style must be one of {', '.join(RAM_STYLES)}, not {self.ram_style!r}")
+        if self.fall_through not in (False, True):
+            raise ValueError(f"FIFO fall_through must be True or False, not {self.fall_through!r}")
+        if self.fall_through and self.storage != "srl":
+            raise ValueError(f"FIFO fall_through needs shift-register storage (depth <= {SRL_MAX_DEPTH}, ram_style "
+                             f"not block), not depth={self.depth} ram_style={self.ram_style}")
 
     @property
     def storage(self):
@@ -118,7 +125,7 @@ class FIFOSpec(StreamContract, OneWidth):
     @property
     def latency(self):
         """Cycles from a word entering an empty FIFO to it being offered at the output."""
-        return 2
+        return 1 if self.fall_through else 2
 
     def timing(self, arrivals):
         """As deep as it needs to be: takes every word when offered and offers it ``latency`` cycles later
@@ -177,10 +184,11 @@ def ram_cost(width, depth, ram_style="auto", single_port=False):
     return Resources(lut=4 * _lutram_cells(width, depth, single_port) + read_mux, ff=0, bram18=0)
 
 
-def output_fifo_spec(width):
+def output_fifo_spec(width, fall_through=False):
     """The FIFO every layer ends in (depth 2): its registered ``i.ready`` is the layer's pipeline enable,
-    so no combinational path runs from a layer's ``o.ready`` back to its ``i.ready``."""
-    return FIFOSpec(width, 2)
+    so no combinational path runs from a layer's ``o.ready`` back to its ``i.ready``. ``fall_through``:
+    its latency is 1 instead of 2 (a layer's ``pipeline="latency"``)."""
+    return FIFOSpec(width, 2, fall_through=fall_through)
 
 
 class StreamingFIFO(wiring.Component):
@@ -228,19 +236,22 @@ class StreamingFIFO(wiring.Component):
         out_full = Signal()
         do_write = self.i.valid & self.i.ready
         do_read = (level != 0) & (~out_full | self.o.ready)    # move the oldest word to the output register
+        # fall_through: a word written while storage is empty and the output register free (or being
+        # emptied) goes straight into the output register, not into storage
+        bypass = (do_write & (level == 0) & (~out_full | self.o.ready)) if spec.fall_through else C(0, 1)
 
         m.d.comb += [
             self.i.ready.eq(level != spec.depth),
             self.o.valid.eq(out_full),
         ]
-        with m.If(do_read):
+        with m.If(do_read | bypass):
             m.d.sync += out_full.eq(1)
         with m.Elif(self.o.ready):
             m.d.sync += out_full.eq(0)
-        m.d.sync += level.eq(level + do_write - do_read)
+        m.d.sync += level.eq(level + (do_write & ~bypass) - do_read)
 
         if spec.storage == "srl":
-            self._srl_storage(m, level, do_write, do_read)
+            self._srl_storage(m, level, do_write & ~bypass, do_read, bypass)
         else:
             self._memory_storage(m, do_write, do_read)
 
@@ -250,7 +261,7 @@ class StreamingFIFO(wiring.Component):
             m.d.sync += self.max_count.eq(self.count)
         return m
 
-    def _srl_storage(self, m, level, do_write, do_read):
+    def _srl_storage(self, m, level, do_write, do_read, bypass):
         # Words shift in at 0; the oldest sits at level-1. One shift register per bit with a variable
         # tap is the shape Yosys (xilinx_srl -variable) maps to SRLC32E; no reset, as SRLs have none.
         spec = self._spec
@@ -264,6 +275,8 @@ class StreamingFIFO(wiring.Component):
                 m.d.sync += chain.eq(Cat(self.i.payload[bit], chain[:-1]))
             with m.If(do_read):
                 m.d.sync += out[bit].eq(Array(chain)[tap])     # a case mux: pmux2shiftx -> SRL tap
+            with m.Elif(bypass):
+                m.d.sync += out[bit].eq(self.i.payload[bit])
         m.d.comb += self.o.payload.eq(out)
 
     def _memory_storage(self, m, do_write, do_read):
@@ -285,4 +298,4 @@ class StreamingFIFO(wiring.Component):
 
 
 OP = Op("StreamingFIFO", FIFOSpec, StreamingFIFO,
-        folding={"depth": "depth", "ram_style": "ram_style"})
+        folding={"depth": "depth", "ram_style": "ram_style", "fall_through": "fall_through"})

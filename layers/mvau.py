@@ -11,7 +11,7 @@ from math import prod
 from typing import Literal
 
 import numpy as np
-from amaranth.hdl import C, Cat, Module, Mux, Signal, signed
+from amaranth.hdl import C, Cat, Module, Mux, Signal, signed, unsigned
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
@@ -39,6 +39,8 @@ RES_TYPES = ("auto", "lut", "dsp")
 AUTO_DSP_BITS = 6               # resType auto: DSP48E1 multipliers when both operands are at least this wide
 TREE_LEVELS_PER_STAGE = 2       # adder levels between pipeline registers
 AUTO_BRAM_MIN_DEPTH = 65        # ram_style auto: weights in block RAM from this many words, else LUT ROM
+XNOR_ROM_WORDS = (5, 32)        # weights_in_xnor: LUT ROMs of this many words read inside the XNOR's LUT6
+XNOR_ROM_POPCOUNT_LUT = 1.5     # weights_in_xnor: LUTs per term of a lane's popcount of registered bits
 WEIGHT_STREAM_FIRST_CYCLE = 2   # internal_decoupled: the MemStream offers its first word at this bench cycle
                                 # (its read at the first cycle out of reset, a cycle in the read port)
 
@@ -81,6 +83,7 @@ class _UnitSpec(StreamContract):
 
     offset_operands = False     # MVAUSpec's field; a VVAU's lanes do not share inputs
     weight_lut_bits = 0         # MVAUSpec's field; a VVAU's weights are never split
+    weights_in_xnor = False     # MVAUSpec's property
 
     def _validate_common(self):
         owner = self.owner
@@ -240,7 +243,9 @@ class _UnitSpec(StreamContract):
         dsp = self.res_type == "dsp" and not self.xnor and min(wb, ib) > 1
         product_bits = 1 if self.xnor else wb + ib
         mult_lut = 0 if dsp or self.xnor else wb * ib if min(wb, ib) > 1 else self._select_lut(wb, ib)
-        if self.xnor:       # XNORs and popcount fuse into LUT6 counters: ~2 LUT per term (benchmarks/popcount.py)
+        if self.weights_in_xnor:    # a popcount of registered bits: the XNORs are in the ROM's LUTs
+            tree_lut = XNOR_ROM_POPCOUNT_LUT * (self.simd - 1)
+        elif self.xnor:     # XNORs and popcount fuse into LUT6 counters: ~2 LUT per term (benchmarks/popcount.py)
             tree_lut = 2 * (self.simd - 1)
         else:
             tree_lut = (self.simd - 1) * (product_bits + self.simd.bit_length() // 2)
@@ -483,7 +488,8 @@ class _UnitSpec(StreamContract):
         the DSP's P before the split and a register after it."""
         packed = self.dsp_packing is not None
         split = packed and not self.accumulates_in_dsp
-        return int(self.registers_products) + int(packed) + 2 * int(split) + 2 * int(self._single_dsp_products())
+        return (int(self.registers_products) + int(packed) + 2 * int(split) + 2 * int(self._single_dsp_products())
+                + int(self.weights_in_xnor))
 
     def _single_dsp_products(self):
         """One product per DSP48E1 (resType dsp without packing): the operands get a register right at
@@ -631,6 +637,19 @@ class MVAUSpec(_UnitSpec):
         """Cycles per frame in steady state: SF * NF per input vector."""
         return self.sf * self.nf * prod(self.num_input_vectors)
 
+    @property
+    def weights_in_xnor(self):
+        """A binary layer whose weights are a small LUT ROM (ram_style distributed, embedded, fixed, 5-32
+        words): each agreement bit ``x XNOR W[addr]`` is one LUT6 of the registered word address (up to 5
+        bits) and the input bit, registered before the popcount. Without this the ROM's LUT6 per bit
+        feeds a register and the XNOR joins the popcount's LUTs, about one LUT a term more (the popcount
+        of plain bits maps smaller than that of XNORs: Yosys, benchmarks/xnor_rom.py). Up to 4 words the
+        ROM already vanishes into the popcount (``_rom_folds_into_products``)."""
+        lo, hi = XNOR_ROM_WORDS
+        return (self.xnor and self.mem_mode == "internal_embedded" and self.weights is not None
+                and not self.runtime_writeable_weights and self.weight_lut_bits == 0
+                and self.weight_ram_style == "distributed" and lo <= self.wmem <= hi)
+
     # The dot-product engine's view of the input: MVAU lanes all see element s of the word and the
     # word is replayed for every nf.
     replays_input = True
@@ -709,7 +728,8 @@ class DotProductUnit(wiring.Component):
                                                            (last, "last"), (nfr, "nf")))
 
         xs = data.View(data.ArrayLayout(spec.input_dtype.bitwidth(), len(x) // spec.input_dtype.bitwidth()), x)
-        ws = data.View(data.ArrayLayout(spec.weight_dtype.bitwidth(), spec.pe * spec.simd), w)
+        # weights_in_xnor: w is the word's address, the products read the ROM
+        ws = w if spec.weights_in_xnor else data.View(data.ArrayLayout(spec.weight_dtype.bitwidth(), spec.pe * spec.simd), w)
         if spec.accumulates_in_dsp:
             v, accs, nfr = self._dsp_accumulators(m, advance, xs, ws, v, first, last, nfr)
         else:
@@ -816,7 +836,15 @@ class DotProductUnit(wiring.Component):
                     for p in range(spec.pe)]
         if spec.xnor:       # all lanes' agreement bits ~(x ^ w) as one XNOR of the words, on a wire
             x_lanes = Cat(xs[spec.lane_input_index(p, s)] for p in range(spec.pe) for s in range(spec.simd))
-            agree = wire(m, ~(x_lanes ^ ws.as_value()), name="agree")
+            if spec.weights_in_xnor:    # ROM read and XNOR in one LUT6 a bit, then a register
+                m.submodules.weight_mem = rom = Memory(shape=unsigned(spec.weight_width), depth=spec.wmem,
+                                                       init=spec.weight_memory_image(),
+                                                       attrs={"rom_style": "distributed"})
+                rd = rom.read_port(domain="comb")
+                m.d.comb += rd.addr.eq(ws)
+                agree = register(m, advance, ~(x_lanes ^ rd.data), name="agree")
+            else:
+                agree = wire(m, ~(x_lanes ^ ws.as_value()), name="agree")
             return [[agree[p * spec.simd + s] for s in range(spec.simd)] for p in range(spec.pe)]
         if spec.dsp_packing is None:
             # one product per DSP48E1: the operands registered right at the DSP (its A and B) and the
@@ -897,6 +925,11 @@ class DotProductUnit(wiring.Component):
         spec = self._spec
         if weights is not None:
             return register(m, advance, weights.payload, name="w1")
+        if spec.weights_in_xnor:    # the address the word is read at (the products read it, in the XNOR's LUTs)
+            addr = Signal(range(spec.wmem))
+            with m.If(issue):
+                m.d.sync += addr.eq(rom_address_next(addr, spec.wmem))
+            return register(m, advance, addr, name="w_addr1")
         rd = rom_read_port(m, "weight_mem", spec.wmem, spec.weight_width, spec.weight_memory_image(),
                            spec.weight_ram_style, spec.weight_lut_bits)
         addr = Signal(range(spec.wmem))

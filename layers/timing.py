@@ -16,7 +16,7 @@ Cycles are the stream bench's (:mod:`sim.axis`): a word that moves at cycle ``t`
 at the clock edge numbered ``t``. A model is exact: ``tests/test_timing_models.py`` simulates each
 layer with random gaps on its inputs and compares every read and write cycle. The compiler composes
 these models along the graph to size FIFOs and predict latency without simulating the design
-(:mod:`rtlgen.fifo_sizing`).
+(:mod:`rtlgen.passes.size_fifos`).
 
 Models are written in numpy where the recurrence allows it; a loop over words remains only where a
 layer's next read depends on its own earlier output (a window generator's buffer), and runs in

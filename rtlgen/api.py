@@ -9,9 +9,9 @@
     design.build(shell="zynq")               # Yosys report (and a bitstream with toolchain="vivado")
     same = api.open_design("out")         # a Design for an existing compile output
 
-Errors are the command line's: :class:`rtlgen.frontend.CompileError` (bad model or options),
-:class:`sim.stream_io.InputError` (bad inputs), :class:`rtlgen.build.BuildError`,
-:class:`rtlgen.outdir.OutError` (an OUT that is not rtlgen's, in use, or damaged).
+Errors are the command line's: :class:`rtlgen.passes.load.CompileError` (bad model or options),
+:class:`sim.stream_io.InputError` (bad inputs), :class:`rtlgen.backend.build.BuildError`,
+:class:`rtlgen.ir.outdir.OutError` (an OUT that is not rtlgen's, in use, or damaged).
 """
 
 from pathlib import Path
@@ -24,7 +24,7 @@ class Design:
     there). ``compiled`` is the compiler's :class:`rtlgen.compiler.Compiled` when this process made it."""
 
     def __init__(self, out, compiled=None):
-        from rtlgen.outdir import read_design
+        from rtlgen.ir.outdir import read_design
         self.out = Path(out)
         self.verilog, self.io, self.report = read_design(self.out)
         self.compiled = compiled
@@ -37,7 +37,7 @@ class Design:
 
     def model_status(self):
         """(:attr:`model`, None if the model is as compiled, else a line saying it changed or is gone)."""
-        from rtlgen.outdir import model_source
+        from rtlgen.ir.outdir import model_source
         return model_source(self.out, self.report)
 
     @property
@@ -47,17 +47,17 @@ class Design:
 
     def simulate(self, x, *, simulator=None, backpressure=None, waves=None):
         """Model inputs ``x`` (the model's input shape, or a batch of it) through the host ops and the RTL
-        simulation: a :class:`rtlgen.verify.SimulationRun` (outputs, cycles, cycles_per_frame, latency)."""
-        from rtlgen.verify import simulate_model
+        simulation: a :class:`rtlgen.check.verify.SimulationRun` (outputs, cycles, cycles_per_frame, latency)."""
+        from rtlgen.check.verify import simulate_model
         from sim.harness import FULL_RATE
         return simulate_model(self.verilog, self.io, x, self.report, simulator=simulator,
                               backpressure=backpressure or FULL_RATE, waves=waves)
 
     def verify(self, x, *, simulator=None):
         """Simulate ``x`` and compare with qonnx's execution of :attr:`model`: a
-        :class:`rtlgen.verify.Comparison` (``passed``, ``exact``, ``summary()``)."""
-        from rtlgen.outdir import OutError
-        from rtlgen.verify import verify_outputs
+        :class:`rtlgen.check.verify.Comparison` (``passed``, ``exact``, ``summary()``)."""
+        from rtlgen.ir.outdir import OutError
+        from rtlgen.check.verify import verify_outputs
         model, note = self.model_status()
         if model is None:
             raise OutError(note)
@@ -66,8 +66,8 @@ class Design:
         return verify_outputs(model, x, run.outputs, self.io)
 
     def build(self, *, shell="standalone", toolchain="yosys", inputs=None, force=False, say=print):
-        """Synthesize in a board shell (see :func:`rtlgen.build.build`); returns the Yosys report dict."""
-        from rtlgen.build import build
+        """Synthesize in a board shell (see :func:`rtlgen.backend.build.build`); returns the Yosys report dict."""
+        from rtlgen.backend.build import build
         return build(self.out, shell=shell, toolchain=toolchain, board=self.report["fit"]["board"],
                      inputs=inputs, force=force, say=say)
 
@@ -78,12 +78,12 @@ def compile(model, out, *, folding=None, target_fps=None, clock_mhz=100.0, board
     """Compile ``model`` (a QONNX / FINN-ONNX file) into the directory ``out`` and return its
     :class:`Design`. ``out`` is new, empty, or an earlier compile's output (``force``: any directory);
     the design is built beside it and swapped in at the end, keeping files that are not rtlgen's (see
-    :mod:`rtlgen.outdir`). The options are `rtlgen compile`'s; ``keep_intermediate`` a directory, or
+    :mod:`rtlgen.ir.outdir`). The options are `rtlgen compile`'s; ``keep_intermediate`` a directory, or
     True for ``out/intermediate``; ``say`` gets one line per compiler pass, ``warn`` a line for each of the
     user's files renamed to make way."""
     from rtlgen.compiler import CompileOptions, compile_model
-    from rtlgen.emit import write_outputs
-    from rtlgen.outdir import replacing
+    from rtlgen.backend.emit import write_outputs
+    from rtlgen.ir.outdir import replacing
 
     options = CompileOptions(folding=folding, target_fps=target_fps, clock_mhz=clock_mhz, board=board,
                              fifo_sizing=fifo_sizing, simulator=simulator, input_dtype=input_dtype, strict=strict,
@@ -100,7 +100,7 @@ def compile(model, out, *, folding=None, target_fps=None, clock_mhz=100.0, board
 
 def _check_keep(path):
     """--keep-intermediate DIR: a directory, or a path where one can be made."""
-    from rtlgen.frontend import CompileError
+    from rtlgen.passes.load import CompileError
     path = Path(path)
     if path.exists() and not path.is_dir():
         raise CompileError(f"--keep-intermediate {path}: is a file, not a directory; give a directory (made if "

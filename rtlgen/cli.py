@@ -8,7 +8,7 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
-from rtlgen.fifo_sizing import FIFO_SIZINGS
+from rtlgen.passes.size_fifos import FIFO_SIZINGS
 
 __all__ = ["main"]
 
@@ -130,7 +130,7 @@ def _compile(model, out, args):
     and the per-layer table unless ``--quiet``, and warns when the design is over the board."""
     import dataclasses
     from rtlgen import api
-    from rtlgen.summary import console, print_summary
+    from rtlgen.report.summary import console, print_summary
 
     options = _options(args)
     as_json = getattr(args, "json", False)
@@ -187,7 +187,7 @@ def _load_input(path, flag="--input"):
 def _model_input(model_path, x):
     """``x`` checked against the input of the ONNX model at ``model_path`` (see ``input_batch``)."""
     from sim.stream_io import input_batch
-    from rtlgen.frontend import load_model
+    from rtlgen.passes.load import load_model
 
     model = load_model(model_path)
     name = model.graph.input[0].name
@@ -302,11 +302,11 @@ def _sim_json(args, run, report, output):
 
 
 def _run_shell_sim(args, design, x, labels, output):
-    """``sim --shell zynq``: the accelerator inside the zynq shell (rtlgen.shell_sim), measured against the
+    """``sim --shell zynq``: the accelerator inside the zynq shell (rtlgen.check.shell_sim), measured against the
     report's board figures."""
     import json
     import numpy as np
-    from rtlgen.shell_sim import simulate_in_shell
+    from rtlgen.check.shell_sim import simulate_in_shell
     from sim.stream_io import InputError
     if args.waves is not None:
         raise InputError("--waves is not available with --shell zynq (the shell runs on the cocotb bench); "
@@ -381,7 +381,7 @@ def _run_cluster_sim(args):
     import json
 
     import numpy as np
-    from rtlgen import scaleout
+    from rtlgen.backend import scaleout
     from sim.stream_io import InputError, StreamIO
 
     if args.simulator == "icarus" or args.waves is not None:
@@ -414,7 +414,7 @@ def _run_cluster_sim(args):
              f"packet(s) per frame, wire time {link.wire_cycles:.1f} cycles/frame, utilisation {used}, receive "
              f"buffer up to {link.max_level} of {link.depth} flits")
     (Path(args.out) / "cluster_sim.json").write_text(json.dumps(run.as_dict(), indent=2) + "\n")
-    from rtlgen.outdir import claim
+    from rtlgen.ir.outdir import claim
     claim(args.out, ["cluster_sim.json"])         # this plan's: the next partition into OUT removes it
     if output:
         np.save(output, run.outputs)
@@ -475,7 +475,7 @@ def run_verify_command(args):
     """MODEL.onnx: compile (into -o or a temporary directory), simulate, compare; an OUT directory: simulate
     the design there and compare with the model it was compiled from."""
     from rtlgen import api
-    from rtlgen.outdir import OutError
+    from rtlgen.ir.outdir import OutError
 
     existing = Path(args.model).is_dir()
     stale = None
@@ -502,22 +502,22 @@ def run_verify_command(args):
         _say(f"simulated {run.frames} frame(s) in {time.perf_counter() - start:.1f} s"
              + (f", {run.cycles_per_frame:.1f} cycles/frame (II {design.report['analytic_cycles_per_frame']})"
                 if run.cycles_per_frame is not None else ""))
-    from rtlgen.verify import verify_outputs
+    from rtlgen.check.verify import verify_outputs
     result = verify_outputs(model, x, run.outputs, design.io)
     _say(result.summary())
     if stale and not result.passed:     # the warning above said why: the mismatch may be the staleness
         _say(f"{args.model} was compiled from an earlier version of the model: recompile before reading this "
              f"mismatch as a bug")
     if existing or args.out:            # kept: the result goes into OUT's report.html
-        from rtlgen.html_report import record_verification
+        from rtlgen.report.html import record_verification
         _say(f"report -> {record_verification(args.model if existing else args.out, result)}")
     return 0 if result.passed else 1
 
 
 def _verify_netlist(args, existing, model):
-    """`verify OUT --netlist` (rtlgen.netlist); not recorded in report.html, which shows the RTL's run."""
+    """`verify OUT --netlist` (rtlgen.check.netlist); not recorded in report.html, which shows the RTL's run."""
     from rtlgen import api
-    from rtlgen.netlist import read_netlist, verify_netlist
+    from rtlgen.check.netlist import read_netlist, verify_netlist
     if not existing:
         raise UsageError(f"--netlist simulates the netlist of a built design: give verify an OUT directory "
                          f"(rtlgen compile {args.model} -o OUT, rtlgen build OUT), not {args.model}")
@@ -561,15 +561,15 @@ def add_build_arguments(parser):
 
 
 def run_build_command(args):
-    from rtlgen.build import BuildError, build
-    from rtlgen.outdir import read_design
+    from rtlgen.backend.build import BuildError, build
+    from rtlgen.ir.outdir import read_design
 
     if (Path(args.out) / "partition.json").is_file():
         if args.shell != "standalone" or args.toolchain != "yosys" or args.input:
             raise BuildError("a partitioned OUT is built as Galapagos kernels by Yosys, out of context (no "
                              "--shell zynq, --toolchain vivado or --input: there is no Galapagos shell for the "
                              "PYNQ-Z2)")
-        from rtlgen import scaleout
+        from rtlgen.backend import scaleout
         scaleout.build_kernels(args.out, say=_say)
         return 0
     inputs = None
@@ -594,8 +594,8 @@ def add_inspect_arguments(parser):
 
 def run_inspect_command(args):
     import json
-    from rtlgen.describe import describe, print_description
-    from rtlgen.summary import console
+    from rtlgen.report.describe import describe, print_description
+    from rtlgen.report.summary import console
 
     args.board, args.fifo_sizing, args.simulator, args.strict = "pynq-z2", "none", None, False
     info = describe(args.model, _options(args))
@@ -649,18 +649,18 @@ def add_partition_arguments(parser):
 
 
 def run_partition_command(args):
-    """The plan (cuts, folding, cluster files), then each device's Galapagos kernel (:mod:`rtlgen.scaleout`),
-    written into OUT as a compile is (:mod:`rtlgen.outdir`: built beside OUT and swapped in at the end under
+    """The plan (cuts, folding, cluster files), then each device's Galapagos kernel (:mod:`rtlgen.backend.scaleout`),
+    written into OUT as a compile is (:mod:`rtlgen.ir.outdir`: built beside OUT and swapped in at the end under
     its lock, with a manifest; a folder that is neither empty nor an rtlgen output is refused unless
     --force)."""
     import json
 
     import numpy as np
-    from rtlgen.frontend import CompileError, load_model
+    from rtlgen.passes.load import CompileError, load_model
     from rtlgen.compiler import to_hw
-    from rtlgen.optimize import Budget
-    from rtlgen.outdir import check_out, replacing
-    from rtlgen.partition import PartitionError, partition, write_plan
+    from rtlgen.passes.optimize import Budget
+    from rtlgen.ir.outdir import check_out, replacing
+    from rtlgen.passes.partition import PartitionError, partition, write_plan
 
     check_out(args.out, force=args.force)         # now, not after the solve
     _warn_clock(args.command, args.clock_mhz)
@@ -697,7 +697,7 @@ def run_partition_command(args):
         _say(f"II {part.ii:,} cycles ({part.frames_per_second:,.0f} frames/s at {part.clock_mhz:g} MHz), set by "
              f"{part.bound_by}; plan -> {shown(paths['partition'])}, cluster files -> {shown(paths['logical']).parent}")
         if not args.plan_only:
-            from rtlgen import scaleout
+            from rtlgen.backend import scaleout
             from rtlgen.compiler import CompileOptions
 
             options = CompileOptions(clock_mhz=args.clock_mhz, board=args.board, fifo_sizing=args.fifo_sizing)
@@ -723,7 +723,7 @@ def add_prove_arguments(parser):
 
 
 def run_prove_command(args):
-    from rtlgen.prove import ProveError, ToolMissing, prove_out
+    from rtlgen.check.prove import ProveError, ToolMissing, prove_out
 
     if args.depth is not None and args.depth < 1:
         raise UsageError(f"--depth {args.depth}: must be a positive number of cycles")
@@ -817,16 +817,16 @@ def user_errors():
     """The exceptions that mean bad input (exit 2, one line); anything else is a bug in rtlgen (exit 1).
     OS errors (permissions, a full disk, a missing tool) and external tools' failures are exit 2 too, see
     :func:`_run`."""
-    from rtlgen.build import BuildError
-    from rtlgen.frontend import CompileError
-    from rtlgen.outdir import OutError
+    from rtlgen.backend.build import BuildError
+    from rtlgen.passes.load import CompileError
+    from rtlgen.ir.outdir import OutError
     from sim.stream_io import InputError
     return CompileError, BuildError, InputError, OutError, UsageError
 
 
 def main(argv=None):
     import warnings
-    from rtlgen.frontend import CompileWarning
+    from rtlgen.passes.load import CompileWarning
     from sim.stream_io import InputWarning
 
     args = _parse(sys.argv[1:] if argv is None else list(argv))

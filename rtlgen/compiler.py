@@ -10,14 +10,14 @@
                          the long steps
     insert_duplicates    DuplicateStreams where a tensor feeds several nodes
     insert_fifos         DWCs where widths differ, a FIFO on every stream, each FIFO at its largest
-                         occupancy in the layers' composed timing models (rtlgen.fifo_sizing, ms), or by
+                         occupancy in the layers' composed timing models (rtlgen.passes.size_fifos, ms), or by
                          simulation (--fifo-sizing sim); never below its join bound
     stitch               one Verilog top with FINN's ports (layers converted in parallel, cached)
 
 Every pass after ``load`` takes the graph (and the options) and returns a new graph, leaving its input
 as it was; :data:`PASSES` is the list :func:`compile_model` runs, timing each one and, with
 ``keep``, saving the graph after each as ONNX (``NN_<pass>.onnx``, opens in Netron). The emit step
-(:mod:`rtlgen.emit`) writes what ``rtlgen compile`` leaves in OUT.
+(:mod:`rtlgen.backend.emit`) writes what ``rtlgen compile`` leaves in OUT.
 """
 
 import time
@@ -27,13 +27,13 @@ from pathlib import Path
 
 import numpy as np
 
-from rtlgen import stitch
+from rtlgen.backend import stitch
 from rtlgen.costmodel import estimate
-from rtlgen.fifo_sizing import FIFO_SIZINGS, analytic_fifo_depths
+from rtlgen.passes.size_fifos import FIFO_SIZINGS, analytic_fifo_depths
 from sim.stream_io import StreamEnd, StreamIO
-from rtlgen.frontend import CompileError, CompileWarning, load_model
-from rtlgen.host import submodel
-from rtlgen.lower import lower
+from rtlgen.passes.load import CompileError, CompileWarning, load_model
+from rtlgen.ir.host import submodel
+from rtlgen.passes.lower import lower
 
 __all__ = ["FIFO_SIZINGS", "CompileOptions", "Compiled", "compile_model", "PASSES", "DEFAULT_TARGET_CYCLES"]
 
@@ -88,7 +88,7 @@ class CompileOptions:
 
     def user_budget(self):
         """The budget the user asked for (``--fit`` or ``--budget``), or None."""
-        from rtlgen.optimize import Budget
+        from rtlgen.passes.optimize import Budget
         if self.fit is not None:
             return Budget.for_board(self.fit, self.max_utilization)
         if self.budget is not None:
@@ -103,7 +103,7 @@ class CompileOptions:
             return DEFAULT_TARGET_CYCLES
         if not self.target_fps > 0:
             raise CompileError(f"--target-fps must be positive, not {self.target_fps}")
-        from rtlgen.folding import target_cycles
+        from rtlgen.passes.fold import target_cycles
         return max(1, target_cycles(self.target_fps, self.clock_mhz))     # beyond 1 cycle: the most parallel
 
 
@@ -114,7 +114,7 @@ class RoundOptions(CompileOptions):
     fifo_reserve: tuple = (0, 0, 0, 0)      # LUT, FF, BRAM18, DSP
 
     def optimizer_budget(self):
-        from rtlgen.optimize import Budget
+        from rtlgen.passes.optimize import Budget
         budget = self.user_budget()
         if budget is None:
             return None
@@ -125,13 +125,13 @@ class RoundOptions(CompileOptions):
 
 def to_hw(model, options):
     if getattr(model, "finn_hw", False):          # FINN's hardware-layer ONNX: already a dataflow graph
-        from rtlgen.finn_hw import lower_finn_hw
+        from rtlgen.passes.finn_hw import lower_finn_hw
         return lower_finn_hw(model)
     return lower(model)
 
 
 def fold(graph, options):
-    from rtlgen.folding import apply_folding_config, load_folding_config, set_folding
+    from rtlgen.passes.fold import apply_folding_config, load_folding_config, set_folding
 
     graph = graph.copy()
     if options.folding:
@@ -144,11 +144,11 @@ def fold(graph, options):
         for note in notes:
             warnings.warn(note, CompileWarning, stacklevel=2)
     elif options.optimizer_budget() is not None:
-        from rtlgen.board_rate import graph_shell_cycles
-        from rtlgen.optimize import NoFit, optimize_folding
+        from rtlgen.report.board_rate import graph_shell_cycles
+        from rtlgen.passes.optimize import NoFit, optimize_folding
         target = options.target_cycles() if options.target_fps is not None else None
         try:
-            # no faster II than the zynq shell's DMA can feed (rtlgen.board_rate)
+            # no faster II than the zynq shell's DMA can feed (rtlgen.report.board_rate)
             graph.optimizer = optimize_folding(graph, options.optimizer_budget(), target_cycles=target,
                                                io_cycles=lambda g: graph_shell_cycles(g, options.clock_mhz))
         except NoFit as exc:
@@ -321,7 +321,7 @@ def _run_passes(state, passes, options, seconds, say, keep, graphs, saved):
         say(f"{name}: {seconds[name]:.1f} s ({_summary(name, state, options)})")
         if keep is not None and state is not previous:     # a check (check_fit) changes nothing to save
             saved[0] += 1
-            from rtlgen.emit import model_hw
+            from rtlgen.backend.emit import model_hw
             Path(keep).mkdir(parents=True, exist_ok=True)
             import onnx
             onnx.save(model_hw(state), str(Path(keep) / f"{saved[0]:02d}_{name}.onnx"))
@@ -334,7 +334,7 @@ def _sized_fifo_cost(stitched, folded, options):
     the folding."""
     if folded.optimizer is None:
         return None, None
-    from rtlgen.optimize import RESOURCES, _whole_design
+    from rtlgen.passes.optimize import RESOURCES, _whole_design
     total = sum(estimate(n.spec()) for n in stitched.nodes)
     used = np.array([float(total[r]) for r in RESOURCES])
     over = np.maximum(used - CompileOptions.optimizer_budget(options).as_vector(), 0)
@@ -371,7 +371,7 @@ def _stream_io(model, graph, last=None):
     """How the model's input and output map onto ``graph``'s streams (its first consumer's and last
     producer's word widths); the output is ``last``'s when given (the last device of a partition)."""
     if getattr(model, "finn_hw", False):
-        from rtlgen.finn_hw import finn_stream_io
+        from rtlgen.passes.finn_hw import finn_stream_io
         return finn_stream_io(model, graph, last)
     last_graph = last or graph
     node, port = graph.consumers(graph.input)[0]

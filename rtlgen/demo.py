@@ -6,7 +6,7 @@ demo compiles it, simulates the test set through the stitched RTL, checks every 
 execution of the model, and reports accuracy, cycles per frame and (``rtlgen build``: Yosys) resources
 and timing.
 
-The compile goes into an OUT directory like ``rtlgen compile``'s (:mod:`rtlgen.outdir`: its manifest,
+The compile goes into an OUT directory like ``rtlgen compile``'s (:mod:`rtlgen.ir.outdir`: its manifest,
 lock and atomic swap), with the verification result and the Yosys build in it, so ``report.html`` there
 has every section and ``rtlgen sim|verify|build OUT`` work on it afterwards. ``rtlgen demo`` keeps it in
 ``./rtlgen-demo`` unless ``-o`` says where: a new user's first command should leave a report to open and a
@@ -50,7 +50,7 @@ def run_demo(out=None, *, simulator=None, synth=True, images=DEMO_IMAGES, force=
 
 def _demo(out, keep, simulator, synth, images, force, say):
     from rtlgen import api
-    from rtlgen.verify import compare, qonnx_reference, tolerance
+    from rtlgen.check.verify import compare, qonnx_reference, tolerance
 
     model = str(bundled(DEMO_MODEL))
     data = np.load(str(bundled(DEMO_TESTSET)))
@@ -69,14 +69,14 @@ def _demo(out, keep, simulator, synth, images, force, say):
         f"latency {run.latency} cycles")
     reference = qonnx_reference(model, x)
     result = compare(run.outputs, reference, rtol=tolerance(design.io))
-    from rtlgen.html_report import record_verification
+    from rtlgen.report.html import record_verification
     page = record_verification(out, result)          # verify.json and report.html's verification section
     accuracy = float((run.outputs.argmax(axis=1) == y).mean())
     say(f"accuracy {100 * accuracy:.2f} % (qonnx: {100 * float((reference.argmax(axis=1) == y).mean()):.2f} %); "
         f"{result.summary()}")
     say("estimate: " + ", ".join(f"{k} {v:,}" for k, v in report["totals"].items()))
     if synth:
-        from rtlgen.build import build
+        from rtlgen.backend.build import build
         # `rtlgen build OUT`: the self-test shell, the Vivado plan and Yosys with the timing estimate
         built = build(out, say=lambda line: None)
         t = built["totals"]

@@ -16,6 +16,10 @@ Properties (each a named 1-bit signal ``prop_<name>``, asserted; a counterexampl
   the payload entering at input position ``k`` leaves at output position ``k`` unchanged; for a width
   converter the stream is a string of bits and bit ``k`` must come out as output bit ``k``. Catches
   drops, duplicates, reordering and corruption of words, not just their count.
+- ``bits`` and ``flit_o`` (Galapagos bridges, ``track`` ``"to_galapagos"`` / ``"from_galapagos"``): a
+  chosen bit of a chosen frame leaves at its position in the other framing unchanged (pad bits as 0),
+  and ToGalapagos's TDEST/TID/TLAST/TKEEP are the packet format's; FromGalapagos is proven under the
+  stated assumption that its input is well-formed packets addressed to it (:meth:`FormalHarness._bridge`).
 - ``frame`` (``live`` mode only): with the input offering exactly one frame, every cycle, from the
   first cycle after reset, and the consumer always ready, every output has produced exactly its frame
   by cycle ``deadline``: exp_cycles + latency, or when the spec's timing model (:mod:`layers.timing`)
@@ -39,10 +43,14 @@ from dataclasses import dataclass
 from math import prod
 
 import numpy as np
-from amaranth.hdl import Array, Assert, Assume, Cat, Const, Elaboratable, Fragment, Module, Mux, ResetSignal, Signal
+from amaranth.hdl import (Array, Assert, Assume, Cat, Const, Elaboratable, Fragment, Module, Mux, ResetSignal, Signal,
+                          Value)
+from amaranth.lib import data
 from amaranth.lib import wiring
 
 __all__ = ["StreamPlan", "FormalHarness", "plan_of", "SLACK"]
+
+BRIDGES = ("to_galapagos", "from_galapagos")        # ``track`` of the Galapagos bridges (:meth:`FormalHarness._bridge`)
 
 SLACK = 2           # cycles the liveness deadline allows beyond exp_cycles + latency: the reset cycle,
                     # and the cycle in which the last output word is taken (latency counts to "offered")
@@ -113,14 +121,18 @@ class FormalHarness(Elaboratable):
         self._free = {}
         for name, _ in plan.inputs:
             port = getattr(component, name)
-            self._free[name] = (Signal(name=f"{name}_valid"), Signal(len(port.payload), name=f"{name}_payload"))
+            self._free[name] = (Signal(name=f"{name}_valid"), Signal(len(Value.cast(port.payload)),
+                                                                     name=f"{name}_payload"))
         for name, _ in plan.outputs:
             self._free[name] = Signal(name=f"{name}_ready")
         self._k = Signal(counter_bits, name="k")          # the tracked index (held constant: an AnyConst)
+        self._n = Signal(counter_bits, name="n")          # a bridge's tracked frame (an AnyConst)
         for value in self._free.values():
             self.ports += list(value) if isinstance(value, tuple) else [value]
         if plan.track:
             self.ports.append(self._k)
+        if plan.track in BRIDGES:
+            self.ports.append(self._n)
 
     def _prop(self, m, name, test):
         sig = Signal(name=f"prop_{name}")
@@ -190,7 +202,9 @@ class FormalHarness(Elaboratable):
         self.inductive = view is not None and (not plan.track or view.peek is not None)
         if view is not None:
             self._invariants(m, view, counts)
-        if plan.track:
+        if plan.track in BRIDGES:
+            self._bridge(m, taken, given, counts)
+        elif plan.track:
             self._track(m, taken, given, counts, view)
         if self.mode == "live":
             self._live(m, counts, cycle, rst)
@@ -241,6 +255,64 @@ class FormalHarness(Elaboratable):
             # induction: while inside the component, the tracked unit sits where the component keeps it
             inside = seen & (k >= o_base)
             self._prop(m, "inv_track", ~inside | (view.peek((k - o_base)[:len(k)]) == value))
+
+    def _bridge(self, m, taken, given, counts):
+        """A Galapagos bridge (:mod:`galapagos.bridges`) is a pure re-framing: frame ``n``'s bit string
+        (``words_per_frame`` words of ``word_width`` bits, LSB first) is the tdata bit string of its
+        ``F`` flits, zero-padded in the last. Two free constants pick a bit: frame ``n`` and offset ``r``
+        in the frame's flits. ``bits``: it leaves at its position unchanged (ToGalapagos: an offset in
+        the padding leaves as 0). ``flit_o`` (ToGalapagos): every offered flit carries TDEST ``dest``,
+        TID ``source_id``, TLAST on the last flit of each packet (``packet_sizes``) and only there, TKEEP
+        full but on the frame's last flit (``last_tkeep``). FromGalapagos takes, by **assumption**, only
+        well-formed packets addressed to it: every offered flit has TDEST ``kernel_id`` and TLAST exactly
+        on the last flit of each packet of the frame geometry (TKEEP, TID and the padding bits are free:
+        it ignores them). Its dropping of foreign packets and repair of malformed ones is outside
+        this proof (tests/test_galapagos_bridges.py simulates them)."""
+        spec = self.component.spec
+        to_flits = self.plan.track == "to_galapagos"
+        (iname, _), = self.plan.inputs
+        (oname, _), = self.plan.outputs
+        flit_name = oname if to_flits else iname
+        F, f, P, frame_bits = spec.flits_per_frame, spec.flit_width, spec.packet_flits, spec.frame_bits
+        j = counts[flit_name] % F                           # the flit on the flit stream now: its index in the frame
+        end = (j == F - 1) | ((j % P) == P - 1)
+        if to_flits:
+            flit = self.component.o.payload
+            self._prop(m, "flit_o", ~self.component.o.valid
+                       | ((flit.tdest == spec.dest) & (flit.tid == spec.source_id) & (flit.tlast == end)
+                          & (flit.tkeep == Mux(j == F - 1, spec.last_tkeep, spec.full_tkeep))))
+        else:
+            valid, payload = self._free[iname]
+            flit = data.View(spec.flit_layout, payload)
+            m.d.comb += Assume(~valid | ((flit.tdest == spec.kernel_id) & (flit.tlast == end)))
+
+        n, r = self._n, self._k
+        first = Signal(reset_less=True)
+        m.d.sync += first.eq(1)
+        n_held, r_held = Signal.like(n, reset_less=True), Signal.like(r, reset_less=True)
+        m.d.sync += [n_held.eq(n), r_held.eq(r)]
+        m.d.comb += Assume(~first | ((n == n_held) & (r == r_held)))        # AnyConst
+        m.d.comb += Assume(r < (F * f if to_flits else frame_bits))
+        payload_bit = r < frame_bits
+        k_words, k_flits = n * frame_bits + r, n * (F * f) + r
+        k_in, k_out = (k_words, k_flits) if to_flits else (k_flits, k_words)
+
+        def bit(port, name, width, k):
+            """(the bit at stream position ``k`` moves now, its value) on stream ``name``."""
+            word = Value.cast(port.payload.tdata if name == flit_name else port.payload)
+            base = counts[name] * width
+            hit = (taken[name] if name == iname else given[name]) & (k >= base) & (k < base + width)
+            return hit, (word >> (k - base)[:max(1, (width - 1).bit_length())])[0], base
+
+        w = spec.word_width
+        i_hit, i_value, i_base = bit(self.component.i, iname, w if to_flits else f, k_in)
+        o_hit, o_value, _ = bit(self.component.o, oname, f if to_flits else w, k_out)
+        seen = k_in < i_base
+        value = Signal(reset_less=True)
+        with m.If(i_hit):
+            m.d.sync += value.eq(i_value)
+        moved = (seen & (o_value == value)) | (i_hit & (o_value == i_value))
+        self._prop(m, "bits", ~o_hit | Mux(payload_bit, moved, o_value == 0))
 
     def _live(self, m, counts, cycle, rst):
         """One frame in at full rate from the first cycle after reset; always ready out; all of it out by

@@ -92,8 +92,8 @@ def rtl_at_the_ii_under_backpressure(model, x, out, options=None, seed=7):
     import json
 
     from rtlgen.compiler import CompileOptions, compile_model
-    from rtlgen.emit import write_outputs
-    from rtlgen.verify import simulate_model
+    from rtlgen.backend.emit import write_outputs
+    from rtlgen.check.verify import simulate_model
     from sim.harness import Backpressure
 
     compiled = compile_model(model, options or CompileOptions())

@@ -11,10 +11,10 @@ import pytest
 
 from rtlgen.cli import main
 from rtlgen.compiler import _stream_io
-from rtlgen.execute import run_golden
-from rtlgen.frontend import load_model
-from rtlgen.lower import lower
-from rtlgen.verify import verify_outputs
+from rtlgen.check.execute import run_golden
+from rtlgen.passes.load import load_model
+from rtlgen.passes.lower import lower
+from rtlgen.check.verify import verify_outputs
 
 SMALL_CNN = Path(__file__).parent / "models" / "small_cnn.onnx"
 VARIANTS = {   # node -> (auto_pad, strides)

@@ -9,12 +9,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from rtlgen.board_rate import graph_shell_cycles
+from rtlgen.report.board_rate import graph_shell_cycles
 from rtlgen.cli import main
 from rtlgen.compiler import CompileOptions, to_hw
-from rtlgen.frontend import load_model
-from rtlgen.optimize import Budget, _whole_design, optimize_folding
-from rtlgen.verify import qonnx_reference
+from rtlgen.passes.load import load_model
+from rtlgen.passes.optimize import Budget, _whole_design, optimize_folding
+from rtlgen.check.verify import qonnx_reference
 
 MODELS = Path(__file__).parent / "models"
 TFC = MODELS / "TFC_1W1A.onnx"
@@ -45,7 +45,7 @@ def test_report_board_keys(digits_out):
 
 
 def test_summary_prints_the_board_line(digits_out, capsys):
-    from rtlgen.summary import board_line
+    from rtlgen.report.summary import board_line
     report = json.loads((digits_out / "report.json").read_text())
     line = board_line(report)
     assert f"{report['board_frames_per_second']:,.0f} frames/s" in line and "S_AXI_HP0" in line

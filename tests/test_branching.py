@@ -15,14 +15,14 @@ import onnx
 import pytest
 from onnx import helper
 
-from rtlgen import stitch
+from rtlgen.backend import stitch
 from rtlgen.cli import main
 from rtlgen.compiler import CompileOptions, _stream_io, compile_model, fold, insert_duplicates
-from rtlgen.execute import run_golden
-from rtlgen.frontend import CompileError, load_model
-from rtlgen.hwgraph import StreamTensor
-from rtlgen.lower import float32_sum_is_exact, lower
-from rtlgen.verify import compare, qonnx_reference, simulate_model
+from rtlgen.check.execute import run_golden
+from rtlgen.passes.load import CompileError, load_model
+from rtlgen.ir.graph import StreamTensor
+from rtlgen.passes.lower import float32_sum_is_exact, lower
+from rtlgen.check.verify import compare, qonnx_reference, simulate_model
 from sim.harness import Backpressure
 from sim.runner import SimulationError
 
@@ -86,7 +86,7 @@ def _compiled(name, tmp_path_factory, cache={}):
     if name not in cache:
         out = tmp_path_factory.mktemp(name)
         compiled = compile_model(BRANCHING / f"{name}.onnx", CompileOptions())
-        from rtlgen.emit import write_outputs
+        from rtlgen.backend.emit import write_outputs
         write_outputs(compiled, out)
         cache[name] = compiled, out
     return cache[name]

@@ -8,13 +8,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from rtlgen.build import BuildError, build
+from rtlgen.backend.build import BuildError, build
 from boards.shells import SelfTest
 from memstream.packing import pack_words, padded_width
 from rtlgen.cli import main
 from rtlgen.compiler import CompileOptions, compile_model
-from rtlgen.emit import write_outputs
-from rtlgen.execute import run_golden
+from rtlgen.backend.emit import write_outputs
+from rtlgen.check.execute import run_golden
 from sim.runner import build as build_sim, run_cocotb, to_verilog
 
 MODELS = Path(__file__).parent / "models"
@@ -133,12 +133,12 @@ def test_build_tfc_zynq_shell(tfc_out, capsys):
 
 def test_build_over_budget_is_a_clear_error(compiled, monkeypatch):
     """The capacity check on a (fabricated) Yosys result over the xc7z020's LUTs: no Yosys run needed."""
-    import rtlgen.build
+    import rtlgen.backend.build
     from boards.yosys import SynthReport
 
     big = SynthReport.from_cells("rtlgen_standalone", {"LUT6": 60000, "FDRE": 1000})
     object.__setattr__(big, "modules", {})
-    monkeypatch.setattr(rtlgen.build, "synthesize", lambda *a, **k: big)
+    monkeypatch.setattr(rtlgen.backend.build, "synthesize", lambda *a, **k: big)
     _, out = compiled
     with pytest.raises(BuildError, match=r"does not fit the xc7z020: LUT: 60000 used > 53200 available \(112.8%\)"):
         build(out, say=lambda _: None)

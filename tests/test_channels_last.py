@@ -1,7 +1,7 @@
 """qonnx's channels-last layout (hls4ml's channels-last QONNX test models are in it): Conv, MaxPool and
 BatchNormalization in the ``qonnx.custom_op.channels_last`` domain on NHWC tensors. The models here are
 our channels-first test models put into that layout by qonnx's own ConvertToChannelsLastAndClean; rtlgen
-turns them back (rtlgen.channels_last). Golden: qonnx execute_onnx on the channels-last model."""
+turns them back (rtlgen.passes.channels_last). Golden: qonnx execute_onnx on the channels-last model."""
 
 from pathlib import Path
 
@@ -12,12 +12,12 @@ from qonnx.transformation.channels_last import ConvertToChannelsLastAndClean
 from qonnx.util.cleanup import cleanup_model
 
 from tests.conftest import rtl_at_the_ii_under_backpressure
-from rtlgen.channels_last import DOMAIN
+from rtlgen.passes.channels_last import DOMAIN
 from rtlgen.compiler import _stream_io
-from rtlgen.execute import run_golden
-from rtlgen.frontend import load_model
-from rtlgen.lower import lower
-from rtlgen.verify import verify_outputs
+from rtlgen.check.execute import run_golden
+from rtlgen.passes.load import load_model
+from rtlgen.passes.lower import lower
+from rtlgen.check.verify import verify_outputs
 
 MODELS = Path(__file__).parent / "models"
 CASES = {       # model, input shape, hardware ops expected

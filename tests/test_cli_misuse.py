@@ -312,7 +312,7 @@ def test_an_unsupported_op_is_named_as_in_the_users_model(tmp_path, capsys):
 def test_renamed_nodes_keep_the_models_bytes(tmp_path):
     """The names travel through qonnx's cleanup in doc_strings, which are restored: the host models saved
     in OUT are as without them."""
-    from rtlgen.frontend import load_model
+    from rtlgen.passes.load import load_model
     model = load_model(DIGITS)
     assert all(not n.doc_string for n in model.graph.node)
     assert model.original_names == {}

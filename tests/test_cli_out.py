@@ -1,4 +1,4 @@
-"""OUT is rtlgen's alone, and replaced as a whole (rtlgen/outdir.py): a manifest of what a compile wrote;
+"""OUT is rtlgen's alone, and replaced as a whole (rtlgen/ir/outdir.py): a manifest of what a compile wrote;
 only those files are ever removed; a folder that is neither empty nor an rtlgen OUT is refused unless
 --force; the new design is built beside the old one and swapped in, so an interrupted or failed
 recompile leaves the previous design usable; a second compile into the same OUT refuses while one
@@ -17,7 +17,7 @@ import onnx
 import pytest
 
 from rtlgen.cli import main
-from rtlgen.outdir import MANIFEST
+from rtlgen.ir.outdir import MANIFEST
 
 from tests.test_cli_errors import DIGITS, FAST, npy, one_line
 
@@ -176,7 +176,7 @@ def test_a_full_disk_during_a_recompile_keeps_the_previous_design(tmp_path, caps
     def write_outputs(compiled, new):
         (Path(new) / "finn_design_wrapper.v").write_text("module half")
         raise OSError(errno.ENOSPC, "No space left on device", str(Path(new) / "model_hw.onnx"))
-    monkeypatch.setattr("rtlgen.emit.write_outputs", write_outputs)
+    monkeypatch.setattr("rtlgen.backend.emit.write_outputs", write_outputs)
     line = one_line(capsys, ["compile", str(DIGITS), "-o", str(out), "-q", *FAST])
     assert line.startswith("rtlgen compile: error: ") and "model_hw.onnx: no space left on device; the disk is " \
                                                           "full: free some space" in line, line
@@ -294,7 +294,7 @@ def _change_model(path):
 def _as_compiled(monkeypatch, model):
     """Design.simulate answering what the compiled design computes (qonnx on the model as compiled), so
     that these tests need no simulator."""
-    from rtlgen.verify import qonnx_reference
+    from rtlgen.check.verify import qonnx_reference
     reference = str(model)
 
     def simulate(self, x, **kwargs):
@@ -352,7 +352,7 @@ def test_verify_of_an_out_whose_model_is_gone(project, tmp_path, capsys):
 def test_a_kept_build_of_an_earlier_design_is_not_shown_as_this_ones(tmp_path):
     """OUT/build survives a recompile (it may hold a bitstream); report.html does not present its Yosys
     numbers as the new design's."""
-    from rtlgen.html_report import write_html
+    from rtlgen.report.html import write_html
     out = tmp_path / "out"
     assert compile_into(out) == 0
     totals = json.loads((out / "report.json").read_text())["totals"]

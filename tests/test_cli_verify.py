@@ -12,7 +12,7 @@ import pytest
 from onnx import TensorProto, helper
 
 from rtlgen.cli import main
-from rtlgen.verify import qonnx_reference
+from rtlgen.check.verify import qonnx_reference
 from tests.conftest import simulators_under_test
 
 MODELS = Path(__file__).parent / "models"
@@ -222,7 +222,7 @@ def test_network_under_random_backpressure(digits_out, simulator):
     """Valid gaps at s_axis_0 and ready stalls at m_axis_0 on the whole network, on the compiled bench and
     on the cocotb bench: nothing lost or duplicated, outputs equal qonnx's, and the stalls cost cycles."""
     from sim.stream_io import read_outputs
-    from rtlgen.verify import simulate_model
+    from rtlgen.check.verify import simulate_model
     from sim.harness import Backpressure
 
     verilog, io, report = read_outputs(digits_out)

@@ -1,6 +1,6 @@
 """The compiler on real models: lowering checked against qonnx's execution of the original model.
 
-The lowered chain runs on the layers' independent numpy goldens (:mod:`rtlgen.execute`), between the
+The lowered chain runs on the layers' independent numpy goldens (:mod:`rtlgen.check.execute`), between the
 host pre/post models the compiler cut off; qonnx ``execute_onnx`` of the untouched model is the
 reference. The RTL of the same chains is checked in ``test_cli_verify.py``. No HDL here: fast.
 """
@@ -12,10 +12,10 @@ import pytest
 
 from rtlgen.compiler import _stream_io
 from rtlgen.demo import DEMO_MODEL, DEMO_TESTSET, bundled
-from rtlgen.execute import run_golden
-from rtlgen.frontend import load_model
-from rtlgen.lower import lower
-from rtlgen.verify import FLOAT32_RTOL, compare, qonnx_reference, tolerance
+from rtlgen.check.execute import run_golden
+from rtlgen.passes.load import load_model
+from rtlgen.passes.lower import lower
+from rtlgen.check.verify import FLOAT32_RTOL, compare, qonnx_reference, tolerance
 
 MODELS = Path(__file__).parent / "models"
 

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from boards.driver import AcceleratorDriver, DriverError, SimulatedBoard
-from rtlgen.verify import qonnx_reference
+from rtlgen.check.verify import qonnx_reference
 
 MODELS = Path(__file__).parent / "models"
 DIGITS = MODELS / "digits_tfc_w1a1i1_clean.onnx"

@@ -12,8 +12,8 @@ MODULES = ["layers.fifo", "layers.dwc", "layers.datapath", "layers.thresholding"
            "layers.globalaccpool", "swg", "swg.spec", "swg.default", "swg.parallel",
            "sim.golden", "memstream", "memstream.memstream", "memstream.packing",
            "memstream.axilite", "sim.runner", "sim.harness", "sim.axis", "sim.tb_job", "sim.compiled", "boards.yosys",
-           "boards.pynq_z2", "boards.shells", "boards.zynq", "boards.driver", "rtlgen.build", "rtlgen.demo",
-           "rtlgen.layer_verilog", "rtlgen.verify", "sim.stream_io", "rtlgen.stitch"]
+           "boards.pynq_z2", "boards.shells", "boards.zynq", "boards.driver", "rtlgen.backend.build", "rtlgen.demo",
+           "rtlgen.backend.layer_verilog", "rtlgen.check.verify", "sim.stream_io", "rtlgen.backend.stitch"]
 
 
 @pytest.mark.parametrize("name", MODULES)
@@ -33,7 +33,7 @@ def test_demo_runs_bit_exact(capsys, tmp_path, monkeypatch):
 
     import numpy as np
     from rtlgen.demo import DEMO_TESTSET, bundled
-    from rtlgen.outdir import MANIFEST
+    from rtlgen.ir.outdir import MANIFEST
     monkeypatch.chdir(tmp_path)
     assert main(["demo", "--no-synth"]) == 0
     out = capsys.readouterr().out

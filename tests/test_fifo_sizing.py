@@ -1,4 +1,4 @@
-"""FIFO sizing without simulating the design (:mod:`rtlgen.fifo_sizing`).
+"""FIFO sizing without simulating the design (:mod:`rtlgen.passes.size_fifos`).
 
 1. The composed timing model is the design's timing: with FIFOs deep enough never to fill, the stitched
    network simulated at full rate moves every input and output word at the cycle the model says.
@@ -13,10 +13,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from rtlgen import stitch
+from rtlgen.backend import stitch
 from rtlgen.compiler import CompileOptions, compile_model
 from rtlgen.demo import DEMO_MODEL, bundled
-from rtlgen.fifo_sizing import analytic_fifo_depths, graph_timing, latency_cycles, paced_arrivals
+from rtlgen.passes.size_fifos import analytic_fifo_depths, graph_timing, latency_cycles, paced_arrivals
 from sim.harness import Backpressure
 
 MODELS = Path(__file__).parent / "models"

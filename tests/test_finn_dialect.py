@@ -13,10 +13,10 @@ from qonnx.core.modelwrapper import ModelWrapper
 from tests.conftest import rtl_at_the_ii_under_backpressure
 from rtlgen.cli import main
 from rtlgen.compiler import _stream_io
-from rtlgen.execute import run_golden
-from rtlgen.frontend import load_model
-from rtlgen.lower import lower
-from rtlgen.verify import compare, qonnx_reference
+from rtlgen.check.execute import run_golden
+from rtlgen.passes.load import load_model
+from rtlgen.passes.lower import lower
+from rtlgen.check.verify import compare, qonnx_reference
 
 
 def finn_cnn(path, *, out_dtype=True, signed=True):

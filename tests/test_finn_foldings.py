@@ -8,7 +8,7 @@ import pytest
 
 from rtlgen import api
 from rtlgen.compiler import CompileOptions, place_memories
-from rtlgen.verify import verify_outputs
+from rtlgen.check.verify import verify_outputs
 
 ROOT = Path(__file__).resolve().parent.parent
 MODELS = ROOT / "tests" / "models"

@@ -1,4 +1,4 @@
-"""FINN's own hardware-layer ONNX as input (rtlgen.finn_hw): the model_hw.onnx a compile writes, renamed
+"""FINN's own hardware-layer ONNX as input (rtlgen.passes.finn_hw): the model_hw.onnx a compile writes, renamed
 to each generation of FINN's op and attribute names (MVAU_hls / MatrixVectorActivation /
 StreamingFCLayer_Batch, _rtl / _Batch, scalar dims, mem_mode const), is fed back in.
 
@@ -18,8 +18,8 @@ from onnx import helper
 from rtlgen import api
 from rtlgen.cli import main
 from rtlgen.compiler import CompileOptions, to_hw
-from rtlgen.frontend import load_model
-from rtlgen.verify import qonnx_reference, tolerance
+from rtlgen.passes.load import load_model
+from rtlgen.check.verify import qonnx_reference, tolerance
 from sim.finn_exec import execute_finn_hw
 from sim.harness import Backpressure
 

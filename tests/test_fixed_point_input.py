@@ -15,11 +15,11 @@ import pytest
 from tests.conftest import rtl_at_the_ii_under_backpressure
 from rtlgen.cli import main
 from rtlgen.compiler import CompileOptions, _stream_io
-from rtlgen.execute import run_golden
-from rtlgen.frontend import load_model
-from rtlgen.host import submodel
-from rtlgen.lower import lower
-from rtlgen.verify import compare, qonnx_reference
+from rtlgen.check.execute import run_golden
+from rtlgen.passes.load import load_model
+from rtlgen.ir.host import submodel
+from rtlgen.passes.lower import lower
+from rtlgen.check.verify import compare, qonnx_reference
 
 MODEL = Path(__file__).parent / "models" / "jet_tagger" / "jet_tagger.onnx"
 FEATURES = Path(__file__).parent / "models" / "jet_tagger" / "features.npy"

@@ -9,10 +9,10 @@ from onnx import TensorProto, helper, numpy_helper
 from qonnx.core.modelwrapper import ModelWrapper
 
 from rtlgen.compiler import _stream_io
-from rtlgen.execute import run_golden
-from rtlgen.frontend import load_model
-from rtlgen.lower import lower
-from rtlgen.verify import verify_outputs
+from rtlgen.check.execute import run_golden
+from rtlgen.passes.load import load_model
+from rtlgen.passes.lower import lower
+from rtlgen.check.verify import verify_outputs
 
 
 def conv_head(path):

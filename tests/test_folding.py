@@ -7,9 +7,9 @@ import re
 import numpy as np
 import pytest
 
-from rtlgen.folding import (apply_folding_config, folding_config, load_folding_config, set_folding,
+from rtlgen.passes.fold import (apply_folding_config, folding_config, load_folding_config, set_folding,
                             target_cycles, write_folding_config)
-from rtlgen.hwgraph import HWNode
+from rtlgen.ir.graph import HWNode
 
 
 # ---------------------------------------------------------------------------------------------- graphs

@@ -9,10 +9,10 @@ import pytest
 
 from tests.conftest import rtl_at_the_ii_under_backpressure
 from rtlgen.compiler import _stream_io
-from rtlgen.execute import run_golden
-from rtlgen.frontend import CompileError, CompileWarning, load_model
-from rtlgen.lower import _dense_grouped_weights, lower
-from rtlgen.verify import verify_outputs
+from rtlgen.check.execute import run_golden
+from rtlgen.passes.load import CompileError, CompileWarning, load_model
+from rtlgen.passes.lower import _dense_grouped_weights, lower
+from rtlgen.check.verify import verify_outputs
 
 MODEL = Path(__file__).parent / "models" / "grouped" / "grouped_cnn.onnx"
 

@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 from rtlgen.cli import main
-from rtlgen.html_report import record_verification
-from rtlgen.verify import compare
+from rtlgen.report.html import record_verification
+from rtlgen.check.verify import compare
 
 
 class Keyed(HTMLParser):
@@ -116,7 +116,7 @@ def marked(page):
 
 def edit_report(out, change):
     """Change OUT's report.json (``change(report)``) and render the page again; returns (page, report)."""
-    from rtlgen.html_report import write_html
+    from rtlgen.report.html import write_html
     report = json.loads((out / "report.json").read_text())
     change(report)
     (out / "report.json").write_text(json.dumps(report))

@@ -8,9 +8,9 @@ import pytest
 
 from rtlgen.cli import main
 from rtlgen.compiler import CompileOptions, fold, to_hw
-from rtlgen.describe import describe
-from rtlgen.folding import apply_folding_config
-from rtlgen.frontend import load_model
+from rtlgen.report.describe import describe
+from rtlgen.passes.fold import apply_folding_config
+from rtlgen.passes.load import load_model
 
 MODELS = Path(__file__).parent / "models"
 CASES = ["TFC_2W2A.onnx", "cnv_1w1a_ts_clean.onnx", "branching/resnet_block.onnx", "branching/mobilenetv2_block.onnx"]

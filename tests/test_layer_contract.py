@@ -11,7 +11,7 @@ from qonnx.core.datatype import DataType
 
 from layers.op import LayerSpec, Op, Resources
 from memstream.packing import pack_words
-from rtlgen.hwgraph import OPS, HWNode
+from rtlgen.ir.graph import OPS, HWNode
 from sim.golden_ops import GOLDEN
 from sim.harness import simulate_streams
 

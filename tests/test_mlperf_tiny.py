@@ -17,11 +17,11 @@ import numpy as np
 import pytest
 
 from rtlgen.compiler import CompileOptions, _stream_io, compile_model
-from rtlgen.emit import write_outputs
-from rtlgen.execute import run_golden
-from rtlgen.frontend import load_model
-from rtlgen.lower import lower
-from rtlgen.verify import simulate_model, verify_outputs
+from rtlgen.backend.emit import write_outputs
+from rtlgen.check.execute import run_golden
+from rtlgen.passes.load import load_model
+from rtlgen.passes.lower import lower
+from rtlgen.check.verify import simulate_model, verify_outputs
 from sim.harness import Backpressure
 
 MODELS = Path(__file__).parent / "models" / "mlperf_tiny"

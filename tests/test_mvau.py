@@ -371,3 +371,37 @@ def test_split_weight_rom_estimate_moves_bram_into_luts():
 def test_split_weight_rom_errors(kwargs, message):
     with pytest.raises(ValueError, match=message):
         make_spec(32, 16, 8, 4, "INT4", "INT4", "UINT4", mem_mode="internal_decoupled", **kwargs)
+
+
+# Binary weights read inside the XNOR's LUT6 (weights_in_xnor): a LUT ROM of 5-32 words, the agreement
+# bits registered before the popcount, one pipeline stage more; the same outputs at the same rate.
+XNOR_ROM_CASES = [(32, 16, 8, 2, "BIPOLAR", "BIPOLAR"),    # SF 4, NF 8: 32 words, replayed input
+                  (48, 10, 8, 2, "BIPOLAR", None),         # SF 6, NF 5: 30 words, no activation
+                  (40, 4, 8, 4, "BIPOLAR", "BIPOLAR"),     # SF 5, NF 1: 5 words, no replay
+                  (24, 8, 8, 4, "BINARY", "BIPOLAR")]      # binaryXnorMode with 0/1 operands: SF 3, NF 2
+
+
+@pytest.mark.sim
+@pytest.mark.parametrize("mw, mh, simd, pe, dt, act", XNOR_ROM_CASES,
+                         ids=[f"mw{c[0]}-mh{c[1]}-simd{c[2]}-pe{c[3]}-{c[4]}-{c[5]}" for c in XNOR_ROM_CASES])
+def test_weights_in_xnor_bit_exact_and_cycle_exact(mw, mh, simd, pe, dt, act, simulator):
+    spec = make_spec(mw, mh, simd, pe, dt, dt, act, seed=mw + mh, mem_mode="internal_embedded",
+                     ram_style="distributed", binary_xnor_mode=dt == "BINARY")
+    assert spec.weights_in_xnor and 5 <= spec.wmem <= 32
+    check(spec, simulator=simulator, frames=4)
+
+
+def test_weights_in_xnor_only_for_small_fixed_lut_roms():
+    base = dict(mem_mode="internal_embedded", ram_style="distributed")
+    assert make_spec(64, 16, 8, 4, "BIPOLAR", "BIPOLAR", "BIPOLAR", **base).weights_in_xnor        # 32 words
+    assert not make_spec(64, 32, 8, 4, "BIPOLAR", "BIPOLAR", "BIPOLAR", **base).weights_in_xnor    # 64 words
+    assert not make_spec(32, 8, 8, 4, "BIPOLAR", "BIPOLAR", "BIPOLAR", **base).weights_in_xnor     # 4 words: the ROM is free already
+    assert not make_spec(64, 16, 8, 4, "BIPOLAR", "BIPOLAR", "BIPOLAR", mem_mode="internal_embedded",
+                         ram_style="block").weights_in_xnor
+    assert not make_spec(64, 16, 8, 4, "BIPOLAR", "BIPOLAR", "BIPOLAR", mem_mode="internal_decoupled",
+                         ram_style="distributed").weights_in_xnor
+    assert not make_spec(64, 16, 8, 4, "INT4", "INT4", "UINT4", **base).weights_in_xnor
+    # the estimate: the ROM's LUT per bit, now with the XNOR in it, and a cheaper popcount per term
+    on = make_spec(64, 16, 8, 4, "BIPOLAR", "BIPOLAR", "BIPOLAR", **base)
+    assert on.pipeline_depth == make_spec(64, 16, 8, 4, "BIPOLAR", "BIPOLAR", "BIPOLAR", mem_mode="internal_embedded",
+                                          ram_style="block").pipeline_depth    # block: its operand register instead

@@ -144,7 +144,7 @@ def digits_x(tmp_path):
 
 def fake_build(out, verilog_sha256=None, netlist=True):
     """A report.json (and netlist.v) as `rtlgen build` leaves them, without running Yosys."""
-    from rtlgen.netlist import design_digest
+    from rtlgen.check.netlist import design_digest
     from sim.stream_io import VERILOG_NAME
     yosys = out / "build" / "yosys"
     yosys.mkdir(parents=True)
@@ -205,8 +205,8 @@ def test_digits_netlist_is_bit_exact_and_a_mutated_one_is_not(tmp_path, digits_x
     assert "netlist: bit-exact: 4 samples, 40 output values equal qonnx" in printed
     assert "x drawn from seeds 1, 2" in printed
     from rtlgen import api
-    from rtlgen.netlist import simulate_netlist
-    from rtlgen.verify import verify_outputs
+    from rtlgen.check.netlist import simulate_netlist
+    from rtlgen.check.verify import verify_outputs
     x = np.load(digits_x)
     stalled = simulate_netlist(out, x, backpressure=Backpressure(seed=3))       # the same netlist, stalled
     assert verify_outputs(MODELS / "digits_tfc_w1a1i1_clean.onnx", x, stalled.outputs, api.open_design(out).io).exact

@@ -12,11 +12,11 @@ import pytest
 from rtlgen import api
 from rtlgen.cli import main
 from rtlgen.compiler import CompileOptions, to_hw
-from rtlgen.folding import set_folding
-from rtlgen.frontend import load_model
-from rtlgen.verify import qonnx_reference
+from rtlgen.passes.fold import set_folding
+from rtlgen.passes.load import load_model
+from rtlgen.check.verify import qonnx_reference
 from sim.harness import Backpressure
-from rtlgen.optimize import (Budget, _candidates, _cheapest_within, _groups, _optimize, _options,
+from rtlgen.passes.optimize import (Budget, _candidates, _cheapest_within, _groups, _optimize, _options,
                              _smallest_fitting, _whole_design, optimize_folding)
 
 MODELS = Path(__file__).parent / "models"
@@ -225,7 +225,7 @@ def test_fit_pynq_z2_designs_are_bit_exact(tmp_path, capsys, name, mhz):
 
 def _deep_fifos(graph, **_):
     """Stands in for the FIFO sizing simulation: every FIFO 8,192 deep, far beyond any analytic bound."""
-    from rtlgen import stitch
+    from rtlgen.backend import stitch
     stitched = stitch.insert_dwcs_and_fifos(stitch.as_graph(graph))
     return {n.name: 8192 for n in stitched.nodes if n.op_type == "StreamingFIFO"}
 
@@ -234,9 +234,9 @@ def test_fifos_sized_beyond_the_budget_are_folded_around_or_named(monkeypatch):
     # The optimizer counts FIFOs at their analytic depths; when simulation sizes them deeper and the design
     # goes over the budget, the compile folds again with that cost held back (CNV-w2a2 --fit pynq-z2: 24
     # BRAM36 over, then within at II 27,648); FIFOs that alone outgrow the budget end in a warning.
-    from rtlgen import stitch
+    from rtlgen.backend import stitch
     from rtlgen.compiler import CompileWarning, compile_model
-    from rtlgen.emit import build_report
+    from rtlgen.backend.emit import build_report
     monkeypatch.setattr(stitch, "size_fifos", _deep_fifos)
     said = []
     with pytest.warns(CompileWarning, match=r"over the optimizer's budget after its FIFOs were sized by simulation"):

@@ -12,11 +12,11 @@ import pytest
 
 from galapagos.bridges import FromGalapagosSpec, ToGalapagosSpec
 from rtlgen.costmodel import estimate
-from rtlgen.frontend import load_model
-from rtlgen.lower import lower
-from rtlgen.optimize import RESOURCES, Budget, _groups, _options, _whole_design, optimize_folding
-from rtlgen.partition import PartitionError, _Problem, legal_cuts, partition
-from rtlgen.stitch import words_per_frame
+from rtlgen.passes.load import load_model
+from rtlgen.passes.lower import lower
+from rtlgen.passes.optimize import RESOURCES, Budget, _groups, _options, _whole_design, optimize_folding
+from rtlgen.passes.partition import PartitionError, _Problem, legal_cuts, partition
+from rtlgen.backend.stitch import words_per_frame
 
 MODELS = Path(__file__).parent / "models"
 CLOCK_MHZ = 100.0

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from rtlgen.cli import main
-from rtlgen.outdir import MANIFEST, lock
+from rtlgen.ir.outdir import MANIFEST, lock
 
 MODEL = Path(__file__).parent / "models" / "digits_tfc_w1a1i1_clean.onnx"
 PLAN = ["partition.json", "folding.json", "cluster/logical.xml", "cluster/map.xml"]
@@ -75,7 +75,7 @@ def test_an_interrupted_partition_leaves_the_previous_plan(tmp_path, monkeypatch
 
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
-    monkeypatch.setattr("rtlgen.partition.write_plan", interrupted)
+    monkeypatch.setattr("rtlgen.passes.partition.write_plan", interrupted)
     assert partition(out, "--devices", "3") == 130
     assert {p: (out / p).read_text() for p in PLAN} == before
     assert not list(tmp_path.glob(".out.rtlgen-*"))

@@ -23,7 +23,7 @@ from layers.streams import (AddStreams, AddStreamsSpec, DuplicateStreams, Duplic
 from layers.thresholding import Thresholding, ThresholdingSpec
 from layers.upsample import UpsampleNearestNeighbour, UpsampleNearestNeighbourSpec
 from layers.vvau import VVAU, VVAUSpec
-from rtlgen.prove import prove_spec
+from rtlgen.check.prove import prove_spec
 from swg import ConvolutionInputGenerator
 from swg.spec import SWGSpec
 
@@ -218,7 +218,7 @@ def test_no_answer_is_a_result_not_an_error(digits_out, tmp_path, capsys, monkey
     tool is the environment's fault: exit 2, one line naming the tool."""
     import shutil
 
-    import rtlgen.prove as prove
+    import rtlgen.check.prove as prove
     from rtlgen.cli import main
 
     monkeypatch.setattr(prove, "_cache_path", lambda key: tmp_path / "cache" / f"{key}.json")     # no cached answer

@@ -16,7 +16,7 @@ from qonnx.core.datatype import DataType
 from layers.mvau import MVAUSpec
 from layers.requant import REQUANT_STAGES, fit_requant
 from layers.thresholding import ThresholdingSpec
-from rtlgen.thresholds import derive_thresholds
+from rtlgen.passes.thresholds import derive_thresholds
 from tests.conftest import RANDOM_EXAMPLES
 from tests.test_thresholding import check as check_thresholding
 
@@ -48,8 +48,8 @@ def near_thresholds(t, lo, hi, rng, n=4000):
 
 @pytest.fixture(scope="module")
 def generator_layers():
-    from rtlgen.frontend import load_model
-    from rtlgen.lower import lower
+    from rtlgen.passes.load import load_model
+    from rtlgen.passes.lower import lower
     graph = lower(load_model(MODELS / "gen_mlp_int8.onnx", None))
     return [n for n in graph.nodes if n.op_type == "MVAU"]
 
@@ -147,7 +147,7 @@ def test_mvau_requantizes_bit_exact():
 
 def test_report_names_the_style_and_why_a_table_stays(generator_layers):
     from layers.requant import activation_summary
-    from rtlgen.stitch import graph_report
+    from rtlgen.backend.stitch import graph_report
     t = np.sort(np.random.default_rng(3).integers(-30_000, 30_000, size=(4, 255)), axis=1)
     summary = activation_summary(ThresholdingSpec(4, 2, "INT16", "UINT8", t))
     assert summary["style"] == "thresholds" and summary["levels"] == 255

@@ -18,11 +18,11 @@ from qonnx.core.datatype import DataType
 from tests.conftest import rtl_at_the_ii_under_backpressure
 from rtlgen.cli import main
 from rtlgen.compiler import _stream_io
-from rtlgen.execute import run_golden
-from rtlgen.frontend import CompileError, load_model
-from rtlgen.hwgraph import StreamTensor
-from rtlgen.lower import _order_preserving_factors, lower
-from rtlgen.verify import verify_outputs
+from rtlgen.check.execute import run_golden
+from rtlgen.passes.load import CompileError, load_model
+from rtlgen.ir.graph import StreamTensor
+from rtlgen.passes.lower import _order_preserving_factors, lower
+from rtlgen.check.verify import verify_outputs
 
 MODELS = Path(__file__).parent / "models" / "residual_float"
 NAMES = ["resnet_identity", "resnet_conv_shortcut", "resnet_unshared"]

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from rtlgen.cli import main
-from rtlgen.frontend import load_model
-from rtlgen.lower import lower
+from rtlgen.passes.load import load_model
+from rtlgen.passes.lower import lower
 
 HERE = Path(__file__).parent / "models" / "resnet26"
 MODEL = HERE / "resnet26_w4a4.onnx"

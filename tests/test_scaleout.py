@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 
 from galapagos.cluster import parse_logical
-from rtlgen import scaleout
+from rtlgen.backend import scaleout
 from rtlgen.cli import main
-from rtlgen.verify import verify_outputs
+from rtlgen.check.verify import verify_outputs
 from sim.harness import Backpressure
 from sim.stream_io import StreamIO
 

@@ -9,8 +9,8 @@ import pytest
 from qonnx.core.datatype import DataType
 
 from memstream.packing import pack_words, padded_width, unpack_words
-from rtlgen import stitch
-from rtlgen.hwgraph import HWNode
+from rtlgen.backend import stitch
+from rtlgen.ir.graph import HWNode
 from sim import golden
 from sim.harness import FULL_RATE, Backpressure
 

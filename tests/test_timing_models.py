@@ -6,7 +6,7 @@ at which the bench offered the input words. FIFO sizing and the latency figure r
 import numpy as np
 import pytest
 
-from rtlgen.hwgraph import OPS
+from rtlgen.ir.graph import OPS
 from sim.harness import Backpressure, simulate_streams
 from tests.test_layer_contract import EXAMPLES, _node, _words
 

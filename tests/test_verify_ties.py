@@ -12,8 +12,8 @@ from onnx import TensorProto, helper, numpy_helper
 
 from rtlgen import api
 from rtlgen.cli import main
-from rtlgen.exact import TieReport, _classify, exact_reference
-from rtlgen.verify import qonnx_reference, verify_outputs
+from rtlgen.check.exact import TieReport, _classify, exact_reference
+from rtlgen.check.verify import qonnx_reference, verify_outputs
 from sim.harness import Backpressure
 
 MODELS = Path(__file__).parent / "models"

@@ -4,7 +4,7 @@ The walk starts at the first integer tensor (an integer-annotated graph input, o
 first activation quantizer, computed on the host) and visits the model's nodes in topological order.
 A node whose data inputs are all hardware streams is matched: every MatMul or Conv with integer weights
 becomes an MVAU (or SWG [+ FMPadding] + MVAU/VVAU), with the float ops up to the next quantizer turned
-into exact thresholds (:mod:`rtlgen.thresholds`); MaxPool becomes StreamingMaxPool; a quantizer on
+into exact thresholds (:mod:`rtlgen.passes.thresholds`); MaxPool becomes StreamingMaxPool; a quantizer on
 integer data becomes Thresholding; an Add of two streams becomes AddStreams (with a ChannelwiseOp on a
 branch whose codes need rescaling onto the common scale); a channel Concat becomes StreamingConcat; a
 final TopK after a monotone per-tensor chain becomes LabelSelect. A tensor read by several nodes is an
@@ -27,9 +27,9 @@ from qonnx.core.datatype import DataType
 
 from layers.datapath import dtype_for_range
 from layers.mvau import MVAUSpec
-from rtlgen.frontend import INPUT_DTYPE_HINT, CompileError, CompileWarning, quantizer_output_codes, user_names
-from rtlgen.hwgraph import DataflowGraph, HWNode, StreamTensor
-from rtlgen.thresholds import (ELEMENTWISE_OPS, QUANTIZERS, SHAPE_OPS, ActivationChain, channel_directions,
+from rtlgen.passes.load import INPUT_DTYPE_HINT, CompileError, CompileWarning, quantizer_output_codes, user_names
+from rtlgen.ir.graph import DataflowGraph, HWNode, StreamTensor
+from rtlgen.passes.thresholds import (ELEMENTWISE_OPS, QUANTIZERS, SHAPE_OPS, ActivationChain, channel_directions,
                                derive_thresholds)
 
 __all__ = ["StreamTensor", "lower"]
@@ -43,7 +43,7 @@ MAX_RESCALE = 1 << 8                # largest integer factor a branch's codes ar
 
 
 def lower(model):
-    """Lower a model from :func:`rtlgen.frontend.load_model` into a :class:`DataflowGraph` (the model
+    """Lower a model from :func:`rtlgen.passes.load.load_model` into a :class:`DataflowGraph` (the model
     itself is not changed; the graph keeps a copy with the weight quantizers folded)."""
     from qonnx.core.modelwrapper import ModelWrapper
     try:
@@ -579,7 +579,7 @@ class _Lowering:
         the integer codes exactly. The model adds two float32 products in float32: with float (not
         power-of-two) scales that sum is only the exact one up to rounding, so where a quantizer after
         the Add sits on a round-half-even tie, qonnx and the accelerator may pick neighbouring codes.
-        ``rtlgen verify`` compares against the exact semantics (:mod:`rtlgen.exact`, which adds exactly
+        ``rtlgen verify`` compares against the exact semantics (:mod:`rtlgen.check.exact`, which adds exactly
         too) and names those ties, as for the float32 dot products of MatMul and Conv."""
         where = f"node {node.name} (Add)"
         a, b = (self.stream[i] for i in node.input)

@@ -4,7 +4,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from rtlgen.stitch import DEFAULT_TOP_NAME, simulate_chain
+from rtlgen.backend.stitch import DEFAULT_TOP_NAME, simulate_chain
 from sim import progress
 from sim.compiled import network_engine
 from sim.harness import FULL_RATE, cycle_budget
@@ -73,7 +73,7 @@ class Comparison:
     first_bad: list                 # up to 5 (sample, element index, ours, qonnx)
     rtol: float = 0.0               # the rounding allowed (0: none)
     against_exact: "Comparison" = None  # where qonnx differs: ours against the model's exact semantics
-    ties: object = None             # where qonnx differs: its differences, classified (rtlgen.exact.TieReport)
+    ties: object = None             # where qonnx differs: its differences, classified (rtlgen.check.exact.TieReport)
     reference: str = "qonnx"        # what the outputs were compared with
 
     @property
@@ -133,9 +133,9 @@ def tolerance(io):
 
 def verify_outputs(model_path, x, outputs, io):
     """The accelerator's ``outputs`` for model inputs ``x`` against qonnx's execution of ``model_path``;
-    where they differ, also against the model's exact semantics (:mod:`rtlgen.exact`)."""
-    from rtlgen.exact import exact_reference
-    from rtlgen.finn_hw import finn_reference, is_finn_hw_file
+    where they differ, also against the model's exact semantics (:mod:`rtlgen.check.exact`)."""
+    from rtlgen.check.exact import exact_reference
+    from rtlgen.passes.finn_hw import finn_reference, is_finn_hw_file
 
     if is_finn_hw_file(model_path):     # FINN's custom ops: numpy executors of FINN's semantics (sim.finn_exec)
         return replace(compare(outputs, finn_reference(model_path, x), rtol=tolerance(io)),

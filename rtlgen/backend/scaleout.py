@@ -1,6 +1,6 @@
 """A partitioned network built and simulated: one Galapagos kernel per device, and the cluster in one run.
 
-What `rtlgen partition` builds from a :class:`rtlgen.partition.Partition` (after the plan):
+What `rtlgen partition` builds from a :class:`rtlgen.passes.partition.Partition` (after the plan):
 
 - **Per device** ``d`` (kernel ID ``k = d + 1``; the host's software kernel is ``H = devices + 1``), in
   ``OUT/device{d}/``: its subgraph with the partition's folding, stitched as a compile stitches a
@@ -35,8 +35,7 @@ from galapagos.bridges import (FromGalapagos, FromGalapagosSpec, ToGalapagos, To
                                max_packet_flits)
 from galapagos.link import PROBES, LinkModel, LinkSpec
 from memstream.packing import padded_width
-from rtlgen import stitch
-
+from rtlgen.backend import stitch
 __all__ = ["DeviceKernel", "ClusterSim", "build_devices", "write_devices", "cluster_verilog", "simulate",
            "ClusterRun", "CLUSTER_TOP", "device_name", "load_cluster"]
 
@@ -174,11 +173,11 @@ class DeviceBuild:
 
 
 def build_devices(model_path, part, *, options=None, say=lambda line: None):
-    """Per used device of ``part`` (a :class:`rtlgen.partition.Partition` of ``model_path``'s lowered
+    """Per used device of ``part`` (a :class:`rtlgen.passes.partition.Partition` of ``model_path``'s lowered
     graph): its stitched subgraph and kernel Verilog; and the whole network's :class:`StreamIO`.
     Returns ``(devices, io)``."""
     from rtlgen.compiler import CompileOptions, _stream_io, insert_duplicates, insert_fifos, to_hw
-    from rtlgen.frontend import load_model
+    from rtlgen.passes.load import load_model
 
     options = options or CompileOptions(clock_mhz=part.clock_mhz)
     model = load_model(model_path, options.input_dtype)
@@ -368,9 +367,9 @@ def build_kernels(out, *, say=lambda line: None, device_capacity=None, check=Tru
     by Yosys ``synth_xilinx``, out of context (there is no Galapagos network shell for the PYNQ-Z2 to
     put it in). Writes ``OUT/device{d}/build/yosys/report.json``; returns ``[{index, top, totals,
     layers, fits, over}]``. With ``check``, a kernel over the device is an error
-    (:class:`rtlgen.build.BuildError`) after every kernel has been reported."""
+    (:class:`rtlgen.backend.build.BuildError`) after every kernel has been reported."""
     from boards.yosys import XC7Z020, check_fits, synthesize
-    from rtlgen.build import BuildError
+    from rtlgen.backend.build import BuildError
 
     capacity = device_capacity or XC7Z020
     plan, devices = load_cluster(out)

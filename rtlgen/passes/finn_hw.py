@@ -30,7 +30,7 @@ from onnx import helper
 from qonnx.core.datatype import DataType
 
 from rtlgen.errors import CompileError
-from rtlgen.hwgraph import MEM_MODE_ALIASES, OPS, DataflowGraph, HWNode, StreamTensor
+from rtlgen.ir.graph import MEM_MODE_ALIASES, OPS, DataflowGraph, HWNode, StreamTensor
 from sim.finn_exec import EXECUTORS, FINN_DOMAIN, attrs_of, canonical, is_finn_node, normal_shapes
 
 __all__ = ["is_finn_hw", "is_finn_hw_file", "load_finn_hw", "lower_finn_hw", "finn_stream_io", "ACCEPTED"]
@@ -322,7 +322,7 @@ def finn_stream_io(model, graph, last=None):
     are FINN's (NHWC feature maps, integer values at scale 1), streamed in their row-major order; host
     ops before and after run through qonnx. A 4D end is flattened on the host (a Reshape), so the
     stream order is FINN's NHWC order, not the NCHW -> NHWC transpose of a QONNX model's ends."""
-    from rtlgen.host import submodel
+    from rtlgen.ir.host import submodel
     from sim.stream_io import StreamEnd, StreamIO
 
     m = copy.deepcopy(model.wrapper)

@@ -200,7 +200,7 @@ def _optimize(graph, budget, target_cycles, spill):
 
     def naive(ii):
         """FINN's SetFolding for ``ii`` from the graph's own folding (resType, ram_style as given)."""
-        from rtlgen.folding import set_folding
+        from rtlgen.passes.fold import set_folding
         for node, folding in zip(graph.nodes, original):
             node.folding = dict(folding)
         return set_folding(graph, ii)
@@ -417,10 +417,10 @@ def _apply(graph, groups, choices, picked):
 
 def _whole_design(graph):
     """Estimate of the design as stitched: the nodes plus the DuplicateStreams, DWCs and FIFOs between
-    them, the FIFOs at the depths the compile will give them (:func:`rtlgen.fifo_sizing.analytic_fifo_depths`,
+    them, the FIFOs at the depths the compile will give them (:func:`rtlgen.passes.size_fifos.analytic_fifo_depths`,
     milliseconds), so the design the optimizer accepts is the design the compile builds."""
-    from rtlgen.fifo_sizing import analytic_fifo_depths
-    from rtlgen.stitch import insert_duplicates, insert_dwcs_and_fifos
+    from rtlgen.passes.size_fifos import analytic_fifo_depths
+    from rtlgen.backend.stitch import insert_duplicates, insert_dwcs_and_fifos
     branched = insert_duplicates(graph)             # a tensor feeding several nodes: DuplicateStreams
     stitched = insert_dwcs_and_fifos(branched, analytic_fifo_depths(insert_dwcs_and_fifos(branched)))
     total = sum(estimate(node.spec()) for node in stitched.nodes)

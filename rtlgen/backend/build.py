@@ -12,7 +12,7 @@ Steps, all under ``OUT/build/``:
 3. Yosys ``synth_xilinx`` of the whole shell, keeping the hierarchy so each layer gets its own numbers,
    written to ``yosys/report.json``; over the xc7z020's capacity is an error (:class:`BuildError`). The
    accelerator's netlist goes to ``yosys/netlist.v`` (``rtlgen verify OUT --netlist`` simulates it,
-   :mod:`rtlgen.netlist`).
+   :mod:`rtlgen.check.netlist`).
 """
 
 import json
@@ -39,9 +39,9 @@ def build(out, *, shell="standalone", toolchain="yosys", board="pynq-z2", inputs
     ``device``: the capacity checked against (the xc7z020's). A design estimated over ``FAR_OVER`` times a
     resource of the board is refused before Yosys starts (it would run for long, often out of memory),
     unless ``force``."""
-    from rtlgen.netlist import NETLIST_FILE, netlist_record
-    from rtlgen.outdir import read_design
-    from rtlgen.stitch import DEFAULT_TOP_NAME
+    from rtlgen.check.netlist import NETLIST_FILE, netlist_record
+    from rtlgen.ir.outdir import read_design
+    from rtlgen.backend.stitch import DEFAULT_TOP_NAME
 
     if board != "pynq-z2":
         raise BuildError(f"--board {board!r} is not supported; legal: pynq-z2")
@@ -81,7 +81,7 @@ def build(out, *, shell="standalone", toolchain="yosys", board="pynq-z2", inputs
     (root / "yosys").mkdir(parents=True, exist_ok=True)
     (root / "yosys" / "report.json").write_text(json.dumps(result, indent=2) + "\n")
     say(_table(result))
-    from rtlgen.html_report import write_html
+    from rtlgen.report.html import write_html
     say(f"report -> {write_html(out)}")
     over = check_fits(synth, device)
     if over:

@@ -8,9 +8,9 @@ OUT/
                           frames/s and latency of the accelerator and of the board (behind the zynq shell)
   report.html             the same as a page with plots (and Yosys / verify results once they have run)
   io.json, host_pre.onnx, host_post.onnx   how the model's tensors map onto the streams
-  .rtlgen-manifest.json   what the compile wrote, and the model's sha256 and path (rtlgen.outdir)
+  .rtlgen-manifest.json   what the compile wrote, and the model's sha256 and path (rtlgen.ir.outdir)
 
-A compile writes these into a new directory beside OUT and :mod:`rtlgen.outdir` swaps it in.
+A compile writes these into a new directory beside OUT and :mod:`rtlgen.ir.outdir` swaps it in.
 """
 
 import json
@@ -22,10 +22,10 @@ from onnx import TensorProto, helper
 from qonnx.core.datatype import BaseDataType
 
 from sim.stream_io import VERILOG_NAME as STREAM_IO_VERILOG_NAME
-from rtlgen.board_rate import board_figures
-from rtlgen.html_report import write_html
-from rtlgen.fifo_sizing import latency_cycles
-from rtlgen.stitch import DEFAULT_TOP_NAME, as_graph, graph_report
+from rtlgen.report.board_rate import board_figures
+from rtlgen.report.html import write_html
+from rtlgen.passes.size_fifos import latency_cycles
+from rtlgen.backend.stitch import DEFAULT_TOP_NAME, as_graph, graph_report
 
 __all__ = ["write_outputs", "build_report", "model_hw", "VERILOG_NAME"]
 
@@ -34,7 +34,7 @@ assert VERILOG_NAME == STREAM_IO_VERILOG_NAME        # where sim.stream_io.read_
 
 
 def write_outputs(compiled, out):
-    from rtlgen.folding import write_folding_config
+    from rtlgen.passes.fold import write_folding_config
 
     out = Path(out)
     # The weights live inside the Verilog (memory initial values), so no mem/*.dat images are written: a
@@ -76,7 +76,7 @@ def build_report(compiled):
         "fit": _fit(total["resources"], compiled.options.board),
         "optimizer": _optimizer(compiled.folded.optimizer, compiled.options),
     }
-    # on the board: behind the zynq shell's DMA (rtlgen.board_rate)
+    # on the board: behind the zynq shell's DMA (rtlgen.report.board_rate)
     report.update(board_figures(ii=ii, latency=latency, clock_mhz=compiled.options.clock_mhz,
                                 in_width=report["input"]["width"], out_width=report["output"]["width"],
                                 in_words=model.input.words_per_frame, out_words=model.output.words_per_frame,

@@ -4,7 +4,7 @@ qonnx executes a MatMul/Conv/Gemm in float32: the sum of a dot product is rounde
 in an order the runtime chooses; a residual Add of two quantized tensors with float scales adds two
 rounded float32 products. The accelerator computes the same dot product exactly on integer codes
 and then runs the model's own float32 nodes (scale, bias, BatchNorm, ReLU, Quant) on the exact value
-(``rtlgen.thresholds``). Where the exact value lies within float32 rounding of a quantizer's boundary
+(``rtlgen.passes.thresholds``). Where the exact value lies within float32 rounding of a quantizer's boundary
 (a round-half-to-even tie of ``Quant``, or a threshold), the two can pick neighbouring codes, and the
 difference then travels through the rest of the network.
 

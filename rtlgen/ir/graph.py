@@ -139,7 +139,7 @@ class DataflowGraph:
     model: object = None
     host_pre: list = field(default_factory=list)
     host_post: list = field(default_factory=list)
-    optimizer: object = None        # the folding optimizer's result (rtlgen.optimize.OptimizerResult), if it chose
+    optimizer: object = None        # the folding optimizer's result (rtlgen.passes.optimize.OptimizerResult), if it chose
 
     @classmethod
     def chain(cls, nodes, **kwargs):

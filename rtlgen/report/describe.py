@@ -18,7 +18,7 @@ def _scale(scale):
 def describe(model_path, options):
     """A JSON-able dict of the lowered, folded graph of ``model_path`` under ``options`` (CompileOptions)."""
     from rtlgen.compiler import fold, to_hw
-    from rtlgen.frontend import load_model
+    from rtlgen.passes.load import load_model
 
     model = load_model(model_path, options.input_dtype)
     graph = fold(to_hw(model, options), options)

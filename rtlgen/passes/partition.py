@@ -24,7 +24,7 @@ receives the graph output from the last device over such links too: their bounds
 
 The solver
 ----------
-The per-node options are :mod:`rtlgen.optimize`'s (``_groups``, ``_options``: non-dominated foldings
+The per-node options are :mod:`rtlgen.passes.optimize`'s (``_groups``, ``_options``: non-dominated foldings
 with their cycles and calibrated cost). The II is found by bisection over the candidate IIs (the
 options' cycle counts and the cuts' link bounds, from the slowest group's fastest option up; the
 program's feasibility is monotone in the II: a larger II allows every option and cut a smaller one
@@ -45,11 +45,11 @@ partition is a 0/1 program, solved exactly by HiGHS (``scipy.optimize.milp``):
   <= limit[d, r]``.
 
 **Objective.** While bisecting: the total cost in units of the budgets, ``sum_{d, r} used[d, r] /
-budget[d, r]`` (as :mod:`rtlgen.optimize`; HiGHS solves it fast). At the II
+budget[d, r]`` (as :mod:`rtlgen.passes.optimize`; HiGHS solves it fast). At the II
 found, once more for balance: the largest utilisation ``U >= used[d, r] / budget[d, r]`` over the
 devices and the finite budgets, plus ``1e-3 / (devices * resources)`` times the total cost: the most
 headroom on the fullest device, and among equally balanced partitions the cheapest (kept if it passes
-the check below, else the probe's partition stands). The check, as in :mod:`rtlgen.optimize`: the
+the check below, else the probe's partition stands). The check, as in :mod:`rtlgen.passes.optimize`: the
 DWCs, FIFOs and DuplicateStreams that stitching adds inside each device are estimated for the chosen
 folding (``optimize._whole_design`` of the device's subgraph, plus its bridges); while a device is over,
 its node budget at that II shrinks by the overshoot and the program is solved again
@@ -71,10 +71,10 @@ import numpy as np
 from galapagos.bridges import FLIT_WIDTHS, MAX_PACKET_BYTES, FromGalapagosSpec, ToGalapagosSpec, max_packet_flits
 from galapagos.link import header_flits
 from rtlgen.costmodel import estimate
-from rtlgen.hwgraph import DataflowGraph
-from rtlgen.optimize import (MAX_ROUNDS, RESOURCES, Budget, _candidates, _cheapest, _describe, _groups,
+from rtlgen.ir.graph import DataflowGraph
+from rtlgen.passes.optimize import (MAX_ROUNDS, RESOURCES, Budget, _candidates, _cheapest, _describe, _groups,
                              _options, _smallest_fitting, _whole_design)
-from rtlgen.stitch import words_per_frame
+from rtlgen.backend.stitch import words_per_frame
 
 __all__ = ["partition", "Partition", "DevicePlan", "Cut", "PartitionError", "legal_cuts", "DEFAULT_FLIT_WIDTH"]
 
@@ -191,7 +191,7 @@ def legal_cuts(graph):
 def partition(graph, devices, budgets, *, link_gbps=1.0, clock_mhz=100.0, fixed=None,
               flit_width=DEFAULT_FLIT_WIDTH, host_links=True, max_packet_bytes=MAX_PACKET_BYTES):
     """Cut ``graph`` into at most ``devices`` contiguous segments and fold every node, for the lowest II
-    (cycles per frame at ``clock_mhz``) that fits each device's :class:`~rtlgen.optimize.Budget` (``budgets``:
+    (cycles per frame at ``clock_mhz``) that fits each device's :class:`~rtlgen.passes.optimize.Budget` (``budgets``:
     one per device, or one for all) and each cut's link (``link_gbps`` Gbit/s of payload per link).
     ``fixed`` maps node names to device indices (a user's partition file): honoured as constraints.
     ``host_links``: the host's links (graph input and output) bound the II too; off when the host

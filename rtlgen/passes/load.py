@@ -28,7 +28,7 @@ def load_model(path, input_dtype=None):
     from qonnx.transformation.infer_datatypes import InferDataTypes
     from qonnx.util.cleanup import cleanup_model
 
-    from rtlgen.channels_last import is_channels_last, to_channels_first
+    from rtlgen.passes.channels_last import is_channels_last, to_channels_first
     path = Path(path)
     if path.is_dir():
         raise CompileError(f"{path}: is a directory; give the model's .onnx file")
@@ -42,8 +42,8 @@ def load_model(path, input_dtype=None):
         raise CompileError(f"{path}: not a valid ONNX model ({_first_line(exc)})") from None
     _initializers_are_not_inputs(proto)
     _multithreshold_out_dtypes(proto)
-    from rtlgen.finn_hw import is_finn_hw, load_finn_hw
-    if is_finn_hw(proto):                         # FINN's hardware-layer ONNX: no qonnx cleanup (rtlgen.finn_hw)
+    from rtlgen.passes.finn_hw import is_finn_hw, load_finn_hw
+    if is_finn_hw(proto):                         # FINN's hardware-layer ONNX: no qonnx cleanup (rtlgen.passes.finn_hw)
         return load_finn_hw(proto, path, input_dtype)
     _fixed_input_shape(proto, path)
     originals = _mark_node_names(proto)

@@ -14,7 +14,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper
 
-from rtlgen.frontend import CompileError
+from rtlgen.passes.load import CompileError
 
 __all__ = ["ActivationChain", "derive_thresholds", "channel_directions", "ELEMENTWISE_OPS", "SHAPE_OPS", "QUANTIZERS"]
 

@@ -11,7 +11,7 @@ single-threaded. A stitched design converts its layers as separate modules inste
   so an edited layer never reuses stale Verilog.
 
 A module is named ``{top}.{node}`` (its submodules ``{top}.{node}.{sub}``), exactly as a single
-conversion of :class:`rtlgen.stitch.StitchedAccelerator` names them.
+conversion of :class:`rtlgen.backend.stitch.StitchedAccelerator` names them.
 """
 
 import hashlib
@@ -157,7 +157,7 @@ def _sources_hash():
     import amaranth
 
     digest = hashlib.sha256(amaranth.__version__.encode())
-    root = Path(__file__).resolve().parent.parent
+    root = Path(__file__).resolve().parents[2]
     for package in ("layers", "swg", "memstream"):
         for path in sorted((root / package).rglob("*.py")):
             digest.update(path.relative_to(root).as_posix().encode())

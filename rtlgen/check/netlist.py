@@ -5,7 +5,7 @@ instantiate, with its own ports: ``ap_clk``, ``ap_rst_n``, ``s_axis_0_*``, ``m_a
 ``OUT/build/yosys/netlist.v`` and records, in ``OUT/build/yosys/report.json`` under ``"netlist"``, the
 sha256 of the design Verilog it was synthesized from. This module checks that the netlist belongs to
 OUT's design as it is now, and streams model inputs through it on the same bench and with the same
-comparison as ``rtlgen verify`` (:mod:`rtlgen.verify`), with the cells simulated by their models
+comparison as ``rtlgen verify`` (:mod:`rtlgen.check.verify`), with the cells simulated by their models
 (:mod:`boards.xilinx_sim`: Yosys's, plus rtlgen's behavioural block RAMs).
 
 Simulator: Verilator by default. Yosys's cell library goes through it with the flags the compiled bench
@@ -26,8 +26,8 @@ from pathlib import Path
 
 import numpy as np
 
-from rtlgen.outdir import OutError
-from rtlgen.stitch import DEFAULT_TOP_NAME
+from rtlgen.ir.outdir import OutError
+from rtlgen.backend.stitch import DEFAULT_TOP_NAME
 
 __all__ = ["NETLIST_FILE", "X_SEEDS", "design_digest", "netlist_record", "read_netlist", "NetlistRun",
            "simulate_netlist"]
@@ -97,7 +97,7 @@ def simulate_netlist(out, x, *, simulator=None, backpressure=None):
     a :class:`NetlistRun`. ``simulator``: verilator (default) or icarus; ``backpressure``: a
     :class:`sim.harness.Backpressure` (default: full rate)."""
     from boards.xilinx_sim import cell_models
-    from rtlgen.outdir import read_design
+    from rtlgen.ir.outdir import read_design
     from sim.compiled import network_engine
     from sim.harness import FULL_RATE, cycle_budget, run_stitched
     from sim.runner import wrap_long_lines
@@ -141,8 +141,8 @@ def verify_netlist(out, model, x, *, simulator=None, say=print):
     outputs pass the comparison and, under Verilator, do not change with the x seeds."""
     import time
 
-    from rtlgen.outdir import read_design
-    from rtlgen.verify import verify_outputs
+    from rtlgen.ir.outdir import read_design
+    from rtlgen.check.verify import verify_outputs
 
     _, io, report = read_design(out)
     start = time.perf_counter()

@@ -6,7 +6,7 @@ from math import prod
 
 import numpy as np
 
-from rtlgen.hwgraph import DataflowGraph
+from rtlgen.ir.graph import DataflowGraph
 from sim.golden_ops import GOLDEN
 
 __all__ = ["run_golden"]

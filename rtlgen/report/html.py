@@ -93,13 +93,13 @@ def write_html(out):
 
 
 def record_verification(out, comparison):
-    """Keep ``comparison`` (:class:`rtlgen.verify.Comparison`) as ``out/verify.json`` and rewrite the page."""
+    """Keep ``comparison`` (:class:`rtlgen.check.verify.Comparison`) as ``out/verify.json`` and rewrite the page."""
     ties = comparison.ties.tie_count if comparison.at_ties else 0
     record = {"passed": comparison.passed, "exact": comparison.exact, "samples": comparison.samples,
               "elements": comparison.elements, "bad_elements": comparison.bad_elements,
               "bad_samples": comparison.bad_samples, "rounding_ties": ties, "summary": comparison.summary()}
     (Path(out) / VERIFY_NAME).write_text(json.dumps(record, indent=2) + "\n")
-    from rtlgen.outdir import claim
+    from rtlgen.ir.outdir import claim
     claim(out, [VERIFY_NAME])           # the design's: removed with it by the next compile
     return write_html(out)
 
@@ -367,7 +367,7 @@ def _yosys(synth):
 
 
 def _separated(text):
-    """``text`` (a message of :mod:`rtlgen.verify`) with the page's thousands separators in its integers."""
+    """``text`` (a message of :mod:`rtlgen.check.verify`) with the page's thousands separators in its integers."""
     return re.sub(r"(?<![\w.,])\d{4,}(?![\w.,])", lambda m: f"{int(m.group()):,}", text)
 
 

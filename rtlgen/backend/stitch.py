@@ -29,7 +29,7 @@ from amaranth.lib.wiring import In, Out
 from layers.requant import activation_summary
 from memstream.packing import padded_width
 from rtlgen.costmodel import estimate
-from rtlgen.hwgraph import DataflowGraph, HWNode, input_port, output_port
+from rtlgen.ir.graph import DataflowGraph, HWNode, input_port, output_port
 from sim.compiled import network_engine
 from sim.harness import FULL_RATE, cycle_budget, run_stitched
 from sim.runner import SimulationError, wrap_long_lines
@@ -333,12 +333,12 @@ def to_verilog(graph, *, name=DEFAULT_TOP_NAME, monitor=False):
     """Verilog text of the stitched graph (top module ``name``, FINN's port names).
 
     Each layer is converted on its own (module ``{name}.{node}``, as in a single conversion of
-    :class:`StitchedAccelerator`), in parallel, and cached by its spec (:mod:`rtlgen.layer_verilog`):
+    :class:`StitchedAccelerator`), in parallel, and cached by its spec (:mod:`rtlgen.backend.layer_verilog`):
     Amaranth spends seconds per big layer, and FIFO sizing and the final design share every layer but
     the FIFOs. The top only instantiates and wires them.
     """
     from amaranth.back import verilog
-    from rtlgen.layer_verilog import layer_modules, unused
+    from rtlgen.backend.layer_verilog import layer_modules, unused
 
     top = graph if isinstance(graph, StitchedAccelerator) else StitchedAccelerator(graph, monitor=monitor)
     unused(top)                # it only lends its ports and checks to the top converted below

@@ -170,7 +170,7 @@ def _run_sby(rtlil_text, mode, depth, workdir, timeout=None):
 
 
 def _source_hash():
-    from rtlgen.layer_verilog import _sources_hash
+    from rtlgen.backend.layer_verilog import _sources_hash
     import sim.formal
     digest = hashlib.sha256(_sources_hash().encode())
     digest.update(Path(sim.formal.__file__).read_bytes())
@@ -425,8 +425,8 @@ def design_nodes(out):
     import onnx
     from onnx import helper, numpy_helper
 
-    from rtlgen.hwgraph import OPS, HWNode, canonical_op_type
-    from rtlgen.outdir import OutError, read_design
+    from rtlgen.ir.graph import OPS, HWNode, canonical_op_type
+    from rtlgen.ir.outdir import OutError, read_design
 
     out = Path(out)
     _, _, report = read_design(out)             # OutError for a missing, partial or damaged OUT

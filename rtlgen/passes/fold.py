@@ -1,6 +1,6 @@
 """Folding: FINN's folding config JSON (read, apply, write) and FINN's ``SetFolding`` (a target throughput).
 
-Both work on a chain of :class:`~rtlgen.hwgraph.HWNode` and only change ``node.folding`` (FINN attribute
+Both work on a chain of :class:`~rtlgen.ir.graph.HWNode` and only change ``node.folding`` (FINN attribute
 names: ``PE``, ``SIMD``, ``parallel_window``, ``mem_mode``, ``ram_style``, ``ram_style_thresholds``,
 ``activation_style`` (ours: auto, thresholds, requant; see :func:`layers.requant.requant_form`),
 ``resType``, FIFO ``depth``); every choice is checked by building the node's spec, whose errors name the
@@ -22,7 +22,7 @@ import re
 from pathlib import Path
 
 from layers.op import divisors
-from rtlgen.hwgraph import OPS, canonical_op_type
+from rtlgen.ir.graph import OPS, canonical_op_type
 
 __all__ = ["load_folding_config", "apply_folding_config", "folding_config", "write_folding_config",
            "target_cycles", "set_folding", "divisors", "max_cycles"]
@@ -382,7 +382,7 @@ def set_folding(graph, target_cycles, *, mvau_wwidth_max=36, two_pass_relaxation
     ``two_pass_relaxation``, a missed target is retried with the achieved maximum as the target, so
     the layers that are faster than the bottleneck get no more parallelism than they need.
     """
-    from rtlgen.hwgraph import DataflowGraph
+    from rtlgen.ir.graph import DataflowGraph
 
     if target_cycles is None or target_cycles <= 0:
         raise ValueError(f"target_cycles must be a positive number, not {target_cycles!r}")

@@ -34,7 +34,7 @@ def simulate_in_shell(design, x, *, simulator=None):
     :class:`rtlgen.api.Design`) inside the zynq shell; a :class:`ShellRun`."""
     from boards.driver import pack_words_to_bytes, unpack_bytes_to_words
     from boards.zynq import ZynqShell
-    from rtlgen.board_rate import shell_timing_of
+    from rtlgen.report.board_rate import shell_timing_of
     from sim.runner import SimulationError, build, run_cocotb, to_verilog
 
     report, io = design.report, design.io

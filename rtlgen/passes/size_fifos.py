@@ -17,7 +17,7 @@ fed this way repeats the model's cycles exactly (no FIFO is ever full when a wor
 (a DMA that floods the input), the design's events can only come earlier: its handshakes are monotone
 (a word offered earlier is never taken later), so every layer still runs at least as fast as in the
 model, which reaches the II. The depths are never below the join bounds of
-:func:`rtlgen.stitch.branch_fifo_bounds` either. ``tests/test_fifo_sizing.py`` checks both claims
+:func:`rtlgen.backend.stitch.branch_fifo_bounds` either. ``tests/test_fifo_sizing.py`` checks both claims
 against simulation on the networks the tests compile.
 """
 
@@ -30,7 +30,7 @@ from layers.timing import as_cycles
 __all__ = ["FIFO_SIZINGS", "GraphTiming", "graph_timing", "paced_arrivals", "analytic_fifo_depths", "latency_cycles",
            "SIZING_FRAMES"]
 
-FIFO_SIZINGS = ("analytic", "sim", "none")     # --fifo-sizing: this module, rtlgen.stitch.size_fifos, join bounds
+FIFO_SIZINGS = ("analytic", "sim", "none")     # --fifo-sizing: this module, rtlgen.backend.stitch.size_fifos, join bounds
 SIZING_FRAMES = 3           # frames the model runs to find every FIFO's largest occupancy (at least)
 MAX_SIZING_FRAMES = 64      # (at most: more only while the output's frame period has not settled)
 FIFO_OP, DWC_OP = "StreamingFIFO", "StreamingDataWidthConverter"
@@ -68,7 +68,7 @@ def paced_arrivals(words_per_frame, frames, ii):
 
 def graph_timing(graph, source):
     """Compose the layers' timing models over ``graph`` (with its FIFOs, see
-    :func:`rtlgen.stitch.insert_dwcs_and_fifos`; their depths are ignored: every FIFO as deep as needed).
+    :func:`rtlgen.backend.stitch.insert_dwcs_and_fifos`; their depths are ignored: every FIFO as deep as needed).
     ``source``: the cycles at which the graph input's words are offered. The graph output is never
     stalled."""
     offers = {graph.input: as_cycles(source)}      # tensor -> when each word is first offered to its reader
@@ -129,15 +129,15 @@ def _ii(graph):
 
 
 def _words(graph):
-    from rtlgen.stitch import tensor_words
+    from rtlgen.backend.stitch import tensor_words
     return tensor_words(graph)
 
 
 def analytic_fifo_depths(graph, *, frames=SIZING_FRAMES):
     """{FIFO name: depth} of ``graph`` (with its FIFOs): each FIFO's largest occupancy in the composed
     timing model under paced input (see the module docstring), rounded as FINN rounds simulated
-    occupancies (:func:`rtlgen.stitch.finn_fifo_depth`), and never below its join bound."""
-    from rtlgen.stitch import branch_fifo_bounds, finn_fifo_depth
+    occupancies (:func:`rtlgen.backend.stitch.finn_fifo_depth`), and never below its join bound."""
+    from rtlgen.backend.stitch import branch_fifo_bounds, finn_fifo_depth
     timing = _settled_timing(graph, frames)
     bounds = branch_fifo_bounds(graph)
     return {n.name: max(finn_fifo_depth(timing.occupancy(n)), bounds.get(n.name, 0))
