@@ -150,6 +150,27 @@ class Op:
     parallelism: dict = field(default_factory=dict)
     finn_names: dict = field(default_factory=dict)
     old_names: tuple = ()
+    # --- Hooks: everything else the compiler asks of an op. Each is optional; the comment says what an op
+    # without it gets. The compiler (``rtlgen``) names no op type: it reads these through the registry.
+    role: str = "layer"             # "layer"; or the part the compiler's own passes give the op: "fifo",
+                                    # "dwc" (inserted on every stream / width change), "fanout" (where a
+                                    # tensor feeds several nodes), "join" (takes its inputs in lockstep)
+    lowers: tuple = ()              # ONNX patterns it lowers from: (Lowering(...), ...); none: only reached
+                                    # through FINN hardware-layer ONNX or another op's lowering
+    fold: Callable = None           # fold(ctx, node, target_cycles): its folding for a target II (FINN's
+                                    # SetFolding rule); none: each parallelism axis in order up its values
+    choices: dict = field(default_factory=dict)   # optimizer's choices beyond parallelism: FINN attribute
+                                    # -> legal values (resType, ram_style, ...)
+    folded_with: Callable = None    # folded_with(ctx, node): the node whose folding follows this one's
+                                    # (a depthwise SWG follows its VVAU), or None
+    golden: Callable = None         # golden(spec, inputs, producer_spec) -> outputs: its numpy reference
+    finn_import: Callable = None    # finn_import(attrs, params) -> params: fix-ups when reading FINN
+                                    # hardware-layer ONNX; none: attributes by ``finn_names`` only
+    finn_arrays: tuple = ()         # FINN hardware-layer ONNX: spec fields read from its initializers,
+                                    # inputs 1, 2, ... in order
+    small_instance: Callable = None  # small_instance(params) -> params: the same generator, small enough
+                                    # for ``rtlgen prove``; none: proven at the design's own size
+    cost_group: Callable = None     # cost_group(spec) -> the cost model's calibration group; none: op_type
 
     def legal(self, attr, params):
         """Legal values of the parallelism axis ``attr`` for a node with ``params``."""
