@@ -276,4 +276,4 @@ class StreamingDataWidthConverter(StreamLayer):
 
 OP = Op("StreamingDataWidthConverter", DWCSpec, StreamingDataWidthConverter,
         finn_names={"in_width": "inWidth", "out_width": "outWidth", "dtype": "dataType"},
-        old_names=("StreamingDataWidthConverter_Batch",))
+        old_names=("StreamingDataWidthConverter_Batch",), role="dwc")

@@ -298,4 +298,5 @@ class StreamingFIFO(wiring.Component):
 
 
 OP = Op("StreamingFIFO", FIFOSpec, StreamingFIFO,
-        folding={"depth": "depth", "ram_style": "ram_style", "fall_through": "fall_through"})
+        folding={"depth": "depth", "ram_style": "ram_style", "fall_through": "fall_through"},
+        role="fifo")

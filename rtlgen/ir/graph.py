@@ -23,11 +23,28 @@ import layers
 import swg
 from layers.op import Op, discover
 
-__all__ = ["OPS", "HWNode", "StreamTensor", "DataflowGraph", "canonical_op_type", "MEM_MODE_ALIASES",
+__all__ = ["OPS", "ops_with_role", "op_with_role", "INSERTED_ROLES", "HWNode", "StreamTensor", "DataflowGraph", "canonical_op_type", "MEM_MODE_ALIASES",
            "input_port", "output_port"]
 
 # Every op a layer module declares (``OP`` / ``OPS`` in :mod:`layers` and :mod:`swg`): FINN op type -> Op.
 OPS = discover(layers, swg)
+
+
+def ops_with_role(*roles):
+    """The ops whose ``role`` is one of ``roles`` (registry order)."""
+    return tuple(op for op in OPS.values() if op.role in roles)
+
+
+def op_with_role(role):
+    """The one op with ``role`` (``"fifo"``, ``"dwc"``, ``"fanout"``): the compiler's passes insert it."""
+    found = ops_with_role(role)
+    if len(found) != 1:
+        raise LookupError(f"expected one op with role {role!r}, the registry has {[op.op_type for op in found]}")
+    return found[0]
+
+
+# The ops the compiler's own passes insert (not the network's): FIFOs, width converters, fan-outs.
+INSERTED_ROLES = ("fifo", "dwc", "fanout")
 
 # Older FINN names of the same ops (v0.7 .. v0.9); the SpecializeLayers suffixes are handled below.
 OLD_OP_NAMES = {old: op.op_type for op in OPS.values() for old in op.old_names}
