@@ -13,6 +13,7 @@ from memstream.packing import pack_words
 from layers.fifo import rom_luts
 from layers.timing import one_to_one
 from layers.op import Op, Resources, divisors_of
+from sim import golden
 
 
 __all__ = ["ChannelwiseOpSpec", "ChannelwiseOp", "FUNCS"]
@@ -180,9 +181,13 @@ class ChannelwiseOp(StreamLayer):
 
 
 
+def _golden(spec, xs, producer):
+    return golden.channelwise(xs[0], spec.params, spec.func)
+
+
 OP = Op("ChannelwiseOp", ChannelwiseOpSpec, ChannelwiseOp, folding={"PE": "pe"},
         parallelism={"PE": divisors_of("num_channels")},
         finn_names={"func": "Func", "num_channels": "NumChannels", "input_dtype": "inputDataType",
                     "param_dtype": "paramDataType", "output_dtype": "outputDataType",
                     "num_input_vectors": "numInputVectors"},
-        old_names=("ChannelwiseOp_Batch",))
+        old_names=("ChannelwiseOp_Batch",), golden=_golden)

@@ -274,6 +274,11 @@ class StreamingDataWidthConverter(StreamLayer):
         return m
 
 
+def _golden(spec, xs, producer):
+    """The words as they come: a width converter changes how they are cut, not their elements."""
+    return xs[0]
+
+
 OP = Op("StreamingDataWidthConverter", DWCSpec, StreamingDataWidthConverter,
         finn_names={"in_width": "inWidth", "out_width": "outWidth", "dtype": "dataType"},
-        old_names=("StreamingDataWidthConverter_Batch",), role="dwc")
+        old_names=("StreamingDataWidthConverter_Batch",), role="dwc", golden=_golden)

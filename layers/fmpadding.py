@@ -10,6 +10,7 @@ from amaranth.lib.wiring import In, Out
 from layers.datapath import PixelFolded, check_dtype, legal_divisors, output_stage, wrapping_increment
 from layers.fifo import output_fifo_spec
 from layers.op import OneDatatype, OneWidth, Op, Resources, divisors_of
+from sim import golden
 from layers.timing import Timing, as_cycles, frames_of, take_when_ready
 
 
@@ -171,7 +172,11 @@ class FMPadding(wiring.Component):
 
 
 
+def _golden(spec, xs, producer):
+    return golden.fm_padding(xs[0].reshape(xs[0].shape[0], *spec.img_dim, spec.num_channels), spec.padding)
+
+
 OP = Op("FMPadding", FMPaddingSpec, FMPadding, folding={"SIMD": "simd"},
         parallelism={"SIMD": divisors_of("num_channels")},
         finn_names={"img_dim": "ImgDim", "padding": "Padding", "num_channels": "NumChannels", "dtype": "inputDataType"},
-        old_names=("FMPadding_Batch",))
+        old_names=("FMPadding_Batch",), golden=_golden)

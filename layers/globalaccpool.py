@@ -14,6 +14,7 @@ from qonnx.core.datatype import DataType
 from layers.datapath import (ChannelFolded, StreamLayer, check_dtype, dtype_for_range, dtype_range, element_value, legal_divisors, output_stage,
                              register, wrapping_increment)
 from layers.op import Op, Resources, divisors_of
+from sim import golden
 from layers.timing import Timing, frames_of, take_when_ready
 
 
@@ -169,8 +170,12 @@ class GlobalAccPool(StreamLayer):
 
 
 
+def _golden(spec, xs, producer):
+    return golden.global_acc_pool(xs[0].reshape(xs[0].shape[0], *spec.num_input_vectors[1:], spec.num_channels))
+
+
 OP = Op("GlobalAccPool", GlobalAccPoolSpec, GlobalAccPool, folding={"PE": "pe"},
         parallelism={"PE": divisors_of("num_channels")},
         finn_names={"num_channels": "NumChannels", "input_dtype": "inputDataType",
                     "num_input_vectors": "numInputVectors"},
-        old_names=("GlobalAccPool_Batch",))
+        old_names=("GlobalAccPool_Batch",), golden=_golden)

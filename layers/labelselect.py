@@ -15,6 +15,7 @@ from qonnx.core.datatype import DataType
 
 from layers.datapath import StreamLayer, check_dtype, element_value, legal_divisors, output_stage, wrapping_increment
 from layers.op import Op, Resources, StreamContract, divisors_of
+from sim import golden
 from layers.timing import Timing, as_cycles, frames_of, take_in_turn, take_when_ready
 
 
@@ -226,7 +227,11 @@ def _insert(vals, idxs, value, index):
 
 
 
+def _golden(spec, xs, producer):
+    return golden.label_select(xs[0], spec.k, spec.input_dtype.min())
+
+
 OP = Op("LabelSelect", LabelSelectSpec, LabelSelect, folding={"PE": "pe"},
         parallelism={"PE": divisors_of("labels")},
         finn_names={"labels": "Labels", "k": "K", "input_dtype": "inputDataType"},
-        old_names=("LabelSelect_Batch",))
+        old_names=("LabelSelect_Batch",), golden=_golden)

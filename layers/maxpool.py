@@ -15,6 +15,7 @@ from amaranth.lib.memory import Memory
 from layers.datapath import StreamLayer, check_dtype, element_value, legal_divisors, output_stage, register, wrapping_increment
 from layers.fifo import output_fifo_spec
 from layers.op import OneDatatype, Op, Resources, StreamContract, divisors_of
+from sim import golden
 from layers.timing import Timing, as_cycles, frames_of, take_when_ready
 
 
@@ -267,8 +268,12 @@ class StreamingMaxPool(StreamLayer):
 
 
 # PE is a parallelism axis in 1D only: a 2D pool streams whole pixels (SetFolding leaves it alone).
+def _golden(spec, xs, producer):
+    return golden.maxpool_nhwc(xs[0].reshape(xs[0].shape[0], *spec.img_dim, spec.num_channels), spec.pool_dim)
+
+
 OP = Op("StreamingMaxPool", StreamingMaxPoolSpec, StreamingMaxPool, folding={"PE": "pe"},
         parallelism={"PE": lambda p: divisors_of("num_channels")(p)
                      if StreamingMaxPoolSpec(**p).is_1d else [p.get("pe", 1)]},
         finn_names={"img_dim": "ImgDim", "pool_dim": "PoolDim", "num_channels": "NumChannels", "dtype": "dataType"},
-        old_names=("StreamingMaxPool_Batch",))
+        old_names=("StreamingMaxPool_Batch",), golden=_golden)

@@ -6,12 +6,12 @@ parallel, SIMD input elements per cycle: SF * NF cycles per vector.
 """
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from math import prod
 from typing import Literal
 
 import numpy as np
-from amaranth.hdl import C, Cat, Module, Mux, Signal, signed, unsigned
+from amaranth.hdl import Array, C, Cat, Module, Mux, Signal, signed, unsigned
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
@@ -28,12 +28,14 @@ from memstream.memstream import (MemStream, MemStreamSpec, check_lut_bits, is_lo
                                  rom_read_port)
 from memstream.packing import element_codes, pack_words
 from layers.op import ArrayMemo, Op, Resources, StreamContract, divisors_of
-from layers.requant import REQUANT_STAGES, requant_form, requantize
+from sim import golden
+from layers.requant import requant_form, requant_stages, requantize
 
 
 __all__ = ["MVAUSpec", "MVAU", "DotProductUnit"]
 
 MEM_MODES = ("internal_embedded", "internal_decoupled", "external")
+PIPELINES = ("throughput", "latency")   # pipeline: registers for the clock everywhere, or the fewest stages
 RAM_STYLES = ("auto", "distributed", "block", "ultra")
 RES_TYPES = ("auto", "lut", "dsp")
 AUTO_DSP_BITS = 6               # resType auto: DSP48E1 multipliers when both operands are at least this wide
@@ -82,7 +84,9 @@ class _UnitSpec(StreamContract):
     """
 
     offset_operands = False     # MVAUSpec's field; a VVAU's lanes do not share inputs
+    pipeline = "throughput"     # MVAUSpec's field
     weight_lut_bits = 0         # MVAUSpec's field; a VVAU's weights are never split
+    shared_activation = False   # MVAUSpec's field; a VVAU has one activation per lane
     weights_in_xnor = False     # MVAUSpec's property
 
     def _validate_common(self):
@@ -103,6 +107,8 @@ class _UnitSpec(StreamContract):
                              f"not {self.ram_style_thresholds!r}")
         if self.res_type not in RES_TYPES:
             raise ValueError(f"{owner} res_type must be one of {', '.join(RES_TYPES)}, not {self.res_type!r}")
+        if self.pipeline not in PIPELINES:
+            raise ValueError(f"{owner} pipeline must be one of {', '.join(PIPELINES)}, not {self.pipeline!r}")
         if self.runtime_writeable_weights and self.mem_mode != "internal_decoupled":
             raise ValueError(f"{owner} runtime_writeable_weights needs mem_mode=internal_decoupled, "
                              f"not {self.mem_mode}")
@@ -272,11 +278,15 @@ class _UnitSpec(StreamContract):
             ff += self.weight_width + self.in_width
         bram18 = dsp_act = 0
         if self.requant is not None:
-            act = self.requant.resource_estimate(self.pe, acc)
+            act = self.requant.resource_estimate(self.activation_lanes, acc)
             lut, ff, bram18, dsp_act = lut + act.lut, ff + act.ff, act.bram18, act.dsp
         elif self.table is not None:
-            t_lut, t_ff, bram18 = self.datapath_table.resource_estimate(self.ram_style_thresholds)
+            t_lut, t_ff, bram18 = self.activation_table().resource_estimate(self.ram_style_thresholds)
             lut, ff = lut + t_lut, ff + t_ff
+        if self.activation_groups > 1:      # the accumulators' copy, a G:1 mux per unit bit (LUT6: 4:1),
+            g, units = self.activation_groups, self.activation_lanes      # the output word's other turns
+            lut += units * acc * math.ceil((g - 1) / 3) + 2 * g.bit_length()
+            ff += self.pe * acc + (self.pe - units) * self.output_dtype.bitwidth() + 2 * g.bit_length()
         logic_bits = self.weight_width if self.weight_ram_style == "distributed" else self.weight_lut_bits
         if logic_bits and not self._rom_folds_into_products():
             lut += rom_luts(logic_bits, self.wmem)
@@ -332,6 +342,8 @@ class _UnitSpec(StreamContract):
         per bit, Yosys does not fold it into the adder tree: CNV-w1a1 MVAU_0, INT8 x BIPOLAR, 1,348 LUT by
         Yosys against 1,006 without it); a BINARY one is an AND that the tree's first LUTs absorb."""
         one_bit = self.weight_dtype if wb == 1 else self.input_dtype
+        if self.offset_weights:         # selects_bipolar_weights: an AND, like a BINARY weight
+            return 0
         return max(wb, ib) if one_bit.name == "BIPOLAR" else 0
 
     def _lut_mac_factor(self):
@@ -360,7 +372,7 @@ class _UnitSpec(StreamContract):
         ``distributed`` (LUT ROM or LUTRAM), or ``ultra``. ``auto`` resolves here, so that the estimate
         and the hardware agree: block RAM from :data:`AUTO_BRAM_MIN_DEPTH` words (a shallow memory wastes
         a block's depth), LUTs below. The compiler may move shallow weights to BRAM while the board's
-        BRAM allows (``rtlgen.compiler.place_memories``)."""
+        BRAM allows (``rtlgen.passes.place_memories``)."""
         if self.ram_style != "auto":
             return self.ram_style
         return "block" if self.wmem >= AUTO_BRAM_MIN_DEPTH else "distributed"
@@ -430,7 +442,21 @@ class _UnitSpec(StreamContract):
         bits and more, rows) and the tree adds: the tree's last adder and the accumulator's would
         otherwise share a cycle (two carry chains in series, ~100 MHz on the xc7z020 by
         ``boards.timing``); and with ``offset_weights``, whose correction is one more adder after the tree."""
+        if self.lean_accumulator:
+            return False
         return ((self.registers_products or self.offset_weights) and self.simd > 1) or self.product_rows > 1
+
+    @property
+    def lean_accumulator(self):
+        """``pipeline="latency"`` with SF = 1: the accumulator register takes the lane sum as it is (no
+        adder of its own: nothing to accumulate), so it is the register the sum needs and ``registers_sum``
+        would only add a cycle."""
+        return self.pipeline == "latency" and self.sf == 1 and not self.accumulates_in_dsp
+
+    @property
+    def out_latency(self):
+        """Cycles of the output FIFO: 2, or 1 with ``pipeline="latency"`` (``fall_through``)."""
+        return output_fifo_spec(self.out_width, self.pipeline == "latency").latency
 
     @property
     def registers_operands(self):
@@ -456,15 +482,26 @@ class _UnitSpec(StreamContract):
         Signed m-bit inputs join in with ``offset_inputs``: the lanes multiply x_u = x + 2^(m-1) (the
         sign bit inverted), so the accumulator holds sum w x + 2^(m-1) rowsum(w), a constant per output
         channel that the stored thresholds absorb (each channel's row is raised by it when the spec is
-        made). Only with a stored threshold table, fixed weights, and everything above."""
+        made). Only with a stored threshold table, fixed weights, and everything above.
+
+        BIPOLAR weights w = 2b - 1 (b their stored bit) with m >= 2-bit inputs likewise: ``sum_s w_s x_s =
+        2 sum_s b_s x_s - sum_s x_s``, the lanes summing selected inputs (an AND that the tree's first
+        LUTs absorb) instead of negated ones (an inverter per bit and a carry per product)."""
         x = self.input_dtype
         unsigned_x = x.is_integer() and not x.signed() and x.bitwidth() >= 2
         return self._sums_unsigned_products() and (unsigned_x or self.offset_inputs)
 
     def _sums_unsigned_products(self):
         w = self.weight_dtype
+        signed_int = w.is_integer() and w.signed() and w.bitwidth() >= 2 and w != DataType["BIPOLAR"]
         return (self.offset_operands and self.res_type == "lut" and not self.xnor and self.replays_input and self.pe > 1
-                and w.is_integer() and w.signed() and w.bitwidth() >= 2 and w != DataType["BIPOLAR"])
+                and (signed_int or self.selects_bipolar_weights))
+
+    @property
+    def selects_bipolar_weights(self):
+        """``offset_weights`` with BIPOLAR weights: each lane sums the inputs its weights select, doubled."""
+        return (self.weight_dtype == DataType["BIPOLAR"] and not self.xnor and self.input_dtype.bitwidth() >= 2
+                and self.input_dtype.is_integer())
 
     @property
     def lane_input_dtype(self):
@@ -502,15 +539,41 @@ class _UnitSpec(StreamContract):
 
     @property
     def activation_stages(self):
-        """Register stages of the activation: the requantizer's, or one per threshold search step."""
+        """Register stages of the activation: the requantizer's, or one per threshold search step; with
+        ``activation_groups`` G > 1, G more (the accumulators' copy, then one group of lanes a cycle)."""
+        serial = self.activation_groups if self.activation_groups > 1 else 0
         if self.requant is not None:
-            return REQUANT_STAGES
-        return self.table.stages if self.table is not None else 0
+            return serial + requant_stages(self.requant, self.activation_lanes, self.pipeline == "latency")
+        return serial + self.table.stages if self.table is not None else 0
+
+    @property
+    def activation_lanes(self):
+        """Activation units (requantizers or threshold searches): one per PE lane, or with
+        ``shared_activation`` the fewest U, a divisor of PE, whose PE / U turns fit in a fold (<= SF
+        cycles). An activation unit is busy one cycle in SF otherwise: where the lanes are many and SF is
+        long (SIMD 1 x PE 392: 392 requantizers of 2 DSP48E1 each, busy one cycle in 512) one unit serves
+        them all. The fold's accumulators are copied at its end and go through U units, U lanes a cycle
+        (lane p in turn p // U); the output word leaves once the last turn is through."""
+        if not self.shared_activation or self.table is None:
+            return self.pe
+        return min(u for u in range(1, self.pe + 1) if self.pe % u == 0 and self.pe // u <= self.sf)
+
+    @property
+    def activation_groups(self):
+        """G = PE / ``activation_lanes``: the turns the lanes take at the activation units, 1 if unshared."""
+        return self.pe // self.activation_lanes
+
+    def activation_table(self):
+        """The threshold table the hardware searches: ``datapath_table``, laid out for
+        ``activation_lanes`` units (lane u of virtual fold f: channel f * U + u)."""
+        if self.activation_groups == 1:
+            return self.datapath_table
+        return replace(self.datapath_table, pe=self.activation_lanes)
 
     @property
     def latency(self):
         """Cycles from the last input word of a vector to its first output word being offered (SF=NF=1)."""
-        return self.pipeline_depth + 2
+        return self.pipeline_depth + self.out_latency
 
     def timing(self, arrivals):
         """One (nf, sf) step per cycle, nf outer, sf inner; output word nf of a vector is offered
@@ -581,8 +644,12 @@ class MVAUSpec(_UnitSpec):
     runtime_writeable_weights: bool = False
     activation_style: Literal["auto", "thresholds", "requant"] = "auto"    # see layers.requant.requant_form
     offset_operands: bool = True        # offset_weights / offset_inputs where they apply; False: signed products
+    pipeline: Literal["throughput", "latency"] = "throughput"  # latency: the fewest stages (issue 33):
+                                        # a fall-through output FIFO, no sum register at SF = 1, a 2-stage
+                                        # requantizer where lean_requant allows
     weight_lut_bits: int = 0            # top bits of each weight word built as LUT ROM, the rest in BRAM
                                         # (ram_style=block): BRAM spilled into LUTs a bit column at a time
+    shared_activation: bool = False     # the PE lanes take turns at fewer activation units (activation_lanes)
     xnor: bool = field(init=False, repr=False)
     offset_inputs: bool = field(init=False, repr=False)
     table: ThresholdTable = field(init=False, repr=False)              # the contract's thresholds
@@ -700,7 +767,7 @@ class DotProductUnit(wiring.Component):
     def elaborate(self, platform):
         spec = self._spec
         m = Module()
-        advance, fifo_in = output_stage(m, self.o, spec.out_width)
+        advance, fifo_in = output_stage(m, self.o, spec.out_width, fall_through=spec.pipeline == "latency")
 
         weights = self._weight_stream(m)
         sf, nf = Signal(range(spec.sf)), Signal(range(spec.nf))
@@ -738,14 +805,49 @@ class DotProductUnit(wiring.Component):
         if spec.table is None:
             payload = self._extend_lanes(m, accs)
         else:
+            if spec.activation_groups > 1:
+                v, accs, nfr = self._take_turns(m, advance, v, accs, nfr)
             if spec.requant is not None:
-                v, counts = requantize(m, advance, v, accs, nfr, spec.requant, spec.pe)
+                v, counts = requantize(m, advance, v, accs, nfr, spec.requant, spec.activation_lanes,
+                                       lean=spec.pipeline == "latency")
             else:
-                v, counts = threshold_search(m, advance, v, accs, nfr, spec.datapath_table,
+                v, counts = threshold_search(m, advance, v, accs, nfr, spec.activation_table(),
                                              ram_style=spec.ram_style_thresholds)
-            payload = Cat(activation_lane(c, spec.output_dtype, spec.act_val) for c in counts)
+            outs = [activation_lane(c, spec.output_dtype, spec.act_val) for c in counts]
+            v, payload = self._gather_turns(m, advance, v, outs) if spec.activation_groups > 1 else (v, Cat(outs))
         m.d.comb += [fifo_in.valid.eq(v), fifo_in.payload.eq(payload)]
         return m
+
+    def _take_turns(self, m, advance, v, accs, nfr):
+        """``shared_activation``: the fold's accumulators copied at its end, then U of them a cycle (lane
+        p in turn p // U, unit p % U) for G turns; returns (valid, the U values, virtual fold nf * G +
+        turn: lane u of it is channel (nf * G + turn) * U + u, as the activation's U-lane tables read)."""
+        spec = self._spec
+        g, units = spec.activation_groups, spec.activation_lanes
+        copies = [Signal(a.shape(), name=f"turn_acc{p}", reset_less=True) for p, a in enumerate(accs)]
+        turn, busy = Signal(range(g), name="turn"), Signal(name="turn_busy")
+        nf_copy = Signal(range(spec.nf), name="turn_nf", reset_less=True)
+        with m.If(advance):
+            with m.If(v):           # a fold's end (>= SF >= G cycles after the last): a new copy, turn 0
+                m.d.sync += [c.eq(a) for c, a in zip(copies, accs)] + [busy.eq(1), turn.eq(0), nf_copy.eq(nfr)]
+            with m.Elif(busy):
+                m.d.sync += [turn.eq(wrapping_increment(turn, g)), busy.eq(turn != g - 1)]
+        values = [Array(copies[k * units + u] for k in range(g))[turn] for u in range(units)]
+        return busy, values, nf_copy * g + turn
+
+    def _gather_turns(self, m, advance, v, outs):
+        """The activation's outputs of turns 0 .. G-2 kept until the last turn's complete the word;
+        returns (valid, payload)."""
+        g = self._spec.activation_groups
+        turn = Signal(range(g), name="turn_out")
+        done = [Signal(len(Cat(outs)), name=f"turn_word{k}", reset_less=True) for k in range(g - 1)]
+        with m.If(advance & v):
+            m.d.sync += turn.eq(wrapping_increment(turn, g))
+            with m.Switch(turn):
+                for k in range(g - 1):
+                    with m.Case(k):
+                        m.d.sync += done[k].eq(Cat(outs))
+        return v & (turn == g - 1), Cat(*done, *outs)
 
     def _fabric_accumulators(self, m, advance, xs, ws, v, first, last, nfr):
         """Products, the lanes' adder trees (registered every TREE_LEVELS_PER_STAGE levels) and one
@@ -757,8 +859,8 @@ class DotProductUnit(wiring.Component):
         for p, prods in enumerate(self._products(m, advance, xs, ws)):
             total, stages = adder_tree(prods, m=m, advance=advance, levels_per_stage=TREE_LEVELS_PER_STAGE,
                                        name=f"sum{p}")
-            if correction is not None:
-                total = total - correction
+            if correction is not None:      # BIPOLAR: 2 sum b x - sum x
+                total = (total << int(spec.selects_bipolar_weights)) - correction
             sums.append(register(m, advance, total, name=f"sum{p}_r") if spec.registers_sum else total)
         depth = spec.product_stages + stages + int(spec.registers_sum)
         v = self._delay(m, advance, v, depth, "v", reset_less=False)
@@ -770,7 +872,7 @@ class DotProductUnit(wiring.Component):
         for p, total in enumerate(sums):
             acc = Signal(spec.acc_shape, name=f"acc{p}", reset_less=True)
             with m.If(advance & v):
-                m.d.sync += acc.eq(Mux(first, 0, acc) + total)
+                m.d.sync += acc.eq(total if spec.lean_accumulator else Mux(first, 0, acc) + total)
             accs.append(acc)
         return (register(m, advance, v & last, name="v_acc", reset_less=False), accs,
                 register(m, advance, nfr, name="nf_acc"))
@@ -824,7 +926,9 @@ class DotProductUnit(wiring.Component):
         register."""
         spec = self._spec
         w_dtype = spec.weight_dtype
-        if spec.offset_weights:         # w + 2^(n-1): the sign bit inverted, read as unsigned
+        if spec.offset_weights and spec.selects_bipolar_weights:     # b = (w + 1) / 2: the stored bit
+            w_dtype = DataType["BINARY"]
+        elif spec.offset_weights:       # w + 2^(n-1): the sign bit inverted, read as unsigned
             n = w_dtype.bitwidth()
             ws = data.View(ws.shape(), wire(m, ws.as_value() ^ _sign_bits(n, len(ws)), name="w_offset"))
             w_dtype = DataType[f"UINT{n}"]
@@ -898,7 +1002,7 @@ class DotProductUnit(wiring.Component):
             terms = [register(m, advance, t, name=f"x_{s}") for s, t in enumerate(terms)]
         total, stages = adder_tree(terms, m=m, advance=advance, levels_per_stage=TREE_LEVELS_PER_STAGE, name="xsum")
         total = self._delay(m, advance, total, tree_stages(spec.tree_terms, TREE_LEVELS_PER_STAGE) - stages, "xsum")
-        return total << (spec.weight_dtype.bitwidth() - 1)
+        return total if spec.selects_bipolar_weights else total << (spec.weight_dtype.bitwidth() - 1)
 
     def _extend_lanes(self, m, accs):
         """Accumulators sign- or zero-extended to the output element width."""
@@ -972,8 +1076,48 @@ UNIT_FOLDING = {"PE": "pe", "SIMD": "simd", "mem_mode": "mem_mode", "ram_style":
 
 
 
-OP = Op("MVAU", MVAUSpec, MVAU, folding={**UNIT_FOLDING, "weight_lut_bits": "weight_lut_bits"},
+def _golden(spec, xs, producer):
+    """The numpy reference (:func:`sim.golden.mvau`) on the spec's weights and thresholds."""
+    thresholds = None if spec.table is None else spec.table.thresholds
+    return golden.mvau(xs[0], np.asarray(spec.weights), thresholds, spec.act_val, spec.xnor,
+                       spec.output_dtype.name == "BIPOLAR")
+
+
+REQUANT_CHOICE_STEPS = 15       # activation_style is an optimizer choice from 4-bit activations up (fewer: thresholds)
+
+
+def activation_choices(params):
+    """The optimizer's activation_style values for an MVAU/VVAU with ``params``: both forms where the
+    thresholds have at least :data:`REQUANT_CHOICE_STEPS` steps, else none (thresholds, the default)."""
+    thresholds = params.get("thresholds")
+    if thresholds is None or np.shape(thresholds)[-1] < REQUANT_CHOICE_STEPS:
+        return ()
+    return ("thresholds", "requant")
+
+
+def _fold(ctx, node, target):
+    """FINN's SetFolding rule: SIMD first, but never a weight stream wider than ``ctx.mvau_wwidth_max``
+    bits (the step that would is reverted); then PE."""
+    f = node.folding
+    f["PE"], f["SIMD"] = 1, 1
+    wbits = ctx.spec(node).weight_dtype.bitwidth()
+    for simd in node.op.legal("SIMD", node.params):
+        prev = f["SIMD"]
+        f["SIMD"] = simd
+        if ctx.cycles(node) < target:
+            break                   # FINN checks the target first: a step meeting it is kept
+        if wbits * simd > ctx.mvau_wwidth_max:
+            f["SIMD"] = prev        # weight stream too wide: revert and stop
+            break
+    ctx.walk(node, "PE", node.op.legal("PE", node.params))
+
+
+OP = Op("MVAU", MVAUSpec, MVAU, folding={**UNIT_FOLDING, "weight_lut_bits": "weight_lut_bits", "pipeline": "pipeline",
+                                         "shared_activation": "shared_activation"},
         parallelism={"SIMD": divisors_of("mw"), "PE": divisors_of("mh")},
         finn_names={"mw": "MW", "mh": "MH", "input_dtype": "inputDataType", "weight_dtype": "weightDataType",
                     "output_dtype": "outputDataType", "act_val": "ActVal", "num_input_vectors": "numInputVectors"},
-        old_names=("StreamingFCLayer_Batch", "MatrixVectorActivation"))
+        old_names=("StreamingFCLayer_Batch", "MatrixVectorActivation"),
+        golden=_golden, fold=_fold,
+        choices={"resType": ("lut", "dsp"), "ram_style": ("auto", "distributed", "block"),
+                 "activation_style": activation_choices})

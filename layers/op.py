@@ -15,7 +15,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Callable, Protocol, runtime_checkable
 
-__all__ = ["Op", "LayerSpec", "Resources", "StreamContract", "OneDatatype", "OneWidth", "divisors", "divisors_of", "discover",
+__all__ = ["Op", "FoldContext", "LayerSpec", "Resources", "StreamContract", "OneDatatype", "OneWidth", "divisors", "divisors_of", "discover",
+           "Lowering", "LoweringContext", "REGISTRY", "register", "unregister",
            "ArrayMemo"]
 
 
@@ -133,6 +134,81 @@ def divisors_of(*params):
 
 
 @dataclass(frozen=True)
+class Lowering:
+    """One ONNX pattern an op lowers from (an entry of ``Op.lowers``). The compiler's ``lower`` pass walks the
+    model; at a node whose data inputs are hardware streams it runs the one ``rule`` of the registry that
+    matches, with a :class:`LoweringContext`; what no rule takes runs on the host."""
+    onnx_ops: tuple = ()            # ONNX op types of the node the rule starts at (at="node" and "tail")
+    rule: Callable = None           # rule(ctx, node) -> the stream tensor (ctx.tensor) of the model tensor
+                                    # the lowering ends at, or None: the node runs on the host.
+                                    # at="tail": rule(ctx, node, acc), see below
+    streams: object = 1             # inputs of the node that must be streams: a count, or "all"
+    when: Callable = None           # when(ctx, node) -> bool: the rule applies (e.g. only depthwise Conv);
+                                    # none: always. At most one rule may apply to a node
+    at: str = "node"                # "node": a node of onnx_ops; "activation": a node starting the float ops
+                                    # up to a quantizer on integer data (ctx.activation finds them);
+                                    # "tail": a node of onnx_ops ending the float ops after a dot product
+                                    # without quantizer; the rule gets that dot product's ctx.Accumulator
+    legal: str = ""                 # how the legal-ops message names what this rule maps to hardware
+
+
+class LoweringContext(Protocol):
+    """What rtlgen's ``lower`` pass gives a :class:`Lowering` rule (a layer module imports nothing from
+    ``rtlgen``: it asks this object). Model tensors on hardware streams are described by stream tensors:
+    ``name, dtype, scale, shape`` (real = scale * code; 4D tensors stream NHWC), ``spatial`` (4D), ``kind``
+    ("codes"), ``row_order``, ``rounding``, ``values`` (see ``rtlgen.ir.graph.StreamTensor``)."""
+
+    # --- the model ---
+    def attrs(self, node) -> dict: ...          # the ONNX node's attributes, decoded
+    def shape(self, tensor) -> tuple: ...       # a model tensor's shape
+    def initializer(self, tensor): ...          # a constant's value, or None
+    def consumers(self, tensor) -> list: ...    # the nodes reading a model tensor
+    def is_graph_output(self, tensor) -> bool: ...
+    def run_alone(self, node, x): ...           # the node alone on data input x (constants: the model's), as
+                                                # qonnx runs it
+    # --- streams ---
+    def stream(self, tensor): ...               # the stream tensor carrying a model tensor, or None
+    def input(self, node): ...                  # the one stream tensor a one-stream node reads
+    def wire(self, t): ...                      # the graph wire carrying stream tensor t (for ``add(inputs=)``)
+    def tensor(self, name, dtype, scale, shape=None, **fields): ...  # a new stream tensor (shape: the model's)
+    def require_codes(self, t, node): ...       # error unless t is per-tensor quantized codes
+    # --- weights ---
+    def weights(self, node, index): ...         # (integer codes, scale per output channel, DataType) of the
+                                                # node's constant input ``index``; errors if float or not constant
+    def per_channel(self, scale, channels, node): ...  # a weight scale as a (channels,) array
+    # --- hardware ---
+    def add(self, op_type, params, sources, inputs=None): ...  # a new node of the registry's op_type with spec
+                                                # fields ``params``, implementing the ONNX nodes ``sources``,
+                                                # reading ``inputs`` (wires; default: the previous node's
+                                                # output, or the lowered node's input); returns the graph node
+                                                # (``.spec()``, ``.outputs``, ``.sources``); the last node added
+                                                # writes the tensor the rule returns
+    def spec(self, op_type, params): ...        # the spec of such a node, without adding it
+    # --- float ops turned into integer arithmetic (rtlgen's exact analyses) ---
+    def dot_product(self, node, t, op_type, codes, wscale, wdtype, params, *, spatial, bias, channel_axis):
+        """A dot-product layer for ``node`` (accumulators of ``codes`` over stream ``t``; the spec has
+        ``acc_range()``, ``in_elems``, ``xnor``) with the float ops after it up to its quantizer as exact
+        thresholds (a decreasing channel gets its weights negated along ``channel_axis``); without a
+        quantizer, a plain accumulator output, or what an at="tail" lowering makes of the chain's end.
+        ``params(weights, weight_dtype, **fields)`` -> the spec fields; ``fields`` are among thresholds,
+        output_dtype, act_val. Returns the stream tensor it ends at."""
+    def accumulator_output(self, acc, output_dtype): ...  # at="tail": the dot product without activation,
+                                                # absorbing the chain's nodes; returns its graph node
+    def evaluate_chain(self, nodes, start, end, values, channels=1, spatial=False): ...  # the float ops
+                                                # ``nodes`` from tensor start to end on values (N, channels)
+    def per_tensor(self, node) -> bool: ...     # every constant of the node is one number
+    def activation(self, t, node): ...          # the float ops from node up to a quantizer on stream t as
+                                                # thresholds: .nodes, .thresholds, .dtype, .act_val,
+                                                # .channels, .vectors, .output (stream tensor); or None
+    def sum_grid(self, a, b, where): ...        # (scale, integer factors, grid, rounding) adding streams a, b
+    def sum_values(self, a, b, factors, dtype): ...  # real value of each integer sum (grid sums)
+    def common_scale(self, scales, where): ...  # (scale, integer factors) every scale is a multiple of
+    # --- messages ---
+    def error(self, message) -> Exception: ...  # the compile error to raise (bad input, exit 2)
+    def warn(self, message): ...                # a compile warning
+
+
+@dataclass(frozen=True)
 class Op:
     """How one FINN op type becomes hardware.
 
@@ -140,8 +216,8 @@ class Op:
     the order FINN's SetFolding raises them, each with its legal values as a function of the network's
     parameters (e.g. ``{"PE": divisors_of("num_channels")}``). ``finn_names`` maps the other spec fields
     to FINN attribute names (``model_hw.onnx`` is written with them); ``old_names`` are the op's names in
-    older FINN versions. The op's numpy reference sits in :mod:`sim.golden_ops` (``layers`` must not
-    import ``sim``).
+    older FINN versions. Its ``golden`` hook computes the op from the independent numpy math of
+    :mod:`sim.golden` (``layers`` may import ``sim.golden``, which imports no layer).
     """
     op_type: str
     spec: type
@@ -160,10 +236,14 @@ class Op:
     fold: Callable = None           # fold(ctx, node, target_cycles): its folding for a target II (FINN's
                                     # SetFolding rule); none: each parallelism axis in order up its values
     choices: dict = field(default_factory=dict)   # optimizer's choices beyond parallelism: FINN attribute
-                                    # -> legal values (resType, ram_style, ...)
+                                    # -> legal values (resType, ram_style, ...), or a function of the node's
+                                    # params giving them (empty: no choice for that node)
     folded_with: Callable = None    # folded_with(ctx, node): the node whose folding follows this one's
                                     # (a depthwise SWG follows its VVAU), or None
     golden: Callable = None         # golden(spec, inputs, producer_spec) -> outputs: its numpy reference
+                                    # (from sim.golden); inputs: per stream, integers (batch, vectors,
+                                    # elements), the folded shape with its last two dimensions merged;
+                                    # one array (every output) or a list (one per output)
     finn_import: Callable = None    # finn_import(attrs, params) -> params: fix-ups when reading FINN
                                     # hardware-layer ONNX; none: attributes by ``finn_names`` only
     finn_arrays: tuple = ()         # FINN hardware-layer ONNX: spec fields read from its initializers,
@@ -171,15 +251,54 @@ class Op:
     small_instance: Callable = None  # small_instance(params) -> params: the same generator, small enough
                                     # for ``rtlgen prove``; none: proven at the design's own size
     cost_group: Callable = None     # cost_group(spec) -> the cost model's calibration group; none: op_type
+    follower_folding: Callable = None  # follower_folding(folding) -> the folding of the node ``folded_with``
+                                    # names, from this node's (a depthwise SWG: SIMD = its VVAU's PE, ...)
 
     def legal(self, attr, params):
         """Legal values of the parallelism axis ``attr`` for a node with ``params``."""
         return self.parallelism[attr](params)
 
 
+class FoldContext(Protocol):
+    """What the compiler's folding passes give ``Op.fold`` and ``Op.folded_with`` (a layer module imports
+    nothing from ``rtlgen``: it asks this object instead)."""
+    target: int                     # the target II, cycles per frame (fold only; None in the optimizer)
+    mvau_wwidth_max: int            # FINN's mvau_wwidth_max: widest weight stream SetFolding gives an MVAU, bits
+
+    def spec(self, node): ...       # node's spec at its current folding; errors name the node
+
+    def cycles(self, node) -> int: ...      # node's exp_cycles at its current folding
+
+    def walk(self, node, attr, values): ...  # FINN's optimize_attribute_val: node.folding[attr] up
+                                    # ``values`` (ascending), stopping at the first meeting ``target``
+
+    def producer(self, node): ...   # the node feeding node's first input, inserted FIFOs/DWCs skipped;
+                                    # None at the graph input
+
+
+# The registry the compiler reads (``rtlgen.ir.graph.OPS`` is this dict): op_type -> Op. Filled by
+# :func:`discover`; a plug-in declared anywhere else joins it with :func:`register`.
+REGISTRY = {}
+
+
+def register(op):
+    """Add ``op`` (a plug-in from outside ``layers``/``swg``) to the registry the compiler reads; returns it."""
+    if REGISTRY.get(op.op_type, op) is not op:
+        raise TypeError(f"op {op.op_type} is already registered")
+    REGISTRY[op.op_type] = op
+    return op
+
+
+def unregister(op):
+    """Remove the plug-in ``op`` from the registry."""
+    if REGISTRY.get(op.op_type) is op:
+        del REGISTRY[op.op_type]
+
+
 def discover(*packages):
-    """{op_type: Op} of every module in ``packages`` that declares ``OP`` or ``OPS``."""
-    ops = {}
+    """{op_type: Op} of every module in ``packages`` that declares ``OP`` or ``OPS``: the :data:`REGISTRY`,
+    with those ops added."""
+    ops = REGISTRY
     for package in packages:
         modules = [package] + [importlib.import_module(f"{package.__name__}.{info.name}")
                                for info in pkgutil.iter_modules(package.__path__)]

@@ -15,6 +15,7 @@ from layers.datapath import (ChannelFolded, check_dtype, dtype_for_range, dtype_
 from layers.fifo import StreamingFIFO, output_fifo_spec
 from layers.timing import Timing, as_cycles, one_to_one, take_when_ready
 from layers.op import OneDatatype, OneWidth, Op, Resources, StreamContract, divisors_of
+from sim import golden
 
 __all__ = ["AddStreamsSpec", "AddStreams", "DuplicateStreamsSpec", "DuplicateStreams",
            "StreamingConcatSpec", "StreamingConcat"]
@@ -392,18 +393,32 @@ class StreamingConcat(wiring.Component):
 
 
 
+def _golden_add(spec, xs, producer):
+    return golden.add_streams(*xs)
+
+
+def _golden_duplicate(spec, xs, producer):
+    """Every output carries the input."""
+    return xs[0]
+
+
+def _golden_concat(spec, xs, producer):
+    return golden.concat_channels(xs)
+
+
 OPS = (
     Op("AddStreams", AddStreamsSpec, AddStreams, folding={"PE": "pe"},
        parallelism={"PE": divisors_of("num_channels")},
        finn_names={"num_channels": "NumChannels", "input_dtype": "inputDataType",
-                   "num_input_vectors": "numInputVectors"}, old_names=("AddStreams_Batch",), role="join"),
+                   "num_input_vectors": "numInputVectors"}, old_names=("AddStreams_Batch",), role="join",
+       golden=_golden_add),
     Op("DuplicateStreams", DuplicateStreamsSpec, DuplicateStreams,
        folding={"PE": "pe"},
        finn_names={"num_channels": "NumChannels", "num_output_streams": "NumOutputStreams",
                    "dtype": "inputDataType", "num_input_vectors": "numInputVectors"},
-       old_names=("DuplicateStreams_Batch",), role="fanout"),
+       old_names=("DuplicateStreams_Batch",), role="fanout", golden=_golden_duplicate),
     Op("StreamingConcat", StreamingConcatSpec, StreamingConcat, folding={"SIMD": "simd"},
        parallelism={"SIMD": divisors_of("channels_per_stream")},
        finn_names={"channels_per_stream": "ChannelsPerStream", "dtype": "inputDataType",
-                   "num_input_vectors": "numInputVectors"}, role="join"),
+                   "num_input_vectors": "numInputVectors"}, role="join", golden=_golden_concat),
 )

@@ -20,6 +20,7 @@ from memstream.axilite import AXILiteSignature, accept_writes, refuse_reads
 from layers.fifo import bram18_count, rom_luts
 from layers.timing import one_to_one
 from layers.op import ArrayMemo, Op, Resources, divisors_of
+from sim import golden
 from layers.requant import REQUANT_STAGES, requant_form, requantize
 
 
@@ -365,9 +366,13 @@ def _clog2(n):
 
 
 
+def _golden(spec, xs, producer):
+    return golden.multithreshold(xs[0], spec.table.thresholds, spec.act_val, spec.output_dtype.name == "BIPOLAR")
+
+
 OP = Op("Thresholding", ThresholdingSpec, Thresholding,
         folding={"PE": "pe", "ram_style": "ram_style", "activation_style": "activation_style"},
         parallelism={"PE": divisors_of("num_channels")},
         finn_names={"num_channels": "NumChannels", "input_dtype": "inputDataType", "output_dtype": "outputDataType",
                     "act_val": "ActVal", "num_input_vectors": "numInputVectors"},
-        old_names=("Thresholding_Batch",))
+        old_names=("Thresholding_Batch",), golden=_golden)

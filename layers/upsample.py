@@ -15,6 +15,7 @@ from amaranth.lib.memory import Memory
 from layers.datapath import PixelFolded, StreamLayer, check_dtype, legal_divisors, output_stage, register, wrapping_increment
 from layers.fifo import bram18_count, output_fifo_spec
 from layers.op import OneDatatype, OneWidth, Op, Resources, divisors_of
+from sim import golden
 from layers.timing import Timing, as_cycles, frames_of, take_when_ready
 
 __all__ = ["UpsampleNearestNeighbourSpec", "UpsampleNearestNeighbour"]
@@ -173,8 +174,12 @@ class UpsampleNearestNeighbour(StreamLayer):
         return m
 
 
+def _golden(spec, xs, producer):
+    return golden.upsample_nearest(xs[0].reshape(xs[0].shape[0], *spec.ifm_dim, spec.num_channels), spec.factor)
+
+
 OP = Op("UpsampleNearestNeighbour", UpsampleNearestNeighbourSpec, UpsampleNearestNeighbour,
         folding={"SIMD": "simd"}, parallelism={"SIMD": divisors_of("num_channels")},
         finn_names={"ifm_dim": "IFMDim", "ofm_dim": "OFMDim", "num_channels": "NumChannels",
                     "dtype": "inputDataType"},
-        old_names=("UpsampleNearestNeighbour_Batch",))
+        old_names=("UpsampleNearestNeighbour_Batch",), golden=_golden)

@@ -12,8 +12,9 @@ from typing import Literal
 import numpy as np
 
 from layers.datapath import legal_divisors
-from layers.mvau import UNIT_FOLDING, DotProductUnit, _positive, _UnitSpec
+from layers.mvau import UNIT_FOLDING, DotProductUnit, _positive, _UnitSpec, activation_choices
 from layers.op import Op, divisors, divisors_of
+from sim import golden
 from layers.thresholding import ThresholdTable
 
 
@@ -127,8 +128,52 @@ class VVAU(DotProductUnit):
 
 
 
+def _golden(spec, xs, producer):
+    """The numpy reference (:func:`sim.golden.vvau`), the input words in the order of the depthwise SWG
+    feeding it (SIMD = the producer's)."""
+    x = xs[0]
+    k, c = spec.in_elems, spec.channels
+    simd = producer.simd if producer is not None else spec.pe
+    windows = x.reshape(*x.shape[:-1], c // simd, k, simd)
+    windows = np.moveaxis(windows, -2, -3).reshape(*x.shape[:-1], k, c)
+    thresholds = None if spec.table is None else spec.table.thresholds
+    return golden.vvau(windows, spec.weight_matrix(), thresholds, spec.act_val, spec.xnor,
+                       spec.output_dtype.name == "BIPOLAR")
+
+
+def _folded_with(ctx, node):
+    """The depthwise window generator feeding the VVAU: its folding follows the VVAU's."""
+    swg = ctx.producer(node)
+    if swg is not None and swg.op_type == "ConvolutionInputGenerator" and swg.params.get("depthwise"):
+        return swg
+    return None
+
+
+def _follower_folding(folding):
+    """The depthwise SWG's folding from its VVAU's, as FINN requires: SIMD = the VVAU's PE, the parallel
+    window where the VVAU takes several kernel positions a cycle."""
+    return {"SIMD": folding["PE"], "parallel_window": folding["SIMD"] > 1}
+
+
+def _fold(ctx, node, target):
+    """FINN's SetFolding rule: PE, then SIMD only once PE = C (the SWG feeding it follows)."""
+    f = node.folding
+    f["SIMD"] = 1
+    legal_pe = node.op.legal("PE", node.params)
+    ctx.walk(node, "PE", legal_pe)
+    if f["PE"] == legal_pe[-1] and ctx.cycles(node) > target:
+        ctx.walk(node, "SIMD", node.op.legal("SIMD", node.params))
+    if _folded_with(ctx, node) is None and tuple(node.params["kernel"]) != (1, 1):
+        swg = ctx.producer(node)
+        raise ValueError(f"{node.name} (VVAU, kernel {tuple(node.params['kernel'])}) expects a depthwise "
+                         f"ConvolutionInputGenerator as its producer, found "
+                         f"{swg.name + ' (' + swg.op_type + ')' if swg else 'none'}")
+
+
 OP = Op("VVAU", VVAUSpec, VVAU, folding=UNIT_FOLDING,
         parallelism={"PE": divisors_of("channels"), "SIMD": lambda p: divisors(p["kernel"][0] * p["kernel"][1])},
         finn_names={"channels": "Channels", "kernel": "Kernel", "dim": "Dim", "input_dtype": "inputDataType",
                     "weight_dtype": "weightDataType", "output_dtype": "outputDataType", "act_val": "ActVal"},
-        old_names=("Vector_Vector_Activate_Batch", "VectorVectorActivation"))
+        old_names=("Vector_Vector_Activate_Batch", "VectorVectorActivation"), golden=_golden,
+        fold=_fold, folded_with=_folded_with, follower_folding=_follower_folding,
+        choices={"resType": ("lut", "dsp"), "activation_style": activation_choices})

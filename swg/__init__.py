@@ -1,6 +1,7 @@
 """Sliding-window generators (FINN ``ConvolutionInputGenerator``): default and parallel-window styles."""
 
 from layers.op import Op, divisors_of
+from sim import golden
 from swg.default import SlidingWindowBuffer
 from swg.parallel import SlidingWindowRegisters
 from swg.spec import SWGSpec
@@ -14,9 +15,37 @@ def ConvolutionInputGenerator(spec):
 
 
 
+def _golden(spec, xs, producer):
+    x = xs[0].reshape(xs[0].shape[0], *spec.ifm_dim, spec.ifm_channels)
+    if spec.depthwise:
+        return golden.depthwise_windows(x, spec.kernel, spec.simd, spec.stride, spec.dilation)
+    return golden.im2col(x, spec.kernel, spec.stride, spec.dilation)
+
+
+def _fold(ctx, node, target):
+    """FINN's SetFolding rule: SIMD, then the parallel window when SIMD = C is still too slow (where the
+    spec allows it). A depthwise generator is not folded on its own: it follows its VVAU."""
+    f = node.folding
+    f["parallel_window"] = False
+    legal = node.op.legal("SIMD", node.params)
+    ctx.walk(node, "SIMD", legal)
+    if f["SIMD"] == legal[-1] and ctx.cycles(node) > target:
+        f["parallel_window"] = True
+        try:
+            ctx.spec(node)
+        except ValueError:          # the spec does not allow it here: stay in the default style
+            f["parallel_window"] = False
+
+
+def _parallel_window_choice(params):
+    """The optimizer's parallel_window values: both, but for a depthwise generator (it follows its VVAU)."""
+    return () if params.get("depthwise") else (False, True)
+
+
 OP = Op("ConvolutionInputGenerator", SWGSpec, ConvolutionInputGenerator,
         folding={"SIMD": "simd", "parallel_window": "parallel_window", "ram_style": "ram_style"},
         parallelism={"SIMD": divisors_of("ifm_channels")},
         finn_names={"ifm_dim": "IFMDim", "ifm_channels": "IFMChannels", "kernel": "ConvKernelDim",
                     "input_dtype": "inputDataType", "stride": "Stride", "dilation": "Dilation"},
-        old_names=("ConvolutionInputGenerator_rtl",))
+        old_names=("ConvolutionInputGenerator_rtl",), golden=_golden,
+        fold=_fold, choices={"parallel_window": _parallel_window_choice})

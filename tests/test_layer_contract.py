@@ -12,7 +12,6 @@ from qonnx.core.datatype import DataType
 from layers.op import LayerSpec, Op, Resources
 from memstream.packing import pack_words
 from rtlgen.ir.graph import OPS, HWNode
-from sim.golden_ops import GOLDEN
 from sim.harness import simulate_streams
 
 RNG = np.random.default_rng(5)
@@ -56,7 +55,8 @@ def _node(op_type):
 
 
 def test_every_op_has_an_example_and_a_golden():
-    assert set(EXAMPLES) == set(OPS) == set(GOLDEN)
+    assert set(EXAMPLES) == set(OPS)
+    assert all(callable(op.golden) for op in OPS.values())
 
 
 @pytest.mark.parametrize("op_type", sorted(OPS))

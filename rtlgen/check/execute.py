@@ -1,5 +1,5 @@
 """Run a dataflow graph on numpy: each layer's independent golden model (:mod:`sim.golden`, through
-:data:`sim.golden_ops.GOLDEN`) applied in stream order, node by node in topological order. It checks lowering
+each op's ``golden`` hook) applied in stream order, node by node in topological order. It checks lowering
 against qonnx without building hardware, and it is what the RTL simulation of the same graph must equal."""
 
 from math import prod
@@ -7,7 +7,6 @@ from math import prod
 import numpy as np
 
 from rtlgen.ir.graph import DataflowGraph
-from sim.golden_ops import GOLDEN
 
 __all__ = ["run_golden"]
 
@@ -22,7 +21,7 @@ def run_golden(graph, codes):
         spec = node.spec()
         ins = [_shaped(values[t], shape) for t, shape in zip(node.inputs, spec.folded_input_shapes)]
         first = graph.predecessors(node)[0] if node.inputs else None
-        outs = GOLDEN[node.op_type](spec, ins, first.spec() if first is not None else None)
+        outs = node.op.golden(spec, ins, first.spec() if first is not None else None)
         outs = outs if isinstance(outs, list) else [outs] * len(node.outputs)
         for t, x in zip(node.outputs, outs):
             values[t] = x.reshape(x.shape[0], -1)
