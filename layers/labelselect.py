@@ -234,4 +234,4 @@ def _golden(spec, xs, producer):
 OP = Op("LabelSelect", LabelSelectSpec, LabelSelect, folding={"PE": "pe"},
         parallelism={"PE": divisors_of("labels")},
         finn_names={"labels": "Labels", "k": "K", "input_dtype": "inputDataType"},
-        old_names=("LabelSelect_Batch",), golden=_golden)
+        old_names=("LabelSelect_Batch",), golden=_golden, host_side=True)

@@ -250,9 +250,13 @@ class Op:
                                     # inputs 1, 2, ... in order
     small_instance: Callable = None  # small_instance(params) -> params: the same generator, small enough
                                     # for ``rtlgen prove``; none: proven at the design's own size
-    cost_group: Callable = None     # cost_group(spec) -> the cost model's calibration group; none: op_type
+    cost_group: Callable = None     # cost_group(spec) -> the cost model's calibration group; none: the
+                                    # spec's class name without "Spec" (the names data/cost_model.json uses)
     follower_folding: Callable = None  # follower_folding(folding) -> the folding of the node ``folded_with``
                                     # names, from this node's (a depthwise SWG: SIMD = its VVAU's PE, ...)
+    host_side: bool = False         # FINN makes a layer of it where rtlgen may run it on the host (a model's
+                                    # input/output thresholds, its top-K): a folding entry for it that
+                                    # names no node warns (any other such entry is an error)
 
     def legal(self, attr, params):
         """Legal values of the parallelism axis ``attr`` for a node with ``params``."""

@@ -375,4 +375,4 @@ OP = Op("Thresholding", ThresholdingSpec, Thresholding,
         parallelism={"PE": divisors_of("num_channels")},
         finn_names={"num_channels": "NumChannels", "input_dtype": "inputDataType", "output_dtype": "outputDataType",
                     "act_val": "ActVal", "num_input_vectors": "numInputVectors"},
-        old_names=("Thresholding_Batch",), golden=_golden)
+        old_names=("Thresholding_Batch",), golden=_golden, host_side=True)

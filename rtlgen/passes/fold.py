@@ -22,7 +22,7 @@ import re
 from pathlib import Path
 
 from layers.op import divisors
-from rtlgen.ir.graph import OPS, canonical_op_type
+from rtlgen.ir.graph import INSERTED_ROLES, OPS, canonical_op_type, ops_with_role
 
 __all__ = ["load_folding_config", "apply_folding_config", "folding_config", "write_folding_config",
            "target_cycles", "set_folding", "divisors", "max_cycles"]
@@ -36,10 +36,10 @@ IGNORED_ATTRS = ("inFIFODepths", "outFIFODepths", "depth_trigger_uram", "depth_t
 # Attributes that change throughput or the stream layout: never silently dropped.
 PARALLEL_ATTRS = ("PE", "SIMD", "parallel_window")
 # Ops the stitcher inserts after folding: a config written after FINN's FIFO/DWC insertion names them.
-INSERTED_OPS = ("StreamingFIFO", "StreamingDataWidthConverter")
+INSERTED_OPS = tuple(op.op_type for op in ops_with_role(*INSERTED_ROLES))
 # FINN makes layers of a model's input / output thresholds and top-K that rtlgen may run on the host: a
 # folding entry for one of them warns; an entry for any other op that matches no node is an error
-HOST_SIDE_OPS = ("Thresholding", "LabelSelect")
+HOST_SIDE_OPS = tuple(op.op_type for op in OPS.values() if op.host_side)
 _ALL_ATTRS = {a for op in OPS.values() for a in op.folding}
 
 
@@ -104,7 +104,7 @@ def _match_keys(nodes, config):
             if split is not None and split[0] in HOST_SIDE_OPS:
                 warns.append(f"folding config entry {key!r}: no such node in the dataflow graph (known: "
                              f"{', '.join(n.name for n in nodes)}; rtlgen runs a model's input and output "
-                             f"Thresholding / LabelSelect on the host where FINN makes them layers), ignored")
+                             f"{' / '.join(HOST_SIDE_OPS)} on the host where FINN makes them layers), ignored")
                 continue
             raise ValueError(f"folding config names node {key!r}, which is not in the dataflow graph; "
                              f"known nodes: {', '.join(n.name for n in nodes) or 'none'} (FINN names of any "
@@ -268,10 +268,6 @@ def target_cycles(target_fps, clock_mhz):
     return int(1e9 / clk_ns / target_fps)
 
 
-def _cycles(node):
-    return _spec(node).exp_cycles
-
-
 def max_cycles(nodes):
     """(max exp_cycles, name of that node) over the nodes whose spec has exp_cycles."""
     best = (0, None)
@@ -283,89 +279,59 @@ def max_cycles(nodes):
     return best
 
 
-def _walk(node, attr, values, target):
-    """FINN's optimize_attribute_val: the values ascending, stop at the first meeting the target."""
-    for val in values:
-        node.folding[attr] = val
-        if _cycles(node) < target:
-            break
+class FoldingContext:
+    """The :class:`layers.op.FoldContext` the ops' ``fold`` and ``folded_with`` hooks get: the graph, the
+    target II (None where no target applies: the optimizer asks ``folded_with`` only) and FINN's options."""
+
+    def __init__(self, graph, target=None, *, mvau_wwidth_max=36):
+        self.graph, self.target, self.mvau_wwidth_max = graph, target, mvau_wwidth_max
+
+    def spec(self, node):
+        return _spec(node)
+
+    def cycles(self, node):
+        return _spec(node).exp_cycles
+
+    def walk(self, node, attr, values):
+        """FINN's optimize_attribute_val: the values ascending, stop at the first meeting the target."""
+        for val in values:
+            node.folding[attr] = val
+            if self.cycles(node) < self.target:
+                break
+
+    def producer(self, node):
+        """The node feeding ``node``'s first input, skipping the FIFOs and DWCs stitching inserts."""
+        while True:
+            found = self.graph.producer(node.inputs[0]) if node.inputs else None
+            if found is None:
+                return None
+            node = found[0]
+            if node.op.role not in INSERTED_ROLES:
+                return node
 
 
-def _producer(graph, node):
-    """The node feeding ``node``'s first input, skipping DWCs and FIFOs."""
-    while True:
-        found = graph.producer(node.inputs[0]) if node.inputs else None
-        if found is None:
-            return None
-        node = found[0]
-        if node.op_type not in INSERTED_OPS:
-            return node
+def folded_with(ctx, node):
+    """The node whose folding follows ``node``'s (``Op.folded_with``: a depthwise SWG follows its VVAU), or
+    None."""
+    return node.op.folded_with(ctx, node) if node.op.folded_with is not None else None
 
 
-def _fold_mvau(graph, node, target, mvau_wwidth_max):
-    """SIMD first, but never a weight stream wider than ``mvau_wwidth_max`` bits; then PE."""
-    f = node.folding
-    f["PE"], f["SIMD"] = 1, 1
-    wbits = _spec(node).weight_dtype.bitwidth()
-    for simd in node.op.legal("SIMD", node.params):
-        prev = f["SIMD"]
-        f["SIMD"] = simd
-        if _cycles(node) < target:
-            break                   # FINN checks the target first: a step meeting it is kept
-        if wbits * simd > mvau_wwidth_max:
-            f["SIMD"] = prev        # weight stream too wide: revert and stop
-            break
-    _walk(node, "PE", node.op.legal("PE", node.params), target)
-
-
-def _fold_swg(graph, node, target, _):
-    """SIMD, then parallel_window when SIMD = C is still too slow; a depthwise SWG follows its VVAU."""
-    if node.params.get("depthwise", False):
-        return                      # set by the VVAU it feeds
-    f = node.folding
-    f["parallel_window"] = False
-    legal = node.op.legal("SIMD", node.params)
-    _walk(node, "SIMD", legal, target)
-    if f["SIMD"] == legal[-1] and _cycles(node) > target:
-        f["parallel_window"] = True
-        try:
-            _spec(node)
-        except ValueError:          # the spec does not allow it here: stay in the default style
-            f["parallel_window"] = False
-
-
-def _fold_vvau(graph, node, target, _):
-    """PE, then SIMD only once PE = C; the depthwise SWG feeding it gets SIMD = PE and parallel_window
-    = (SIMD > 1)."""
-    f = node.folding
-    f["SIMD"] = 1
-    legal_pe = node.op.legal("PE", node.params)
-    _walk(node, "PE", legal_pe, target)
-    if f["PE"] == legal_pe[-1] and _cycles(node) > target:
-        _walk(node, "SIMD", node.op.legal("SIMD", node.params), target)
-    swg = _producer(graph, node)
-    if swg is not None and swg.op_type == "ConvolutionInputGenerator":
-        swg.folding["SIMD"] = f["PE"]
-        swg.folding["parallel_window"] = f["SIMD"] > 1
-    elif tuple(node.params["kernel"]) != (1, 1):
-        raise ValueError(f"{node.name} (VVAU, kernel {tuple(node.params['kernel'])}) expects a depthwise "
-                         f"ConvolutionInputGenerator as its producer, found "
-                         f"{swg.name + ' (' + swg.op_type + ')' if swg else 'none'}")
-
-
-def _fold_axes(graph, node, target, _):
-    """Every op else: each parallelism axis it declares, in order, up its legal values."""
+def _fold_axes(ctx, node, target):
+    """An op without a fold rule: each parallelism axis it declares, in order, up its legal values."""
     for attr in node.op.parallelism:
-        _walk(node, attr, node.op.legal(attr, node.params), target)
-
-
-# The ops FINN's SetFolding treats specially; every other op gets _fold_axes.
-_FOLD_RULES = {"MVAU": _fold_mvau, "ConvolutionInputGenerator": _fold_swg, "VVAU": _fold_vvau}
+        ctx.walk(node, attr, node.op.legal(attr, node.params))
 
 
 def _fold_once(graph, target, mvau_wwidth_max):
+    ctx = FoldingContext(graph, target, mvau_wwidth_max=mvau_wwidth_max)
+    leaders = {node.name: follower for node in graph.nodes if (follower := folded_with(ctx, node)) is not None}
+    following = {follower.name for follower in leaders.values()}
     for node in graph.nodes:
-        _FOLD_RULES.get(node.op_type, _fold_axes)(graph, node, target, mvau_wwidth_max)
+        if node.name in following:
+            continue                # set by the node it is folded with
+        (node.op.fold or _fold_axes)(ctx, node, target)
+        if node.name in leaders:
+            leaders[node.name].folding.update(node.op.follower_folding(node.folding))
 
 
 def set_folding(graph, target_cycles, *, mvau_wwidth_max=36, two_pass_relaxation=True):
@@ -373,12 +339,11 @@ def set_folding(graph, target_cycles, *, mvau_wwidth_max=36, two_pass_relaxation
     ``target_cycles`` cycles per frame (see finn-conventions.md §11). Changes PE / SIMD / parallel_window
     in ``node.folding`` only. Returns the resulting maximum exp_cycles.
 
-    Per op: MVAU PE=SIMD=1, SIMD up the divisors of MW until the target is met or the weight stream
-    (weight bits x SIMD) exceeds ``mvau_wwidth_max`` (that step is reverted), then PE up the divisors of
-    MH; standard SWG SIMD, going parallel_window when SIMD=C is still too slow; VVAU PE, then SIMD only
-    once PE=C, and the depthwise SWG feeding it gets SIMD = its PE and parallel_window = (its SIMD > 1).
-    Every other op raises the parallelism axes its layer declares (``Op.parallelism``: Thresholding,
-    LabelSelect, 1D StreamingMaxPool PE; FMPadding SIMD; ...) in order, each up its legal values. With
+    Per node: its op's fold rule (``Op.fold``, FINN's special cases: the MVAU's weight-stream limit
+    ``mvau_wwidth_max``, the SWG's parallel window, the VVAU's PE before SIMD), or, for an op without one,
+    each parallelism axis it declares (``Op.parallelism``) in order, up its legal values. A node another
+    names in ``Op.folded_with`` (the depthwise SWG of a VVAU) is not folded itself: it gets
+    ``Op.follower_folding`` of the other's folding. With
     ``two_pass_relaxation``, a missed target is retried with the achieved maximum as the target, so
     the layers that are faster than the bottleneck get no more parallelism than they need.
     """
@@ -402,3 +367,37 @@ def _linked(node, linked):
     """``node`` itself (so its folding changes in place) with the tensors of its copy in a chain graph."""
     node.inputs, node.outputs = linked.inputs, linked.outputs
     return node
+
+
+def fold(graph, options):
+    """The ``fold`` pass: the user's folding file, the folding optimizer under a budget (``--fit``,
+    ``--budget``), FINN's own folding in its hardware-layer ONNX, or FINN's SetFolding for a target II."""
+    import warnings
+
+    from rtlgen.errors import CompileError, CompileWarning
+
+    graph = graph.copy()
+    if options.folding:
+        if options.target_fps is not None:
+            raise CompileError("give either --folding or --target-fps, not both")
+        try:
+            notes = apply_folding_config(graph.nodes, load_folding_config(options.folding))
+        except ValueError as exc:       # the user's file: a bad entry, an illegal PE/SIMD for a node
+            raise CompileError(str(exc)) from None
+        for note in notes:
+            warnings.warn(note, CompileWarning, stacklevel=2)
+    elif options.optimizer_budget() is not None:
+        from rtlgen.passes.optimize import NoFit, optimize_folding
+        from rtlgen.report.board_rate import graph_shell_cycles
+        target = options.target_cycles() if options.target_fps is not None else None
+        try:
+            # no faster II than the zynq shell's DMA can feed (rtlgen.report.board_rate)
+            graph.optimizer = optimize_folding(graph, options.optimizer_budget(), target_cycles=target,
+                                               io_cycles=lambda g: graph_shell_cycles(g, options.clock_mhz))
+        except NoFit as exc:
+            raise CompileError(str(exc)) from None
+    elif options.target_fps is None and getattr(graph.model, "finn_hw", False):
+        pass                        # FINN's hardware-layer ONNX carries the user's folding: kept
+    else:
+        set_folding(graph, options.target_cycles())
+    return graph
