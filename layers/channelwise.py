@@ -10,7 +10,7 @@ from amaranth.lib.memory import Memory
 from layers.datapath import (StreamLayer, ChannelFolded, check_dtype, check_fits, dtype_range, element_value, legal_divisors, output_stage,
                              register, wrapping_increment)
 from memstream.packing import pack_words
-from layers.fifo import rom_luts
+from layers.memcost import rom_luts
 from layers.timing import one_to_one
 from layers.op import Op, Resources, divisors_of
 from sim import golden

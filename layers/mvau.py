@@ -20,7 +20,8 @@ from qonnx.core.datatype import DataType
 from layers.datapath import (DSP_P_BITS, adder_tree, check_dtype, check_fits, dtype_for_range, dtype_range, element_value,
                              legal_divisors, output_stage, packed_weight, packing_shift, product, product_rows, register, shape_for_range,
                              tree_register_bits, tree_stages, unpack_products, wire, wrapping_increment)
-from layers.fifo import bram18_count, output_fifo_spec, ram_cost, rom_bram_cost, rom_luts
+from layers.fifo import output_fifo_spec
+from layers.memcost import bram18_count, ram_cost, rom_bram_cost, rom_luts
 from layers.thresholding import ThresholdTable, activation_lane, check_activation, threshold_search
 from layers.timing import Timing, as_cycles, frames_of, take_in_turn, take_when_ready
 from memstream.axilite import AXILiteSignature
@@ -489,7 +490,7 @@ class _UnitSpec(StreamContract):
         LUTs absorb) instead of negated ones (an inverter per bit and a carry per product)."""
         x = self.input_dtype
         unsigned_x = x.is_integer() and not x.signed() and x.bitwidth() >= 2
-        return self._sums_unsigned_products() and (unsigned_x or self.offset_inputs)
+        return self._sums_unsigned_products() and (unsigned_x or self.offset_inputs or self.selects_bipolar_weights)
 
     def _sums_unsigned_products(self):
         w = self.weight_dtype

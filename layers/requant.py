@@ -28,12 +28,13 @@ import numpy as np
 from amaranth.hdl import Const, Mux, Signal, signed, unsigned
 from amaranth.lib.memory import Memory
 
-from layers.fifo import rom_luts
+from layers.memcost import rom_luts
 from layers.datapath import register, shape_for_range
 from layers.op import ArrayMemo, Resources
 
 __all__ = ["RequantForm", "fit_requant", "requant_form", "requantize", "activation_summary", "ACTIVATION_STYLES", "MAX_EXCEPTIONS",
-           "MULTIPLIER_BITS", "REQUANT_MIN_STEPS", "REQUANT_STAGES"]
+           "MULTIPLIER_BITS", "REQUANT_MIN_STEPS", "REQUANT_STAGES", "LEAN_REQUANT_STAGES", "lean_requant",
+           "requant_stages"]
 
 MAX_EXCEPTIONS = 32             # corrected levels per channel the hardware may list
 MULTIPLIER_BITS = (17, 24, 32)  # M widths tried, narrowest first (17: one DSP48E1 B port, unsigned)
@@ -41,6 +42,7 @@ MAX_PRODUCT_BITS = 60           # |M * x| + |B| stays inside int64 in the numpy 
 ROUNDINGS = ("floor", "half_even")
 ACTIVATION_STYLES = ("auto", "thresholds", "requant")
 REQUANT_STAGES = 6              # register stages of :func:`requantize`
+LEAN_REQUANT_STAGES = 2         # with ``lean`` where :func:`lean_requant` allows it
 REQUANT_MIN_STEPS = 63          # activation_style="auto" requantizes from 6-bit activations up
 _FITS = ArrayMemo()             # thresholds -> their exact requantizer (or None)
 
@@ -343,7 +345,54 @@ def _with_exceptions(u, lo, hi, m, b, shift, rounding, levels, max_exceptions, *
 # ------------------------------------------------------------------------------------------- hardware
 
 
-def requantize(m, advance, valid, values, cf, form, pe, *, name="rq"):
+LEAN_MAX_WORDS = 8      # per-lane words read combinationally (LUT ROM) by the lean requantizer
+
+
+def lean_requant(form, pe):
+    """Whether the requantizer can be built in :data:`LEAN_REQUANT_STAGES` stages (a layer's
+    ``pipeline="latency"``): one multiplier shared by every channel and a power of two (M * x is wiring),
+    no corrected levels, and at most :data:`LEAN_MAX_WORDS` words per lane (read as LUT ROM, no cycle).
+    Fixed-point (QKeras-style) scales give exactly this."""
+    if form is None:
+        return False
+    m0 = int(form.multipliers[0])
+    return (form.shared_multiplier and m0 > 0 and m0 & (m0 - 1) == 0
+            and form.exception_slots == 0 and form.channels // pe <= LEAN_MAX_WORDS)
+
+
+def requant_stages(form, pe, lean):
+    """Register stages of :func:`requantize` for ``form`` (``lean``: the layer asks for the short one)."""
+    return LEAN_REQUANT_STAGES if lean and lean_requant(form, pe) else REQUANT_STAGES
+
+
+def _requantize_lean(m, advance, valid, values, cf, form, pe, name):
+    """:data:`LEAN_REQUANT_STAGES` stages: 1. z = (x << log2 M) + B, B a constant or read from a LUT ROM at
+    ``cf`` without a register; 2. the rounded level, clipped. Same function as :func:`requantize`."""
+    fields, cfs = form.word_fields(), form.channels // pe
+    log2m = int(form.multipliers[0]).bit_length() - 1
+    counts = []
+    for p, value in enumerate(values):
+        image = [_pack(form, f * pe + p, fields) for f in range(cfs)]
+        if cfs == 1:
+            word = Const(image[0], form.word_width)
+        else:
+            m.submodules[f"{name}_words{p}"] = mem = Memory(shape=form.word_width, depth=cfs, init=image)
+            rd = mem.read_port(domain="comb")
+            m.d.comb += rd.addr.eq(cf)
+            word = rd.data
+        z = Signal(form.z_shape, name=f"{name}_z1_{p}", reset_less=True)
+        with m.If(advance):
+            m.d.sync += z.eq((value << log2m) + _unpack(word, fields, form)["b"])
+        sh = form.shift
+        q, rem = z[sh:].as_signed(), z[:sh]
+        raw = q if form.rounding == "floor" else Mux(q[0] & (rem == 0), q - 1, q)
+        counts.append(register(m, advance, _clip(raw, form), name=f"{name}_count2_{p}"))
+    for s in range(1, LEAN_REQUANT_STAGES + 1):
+        valid = register(m, advance, valid, name=f"{name}_v{s}", reset_less=False)
+    return valid, counts
+
+
+def requantize(m, advance, valid, values, cf, form, pe, *, name="rq", lean=False):
     """The requantizer pipeline for ``pe`` lanes (lane p of fold cf is channel cf * pe + p); returns
     (valid, counts) ``REQUANT_STAGES`` register stages later (as :func:`layers.thresholding.threshold_search`
     does, whose counts are combinational from its last stage; these are registered).
@@ -352,7 +401,11 @@ def requantize(m, advance, valid, values, cf, form, pe, *, name="rq"):
     DSP48E1's M register). 3: + B (its P register). 4: the raw level and the first/last flags. 5: the
     corrections of listed levels. 6: the clip. (The corrections and the clip in one stage were a path of
     two carry chains, 7 logic levels: about 116 MHz by Yosys ``sta`` and ``boards.timing``.)
+
+    ``lean`` (where :func:`lean_requant` allows): :data:`LEAN_REQUANT_STAGES` stages instead.
     """
+    if lean and lean_requant(form, pe):
+        return _requantize_lean(m, advance, valid, values, cf, form, pe, name)
     fields, cfs = form.word_fields(), form.channels // pe
     counts = []
     for p, value in enumerate(values):

@@ -17,9 +17,9 @@ from amaranth.lib.wiring import In, Out
 from layers.datapath import (ChannelFolded, check_dtype, check_fits, ceil_thresholds, dtype_for_range, dtype_range, element_value,
                              legal_divisors, output_stage, register, shape_for_range, wrapping_increment)
 from memstream.axilite import AXILiteSignature, accept_writes, refuse_reads
-from layers.fifo import bram18_count, rom_luts
+from layers.memcost import bram18_count, rom_luts
 from layers.timing import one_to_one
-from layers.op import ArrayMemo, Op, Resources, divisors_of
+from layers.op import ArrayMemo, Lowering, Op, Resources, divisors_of
 from sim import golden
 from layers.requant import REQUANT_STAGES, requant_form, requantize
 
@@ -370,9 +370,22 @@ def _golden(spec, xs, producer):
     return golden.multithreshold(xs[0], spec.table.thresholds, spec.act_val, spec.output_dtype.name == "BIPOLAR")
 
 
+def _lower(ctx, node):
+    """A quantizer on integer data, through the float ops before it: a standalone Thresholding layer."""
+    t = ctx.input(node)
+    act = ctx.activation(t, node)
+    if act is None:
+        return None
+    ctx.add("Thresholding", dict(num_channels=act.channels, input_dtype=t.dtype, output_dtype=act.dtype,
+                                 thresholds=act.thresholds, act_val=act.act_val, num_input_vectors=act.vectors),
+            act.nodes)
+    return act.output
+
+
 OP = Op("Thresholding", ThresholdingSpec, Thresholding,
         folding={"PE": "pe", "ram_style": "ram_style", "activation_style": "activation_style"},
         parallelism={"PE": divisors_of("num_channels")},
         finn_names={"num_channels": "NumChannels", "input_dtype": "inputDataType", "output_dtype": "outputDataType",
                     "act_val": "ActVal", "num_input_vectors": "numInputVectors"},
-        old_names=("Thresholding_Batch",), golden=_golden, host_side=True)
+        old_names=("Thresholding_Batch",), golden=_golden, host_side=True,
+        lowers=(Lowering(rule=_lower, at="activation"),))

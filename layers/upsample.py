@@ -13,8 +13,9 @@ from amaranth.hdl import Module, Mux, Signal
 from amaranth.lib.memory import Memory
 
 from layers.datapath import PixelFolded, StreamLayer, check_dtype, legal_divisors, output_stage, register, wrapping_increment
-from layers.fifo import bram18_count, output_fifo_spec
-from layers.op import OneDatatype, OneWidth, Op, Resources, divisors_of
+from layers.fifo import output_fifo_spec
+from layers.memcost import bram18_count
+from layers.op import Lowering, OneDatatype, OneWidth, Op, Resources, divisors_of
 from sim import golden
 from layers.timing import Timing, as_cycles, frames_of, take_when_ready
 
@@ -178,8 +179,34 @@ def _golden(spec, xs, producer):
     return golden.upsample_nearest(xs[0].reshape(xs[0].shape[0], *spec.ifm_dim, spec.num_channels), spec.factor)
 
 
+def _lower(ctx, node):
+    """Nearest-neighbour upsampling by whole factors (Resize, Upsample). Whatever the node's modes say, the
+    node itself is run on a tensor of pixel indices and must copy each pixel sy x sx times (ONNX Resize's
+    coordinate modes can shift or round differently; none of that is guessed)."""
+    t = ctx.input(node)
+    out_shape = ctx.shape(node.output[0])
+    legal = "legal: nearest-neighbour upsampling of a feature map by whole factors of H and W"
+    if not t.spatial or len(out_shape) != 4 or out_shape[:2] != t.shape[:2] or \
+            out_shape[2] % t.shape[2] or out_shape[3] % t.shape[3]:
+        raise ctx.error(f"node {node.name} ({node.op_type}) resizes {t.shape} to {out_shape}; {legal}")
+    c, h, w = t.shape[1:]
+    sy, sx = out_shape[2] // h, out_shape[3] // w
+    index = np.arange(c * h * w, dtype=np.float32).reshape(1, c, h, w)
+    if not np.array_equal(ctx.run_alone(node, index), index.repeat(sy, 2).repeat(sx, 3)):
+        attrs = ctx.attrs(node)
+        modes = ", ".join(f"{k}={v.decode() if isinstance(v, bytes) else v}" for k, v in sorted(attrs.items())
+                          if k in ("mode", "coordinate_transformation_mode", "nearest_mode"))
+        raise ctx.error(f"node {node.name} ({node.op_type}) with {modes or 'default modes'} does not copy "
+                        f"each pixel {sy} x {sx} times; {legal} (e.g. mode=nearest, "
+                        f"coordinate_transformation_mode=asymmetric, nearest_mode=floor)")
+    ctx.add("UpsampleNearestNeighbour", dict(ifm_dim=(h, w), ofm_dim=out_shape[2:], num_channels=c, dtype=t.dtype),
+            [node])
+    return ctx.tensor(node.output[0], t.dtype, t.scale, out_shape, kind=t.kind)
+
+
 OP = Op("UpsampleNearestNeighbour", UpsampleNearestNeighbourSpec, UpsampleNearestNeighbour,
         folding={"SIMD": "simd"}, parallelism={"SIMD": divisors_of("num_channels")},
         finn_names={"ifm_dim": "IFMDim", "ofm_dim": "OFMDim", "num_channels": "NumChannels",
                     "dtype": "inputDataType"},
-        old_names=("UpsampleNearestNeighbour_Batch",), golden=_golden)
+        old_names=("UpsampleNearestNeighbour_Batch",), golden=_golden,
+        lowers=(Lowering(("Resize", "Upsample"), _lower),))

@@ -6,7 +6,7 @@ from typing import Literal
 import numpy as np
 
 from layers.datapath import check_dtype, legal_divisors
-from layers.fifo import ram_cost
+from layers.memcost import ram_cost
 from layers.op import Resources, StreamContract
 from layers.timing import Timing, as_cycles, frames_of, take_when_ready
 
@@ -298,7 +298,7 @@ class SWGSpec(StreamContract):
 
     def resource_estimate(self):
         """LUT/FF/BRAM18 of buffers and controller; with ``auto`` a memory is in LUTRAM or BRAM as Yosys
-        chooses (:func:`layers.fifo.ram_cost`).
+        chooses (:func:`layers.memcost.ram_cost`).
 
         Default: the circular buffer, ~12 LUT/FF per index bit for the loop counters and compares, and
         the depth-2 output FIFO. Parallel: the kh*kw taps are registers (they are the output word),

@@ -125,6 +125,6 @@ YOSYS_BLOCK_ROMS = {(2304, 128): (18, 256), (18432, 32): (32, 160), (9216, 32): 
 
 @pytest.mark.parametrize("shape", sorted(YOSYS_BLOCK_ROMS))
 def test_block_rom_cost_follows_yosys(shape):
-    from layers.fifo import rom_bram_cost
+    from layers.memcost import rom_bram_cost
     depth, width = shape
     assert rom_bram_cost(width, depth) == YOSYS_BLOCK_ROMS[shape]

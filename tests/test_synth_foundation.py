@@ -4,7 +4,8 @@ import pytest
 
 from boards.yosys import synthesize
 from layers.dwc import DWCSpec, StreamingDataWidthConverter
-from layers.fifo import FIFOSpec, StreamingFIFO, bram18_count
+from layers.fifo import FIFOSpec, StreamingFIFO
+from layers.memcost import bram18_count
 from memstream import MemStream, MemStreamSpec
 
 
