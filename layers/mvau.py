@@ -28,7 +28,7 @@ from memstream.axilite import AXILiteSignature
 from memstream.memstream import (MemStream, MemStreamSpec, check_lut_bits, is_logic_rom, rom_address_next,
                                  rom_read_port)
 from memstream.packing import element_codes, pack_words
-from layers.op import ArrayMemo, Op, Resources, StreamContract, divisors_of
+from layers.op import ArrayMemo, Lowering, Op, Resources, StreamContract, divisors_of
 from sim import golden
 from layers.requant import requant_form, requant_stages, requantize
 
@@ -1096,6 +1096,13 @@ def activation_choices(params):
     return ("thresholds", "requant")
 
 
+def unit_finn_export(spec):
+    """The FINN attributes an MVAU / VVAU derives (``model_hw.onnx``): its output datatype, whether it has
+    an activation, whether its weights are XNOR."""
+    return {"outputDataType": spec.output_dtype.name, "noActivation": int(spec.table is None),
+            "binaryXnorMode": int(bool(spec.xnor))}
+
+
 def _fold(ctx, node, target):
     """FINN's SetFolding rule: SIMD first, but never a weight stream wider than ``ctx.mvau_wwidth_max``
     bits (the step that would is reverted); then PE."""
@@ -1113,12 +1120,102 @@ def _fold(ctx, node, target):
     ctx.walk(node, "PE", node.op.legal("PE", node.params))
 
 
+def lower_dot_product(ctx, node, t, op_type, codes, wscale, wdtype, geometry, *, spatial, bias, channel_axis):
+    """A dot-product layer (MVAU, VVAU: spec fields ``geometry``, input_dtype, weight_dtype, weights and the
+    activation's) for ``node`` on stream ``t``, with the float ops after it as thresholds (ctx.dot_product)."""
+    def params(weights, weight_dtype, **fields):
+        return dict(geometry, input_dtype=t.dtype, weight_dtype=weight_dtype, weights=weights, **fields)
+    return ctx.dot_product(node, t, op_type, codes, wscale, wdtype, params, spatial=spatial, bias=bias,
+                           channel_axis=channel_axis)
+
+
+def _lower_matmul(ctx, node):
+    """MatMul (and Gemm, which loading turns into MatMul) of a stream by integer weights."""
+    t = ctx.input(node)
+    ctx.require_codes(t, node)
+    if node.input[0] != t.name:
+        raise ctx.error(f"node {node.name} (MatMul): the activation must be the first input")
+    codes, wscale, wdtype = ctx.weights(node, 1)
+    if codes.ndim != 2:
+        raise ctx.error(f"node {node.name} (MatMul): weights must be 2D, not {codes.shape}")
+    mw, mh = codes.shape
+    wscale = ctx.per_channel(wscale, mh, node)
+    # an offset on the input adds offset @ W to every output channel: a bias for the thresholds
+    bias = None if t.bias is None else np.asarray(t.bias, dtype=np.float64) @ (codes * wscale[None, :])
+    if t.row_order is not None:         # a flattened feature map streams (h, w, c): permute the rows
+        codes = codes[t.row_order, :]
+    vecs = tuple(t.shape[:-1]) if len(t.shape) > 2 else (1,)
+    return lower_dot_product(ctx, node, t, "MVAU", codes, wscale, wdtype, dict(mw=mw, mh=mh, num_input_vectors=vecs),
+                             spatial=False, bias=bias, channel_axis=1)
+
+
+def _lower_conv(ctx, node):
+    """Conv -> [FMPadding] + ConvolutionInputGenerator + MVAU, or + VVAU for a depthwise one (one output
+    channel per input channel); other grouped convolutions run dense with block-diagonal weights."""
+    t = ctx.input(node)
+    ctx.require_codes(t, node)
+    attrs = ctx.attrs(node)
+    codes, wscale, wdtype = ctx.weights(node, 1)
+    oc, icg, kh, kw = codes.shape
+    c, h, w = t.shape[1:]
+    group = attrs.get("group", 1)
+    pads = list(attrs.get("pads", [0, 0, 0, 0]))
+    strides = tuple(attrs.get("strides", [1, 1]))
+    dil = tuple(attrs.get("dilations", [1, 1]))
+    depthwise = group > 1 and group == c == oc and icg == 1
+    if group > 1 and not depthwise:
+        codes = ctx.dense_grouped_weights(codes, group, c, node)
+        ctx.warn(f"node {node.name} (Conv): group={group} of {c} input and {oc} output channels runs as a dense "
+                 f"convolution with block-diagonal weights ({group}x its multiply-accumulates; only group=1 and "
+                 f"depthwise with one output channel per input channel have their own datapath)")
+    bias = None
+    if len(node.input) > 2 and node.input[2]:
+        bias = ctx.initializer(node.input[2])
+        if bias is None:
+            raise ctx.error(f"node {node.name} (Conv): the bias must be a constant")
+    if any(pads):
+        if t.dtype == DataType["BIPOLAR"]:
+            raise ctx.error(f"node {node.name} (Conv): zero padding of BIPOLAR data has no code for 0; "
+                            f"legal: pads=0 for bipolar inputs")
+        ctx.add("FMPadding", dict(img_dim=(h, w), padding=(pads[0], pads[1], pads[2], pads[3]), num_channels=c,
+                                  dtype=t.dtype), [node])
+        h, w = h + pads[0] + pads[2], w + pads[1] + pads[3]
+    swg = ctx.add("ConvolutionInputGenerator",
+                  dict(ifm_dim=(h, w), ifm_channels=c, kernel=(kh, kw), input_dtype=t.dtype, stride=strides,
+                       dilation=dil, depthwise=depthwise), [node])
+    ofm = swg.spec().ofm_dim
+    wscale = ctx.per_channel(wscale, oc, node)
+    if depthwise:
+        return lower_dot_product(ctx, node, t, "VVAU", codes, wscale, wdtype, dict(channels=c, kernel=(kh, kw), dim=ofm),
+                                 spatial=True, bias=bias, channel_axis=0)
+    matrix = codes.transpose(2, 3, 1, 0).reshape(kh * kw * c, oc)     # rows (ky, kx, c): SWG order
+    return lower_dot_product(ctx, node, t, "MVAU", matrix, wscale, wdtype,
+                             dict(mw=kh * kw * c, mh=oc, num_input_vectors=(1, *ofm)), spatial=True, bias=bias,
+                             channel_axis=1)
+
+
+def finn_import_unit(ctx, attrs, params, folding):
+    """MVAU's and VVAU's FINN attributes: noActivation=1 drops the thresholds and ActVal; the weights (and
+    thresholds, with an activation) must be initializers."""
+    if attrs.get("noActivation", 0):
+        params.pop("thresholds", None)
+        params.pop("act_val", None)
+    elif "thresholds" not in params:
+        raise ctx.error("noActivation=0 but no thresholds on input 2; legal: thresholds as an initializer, "
+                        "or noActivation=1")
+    if "weights" not in params:
+        raise ctx.error("no weights; legal: the weight tensor as an initializer on input 1 (mem_mode "
+                        "internal_embedded, internal_decoupled (const, decoupled in older FINN))")
+
+
 OP = Op("MVAU", MVAUSpec, MVAU, folding={**UNIT_FOLDING, "weight_lut_bits": "weight_lut_bits", "pipeline": "pipeline",
                                          "shared_activation": "shared_activation"},
         parallelism={"SIMD": divisors_of("mw"), "PE": divisors_of("mh")},
         finn_names={"mw": "MW", "mh": "MH", "input_dtype": "inputDataType", "weight_dtype": "weightDataType",
                     "output_dtype": "outputDataType", "act_val": "ActVal", "num_input_vectors": "numInputVectors"},
         old_names=("StreamingFCLayer_Batch", "MatrixVectorActivation"),
-        golden=_golden, fold=_fold,
+        finn_import=finn_import_unit, finn_arrays=("weights", "thresholds"),
+        golden=_golden, fold=_fold, finn_export=unit_finn_export,
+        lowers=(Lowering(("MatMul",), _lower_matmul, legal="MatMul, Gemm"), Lowering(("Conv",), _lower_conv)),
         choices={"resType": ("lut", "dsp"), "ram_style": ("auto", "distributed", "block"),
                  "activation_style": activation_choices})
