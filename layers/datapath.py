@@ -90,13 +90,13 @@ def wrapping_increment(counter, modulus):
     return Mux(counter == modulus - 1, 0, counter + 1)
 
 
-def output_stage(m, o, width):
-    """End a stall pipeline in a depth-2 FIFO driving stream ``o``.
+def output_stage(m, o, width, *, fall_through=False):
+    """End a stall pipeline in a depth-2 FIFO driving stream ``o`` (``fall_through``: of latency 1).
 
     Returns (advance, fifo input): ``advance`` is the FIFO's registered ``i.ready``, the pipeline's
     enable; the pipeline drives the FIFO input's valid and payload from its last stage.
     """
-    m.submodules.out_fifo = fifo = StreamingFIFO(output_fifo_spec(width))
+    m.submodules.out_fifo = fifo = StreamingFIFO(output_fifo_spec(width, fall_through))
     wiring.connect(m, wiring.flipped(o), fifo.o)
     return fifo.i.ready, fifo.i
 

@@ -1096,6 +1096,12 @@ def activation_choices(params):
     return ("thresholds", "requant")
 
 
+def shared_activation_choices(params):
+    """The optimizer's shared_activation values for an MVAU with ``params``: both where it has an
+    activation to share (the spec finds the fewest units that keep up), else none."""
+    return () if params.get("thresholds") is None else (False, True)
+
+
 def unit_finn_export(spec):
     """The FINN attributes an MVAU / VVAU derives (``model_hw.onnx``): its output datatype, whether it has
     an activation, whether its weights are XNOR."""
@@ -1218,4 +1224,4 @@ OP = Op("MVAU", MVAUSpec, MVAU, folding={**UNIT_FOLDING, "weight_lut_bits": "wei
         golden=_golden, fold=_fold, finn_export=unit_finn_export,
         lowers=(Lowering(("MatMul",), _lower_matmul, legal="MatMul, Gemm"), Lowering(("Conv",), _lower_conv)),
         choices={"resType": ("lut", "dsp"), "ram_style": ("auto", "distributed", "block"),
-                 "activation_style": activation_choices})
+                 "activation_style": activation_choices, "shared_activation": shared_activation_choices})

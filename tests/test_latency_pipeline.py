@@ -33,3 +33,60 @@ def test_fifo_fall_through(depth, simulator):
 def test_fifo_fall_through_needs_srl():
     with pytest.raises(ValueError, match="fall_through needs shift-register storage"):
         FIFOSpec(width=8, depth=64, fall_through=True)
+
+
+# - MVAU ``pipeline="latency"``: a fall-through output FIFO, no sum register at SF = 1 (the accumulator
+#   register takes the sum), the 2-stage requantizer for power-of-two scales; on the jet tagger's own layers
+#   (QKeras-style fixed-point scales), against the golden model, at the analytic latency and II.
+
+JET = "tests/models/jet_tagger/jet_tagger.onnx"
+
+
+@pytest.fixture(scope="module")
+def jet_layers():
+    import warnings
+    from rtlgen.options import CompileOptions
+    from rtlgen.passes.to_hw import to_hw
+    from rtlgen.passes.load import load_model
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return to_hw(load_model(JET, "FIXED<16,6>"), CompileOptions()).nodes
+
+
+def _first_out_after_lead(spec, simulator):
+    from layers.mvau import MVAU
+    from memstream.packing import pack_words
+    from tests.mvau_util import random_input
+    x = random_input(spec, 1, 5)
+    words = list(pack_words(x.reshape(-1, spec.simd), spec.input_dtype))
+    result = simulate_streams(MVAU(spec), inputs={"i": words}, outputs={"o": spec.nf}, simulator=simulator)
+    return result.out_cycles("o")[0] - result.in_cycles("i")[spec.lead_words - 1]
+
+
+# (layer, PE, SIMD, resType): SF = 1 and NF > 1 (ROM-read requant words), SF > 1 and NF = 1, both > 1, no
+# activation. The three big ones take minutes in Icarus: slow.
+LATENCY_CASES = [(0, 8, 16, "dsp")] + [pytest.param(*case, marks=pytest.mark.slow)
+                                       for case in ((2, 32, 8, "lut"), (1, 8, 16, "lut"), (3, 5, 32, "lut"))]
+
+
+@pytest.mark.sim
+@pytest.mark.parametrize("layer, pe, simd, res_type", LATENCY_CASES)
+def test_mvau_latency_pipeline(jet_layers, layer, pe, simd, res_type, simulator):
+    from tests.test_mvau import check
+    node = jet_layers[layer]
+    kw = dict(PE=pe, SIMD=simd, resType=res_type, mem_mode="internal_embedded")
+    if node.params.get("thresholds") is not None:
+        kw["activation_style"] = "requant"
+    base, lean = node.spec(**kw), node.spec(**kw, pipeline="latency")
+    if lean.requant is not None:
+        assert lean.activation_stages == 2 and base.activation_stages == 6
+    saved = (base.out_latency - lean.out_latency) + (base.activation_stages - lean.activation_stages) \
+        + int(lean.sf == 1 and base.registers_sum)
+    assert base.latency - lean.latency == saved > 0
+    check(lean, frames=3, simulator=simulator)              # golden; full rate at the II; random backpressure
+    assert _first_out_after_lead(lean, simulator) == lean.latency
+
+
+def test_pipeline_names_legal_values(jet_layers):
+    with pytest.raises(ValueError, match=r"MVAU pipeline must be one of throughput, latency, not 'fast'"):
+        jet_layers[3].spec(pipeline="fast")
