@@ -395,7 +395,7 @@ def test_weights_in_xnor_only_for_small_fixed_lut_roms():
     base = dict(mem_mode="internal_embedded", ram_style="distributed")
     assert make_spec(64, 16, 8, 4, "BIPOLAR", "BIPOLAR", "BIPOLAR", **base).weights_in_xnor        # 32 words
     assert not make_spec(64, 32, 8, 4, "BIPOLAR", "BIPOLAR", "BIPOLAR", **base).weights_in_xnor    # 64 words
-    assert not make_spec(32, 8, 8, 4, "BIPOLAR", "BIPOLAR", "BIPOLAR", **base).weights_in_xnor     # 4 words: the ROM is free already
+    assert not make_spec(16, 8, 8, 4, "BIPOLAR", "BIPOLAR", "BIPOLAR", **base).weights_in_xnor     # 4 words: the ROM is free already
     assert not make_spec(64, 16, 8, 4, "BIPOLAR", "BIPOLAR", "BIPOLAR", mem_mode="internal_embedded",
                          ram_style="block").weights_in_xnor
     assert not make_spec(64, 16, 8, 4, "BIPOLAR", "BIPOLAR", "BIPOLAR", mem_mode="internal_decoupled",
@@ -405,3 +405,27 @@ def test_weights_in_xnor_only_for_small_fixed_lut_roms():
     on = make_spec(64, 16, 8, 4, "BIPOLAR", "BIPOLAR", "BIPOLAR", **base)
     assert on.pipeline_depth == make_spec(64, 16, 8, 4, "BIPOLAR", "BIPOLAR", "BIPOLAR", mem_mode="internal_embedded",
                                           ram_style="block").pipeline_depth    # block: its operand register instead
+
+
+# BIPOLAR weights on multi-bit inputs summed as selected inputs (selects_bipolar_weights):
+# sum w x = 2 sum b x - sum x, the input sum shared by the lanes; signed inputs offset (offset_inputs).
+BIPOLAR_SELECT_CASES = [("INT8", "BIPOLAR", 4, 9), ("UINT4", "INT4", 8, 4), ("INT4", None, 2, 16), ("UINT2", "UINT2", 4, 1)]
+
+
+@pytest.mark.sim
+@pytest.mark.parametrize("idt, act, pe, simd", BIPOLAR_SELECT_CASES,
+                         ids=[f"{i}-{a}-pe{p}-simd{s}" for i, a, p, s in BIPOLAR_SELECT_CASES])
+def test_bipolar_weights_as_selected_inputs_bit_exact_and_cycle_exact(idt, act, pe, simd, simulator):
+    spec = make_spec(36 if simd == 9 else 32, 16, simd, pe, idt, "BIPOLAR", act, seed=pe + simd,
+                     mem_mode="internal_embedded", res_type="lut")
+    assert spec.offset_weights and spec.selects_bipolar_weights
+    assert spec.offset_inputs == (DataType[idt].signed() and act is not None)
+    check(spec, simulator=simulator)
+
+
+def test_bipolar_select_estimate_drops_the_negations():
+    select = make_spec(27, 64, 27, 16, "INT8", "BIPOLAR", "BIPOLAR", mem_mode="internal_embedded", res_type="lut")
+    negate = make_spec(27, 64, 27, 16, "INT8", "BIPOLAR", "BIPOLAR", mem_mode="internal_embedded", res_type="lut",
+                       offset_operands=False)
+    assert select.offset_weights and not negate.offset_weights
+    assert select.resource_estimate().lut < negate.resource_estimate().lut - 16 * 27 * 8 // 2
