@@ -190,4 +190,4 @@ OP = Op("ChannelwiseOp", ChannelwiseOpSpec, ChannelwiseOp, folding={"PE": "pe"},
         finn_names={"func": "Func", "num_channels": "NumChannels", "input_dtype": "inputDataType",
                     "param_dtype": "paramDataType", "output_dtype": "outputDataType",
                     "num_input_vectors": "numInputVectors"},
-        old_names=("ChannelwiseOp_Batch",), golden=_golden)
+        old_names=("ChannelwiseOp_Batch",), golden=_golden, finn_arrays=("params",))

@@ -14,7 +14,7 @@ from amaranth.lib.memory import Memory
 
 from layers.datapath import StreamLayer, check_dtype, element_value, legal_divisors, output_stage, register, wrapping_increment
 from layers.fifo import output_fifo_spec
-from layers.op import OneDatatype, Op, Resources, StreamContract, divisors_of
+from layers.op import Lowering, OneDatatype, Op, Resources, StreamContract, divisors_of
 from sim import golden
 from layers.timing import Timing, as_cycles, frames_of, take_when_ready
 
@@ -272,8 +272,30 @@ def _golden(spec, xs, producer):
     return golden.maxpool_nhwc(xs[0].reshape(xs[0].shape[0], *spec.img_dim, spec.num_channels), spec.pool_dim)
 
 
+def _lower(ctx, node):
+    """MaxPool of a feature map with kernel = stride (no padding, ceil mode, dilation)."""
+    t = ctx.input(node)
+    attrs = ctx.attrs(node)
+    kernel = tuple(attrs["kernel_shape"])
+    strides = tuple(attrs.get("strides", kernel))
+    if strides != kernel or any(attrs.get("pads", [0])) or attrs.get("ceil_mode", 0) or \
+            any(d != 1 for d in attrs.get("dilations", [1])) or not t.spatial:
+        raise ctx.error(f"node {node.name} (MaxPool): only kernel = stride, no padding, no ceil mode, "
+                        f"no dilation on a feature map is supported; got kernel {kernel}, strides {strides}")
+    c, h, w = t.shape[1:]
+    ctx.add("StreamingMaxPool", dict(img_dim=(h, w), pool_dim=kernel, num_channels=c, dtype=t.dtype), [node])
+    return ctx.tensor(node.output[0], t.dtype, t.scale)
+
+
+def _finn_import(ctx, attrs, params, folding):
+    """Older FINN names the datatype ``inputDataType``."""
+    if "dataType" not in attrs and "inputDataType" in attrs:
+        params["dtype"] = ctx.value("dtype", "inputDataType")
+
+
 OP = Op("StreamingMaxPool", StreamingMaxPoolSpec, StreamingMaxPool, folding={"PE": "pe"},
         parallelism={"PE": lambda p: divisors_of("num_channels")(p)
                      if StreamingMaxPoolSpec(**p).is_1d else [p.get("pe", 1)]},
         finn_names={"img_dim": "ImgDim", "pool_dim": "PoolDim", "num_channels": "NumChannels", "dtype": "dataType"},
-        old_names=("StreamingMaxPool_Batch",), golden=_golden)
+        old_names=("StreamingMaxPool_Batch",), golden=_golden, lowers=(Lowering(("MaxPool",), _lower),),
+        finn_import=_finn_import)

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Callable, Protocol, runtime_checkable
 
-__all__ = ["Op", "FoldContext", "LayerSpec", "Resources", "StreamContract", "OneDatatype", "OneWidth", "divisors", "divisors_of", "discover",
+__all__ = ["Op", "FoldContext", "FinnImportContext", "LayerSpec", "Resources", "StreamContract", "OneDatatype", "OneWidth", "divisors", "divisors_of", "discover",
            "Lowering", "LoweringContext", "REGISTRY", "register", "unregister",
            "ArrayMemo"]
 
@@ -244,12 +244,14 @@ class Op:
                                     # (from sim.golden); inputs: per stream, integers (batch, vectors,
                                     # elements), the folded shape with its last two dimensions merged;
                                     # one array (every output) or a list (one per output)
-    finn_import: Callable = None    # finn_import(attrs, params) -> params: fix-ups when reading FINN
-                                    # hardware-layer ONNX; none: attributes by ``finn_names`` only
+    finn_import: Callable = None    # finn_import(ctx, attrs, params, folding): fix-ups, in place, of what
+                                    # FINN hardware-layer ONNX gave (ctx: FinnImportContext; attrs: the
+                                    # node's, decoded); none: attributes by ``finn_names`` only
     finn_arrays: tuple = ()         # FINN hardware-layer ONNX: spec fields read from its initializers,
                                     # inputs 1, 2, ... in order
-    small_instance: Callable = None  # small_instance(params) -> params: the same generator, small enough
-                                    # for ``rtlgen prove``; none: proven at the design's own size
+    small_instance: Callable = None  # small_instance(spec) -> {spec field: value}: the changes making the
+                                    # same generator small enough for ``rtlgen prove`` (same datatypes and
+                                    # PE/SIMD; layers.small helps); none: proven at the design's own size
     cost_group: Callable = None     # cost_group(spec) -> the cost model's calibration group; none: the
                                     # spec's class name without "Spec" (the names data/cost_model.json uses)
     follower_folding: Callable = None  # follower_folding(folding) -> the folding of the node ``folded_with``
@@ -257,6 +259,9 @@ class Op:
     host_side: bool = False         # FINN makes a layer of it where rtlgen may run it on the host (a model's
                                     # input/output thresholds, its top-K): a folding entry for it that
                                     # names no node warns (any other such entry is an error)
+    finn_export: Callable = None    # finn_export(spec) -> {FINN attribute: value}: what model_hw.onnx
+                                    # writes beyond the spec's fields and folding (MVAU: noActivation...);
+                                    # none: those only
 
     def legal(self, attr, params):
         """Legal values of the parallelism axis ``attr`` for a node with ``params``."""
@@ -278,6 +283,15 @@ class FoldContext(Protocol):
 
     def producer(self, node): ...   # the node feeding node's first input, inserted FIFOs/DWCs skipped;
                                     # None at the graph input
+
+
+class FinnImportContext(Protocol):
+    """What rtlgen's reader of FINN hardware-layer ONNX gives ``Op.finn_import`` for one node."""
+    op_type: str                    # the node's op type as the file spells it (MVAU_hls, ..._rtl ...)
+
+    def value(self, field, attr): ...   # the node's attribute ``attr`` converted for the spec field ``field``
+                                    # (a DataType, a tuple, a bool ...); bad values raise the compile error
+    def error(self, message) -> Exception: ...  # the compile error naming the node (bad input, exit 2)
 
 
 # The registry the compiler reads (``rtlgen.ir.graph.OPS`` is this dict): op_type -> Op. Filled by

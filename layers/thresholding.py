@@ -382,10 +382,17 @@ def _lower(ctx, node):
     return act.output
 
 
+def _finn_import(ctx, attrs, params, folding):
+    """FINN names the AXI-Lite-writable thresholds ``runtime_writeable_weights``."""
+    if "runtime_writeable_weights" in attrs:
+        params["runtime_writeable"] = ctx.value("runtime_writeable", "runtime_writeable_weights")
+
+
 OP = Op("Thresholding", ThresholdingSpec, Thresholding,
         folding={"PE": "pe", "ram_style": "ram_style", "activation_style": "activation_style"},
         parallelism={"PE": divisors_of("num_channels")},
         finn_names={"num_channels": "NumChannels", "input_dtype": "inputDataType", "output_dtype": "outputDataType",
                     "act_val": "ActVal", "num_input_vectors": "numInputVectors"},
         old_names=("Thresholding_Batch",), golden=_golden, host_side=True,
+        finn_import=_finn_import, finn_arrays=("thresholds",),
         lowers=(Lowering(rule=_lower, at="activation"),))

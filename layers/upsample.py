@@ -204,9 +204,15 @@ def _lower(ctx, node):
     return ctx.tensor(node.output[0], t.dtype, t.scale, out_shape, kind=t.kind)
 
 
+def _finn_import(ctx, attrs, params, folding):
+    """DimMode=1 (1D): IFMDim and OFMDim are H only, W = 1."""
+    if attrs.get("DimMode", 0) == 1:
+        params["ifm_dim"], params["ofm_dim"] = (params["ifm_dim"][0], 1), (params["ofm_dim"][0], 1)
+
+
 OP = Op("UpsampleNearestNeighbour", UpsampleNearestNeighbourSpec, UpsampleNearestNeighbour,
         folding={"SIMD": "simd"}, parallelism={"SIMD": divisors_of("num_channels")},
         finn_names={"ifm_dim": "IFMDim", "ofm_dim": "OFMDim", "num_channels": "NumChannels",
                     "dtype": "inputDataType"},
         old_names=("UpsampleNearestNeighbour_Batch",), golden=_golden,
-        lowers=(Lowering(("Resize", "Upsample"), _lower),))
+        lowers=(Lowering(("Resize", "Upsample"), _lower),), finn_import=_finn_import)

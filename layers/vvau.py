@@ -10,10 +10,12 @@ from math import prod
 from typing import Literal
 
 import numpy as np
+from qonnx.core.datatype import DataType
 
 from layers.datapath import legal_divisors
-from layers.mvau import UNIT_FOLDING, DotProductUnit, _positive, _UnitSpec, activation_choices
-from layers.op import Op, divisors, divisors_of
+from layers.globalaccpool import check_pool_attrs, whole_map
+from layers.mvau import UNIT_FOLDING, DotProductUnit, _positive, _UnitSpec, activation_choices, unit_finn_export, lower_dot_product, finn_import_unit
+from layers.op import Lowering, Op, divisors, divisors_of
 from sim import golden
 from layers.thresholding import ThresholdTable
 
@@ -170,10 +172,34 @@ def _fold(ctx, node, target):
                          f"{swg.name + ' (' + swg.op_type + ')' if swg else 'none'}")
 
 
+def _lower_window_average(ctx, node):
+    """A (non-global) AveragePool, as FINN's accumulate-pool: a depthwise SWG and a VVAU of all-one weights
+    sum each window; the division by kh*kw is the weight scale, so the quantizer after it (and any float
+    ops between) become the VVAU's thresholds, derived from the model's own float32 AveragePool as for any
+    depthwise convolution. (A global one is GlobalAccPool's.)"""
+    check_pool_attrs(ctx, node)
+    t = ctx.input(node)
+    ctx.require_codes(t, node)
+    attrs = ctx.attrs(node)
+    kernel = tuple(attrs["kernel_shape"])
+    c, h, w = t.shape[1:]
+    kh, kw = kernel
+    swg = ctx.add("ConvolutionInputGenerator",
+                  dict(ifm_dim=(h, w), ifm_channels=c, kernel=kernel, input_dtype=t.dtype,
+                       stride=tuple(attrs.get("strides", kernel)), depthwise=True), [node])
+    ones = np.ones((c, 1, kh, kw), dtype=np.int64)
+    wscale = np.full(c, 1.0 / (kh * kw))
+    return lower_dot_product(ctx, node, t, "VVAU", ones, wscale, DataType["UINT2"],
+                             dict(channels=c, kernel=kernel, dim=swg.spec().ofm_dim), spatial=True, bias=None,
+                             channel_axis=0)
+
+
 OP = Op("VVAU", VVAUSpec, VVAU, folding=UNIT_FOLDING,
         parallelism={"PE": divisors_of("channels"), "SIMD": lambda p: divisors(p["kernel"][0] * p["kernel"][1])},
         finn_names={"channels": "Channels", "kernel": "Kernel", "dim": "Dim", "input_dtype": "inputDataType",
                     "weight_dtype": "weightDataType", "output_dtype": "outputDataType", "act_val": "ActVal"},
         old_names=("Vector_Vector_Activate_Batch", "VectorVectorActivation"), golden=_golden,
-        fold=_fold, folded_with=_folded_with, follower_folding=_follower_folding,
+        finn_import=finn_import_unit, finn_arrays=("weights", "thresholds"),
+        fold=_fold, folded_with=_folded_with, follower_folding=_follower_folding, finn_export=unit_finn_export,
+        lowers=(Lowering(("AveragePool",), _lower_window_average, when=lambda ctx, node: not whole_map(ctx, node)),),
         choices={"resType": ("lut", "dsp"), "activation_style": activation_choices})

@@ -42,10 +42,16 @@ def _parallel_window_choice(params):
     return () if params.get("depthwise") else (False, True)
 
 
+def _finn_import(ctx, attrs, params, folding):
+    """FINN's RTL generator without a parallel_window attribute: FINN's default, 0."""
+    if ctx.op_type.endswith("_rtl") and "parallel_window" not in attrs:
+        folding.setdefault("parallel_window", False)
+
+
 OP = Op("ConvolutionInputGenerator", SWGSpec, ConvolutionInputGenerator,
         folding={"SIMD": "simd", "parallel_window": "parallel_window", "ram_style": "ram_style"},
         parallelism={"SIMD": divisors_of("ifm_channels")},
         finn_names={"ifm_dim": "IFMDim", "ifm_channels": "IFMChannels", "kernel": "ConvKernelDim",
                     "input_dtype": "inputDataType", "stride": "Stride", "dilation": "Dilation"},
         old_names=("ConvolutionInputGenerator_rtl",), golden=_golden,
-        fold=_fold, choices={"parallel_window": _parallel_window_choice})
+        fold=_fold, choices={"parallel_window": _parallel_window_choice}, finn_import=_finn_import)

@@ -35,10 +35,8 @@ from sim.finn_exec import EXECUTORS, FINN_DOMAIN, attrs_of, canonical, is_finn_n
 
 __all__ = ["is_finn_hw", "is_finn_hw_file", "load_finn_hw", "lower_finn_hw", "finn_stream_io", "ACCEPTED"]
 
-DROPPED = ("StreamingDataWidthConverter", "StreamingFIFO")       # our passes insert their own
+DROPPED_ROLES = ("fifo", "dwc")     # FINN's FIFOs and width converters: our passes insert their own
 ACCEPTED = tuple(sorted(op for op in EXECUTORS if op in OPS))    # a hardware layer and a golden executor
-ARRAYS = {"MVAU": ("weights", "thresholds"), "VVAU": ("weights", "thresholds"), "Thresholding": ("thresholds",),
-          "ChannelwiseOp": ("params",)}
 # FINN attribute -> spec field, beyond each Op's finn_names (names that changed across FINN versions)
 EXTRA_NAMES = {"binaryXnorMode": "binary_xnor_mode", "depthwise": "depthwise", "CeilMode": "ceil_mode",
                "runtime_writeable_weights": "runtime_writeable_weights", "ElemsPerStream": "channels_per_stream"}
@@ -135,7 +133,7 @@ def _fill_end_shapes(model, path):
     """The graph input and output shapes where the file leaves them out (rtlgen's model_hw.onnx does):
     the normal (NHWC) shapes of the first and last FINN nodes."""
     nodes = list(model.graph.node)
-    layers = [n for n in nodes if is_finn_node(n) and canonical(n.op_type) not in DROPPED]
+    layers = [n for n in nodes if is_finn_node(n) and not _dropped(canonical(n.op_type))]
     if not layers:
         raise CompileError(f"{path}: no FINN hardware layer besides DWCs and FIFOs; legal: {', '.join(ACCEPTED)}")
     ends = ((model.graph.input[0], layers[0], 0, nodes[0]), (model.graph.output[0], layers[-1], 1, nodes[-1]))
@@ -173,7 +171,7 @@ def lower_finn_hw(model):
         seen_hw = True
         op = canonical(node.op_type)
         data = [rename.get(t, t) for t in node.input if t and m.get_initializer(t) is None]
-        if op in DROPPED:
+        if _dropped(op):
             rename[node.output[0]] = data[0]
             continue
         nodes.append(_hw_node(m, node, op, data))
@@ -182,8 +180,9 @@ def lower_finn_hw(model):
     for name in host_post:
         op = _op(m, name)
         if op in INTEGER_HOST_OPS:
+            topk = next(o.op_type for o in OPS.values() for rule in o.lowers if "TopK" in rule.onnx_ops)
             raise CompileError(f"node {name} ({op}) after the hardware layers: the host runs float ops only; legal: "
-                               f"FINN's LabelSelect layer in place of a final TopK (FINN's InferLabelSelectLayer), "
+                               f"FINN's {topk} layer in place of a final TopK (FINN's Infer{topk}Layer), "
                                f"or elementwise float ops (Mul, Add ...)")
     first_in = nodes[0].inputs[0]
     last = nodes[-1]
@@ -207,6 +206,10 @@ def lower_finn_hw(model):
         raise CompileError(f"{model.path}: {exc}") from None
 
 
+def _dropped(op_type):
+    return op_type in OPS and OPS[op_type].role in DROPPED_ROLES
+
+
 def _leaves(m, tensor):
     return tensor == m.graph.output[0].name or any(tensor in n.input for n in m.graph.node if not is_finn_node(n))
 
@@ -228,32 +231,14 @@ def _hw_node(m, node, op, data):
     fields = {f.name: f for f in dataclasses.fields(spec_op.spec) if f.init}
     names = {finn: field for field, finn in spec_op.finn_names.items()}
     names.update({k: v for k, v in EXTRA_NAMES.items() if v in fields})
-    if op == "Thresholding" and "runtime_writeable" in fields:
-        names["runtime_writeable_weights"] = "runtime_writeable"
-    if op == "StreamingMaxPool" and "dataType" not in attrs and "inputDataType" in attrs:
-        names["inputDataType"] = "dtype"
     params = {}
     for finn, field in names.items():
         if finn in attrs and field in fields:
             params[field] = _value(field, attrs[finn], where, finn)
     # arrays from the initializers, in FINN's input order
     consts = [t for t in node.input[1:] if t and m.get_initializer(t) is not None]
-    for field, tensor in zip(ARRAYS.get(op, ()), consts):
+    for field, tensor in zip(spec_op.finn_arrays, consts):
         params[field] = np.asarray(m.get_initializer(tensor), dtype=np.float64)
-    if op in ("MVAU", "VVAU"):
-        if attrs.get("noActivation", 0):
-            params.pop("thresholds", None)
-            params.pop("act_val", None)
-        elif "thresholds" not in params:
-            raise CompileError(f"{where}: noActivation=0 but no thresholds on input 2; legal: thresholds as an "
-                               f"initializer, or noActivation=1")
-        if "weights" not in params:
-            raise CompileError(f"{where}: no weights; legal: the weight tensor as an initializer on input 1 "
-                               f"(mem_mode {LEGAL_MEM_MODES})")
-    if op == "UpsampleNearestNeighbour" and attrs.get("DimMode", 0) == 1:      # 1D: H only, W = 1
-        params["ifm_dim"], params["ofm_dim"] = (params["ifm_dim"][0], 1), (params["ofm_dim"][0], 1)
-    if op == "StreamingMaxPool" and "num_channels" not in params:
-        raise CompileError(f"{where}: no NumChannels attribute")
     fold_fields = set(spec_op.folding.values())
     missing = [f for f, d in fields.items() if f not in params and f not in fold_fields
                and d.default is dataclasses.MISSING and d.default_factory is dataclasses.MISSING]
@@ -271,8 +256,8 @@ def _hw_node(m, node, op, data):
             folding[attr] = _folding_value(attr, attrs.get(attr, FINN_DEFAULT_FOLDING.get(attr)), where)
         elif fields[field].default is dataclasses.MISSING:
             raise CompileError(f"{where}: attribute {attr} is missing (the folding FINN's {op} needs)")
-    if op == "ConvolutionInputGenerator" and node.op_type.endswith("_rtl") and "parallel_window" not in attrs:
-        folding.setdefault("parallel_window", False)
+    if spec_op.finn_import is not None:          # the op's own fix-ups (noActivation, DimMode ...)
+        spec_op.finn_import(_ImportContext(node.op_type, attrs, where), attrs, params, folding)
     outputs = tuple(node.output)
     hw = HWNode(node.name, op, params, folding, sources=(node.name,), inputs=tuple(data), outputs=outputs)
     try:
@@ -280,6 +265,19 @@ def _hw_node(m, node, op, data):
     except ValueError as exc:           # the spec's check of the user's attributes (a TypeError is our bug)
         raise CompileError(f"{where}: {str(exc).split(': ', 1)[-1]}") from None
     return hw
+
+
+class _ImportContext:
+    """The :class:`layers.op.FinnImportContext` of one FINN node."""
+
+    def __init__(self, op_type, attrs, where):
+        self.op_type, self._attrs, self._where = op_type, attrs, where
+
+    def value(self, field, attr):
+        return _value(field, self._attrs[attr], self._where, attr)
+
+    def error(self, message):
+        return CompileError(f"{self._where}: {message}")
 
 
 def _value(field, value, where, finn):
