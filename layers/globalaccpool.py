@@ -13,7 +13,8 @@ from qonnx.core.datatype import DataType
 
 from layers.datapath import (ChannelFolded, StreamLayer, check_dtype, dtype_for_range, dtype_range, element_value, legal_divisors, output_stage,
                              register, wrapping_increment)
-from layers.op import Op, Resources, divisors_of
+from layers.op import Lowering, Op, Resources, divisors_of
+from layers.small import shrink_channels
 from sim import golden
 from layers.timing import Timing, frames_of, take_when_ready
 
@@ -174,8 +175,38 @@ def _golden(spec, xs, producer):
     return golden.global_acc_pool(xs[0].reshape(xs[0].shape[0], *spec.num_input_vectors[1:], spec.num_channels))
 
 
+def whole_map(ctx, node):
+    """An AveragePool whose kernel is its whole input (a global average), or that reads no feature map."""
+    t = ctx.input(node)
+    return not t.spatial or tuple(ctx.attrs(node)["kernel_shape"]) == tuple(t.shape[2:])
+
+
+def check_pool_attrs(ctx, node):
+    """AveragePool without padding or ceil mode."""
+    attrs = ctx.attrs(node)
+    if any(attrs.get("pads", [0])) or attrs.get("ceil_mode", 0):
+        raise ctx.error(f"node {node.name} (AveragePool): padding and ceil_mode are not supported; "
+                        f"got pads {list(attrs.get('pads', [0, 0, 0, 0]))}, ceil_mode "
+                        f"{attrs.get('ceil_mode', 0)}; legal: pads 0, ceil_mode 0")
+
+
+def _lower(ctx, node):
+    """An average over the whole feature map: the stream carries the per-channel sum, so the average is that
+    code at scale / (H*W); the quantizer (e.g. Trunc) after it becomes a Thresholding layer on the sum."""
+    t = ctx.input(node)
+    if node.op_type == "AveragePool":
+        check_pool_attrs(ctx, node)
+    ctx.require_codes(t, node)
+    if not t.spatial:
+        raise ctx.error(f"node {node.name} ({node.op_type}) needs a feature map (N, C, H, W), not shape {t.shape}")
+    c, h, w = t.shape[1:]
+    pool = ctx.add("GlobalAccPool", dict(num_channels=c, input_dtype=t.dtype, num_input_vectors=(1, h, w)), [node])
+    return ctx.tensor(node.output[0], pool.spec().output_dtype, float(t.scale) / (h * w))
+
+
 OP = Op("GlobalAccPool", GlobalAccPoolSpec, GlobalAccPool, folding={"PE": "pe"},
         parallelism={"PE": divisors_of("num_channels")},
         finn_names={"num_channels": "NumChannels", "input_dtype": "inputDataType",
                     "num_input_vectors": "numInputVectors"},
-        old_names=("GlobalAccPool_Batch",), golden=_golden)
+        old_names=("GlobalAccPool_Batch",), golden=_golden, small_instance=shrink_channels("num_channels", "pe"),
+        lowers=(Lowering(("GlobalAveragePool",), _lower), Lowering(("AveragePool",), _lower, when=whole_map)))

@@ -13,8 +13,9 @@ from amaranth.hdl import Const, Module, Mux, Signal
 from amaranth.lib import data
 from qonnx.core.datatype import DataType
 
-from layers.datapath import StreamLayer, check_dtype, element_value, legal_divisors, output_stage, wrapping_increment
-from layers.op import Op, Resources, StreamContract, divisors_of
+from layers.datapath import StreamLayer, check_dtype, dtype_for_range, element_value, legal_divisors, output_stage, wrapping_increment
+from layers.op import Lowering, Op, Resources, StreamContract, divisors_of
+from layers import small
 from sim import golden
 from layers.timing import Timing, as_cycles, frames_of, take_in_turn, take_when_ready
 
@@ -231,7 +232,44 @@ def _golden(spec, xs, producer):
     return golden.label_select(xs[0], spec.k, spec.input_dtype.min())
 
 
+MAX_TOPK_CHECK = 1 << 20            # accumulator values checked one by one to absorb a chain into TopK
+
+
+def _lower(ctx, node, acc):
+    """A final TopK (only its indices used) after an MVAU without activation whose float ops keep the order
+    of the accumulators: MVAU + LabelSelect on the accumulators. None: TopK stays on the host."""
+    if acc.op_type != "MVAU" or acc.bias is not None:
+        return None
+    attrs = ctx.attrs(node)
+    k = ctx.initializer(node.input[1])
+    values_used = ctx.consumers(node.output[0]) or ctx.is_graph_output(node.output[0])
+    per_tensor = np.ptp(acc.wscale) == 0
+    if (attrs.get("largest", 1) != 1 or attrs.get("axis", -1) not in (-1, 1) or k is None or values_used
+            or not per_tensor or acc.hi - acc.lo > MAX_TOPK_CHECK or len(node.output) < 2):
+        return None
+    if acc.chain:
+        if not all(ctx.per_tensor(n) for n in acc.chain):
+            return None
+        accs = np.arange(acc.lo, acc.hi + 1)
+        values = ctx.evaluate_chain(acc.chain, acc.node.output[0], acc.chain[-1].output[0],
+                                    float(acc.t.scale) * acc.wscale[0] * accs[:, None].astype(np.float64))[:, 0]
+        if not np.all(np.diff(values) > 0):
+            return None          # not strictly increasing: TopK stays on the host
+    odt = dtype_for_range(acc.lo - 1, acc.hi)       # dtype.min never reached: LabelSelect skips it
+    ctx.accumulator_output(acc, odt)
+    select = ctx.add("LabelSelect", dict(labels=acc.spec.mh, k=int(np.asarray(k).reshape(-1)[0]), input_dtype=odt),
+                     [node])
+    return ctx.tensor(node.output[1], select.spec().output_dtype, 1.0, kind="indices")
+
+
+def _small_instance(s):
+    """Two words of PE labels, at most two vectors."""
+    labels = small.fold(s.labels, s.pe)
+    return dict(labels=labels, k=min(s.k, labels), num_input_vectors=small.vectors(s.num_input_vectors))
+
+
 OP = Op("LabelSelect", LabelSelectSpec, LabelSelect, folding={"PE": "pe"},
         parallelism={"PE": divisors_of("labels")},
         finn_names={"labels": "Labels", "k": "K", "input_dtype": "inputDataType"},
-        old_names=("LabelSelect_Batch",), golden=_golden, host_side=True)
+        old_names=("LabelSelect_Batch",), golden=_golden, small_instance=_small_instance, host_side=True,
+        lowers=(Lowering(("TopK",), _lower, at="tail"),))

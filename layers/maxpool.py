@@ -15,6 +15,7 @@ from amaranth.lib.memory import Memory
 from layers.datapath import StreamLayer, check_dtype, element_value, legal_divisors, output_stage, register, wrapping_increment
 from layers.fifo import output_fifo_spec
 from layers.op import Lowering, OneDatatype, Op, Resources, StreamContract, divisors_of
+from layers import small
 from sim import golden
 from layers.timing import Timing, as_cycles, frames_of, take_when_ready
 
@@ -293,9 +294,15 @@ def _finn_import(ctx, attrs, params, folding):
         params["dtype"] = ctx.value("dtype", "inputDataType")
 
 
+def _small_instance(s):
+    """Two pools each way, two words of channels."""
+    return dict(img_dim=tuple(min(i, 2 * p) for i, p in zip(s.img_dim, s.pool_dim)),
+                num_channels=small.fold(s.num_channels, s.pe))
+
+
 OP = Op("StreamingMaxPool", StreamingMaxPoolSpec, StreamingMaxPool, folding={"PE": "pe"},
         parallelism={"PE": lambda p: divisors_of("num_channels")(p)
                      if StreamingMaxPoolSpec(**p).is_1d else [p.get("pe", 1)]},
         finn_names={"img_dim": "ImgDim", "pool_dim": "PoolDim", "num_channels": "NumChannels", "dtype": "dataType"},
-        old_names=("StreamingMaxPool_Batch",), golden=_golden, lowers=(Lowering(("MaxPool",), _lower),),
+        old_names=("StreamingMaxPool_Batch",), golden=_golden, small_instance=_small_instance, lowers=(Lowering(("MaxPool",), _lower),),
         finn_import=_finn_import)

@@ -14,7 +14,9 @@ from layers.datapath import (ChannelFolded, check_dtype, dtype_for_range, dtype_
                              output_stage, register, wrapping_increment)
 from layers.fifo import StreamingFIFO, output_fifo_spec
 from layers.timing import Timing, as_cycles, one_to_one, take_when_ready
-from layers.op import OneDatatype, OneWidth, Op, Resources, StreamContract, divisors_of
+from layers.op import Lowering, OneDatatype, OneWidth, Op, Resources, StreamContract, divisors_of
+from layers import small
+from layers.small import shrink_channels
 from sim import golden
 
 __all__ = ["AddStreamsSpec", "AddStreams", "DuplicateStreamsSpec", "DuplicateStreams",
@@ -393,6 +395,92 @@ class StreamingConcat(wiring.Component):
 
 
 
+def _channels_and_vectors(t):
+    """(channels, numInputVectors) of a stream tensor: (1, C) -> (C, (1,)); (1, C, H, W) -> (C, (1, H, W))."""
+    if t.spatial:
+        return t.shape[1], (1, *t.shape[2:])
+    return t.shape[-1], tuple(t.shape[:-1]) if len(t.shape) > 2 else (1,)
+
+
+def _check_join_input(ctx, t, node):
+    if t.values is not None:
+        raise ctx.error(f"node {node.name} ({node.op_type}): input {t.name} is a residual sum of branches "
+                        f"with unrelated float scales; quantize it before another join")
+    if t.kind != "codes" or np.ndim(t.scale) != 0 or t.gain != 1 or t.offset != 0:
+        raise ctx.error(f"node {node.name} ({node.op_type}): input {t.name} must be a per-tensor quantized "
+                        f"stream (the output of a quantizer)")
+    if t.dtype == DataType["BIPOLAR"]:
+        raise ctx.error(f"node {node.name} ({node.op_type}): input {t.name} is BIPOLAR; joins of bipolar "
+                        f"streams are not supported (legal: INTn, UINTn inputs)")
+    if t.row_order is not None:
+        raise ctx.error(f"node {node.name} ({node.op_type}): input {t.name} is a flattened feature map; "
+                        f"joins need both inputs in the same stream order")
+
+
+def _rescaled(ctx, t, factor, dtype, node):
+    """The wire of ``t`` with its codes multiplied by ``factor`` and held as ``dtype`` (a ChannelwiseOp,
+    or ``t``'s own wire when nothing changes)."""
+    if factor == 1 and t.dtype == dtype:
+        return ctx.wire(t)
+    channels, vecs = _channels_and_vectors(t)
+    func, param = ("mul", factor) if factor != 1 else ("add", 0)
+    op = ctx.add("ChannelwiseOp", dict(func=func, num_channels=channels, input_dtype=t.dtype,
+                                       param_dtype=dtype_for_range(param, param), output_dtype=dtype,
+                                       params=np.full(channels, param), num_input_vectors=vecs),
+                 [], inputs=(ctx.wire(t),))
+    op.sources = (node.name,)
+    return op.outputs[0]
+
+
+def _lower_add(ctx, node):
+    """Add of two streams -> AddStreams on a common scale; a branch whose codes are on a coarser scale (or
+    of another datatype) goes through a ChannelwiseOp multiply first. The hardware adds the integer codes
+    exactly (see ``ctx.sum_grid`` for how that compares with the model's float32 sum)."""
+    where = f"node {node.name} (Add)"
+    a, b = (ctx.stream(i) for i in node.input)
+    for t in (a, b):
+        _check_join_input(ctx, t, node)
+    if a.shape != b.shape:
+        raise ctx.error(f"{where}: both inputs must have the same shape (no broadcasting of streams), "
+                        f"got {a.shape} and {b.shape}")
+    s, factors, grid, rounding = ctx.sum_grid(a, b, where)
+    ranges = [(f * int(t.dtype.min()), f * int(t.dtype.max())) for t, f in zip((a, b), factors)]
+    common = dtype_for_range(min(r[0] for r in ranges), max(r[1] for r in ranges))
+    channels, vecs = _channels_and_vectors(a)
+    wires = [_rescaled(ctx, t, f, common, node) for t, f in zip((a, b), factors)]
+    added = ctx.add("AddStreams", dict(num_channels=channels, input_dtype=common, num_input_vectors=vecs),
+                    [node], inputs=wires)
+    out = added.spec().output_dtype
+    values = ctx.sum_values(a, b, factors, out) if grid else None
+    return ctx.tensor(node.output[0], out, s, a.shape, rounding=rounding, values=values)
+
+
+def _lower_concat(ctx, node):
+    """Concat of streams along channels -> StreamingConcat on a common scale and datatype."""
+    where = f"node {node.name} (Concat)"
+    ins = [ctx.stream(i) for i in node.input]
+    for t in ins:
+        _check_join_input(ctx, t, node)
+    axis = ctx.attrs(node).get("axis", 1)
+    rank = len(ins[0].shape)
+    if axis % rank != 1 or any(len(t.shape) != rank or t.shape[:1] + t.shape[2:] != ins[0].shape[:1] +
+                               ins[0].shape[2:] for t in ins):
+        raise ctx.error(f"{where}: only a concatenation along channels (axis 1) of tensors of the same "
+                        f"other dimensions is supported; got axis {axis} of {[t.shape for t in ins]}")
+    s, factors = ctx.common_scale([float(t.scale) for t in ins], where)
+    if any(float(np.float32(s * f)) != float(np.float32(t.scale)) for t, f in zip(ins, factors)):
+        raise ctx.error(f"{where}: input scales {[float(t.scale) for t in ins]} have no exact common scale")
+    common = dtype_for_range(min(f * int(t.dtype.min()) for t, f in zip(ins, factors)),
+                             max(f * int(t.dtype.max()) for t, f in zip(ins, factors)))
+    if all(t.dtype == ins[0].dtype for t in ins) and set(factors) == {1}:
+        common = ins[0].dtype
+    wires = [_rescaled(ctx, t, f, common, node) for t, f in zip(ins, factors)]
+    _, vecs = _channels_and_vectors(ins[0])
+    ctx.add("StreamingConcat", dict(channels_per_stream=tuple(t.shape[1] for t in ins), dtype=common,
+                                    num_input_vectors=vecs), [node], inputs=wires)
+    return ctx.tensor(node.output[0], common, s)
+
+
 def _golden_add(spec, xs, producer):
     return golden.add_streams(*xs)
 
@@ -406,19 +494,27 @@ def _golden_concat(spec, xs, producer):
     return golden.concat_channels(xs)
 
 
+def _small_concat(s):
+    """Two words of SIMD channels per input, at most two vectors."""
+    return dict(channels_per_stream=tuple(small.fold(c, s.simd) for c in s.channels_per_stream),
+                num_input_vectors=small.vectors(s.num_input_vectors))
+
+
 OPS = (
     Op("AddStreams", AddStreamsSpec, AddStreams, folding={"PE": "pe"},
        parallelism={"PE": divisors_of("num_channels")},
        finn_names={"num_channels": "NumChannels", "input_dtype": "inputDataType",
                    "num_input_vectors": "numInputVectors"}, old_names=("AddStreams_Batch",), role="join",
-       golden=_golden_add),
+       golden=_golden_add, small_instance=shrink_channels("num_channels", "pe"), lowers=(Lowering(("Add",), _lower_add, streams=2, legal="Add of two streams"),)),
     Op("DuplicateStreams", DuplicateStreamsSpec, DuplicateStreams,
        folding={"PE": "pe"},
        finn_names={"num_channels": "NumChannels", "num_output_streams": "NumOutputStreams",
                    "dtype": "inputDataType", "num_input_vectors": "numInputVectors"},
-       old_names=("DuplicateStreams_Batch",), role="fanout", golden=_golden_duplicate),
+       old_names=("DuplicateStreams_Batch",), role="fanout", golden=_golden_duplicate,
+       small_instance=shrink_channels("num_channels", "pe")),
     Op("StreamingConcat", StreamingConcatSpec, StreamingConcat, folding={"SIMD": "simd"},
        parallelism={"SIMD": divisors_of("channels_per_stream")},
        finn_names={"channels_per_stream": "ChannelsPerStream", "dtype": "inputDataType",
-                   "num_input_vectors": "numInputVectors"}, role="join", golden=_golden_concat),
+                   "num_input_vectors": "numInputVectors"}, role="join", golden=_golden_concat, small_instance=_small_concat,
+       lowers=(Lowering(("Concat",), _lower_concat, streams="all", legal="Concat of streams"),)),
 )

@@ -20,6 +20,7 @@ from memstream.axilite import AXILiteSignature, accept_writes, refuse_reads
 from layers.memcost import bram18_count, rom_luts
 from layers.timing import one_to_one
 from layers.op import ArrayMemo, Lowering, Op, Resources, divisors_of
+from layers.small import shrink_channels
 from sim import golden
 from layers.requant import REQUANT_STAGES, requant_form, requantize
 
@@ -393,6 +394,7 @@ OP = Op("Thresholding", ThresholdingSpec, Thresholding,
         parallelism={"PE": divisors_of("num_channels")},
         finn_names={"num_channels": "NumChannels", "input_dtype": "inputDataType", "output_dtype": "outputDataType",
                     "act_val": "ActVal", "num_input_vectors": "numInputVectors"},
-        old_names=("Thresholding_Batch",), golden=_golden, host_side=True,
+        old_names=("Thresholding_Batch",), golden=_golden,
+        small_instance=shrink_channels("num_channels", "pe", ("thresholds",)), host_side=True,
         finn_import=_finn_import, finn_arrays=("thresholds",),
         lowers=(Lowering(rule=_lower, at="activation"),))

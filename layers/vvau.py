@@ -16,6 +16,7 @@ from layers.datapath import legal_divisors
 from layers.globalaccpool import check_pool_attrs, whole_map
 from layers.mvau import UNIT_FOLDING, DotProductUnit, _positive, _UnitSpec, activation_choices, unit_finn_export, lower_dot_product, finn_import_unit
 from layers.op import Lowering, Op, divisors, divisors_of
+from layers import small
 from sim import golden
 from layers.thresholding import ThresholdTable
 
@@ -194,11 +195,19 @@ def _lower_window_average(ctx, node):
                              channel_axis=0)
 
 
+def _small_instance(s):
+    """Two words of PE channels, a 1 x 2 image."""
+    c = small.fold(s.channels, s.pe)
+    weights = None if s.weights is None else np.asarray(s.weights)[:c]
+    return dict(channels=c, weights=weights, thresholds=small.rows(s.thresholds, c), dim=(1, min(s.dim[1], 2)))
+
+
 OP = Op("VVAU", VVAUSpec, VVAU, folding=UNIT_FOLDING,
         parallelism={"PE": divisors_of("channels"), "SIMD": lambda p: divisors(p["kernel"][0] * p["kernel"][1])},
         finn_names={"channels": "Channels", "kernel": "Kernel", "dim": "Dim", "input_dtype": "inputDataType",
                     "weight_dtype": "weightDataType", "output_dtype": "outputDataType", "act_val": "ActVal"},
         old_names=("Vector_Vector_Activate_Batch", "VectorVectorActivation"), golden=_golden,
+        small_instance=_small_instance,
         finn_import=finn_import_unit, finn_arrays=("weights", "thresholds"),
         fold=_fold, folded_with=_folded_with, follower_folding=_follower_folding, finn_export=unit_finn_export,
         lowers=(Lowering(("AveragePool",), _lower_window_average, when=lambda ctx, node: not whole_map(ctx, node)),),

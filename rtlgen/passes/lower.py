@@ -2,18 +2,18 @@
 
 The walk starts at the first integer tensor (an integer-annotated graph input, or the output of the
 first activation quantizer, computed on the host) and visits the model's nodes in topological order.
-A node whose data inputs are all hardware streams is matched: every MatMul or Conv with integer weights
-becomes an MVAU (or SWG [+ FMPadding] + MVAU/VVAU), with the float ops up to the next quantizer turned
-into exact thresholds (:mod:`rtlgen.passes.thresholds`); MaxPool becomes StreamingMaxPool; a quantizer on
-integer data becomes Thresholding; an Add of two streams becomes AddStreams (with a ChannelwiseOp on a
-branch whose codes need rescaling onto the common scale); a channel Concat becomes StreamingConcat; a
-final TopK after a monotone per-tensor chain becomes LabelSelect. A tensor read by several nodes is an
-ordinary edge with several consumers (:func:`rtlgen.passes.insert_duplicates` adds the fan-out later).
-What cannot be matched runs on the host: allowed at the graph's edge, an error naming the node if
-hardware work would follow it.
+A node whose data inputs are all hardware streams is matched against the registry: each op declares in
+``Op.lowers`` the ONNX patterns it lowers from (:class:`layers.op.Lowering`), and its rule builds the
+hardware through this pass's context (:class:`layers.op.LoweringContext`, implemented here): the stream
+tensors, the weights as integer codes, the float ops up to the next quantizer turned into exact
+thresholds (:mod:`rtlgen.passes.thresholds`), exact sums of streams on a common grid. The pass itself
+only handles what makes no hardware: reshapes (a flatten of a feature map permutes the rows of the
+MatMul that consumes it) and float ops with constants from an integer input into its first MatMul
+(absorbed as that MatMul's bias). A tensor read by several nodes is an ordinary edge with several
+consumers (:func:`rtlgen.passes.insert_duplicates` adds the fan-out later). What cannot be matched runs
+on the host: allowed at the graph's edge, an error naming the node if hardware work would follow it.
 
-Stream layout: 4D tensors (NCHW in the model) stream as NHWC, channel fastest; a flatten of such a
-tensor is absorbed by permuting the rows of the MatMul that consumes it.
+Stream layout: 4D tensors (NCHW in the model) stream as NHWC, channel fastest.
 """
 
 import copy
@@ -26,16 +26,14 @@ import onnx
 from qonnx.core.datatype import DataType
 
 from layers.datapath import dtype_for_range
-from layers.mvau import MVAUSpec
 from rtlgen.passes.load import INPUT_DTYPE_HINT, CompileError, CompileWarning, quantizer_output_codes, user_names
-from rtlgen.ir.graph import DataflowGraph, HWNode, StreamTensor
+from rtlgen.ir.graph import OPS, DataflowGraph, HWNode, StreamTensor
 from rtlgen.passes.thresholds import (ELEMENTWISE_OPS, QUANTIZERS, SHAPE_OPS, ActivationChain, channel_directions,
-                               derive_thresholds)
+                                      derive_thresholds)
 
-__all__ = ["StreamTensor", "lower"]
+__all__ = ["StreamTensor", "lower", "supported_ops", "Accumulator", "Activation"]
 
 COMPUTE_OPS = {"MatMul", "Conv"}
-MAX_TOPK_CHECK = 1 << 20            # accumulator values checked one by one to absorb a chain into TopK
 MAX_SUM_CHECK = 1 << 22             # code pairs checked one by one to find a residual sum exact
 MAX_AFFINE_CHECK = 1 << 16         # input codes checked one by one to absorb float ops before a MatMul
 AFFINE_OPS = {"Add", "Sub", "Mul", "Div"}
@@ -55,36 +53,91 @@ def lower(model):
         raise CompileError(user_names(str(exc), names)) from None
 
 
+def _lowerings(at):
+    """Every (op, lowering) of the registry (read now: plug-ins registered after import count) at ``at``."""
+    return [(op, lowering) for op in OPS.values() for lowering in op.lowers if lowering.at == at]
+
+
+def _legal_names(lowering):
+    return lowering.legal.split(", ") if lowering.legal else list(lowering.onnx_ops)
+
+
 def supported_ops():
-    """The ONNX ops the lowering maps to hardware, as one clause for messages."""
-    quantizers = ", ".join(sorted(QUANTIZERS))
-    elementwise = ", ".join(sorted(set(ELEMENTWISE_OPS) - set(QUANTIZERS)))
-    return (f"mapped to hardware: MatMul, Gemm, Conv, MaxPool, AveragePool, GlobalAveragePool, Resize, Upsample, "
-            f"TopK (at the end), Add and Concat of two streams, quantizers ({quantizers}), the float ops up to a "
-            f"quantizer ({elementwise}) and reshapes ({', '.join(sorted(SHAPE_OPS))}); any other op runs on the "
-            f"host, before the first hardware layer or after the last")
+    """The ONNX ops the lowering maps to hardware, as one clause for messages (from the registry)."""
+    nodes = sorted({name for _, lw in _lowerings("node") if lw.streams == 1 for name in _legal_names(lw)})
+    tails = sorted({f"{name} (at the end)" for _, lw in _lowerings("tail") for name in _legal_names(lw)})
+    joins = sorted({lw.legal or f"{', '.join(lw.onnx_ops)} of streams" for _, lw in _lowerings("node")
+                    if lw.streams != 1})
+    parts = nodes + tails + joins
+    if _lowerings("activation"):
+        quantizers = ", ".join(sorted(QUANTIZERS))
+        elementwise = ", ".join(sorted(set(ELEMENTWISE_OPS) - set(QUANTIZERS)))
+        parts += [f"quantizers ({quantizers})", f"the float ops up to a quantizer ({elementwise})"]
+    return (f"mapped to hardware: {', '.join(parts)} and reshapes ({', '.join(sorted(SHAPE_OPS))}); any other op "
+            f"runs on the host, before the first hardware layer or after the last")
+
+
+@dataclass
+class Accumulator:
+    """A dot product whose float ops after it reach no quantizer, for an at="tail" lowering."""
+    node: object            # the ONNX node (MatMul, Conv)
+    t: StreamTensor         # its input stream
+    op_type: str            # the dot-product op (the registry's)
+    params: object          # params(weights, weight_dtype, **fields) -> its spec fields
+    codes: np.ndarray       # its weights
+    wdtype: DataType
+    spec: object            # its spec without activation, unit folding
+    chain: list             # the float ops after it, up to the tail node
+    wscale: np.ndarray      # weight scale per output channel
+    lo: int                 # accumulator range
+    hi: int
+    bias: np.ndarray        # per output channel, or None
+
+
+@dataclass
+class Activation:
+    """The float ops from a node up to a quantizer on integer codes, as thresholds (LoweringContext.activation)."""
+    nodes: list             # the ONNX nodes it implements
+    thresholds: np.ndarray
+    dtype: DataType         # output codes
+    act_val: int            # code of the lowest level
+    channels: int
+    vectors: tuple          # numInputVectors
+    output: StreamTensor
+
+
+def _default_folding(op):
+    folding = {a: 1 for a in ("PE", "SIMD") if a in op.folding}
+    if "mem_mode" in op.folding:
+        # Weights the compiler never rewrites at run time: read in place (internal_embedded), which
+        # saves the weight stream's skid buffer (~1 LUT and 3 FF per weight bit) of internal_decoupled,
+        # FINN's default. A folding file's mem_mode still overrides it.
+        folding["mem_mode"] = "internal_embedded"
+    return folding
 
 
 class _Lowering:
+    """The walk, and the :class:`layers.op.LoweringContext` the registry's lowering rules are run with."""
+
     def __init__(self, model):
         self.model = model
-        self.weights = _fold_weight_quants(model)
+        self.folded_weights = _fold_weight_quants(model)
         self.nodes, self.counts = [], {}
-        self.stream = {}            # model tensor -> StreamTensor, for every tensor on a hardware stream
-        self.wire = {}              # model tensor -> the graph tensor carrying it (a reshape keeps the wire)
+        self.streams = {}           # model tensor -> StreamTensor, for every tensor on a hardware stream
+        self.wires = {}             # model tensor -> the graph tensor carrying it (a reshape keeps the wire)
         self.done = set()           # ONNX node names absorbed into hardware
         self.cursor = None          # the wire the next added node reads
 
     # ---- walk ----
     def run(self):
         start, pre = self._accelerator_input()
-        self.stream[start.name], self.wire[start.name] = start, start.name
+        self.streams[start.name], self.wires[start.name] = start, start.name
         self.done |= set(pre)
         host, host_tensors = [], set()
         for node in list(self.model.graph.node):
             if node.name in self.done:
                 continue
-            data = [i for i in node.input if i in self.stream or i in host_tensors]
+            data = [i for i in node.input if i in self.streams or i in host_tensors]
             if not data:
                 continue
             mapped = None
@@ -95,34 +148,60 @@ class _Lowering:
                 host_tensors.update(node.output)
                 continue
             for t in mapped:
-                self.stream[t.name] = t
+                self.streams[t.name] = t
         if not self.nodes:
             raise CompileError("nothing to put in hardware: no MatMul, Conv, MaxPool or quantizer on integer "
                                "data follows the model's input quantizer")
         self._check_host(host)
         out = self._accelerator_output(host)
-        graph = DataflowGraph(self.nodes, start.name, self.wire[out.name], model=self.model, host_pre=pre,
+        graph = DataflowGraph(self.nodes, start.name, self.wires[out.name], model=self.model, host_pre=pre,
                               host_post=[n.name for n in host])
-        for name, t in self.stream.items():
-            graph.tensors.setdefault(self.wire[name], t)
+        for name, t in self.streams.items():
+            graph.tensors.setdefault(self.wires[name], t)
         graph.tensors[graph.output] = out
         graph.tensors[graph.input] = start
         return _prune(graph)
 
+    def _rule(self, node, at, streams):
+        """The one lowering of the registry at ``at`` that takes ``node`` (at="node": with ``streams``, its
+        inputs on hardware streams), or None."""
+        found = []
+        for op, lowering in _lowerings(at):
+            if at != "activation" and node.op_type not in lowering.onnx_ops:
+                continue
+            wanted = len(node.input) if lowering.streams == "all" else lowering.streams
+            if at == "node" and len(streams) != wanted:
+                continue
+            if lowering.when is not None and not lowering.when(self, node):
+                continue
+            found.append((op, lowering))
+        if len(found) > 1:
+            raise RuntimeError(f"internal error: node {node.name} ({node.op_type}) matches the lowerings of "
+                               f"{', '.join(op.op_type for op, _ in found)}; their Op.lowers must not overlap")
+        return found[0][1] if found else None
+
     def _match(self, node):
         """The StreamTensors ``node`` (and what it absorbs) produces in hardware, or None (host)."""
-        streams = [i for i in node.input if i in self.stream]
-        if node.op_type == "Add" and len(streams) == 2:
-            return [self._join_add(node)]
-        if node.op_type == "Concat" and len(streams) == len(node.input):
-            return [self._join_concat(node)]
-        if len(streams) != 1:
+        streams = [i for i in node.input if i in self.streams]
+        join = self._rule(node, "node", streams) if len(streams) != 1 else None
+        if join is not None:
+            new = join.rule(self, node)
+        elif len(streams) != 1:
             return None
-        t = self.stream[streams[0]]
-        self.cursor = self.wire[t.name]
-        step = {"MatMul": self._matmul, "Conv": self._conv, "MaxPool": self._maxpool,
-                "AveragePool": self._global_pool, "GlobalAveragePool": self._global_pool,
-                "Resize": self._resize, "Upsample": self._resize}.get(node.op_type)
+        else:
+            new, hardware = self._match_one(node, self.streams[streams[0]])
+            if new is not None and not hardware:
+                return [new]
+        if new is None:
+            return None
+        self.nodes[-1].outputs = (new.name,)         # the last node added writes the model tensor
+        self.wires[new.name] = new.name
+        return [new]
+
+    def _match_one(self, node, t):
+        """(the StreamTensor, whether hardware was added) for a node reading one stream ``t``; a reshape,
+        or float ops the next MatMul absorbs, keep ``t``'s wire."""
+        self.cursor = self.wires[t.name]
         if t.values is not None and node.op_type not in SHAPE_OPS | QUANTIZERS | ELEMENTWISE_OPS:
             raise CompileError(f"node {node.name} ({node.op_type}) reads {t.name}, a residual sum of branches with "
                                f"unrelated float scales, which the accelerator holds on an order-preserving integer "
@@ -133,23 +212,19 @@ class _Lowering:
         if node.op_type in SHAPE_OPS:
             new = self._reshape(t, node)
             self.done.add(node.name)
-            self.wire[new.name] = self.wire[t.name]
-            return [new]
-        if step is not None:
-            new = step(t, node)
-        elif node.op_type in ELEMENTWISE_OPS:
-            moved = self._input_affine(t, node)
-            if moved is not None:
-                self.wire[moved.name] = self.wire[t.name]
-                return [moved]
-            new = self._thresholding(t, node)
-        else:
-            new = None
-        if new is None:
-            return None
-        self.nodes[-1].outputs = (new.name,)         # the last node added writes the model tensor
-        self.wire[new.name] = new.name
-        return [new]
+            self.wires[new.name] = self.wires[t.name]
+            return new, False
+        rule = self._rule(node, "node", [t.name])
+        if rule is not None:
+            return rule.rule(self, node), True
+        if node.op_type not in ELEMENTWISE_OPS:
+            return None, False
+        moved = self._input_affine(t, node)
+        if moved is not None:
+            self.wires[moved.name] = self.wires[t.name]
+            return moved, False
+        rule = self._rule(node, "activation", [t.name])
+        return (rule.rule(self, node) if rule is not None else None), True
 
     def _graph_outputs(self):
         return {o.name for o in self.model.graph.output}
@@ -158,28 +233,6 @@ class _Lowering:
         k = self.counts.get(op_type, 0)
         self.counts[op_type] = k + 1
         return f"{op_type}_{k}"
-
-    def _add(self, op_type, params, sources, inputs=None):
-        """A new node reading ``inputs`` (default: the cursor) and writing a fresh wire, now the cursor."""
-        name = self._name(op_type)
-        inputs = tuple(inputs) if inputs is not None else (self.cursor,)
-        node = HWNode(name, op_type, params, sources=tuple(n.name for n in sources), inputs=inputs,
-                      outputs=(f"{name}_out",))
-        node.folding = {a: 1 for a in ("PE", "SIMD") if a in node.op.folding}
-        if "mem_mode" in node.op.folding:
-            # Weights the compiler never rewrites at run time: read in place (internal_embedded), which
-            # saves the weight stream's skid buffer (~1 LUT and 3 FF per weight bit) of internal_decoupled,
-            # FINN's default. A folding file's mem_mode still overrides it.
-            node.folding["mem_mode"] = "internal_embedded"
-        try:
-            node.spec()     # validate now: errors name the ONNX nodes, not a later pass
-        except ValueError as exc:
-            where = ", ".join(f"{n.name} ({n.op_type})" for n in sources[:1])
-            raise CompileError(f"node {where} as {op_type}: {str(exc).split(': ', 1)[-1]}") from None
-        self.nodes.append(node)
-        self.done.update(n.name for n in sources)
-        self.cursor = node.outputs[0]
-        return node
 
     def _check_host(self, host):
         """Host nodes after the accelerator must not include compute that hardware should have done."""
@@ -196,11 +249,11 @@ class _Lowering:
         """The one stream tensor that leaves the accelerator (read by the host, or a graph output)."""
         outs = self._graph_outputs()
         leaving = []
-        for name, t in self.stream.items():
+        for name, t in self.streams.items():
             read_by_host = any(name in n.input for n in host)
             if (read_by_host or name in outs) and t not in leaving:
                 leaving.append(t)
-        wires = {self.wire[t.name] for t in leaving}
+        wires = {self.wires[t.name] for t in leaving}
         if len(wires) != 1:
             where = ", ".join(t.name for t in leaving) or "none"
             first = host[0] if host else None
@@ -245,7 +298,7 @@ class _Lowering:
                                     tuple(model.get_tensor_shape(shift.tensor))), pre
             t = node.output[0]
 
-    # ---- layers ----
+    # ---- what adds no hardware ----
     def _reshape(self, t, node):
         out_shape = tuple(self.model.get_tensor_shape(node.output[0]))
         if t.spatial and len(out_shape) != 4:
@@ -259,247 +312,6 @@ class _Lowering:
                                f"{out_shape}; only flattening feature maps is supported")
         return StreamTensor(node.output[0], t.dtype, t.scale, out_shape, t.row_order, t.kind, bias=t.bias,
                             values=t.values)
-
-    def _weights_of(self, node, index):
-        name = node.input[index]
-        if name in self.weights:
-            return self.weights[name]
-        value = self.model.get_initializer(name)
-        dtype = self.model.get_tensor_datatype(name)
-        if value is None:
-            raise CompileError(f"node {node.name} ({node.op_type}): its weights {name} are not constant")
-        if not dtype.is_integer():
-            raise CompileError(f"node {node.name} ({node.op_type}) has float (unquantized) weights {name}; "
-                               f"quantize them (Quant, BipolarQuant) or annotate an integer datatype")
-        return np.asarray(value), np.ones(1), dtype
-
-    def _check_codes(self, t, node):
-        if t.kind != "codes" or np.ndim(t.scale) != 0:
-            raise CompileError(f"node {node.name} ({node.op_type}) needs per-tensor quantized input")
-
-    def _matmul(self, t, node):
-        self._check_codes(t, node)
-        if node.input[0] != t.name:
-            raise CompileError(f"node {node.name} (MatMul): the activation must be the first input")
-        codes, wscale, wdtype = self._weights_of(node, 1)
-        if codes.ndim != 2:
-            raise CompileError(f"node {node.name} (MatMul): weights must be 2D, not {codes.shape}")
-        mw, mh = codes.shape
-        wscale = _per_channel(wscale, mh, node)
-        # an offset on the input adds offset @ W to every output channel: a bias for the thresholds
-        bias = None if t.bias is None else np.asarray(t.bias, dtype=np.float64) @ (codes * wscale[None, :])
-        if t.row_order is not None:
-            codes = codes[t.row_order, :]
-        vecs = tuple(t.shape[:-1]) if len(t.shape) > 2 else (1,)
-        return self._dot_product(t, node, "MVAU", codes, wscale, wdtype,
-                                 dict(mw=mw, mh=mh, num_input_vectors=vecs), spatial=False, bias=bias)
-
-    def _conv(self, t, node):
-        self._check_codes(t, node)
-        attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
-        codes, wscale, wdtype = self._weights_of(node, 1)
-        oc, icg, kh, kw = codes.shape
-        c, h, w = t.shape[1:]
-        group = attrs.get("group", 1)
-        pads = list(attrs.get("pads", [0, 0, 0, 0]))
-        strides = tuple(attrs.get("strides", [1, 1]))
-        dil = tuple(attrs.get("dilations", [1, 1]))
-        depthwise = group > 1 and group == c == oc and icg == 1
-        if group > 1 and not depthwise:
-            codes = _dense_grouped_weights(codes, group, c, node)
-            warnings.warn(CompileWarning(
-                f"node {node.name} (Conv): group={group} of {c} input and {oc} output channels runs as a dense "
-                f"convolution with block-diagonal weights ({group}x its multiply-accumulates; only group=1 and "
-                f"depthwise with one output channel per input channel have their own datapath)"))
-        bias = None
-        if len(node.input) > 2 and node.input[2]:
-            bias = self.model.get_initializer(node.input[2])
-            if bias is None:
-                raise CompileError(f"node {node.name} (Conv): the bias must be a constant")
-        if any(pads):
-            if t.dtype == DataType["BIPOLAR"]:
-                raise CompileError(f"node {node.name} (Conv): zero padding of BIPOLAR data has no code for 0; "
-                                   f"legal: pads=0 for bipolar inputs")
-            self._add("FMPadding", dict(img_dim=(h, w), padding=(pads[0], pads[1], pads[2], pads[3]),
-                                        num_channels=c, dtype=t.dtype), [node])
-            h, w = h + pads[0] + pads[2], w + pads[1] + pads[3]
-        swg = self._add("ConvolutionInputGenerator",
-                        dict(ifm_dim=(h, w), ifm_channels=c, kernel=(kh, kw), input_dtype=t.dtype, stride=strides,
-                             dilation=dil, depthwise=depthwise), [node])
-        ofm = swg.spec().ofm_dim
-        wscale = _per_channel(wscale, oc, node)
-        if depthwise:
-            return self._dot_product(t, node, "VVAU", codes, wscale, wdtype,
-                                     dict(channels=c, kernel=(kh, kw), dim=ofm), spatial=True, bias=bias)
-        matrix = codes.transpose(2, 3, 1, 0).reshape(kh * kw * c, oc)     # rows (ky, kx, c): SWG order
-        return self._dot_product(t, node, "MVAU", matrix, wscale, wdtype,
-                                 dict(mw=kh * kw * c, mh=oc, num_input_vectors=(1, *ofm)), spatial=True, bias=bias)
-
-    def _dot_product(self, t, node, op_type, codes, wscale, wdtype, geometry, *, spatial, bias):
-        """MVAU/VVAU for ``node`` and the elementwise chain behind it, up to its quantizer if any."""
-        model, out_name = self.model, node.output[0]
-        channels = codes.shape[0] if op_type == "VVAU" else codes.shape[1]
-        base = dict(geometry, input_dtype=t.dtype, weight_dtype=wdtype, weights=codes, pe=1, simd=1)
-        plain = (MVAUSpec if op_type == "MVAU" else _vvau_spec())(**base)
-        lo, hi = plain.acc_range()
-        in_elems = plain.in_elems
-        dot = (lambda acc: 2 * acc - in_elems) if plain.xnor else (lambda acc: acc)
-        chain_nodes, quantizer, after = self._chain(out_name)
-        out_shape = tuple(model.get_tensor_shape(out_name))
-        if quantizer is None:
-            topk = self._labelselect(t, node, op_type, base, chain_nodes, after, wscale, plain, lo, hi, bias)
-            if topk is not None:
-                return topk
-            return self._no_activation(t, node, op_type, base, wscale, out_name, out_shape, lo, hi, bias)
-        dtype, s_out, qmin, levels = quantizer_output_codes(model, quantizer)
-        chain = ActivationChain(model, chain_nodes + [quantizer], out_name, quantizer.output[0], channels,
-                                spatial, extra_bias=bias)
-        real_scale = float(t.scale) * wscale
-
-        def codes_of(acc, sign):
-            return np.round(chain(real_scale[None, :] * sign[None, :] * dot(acc)) / s_out).astype(np.int64)
-
-        ones = np.ones(channels)
-        dlo, dhi = (-in_elems, in_elems) if plain.xnor else (lo, hi)
-        sign = channel_directions(lambda d: codes_of(d if not plain.xnor else (d + in_elems) // 2, ones),
-                                  dlo, dhi, channels, f"node {node.name} ({node.op_type})")
-        # a decreasing channel gets its weight column negated (bipolar weights stay bipolar)
-        weights = codes * (sign[:, None, None, None] if op_type == "VVAU" else sign[None, :])
-        wdtype_hw = wdtype if wdtype == DataType["BIPOLAR"] or (sign > 0).all() else \
-            dtype_for_range(int(weights.min()), int(weights.max()))
-        flipped = dict(base, weights=weights, weight_dtype=wdtype_hw)
-        spec = (MVAUSpec if op_type == "MVAU" else _vvau_spec())(**flipped)
-        hlo, hhi = spec.acc_range()
-        bipolar = dtype == DataType["BIPOLAR"]
-        thresholds = derive_thresholds(lambda acc: codes_of(acc, sign.astype(np.float64)), hlo, hhi, channels,
-                                       0 if bipolar else qmin, levels) if not bipolar else \
-            derive_thresholds(lambda acc: (codes_of(acc, sign.astype(np.float64)) + 1) // 2, hlo, hhi, channels,
-                              0, 1)
-        shift = self._shift_after(quantizer, dtype, s_out, qmin, levels)
-        params = dict(flipped, thresholds=thresholds, output_dtype=shift.dtype,
-                      act_val=0 if bipolar else shift.qmin)
-        params.pop("pe"), params.pop("simd")
-        self._add(op_type, params, [node] + chain_nodes + [quantizer] + shift.nodes)
-        return StreamTensor(shift.tensor, shift.dtype, shift.scale, tuple(model.get_tensor_shape(shift.tensor)))
-
-    def _no_activation(self, t, node, op_type, base, wscale, out_name, out_shape, lo, hi, bias, odt=None):
-        if bias is not None:
-            raise CompileError(f"node {node.name} ({node.op_type}): a bias (of a convolution, or an offset on "
-                               f"its input) without a quantizer after it is not supported")
-        params = dict(base, output_dtype=odt)
-        params.pop("pe"), params.pop("simd")
-        self._add(op_type, params, [node])
-        spec = self.nodes[-1].spec()
-        xnor = dict(gain=2, offset=-spec.in_elems) if spec.xnor else {}
-        rounding = not all(_power_of_two(s) for s in (float(t.scale), *np.ravel(wscale)))
-        return StreamTensor(out_name, spec.output_dtype, float(t.scale) * wscale, out_shape, rounding=rounding,
-                            **xnor)
-
-    def _labelselect(self, t, node, op_type, base, chain_nodes, after, wscale, plain, lo, hi, bias):
-        """MVAU (no activation) + LabelSelect when the chain ends in a TopK it cannot reorder."""
-        model = self.model
-        if after is None or after.op_type != "TopK" or op_type != "MVAU" or bias is not None:
-            return None
-        attrs = {a.name: onnx.helper.get_attribute_value(a) for a in after.attribute}
-        k = model.get_initializer(after.input[1])
-        values_used = model.find_consumers(after.output[0]) or after.output[0] in self._graph_outputs()
-        per_tensor = np.ptp(wscale) == 0
-        if (attrs.get("largest", 1) != 1 or attrs.get("axis", -1) not in (-1, 1) or k is None or values_used
-                or not per_tensor or hi - lo > MAX_TOPK_CHECK or len(after.output) < 2):
-            return None
-        acc = np.arange(lo, hi + 1)
-        if chain_nodes:
-            if not all(_per_tensor_node(model, n) for n in chain_nodes):
-                return None
-            chain = ActivationChain(model, chain_nodes, node.output[0], chain_nodes[-1].output[0], 1, False)
-            values = chain(float(t.scale) * wscale[0] * acc[:, None].astype(np.float64))[:, 0]
-            if not np.all(np.diff(values) > 0):
-                return None          # not strictly increasing: TopK stays on the host
-        odt = dtype_for_range(lo - 1, hi)       # dtype.min never reached: LabelSelect skips it
-        self._no_activation(t, node, op_type, base, wscale, node.output[0], (), lo, hi, bias, odt=odt)
-        self.nodes[-1].sources += tuple(n.name for n in chain_nodes)
-        self.done.update(n.name for n in chain_nodes)
-        mh = base["mh"]
-        self._add("LabelSelect", dict(labels=mh, k=int(np.asarray(k).reshape(-1)[0]), input_dtype=odt),
-                  [after])
-        out = after.output[1]
-        return StreamTensor(out, self.nodes[-1].spec().output_dtype, 1.0, tuple(model.get_tensor_shape(out)),
-                            kind="indices")
-
-    def _maxpool(self, t, node):
-        attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
-        kernel = tuple(attrs["kernel_shape"])
-        strides = tuple(attrs.get("strides", kernel))
-        if strides != kernel or any(attrs.get("pads", [0])) or attrs.get("ceil_mode", 0) or \
-                any(d != 1 for d in attrs.get("dilations", [1])) or not t.spatial:
-            raise CompileError(f"node {node.name} (MaxPool): only kernel = stride, no padding, no ceil mode, "
-                               f"no dilation on a feature map is supported; got kernel {kernel}, strides {strides}")
-        c, h, w = t.shape[1:]
-        self._add("StreamingMaxPool", dict(img_dim=(h, w), pool_dim=kernel, num_channels=c, dtype=t.dtype), [node])
-        out = node.output[0]
-        return StreamTensor(out, t.dtype, t.scale, tuple(self.model.get_tensor_shape(out)))
-
-    def _resize(self, t, node):
-        """Nearest-neighbour upsampling by whole factors -> UpsampleNearestNeighbour. Whatever the node's
-        modes say, the node itself is run on a tensor of pixel indices and must copy each pixel sy x sx
-        times (ONNX Resize's coordinate modes can shift or round differently; none of that is guessed)."""
-        out_shape = tuple(self.model.get_tensor_shape(node.output[0]))
-        legal = "legal: nearest-neighbour upsampling of a feature map by whole factors of H and W"
-        if not t.spatial or len(out_shape) != 4 or out_shape[:2] != t.shape[:2] or \
-                out_shape[2] % t.shape[2] or out_shape[3] % t.shape[3]:
-            raise CompileError(f"node {node.name} ({node.op_type}) resizes {t.shape} to {out_shape}; {legal}")
-        c, h, w = t.shape[1:]
-        sy, sx = out_shape[2] // h, out_shape[3] // w
-        index = np.arange(c * h * w, dtype=np.float32).reshape(1, c, h, w)
-        if not np.array_equal(_run_alone(self.model, node, index), index.repeat(sy, 2).repeat(sx, 3)):
-            attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
-            modes = ", ".join(f"{k}={v.decode() if isinstance(v, bytes) else v}" for k, v in sorted(attrs.items())
-                              if k in ("mode", "coordinate_transformation_mode", "nearest_mode"))
-            raise CompileError(f"node {node.name} ({node.op_type}) with {modes or 'default modes'} does not copy "
-                               f"each pixel {sy} x {sx} times; {legal} (e.g. mode=nearest, "
-                               f"coordinate_transformation_mode=asymmetric, nearest_mode=floor)")
-        self._add("UpsampleNearestNeighbour", dict(ifm_dim=(h, w), ofm_dim=out_shape[2:], num_channels=c,
-                                                   dtype=t.dtype), [node])
-        return StreamTensor(node.output[0], t.dtype, t.scale, out_shape, None, t.kind)
-
-    def _global_pool(self, t, node):
-        """An average over the whole feature map -> GlobalAccPool: the stream carries the per-channel sum,
-        so the average is that code at scale / (H*W); the quantizer (e.g. Trunc) after it becomes a
-        Thresholding layer on the sum."""
-        c, h, w = t.shape[1:] if t.spatial else (None, None, None)
-        attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
-        if node.op_type == "AveragePool":
-            kernel = tuple(attrs["kernel_shape"])
-            if any(attrs.get("pads", [0])) or attrs.get("ceil_mode", 0):
-                raise CompileError(f"node {node.name} (AveragePool): padding and ceil_mode are not supported; "
-                                   f"got pads {list(attrs.get('pads', [0, 0, 0, 0]))}, ceil_mode "
-                                   f"{attrs.get('ceil_mode', 0)}; legal: pads 0, ceil_mode 0")
-            if kernel != (h, w):
-                return self._window_average(t, node, kernel, tuple(attrs.get("strides", kernel)))
-        self._check_codes(t, node)
-        if not t.spatial:
-            raise CompileError(f"node {node.name} ({node.op_type}) needs a feature map (N, C, H, W), "
-                               f"not shape {t.shape}")
-        self._add("GlobalAccPool", dict(num_channels=c, input_dtype=t.dtype, num_input_vectors=(1, h, w)), [node])
-        out = node.output[0]
-        return StreamTensor(out, self.nodes[-1].spec().output_dtype, float(t.scale) / (h * w),
-                            tuple(self.model.get_tensor_shape(out)))
-
-    def _window_average(self, t, node, kernel, stride):
-        """A (non-global) average pool, as FINN's accumulate-pool: a depthwise SWG and a VVAU of all-one
-        weights sum each window; the division by kh*kw is the weight scale, so the quantizer after
-        it (and any float ops between) become the VVAU's thresholds, derived from the model's own
-        float32 AveragePool as for any depthwise convolution."""
-        self._check_codes(t, node)
-        c, h, w = t.shape[1:]
-        kh, kw = kernel
-        swg = self._add("ConvolutionInputGenerator",
-                        dict(ifm_dim=(h, w), ifm_channels=c, kernel=kernel, input_dtype=t.dtype, stride=stride,
-                             depthwise=True), [node])
-        ones = np.ones((c, 1, kh, kw), dtype=np.int64)
-        wscale = np.full(c, 1.0 / (kh * kw))
-        return self._dot_product(t, node, "VVAU", ones, wscale, DataType["UINT2"],
-                                 dict(channels=c, kernel=kernel, dim=swg.spec().ofm_dim), spatial=True, bias=None)
 
     def _input_affine(self, t, node):
         """Float Add/Sub/Mul/Div with constants from an integer stream straight into a MatMul, no quantizer
@@ -530,8 +342,161 @@ class _Lowering:
         self.done.update(n.name for n in nodes)
         return StreamTensor(end, t.dtype, float(gain[0]), tuple(self.model.get_tensor_shape(end)), bias=offset)
 
-    def _thresholding(self, t, node):
-        """A quantizer on integer data (through elementwise ops): a standalone Thresholding layer."""
+    # ---- LoweringContext: the model ----
+    def attrs(self, node):
+        return {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
+
+    def shape(self, tensor):
+        return tuple(self.model.get_tensor_shape(tensor))
+
+    def initializer(self, tensor):
+        return self.model.get_initializer(tensor)
+
+    def consumers(self, tensor):
+        return self.model.find_consumers(tensor) or []
+
+    def is_graph_output(self, tensor):
+        return tensor in self._graph_outputs()
+
+    def run_alone(self, node, x):
+        return _run_alone(self.model, node, x)
+
+    # ---- LoweringContext: streams ----
+    def stream(self, tensor):
+        return self.streams.get(tensor)
+
+    def input(self, node):
+        return next(self.streams[i] for i in node.input if i in self.streams)
+
+    def wire(self, t):
+        return self.wires[t.name]
+
+    def tensor(self, name, dtype, scale, shape=None, **fields):
+        return StreamTensor(name, dtype, scale, self.shape(name) if shape is None else tuple(shape), **fields)
+
+    def require_codes(self, t, node):
+        if t.kind != "codes" or np.ndim(t.scale) != 0:
+            raise CompileError(f"node {node.name} ({node.op_type}) needs per-tensor quantized input")
+
+    # ---- LoweringContext: weights ----
+    def weights(self, node, index):
+        name = node.input[index]
+        if name in self.folded_weights:
+            return self.folded_weights[name]
+        value = self.model.get_initializer(name)
+        dtype = self.model.get_tensor_datatype(name)
+        if value is None:
+            raise CompileError(f"node {node.name} ({node.op_type}): its weights {name} are not constant")
+        if not dtype.is_integer():
+            raise CompileError(f"node {node.name} ({node.op_type}) has float (unquantized) weights {name}; "
+                               f"quantize them (Quant, BipolarQuant) or annotate an integer datatype")
+        return np.asarray(value), np.ones(1), dtype
+
+    def per_channel(self, scale, channels, node):
+        return _per_channel(scale, channels, node)
+
+    def dense_grouped_weights(self, codes, group, channels, node):
+        return _dense_grouped_weights(codes, group, channels, node)
+
+    # ---- LoweringContext: hardware ----
+    def add(self, op_type, params, sources, inputs=None):
+        """A new node reading ``inputs`` (default: the cursor) and writing a fresh wire, now the cursor."""
+        name = self._name(op_type)
+        inputs = tuple(inputs) if inputs is not None else (self.cursor,)
+        node = HWNode(name, op_type, params, sources=tuple(n.name for n in sources), inputs=inputs,
+                      outputs=(f"{name}_out",))
+        node.folding = _default_folding(node.op)
+        try:
+            node.spec()     # validate now: errors name the ONNX nodes, not a later pass
+        except ValueError as exc:
+            where = ", ".join(f"{n.name} ({n.op_type})" for n in sources[:1])
+            raise CompileError(f"node {where} as {op_type}: {str(exc).split(': ', 1)[-1]}") from None
+        self.nodes.append(node)
+        self.done.update(n.name for n in sources)
+        self.cursor = node.outputs[0]
+        return node
+
+    def spec(self, op_type, params):
+        node = HWNode(op_type, op_type, params)
+        node.folding = _default_folding(node.op)
+        return node.spec()
+
+    # ---- LoweringContext: float ops as integer arithmetic ----
+    def dot_product(self, node, t, op_type, codes, wscale, wdtype, params, *, spatial, bias, channel_axis):
+        """``op_type`` for ``node`` and the elementwise chain behind it, up to its quantizer if any."""
+        model, out_name = self.model, node.output[0]
+        channels = codes.shape[channel_axis]
+        plain = self.spec(op_type, params(codes, wdtype))
+        lo, hi = plain.acc_range()
+        in_elems = plain.in_elems
+        dot = (lambda acc: 2 * acc - in_elems) if plain.xnor else (lambda acc: acc)
+        chain_nodes, quantizer, after = self._chain(out_name)
+        out_shape = tuple(model.get_tensor_shape(out_name))
+        if quantizer is None:
+            acc = Accumulator(node, t, op_type, params, codes, wdtype, plain, chain_nodes, wscale, lo, hi, bias)
+            tail = self._rule(after, "tail", ()) if after is not None else None
+            if tail is not None:
+                new = tail.rule(self, after, acc)
+                if new is not None:
+                    return new
+            return self._no_activation(acc, out_name, out_shape)
+        dtype, s_out, qmin, levels = quantizer_output_codes(model, quantizer)
+        chain = ActivationChain(model, chain_nodes + [quantizer], out_name, quantizer.output[0], channels,
+                                spatial, extra_bias=bias)
+        real_scale = float(t.scale) * wscale
+
+        def codes_of(acc, sign):
+            return np.round(chain(real_scale[None, :] * sign[None, :] * dot(acc)) / s_out).astype(np.int64)
+
+        ones = np.ones(channels)
+        dlo, dhi = (-in_elems, in_elems) if plain.xnor else (lo, hi)
+        sign = channel_directions(lambda d: codes_of(d if not plain.xnor else (d + in_elems) // 2, ones),
+                                  dlo, dhi, channels, f"node {node.name} ({node.op_type})")
+        # a decreasing channel gets its weights negated (bipolar weights stay bipolar)
+        along = [1] * codes.ndim
+        along[channel_axis] = -1
+        weights = codes * sign.reshape(along)
+        wdtype_hw = wdtype if wdtype == DataType["BIPOLAR"] or (sign > 0).all() else \
+            dtype_for_range(int(weights.min()), int(weights.max()))
+        spec = self.spec(op_type, params(weights, wdtype_hw))
+        hlo, hhi = spec.acc_range()
+        bipolar = dtype == DataType["BIPOLAR"]
+        thresholds = derive_thresholds(lambda acc: codes_of(acc, sign.astype(np.float64)), hlo, hhi, channels,
+                                       0 if bipolar else qmin, levels) if not bipolar else \
+            derive_thresholds(lambda acc: (codes_of(acc, sign.astype(np.float64)) + 1) // 2, hlo, hhi, channels,
+                              0, 1)
+        shift = self._shift_after(quantizer, dtype, s_out, qmin, levels)
+        self.add(op_type, params(weights, wdtype_hw, thresholds=thresholds, output_dtype=shift.dtype,
+                                 act_val=0 if bipolar else shift.qmin),
+                 [node] + chain_nodes + [quantizer] + shift.nodes)
+        return StreamTensor(shift.tensor, shift.dtype, shift.scale, tuple(model.get_tensor_shape(shift.tensor)))
+
+    def _no_activation(self, acc, out_name, out_shape, odt=None):
+        node, t = acc.node, acc.t
+        if acc.bias is not None:
+            raise CompileError(f"node {node.name} ({node.op_type}): a bias (of a convolution, or an offset on "
+                               f"its input) without a quantizer after it is not supported")
+        self.add(acc.op_type, acc.params(acc.codes, acc.wdtype, output_dtype=odt), [node])
+        spec = self.nodes[-1].spec()
+        xnor = dict(gain=2, offset=-spec.in_elems) if spec.xnor else {}
+        rounding = not all(_power_of_two(s) for s in (float(t.scale), *np.ravel(acc.wscale)))
+        return StreamTensor(out_name, spec.output_dtype, float(t.scale) * acc.wscale, out_shape, rounding=rounding,
+                            **xnor)
+
+    def accumulator_output(self, acc, output_dtype):
+        self._no_activation(acc, acc.node.output[0], (), odt=output_dtype)
+        self.nodes[-1].sources += tuple(n.name for n in acc.chain)
+        self.done.update(n.name for n in acc.chain)
+        return self.nodes[-1]
+
+    def evaluate_chain(self, nodes, start, end, values, channels=1, spatial=False):
+        return ActivationChain(self.model, nodes, start, end, channels, spatial)(values)
+
+    def per_tensor(self, node):
+        return _per_tensor_node(self.model, node)
+
+    def activation(self, t, node):
+        """A quantizer on integer data (through elementwise ops) as thresholds, or None."""
         if t.kind != "codes" or np.ndim(t.scale) != 0:
             return None                 # e.g. float ops after a last MatMul: the host's
         if node.op_type not in QUANTIZERS and not self._absorbable(node):
@@ -567,27 +532,18 @@ class _Lowering:
         thresholds = derive_thresholds(codes_of, lo, hi, eval_channels, 0 if bipolar else qmin, levels)
         vecs = (1, *out_shape[2:]) if spatial else (1,)
         shift = self._shift_after(quantizer, dtype, s_out, qmin, levels)
-        self._add("Thresholding", dict(num_channels=channels, input_dtype=t.dtype, output_dtype=shift.dtype,
-                                       thresholds=thresholds, act_val=0 if bipolar else shift.qmin,
-                                       num_input_vectors=vecs), chain_nodes + [quantizer] + shift.nodes)
-        return StreamTensor(shift.tensor, shift.dtype, shift.scale, out_shape)
+        return Activation(chain_nodes + [quantizer] + shift.nodes, thresholds, shift.dtype,
+                          0 if bipolar else shift.qmin, channels, vecs,
+                          StreamTensor(shift.tensor, shift.dtype, shift.scale, out_shape))
 
-    # ---- joins: residual sums and concatenations ----
-    def _join_add(self, node):
-        """Add of two streams -> AddStreams on a common scale; a branch whose codes are on a coarser
-        scale (or of another datatype) goes through a ChannelwiseOp multiply first. The hardware adds
-        the integer codes exactly. The model adds two float32 products in float32: with float (not
-        power-of-two) scales that sum is only the exact one up to rounding, so where a quantizer after
-        the Add sits on a round-half-even tie, qonnx and the accelerator may pick neighbouring codes.
-        ``rtlgen verify`` compares against the exact semantics (:mod:`rtlgen.check.exact`, which adds exactly
-        too) and names those ties, as for the float32 dot products of MatMul and Conv."""
-        where = f"node {node.name} (Add)"
-        a, b = (self.stream[i] for i in node.input)
-        for t in (a, b):
-            self._check_join_input(t, node)
-        if a.shape != b.shape:
-            raise CompileError(f"{where}: both inputs must have the same shape (no broadcasting of streams), "
-                               f"got {a.shape} and {b.shape}")
+    def sum_grid(self, a, b, where):
+        """The hardware adds the integer codes exactly. The model adds two float32 products in float32:
+        with float (not power-of-two) scales that sum is only the exact one up to rounding (``rounding``),
+        so where a quantizer after the Add sits on a round-half-even tie, qonnx and the accelerator may
+        pick neighbouring codes. ``rtlgen verify`` compares against the exact semantics
+        (:mod:`rtlgen.check.exact`, which adds exactly too) and names those ties, as for the float32 dot
+        products of MatMul and Conv. Scales with no common integer grid get an order-preserving one
+        (``grid``: the sum's real values are :meth:`sum_values`)."""
         try:
             s, factors = _common_scale([float(a.scale), float(b.scale)], where)
             grid = False
@@ -595,74 +551,22 @@ class _Lowering:
             factors = _order_preserving_factors(a, b, unrelated)
             s, grid = float(a.scale) / factors[0], True
         rounding = a.rounding or b.rounding or grid or not float32_sum_is_exact(a, b, factors, s)
-        ranges = [(f * int(t.dtype.min()), f * int(t.dtype.max())) for t, f in zip((a, b), factors)]
-        common = dtype_for_range(min(r[0] for r in ranges), max(r[1] for r in ranges))
-        channels, vecs = _channels_and_vectors(a)
-        wires = [self._rescaled(t, f, common, node) for t, f in zip((a, b), factors)]
-        added = self._add("AddStreams", dict(num_channels=channels, input_dtype=common, num_input_vectors=vecs),
-                          [node], inputs=wires)
-        added.outputs = (node.output[0],)
-        self.wire[node.output[0]] = node.output[0]
-        out = added.spec().output_dtype
-        values = _sum_values(a, b, factors, out) if grid else None
-        return StreamTensor(node.output[0], out, s, a.shape, rounding=rounding, values=values)
+        return s, factors, grid, rounding
 
-    def _join_concat(self, node):
-        """Concat of streams along channels -> StreamingConcat on a common scale and datatype."""
-        where = f"node {node.name} (Concat)"
-        ins = [self.stream[i] for i in node.input]
-        for t in ins:
-            self._check_join_input(t, node)
-        axis = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}.get("axis", 1)
-        rank = len(ins[0].shape)
-        if axis % rank != 1 or any(len(t.shape) != rank or t.shape[:1] + t.shape[2:] != ins[0].shape[:1] +
-                                   ins[0].shape[2:] for t in ins):
-            raise CompileError(f"{where}: only a concatenation along channels (axis 1) of tensors of the same "
-                               f"other dimensions is supported; got axis {axis} of {[t.shape for t in ins]}")
-        s, factors = _common_scale([float(t.scale) for t in ins], where)
-        if any(float(np.float32(s * f)) != float(np.float32(t.scale)) for t, f in zip(ins, factors)):
-            raise CompileError(f"{where}: input scales {[float(t.scale) for t in ins]} have no exact common scale")
-        common = dtype_for_range(min(f * int(t.dtype.min()) for t, f in zip(ins, factors)),
-                                 max(f * int(t.dtype.max()) for t, f in zip(ins, factors)))
-        if all(t.dtype == ins[0].dtype for t in ins) and set(factors) == {1}:
-            common = ins[0].dtype
-        wires = [self._rescaled(t, f, common, node) for t, f in zip(ins, factors)]
-        _, vecs = _channels_and_vectors(ins[0])
-        added = self._add("StreamingConcat", dict(channels_per_stream=tuple(t.shape[1] for t in ins), dtype=common,
-                                                  num_input_vectors=vecs), [node], inputs=wires)
-        added.outputs = (node.output[0],)
-        self.wire[node.output[0]] = node.output[0]
-        shape = tuple(self.model.get_tensor_shape(node.output[0]))
-        return StreamTensor(node.output[0], common, s, shape)
+    def sum_values(self, a, b, factors, dtype):
+        return _sum_values(a, b, factors, dtype)
 
-    def _check_join_input(self, t, node):
-        if t.values is not None:
-            raise CompileError(f"node {node.name} ({node.op_type}): input {t.name} is a residual sum of branches "
-                               f"with unrelated float scales; quantize it before another join")
-        if t.kind != "codes" or np.ndim(t.scale) != 0 or t.gain != 1 or t.offset != 0:
-            raise CompileError(f"node {node.name} ({node.op_type}): input {t.name} must be a per-tensor quantized "
-                               f"stream (the output of a quantizer)")
-        if t.dtype == DataType["BIPOLAR"]:
-            raise CompileError(f"node {node.name} ({node.op_type}): input {t.name} is BIPOLAR; joins of bipolar "
-                               f"streams are not supported (legal: INTn, UINTn inputs)")
-        if t.row_order is not None:
-            raise CompileError(f"node {node.name} ({node.op_type}): input {t.name} is a flattened feature map; "
-                               f"joins need both inputs in the same stream order")
+    def common_scale(self, scales, where):
+        return _common_scale(scales, where)
 
-    def _rescaled(self, t, factor, dtype, node):
-        """The wire of ``t`` with its codes multiplied by ``factor`` and held as ``dtype`` (a ChannelwiseOp,
-        or ``t``'s own wire when nothing changes)."""
-        if factor == 1 and t.dtype == dtype:
-            return self.wire[t.name]
-        channels, vecs = _channels_and_vectors(t)
-        func, param = ("mul", factor) if factor != 1 else ("add", 0)
-        op = self._add("ChannelwiseOp", dict(func=func, num_channels=channels, input_dtype=t.dtype,
-                                             param_dtype=dtype_for_range(param, param), output_dtype=dtype,
-                                             params=np.full(channels, param), num_input_vectors=vecs),
-                       [], inputs=(self.wire[t.name],))
-        op.sources = (node.name,)
-        return op.outputs[0]
+    # ---- LoweringContext: messages ----
+    def error(self, message):
+        return CompileError(message)
 
+    def warn(self, message):
+        warnings.warn(CompileWarning(message))
+
+    # ---- chains ----
     def _chain(self, tensor):
         """(elementwise nodes, quantizer or None, the node that stopped the walk or None) after ``tensor``."""
         consumers = self.model.find_consumers(tensor) or []
@@ -743,13 +647,6 @@ def _prune(graph):
             needed |= set(node.inputs)
     graph.nodes = kept[::-1]
     return graph.check()
-
-
-def _channels_and_vectors(t):
-    """(channels, numInputVectors) of a stream tensor: (1, C) -> (C, (1,)); (1, C, H, W) -> (C, (1, H, W))."""
-    if t.spatial:
-        return t.shape[1], (1, *t.shape[2:])
-    return t.shape[-1], tuple(t.shape[:-1]) if len(t.shape) > 2 else (1,)
 
 
 def _common_scale(scales, where):
@@ -863,11 +760,6 @@ def _run_alone(model, node, x):
     proto = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
     session = ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"])
     return session.run(None, {node.input[0]: x})[0]
-
-
-def _vvau_spec():
-    from layers.vvau import VVAUSpec
-    return VVAUSpec
 
 
 def _dense_grouped_weights(codes, group, channels, node):
