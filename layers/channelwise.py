@@ -13,6 +13,7 @@ from memstream.packing import pack_words
 from layers.memcost import rom_luts
 from layers.timing import one_to_one
 from layers.op import Op, Resources, divisors_of
+from layers.small import shrink_channels
 from sim import golden
 
 
@@ -190,4 +191,5 @@ OP = Op("ChannelwiseOp", ChannelwiseOpSpec, ChannelwiseOp, folding={"PE": "pe"},
         finn_names={"func": "Func", "num_channels": "NumChannels", "input_dtype": "inputDataType",
                     "param_dtype": "paramDataType", "output_dtype": "outputDataType",
                     "num_input_vectors": "numInputVectors"},
-        old_names=("ChannelwiseOp_Batch",), golden=_golden, finn_arrays=("params",))
+        old_names=("ChannelwiseOp_Batch",), golden=_golden, finn_arrays=("params",),
+        small_instance=shrink_channels("num_channels", "pe", ("params",)))

@@ -1,7 +1,7 @@
 """StreamingDataWidthConverter: re-cut a stream of words into words of another width, LSB first."""
 
 from dataclasses import dataclass
-from math import gcd, prod
+from math import gcd, lcm, prod
 
 from amaranth.hdl import Array, Cat, Module, Mux, Signal
 from qonnx.core.datatype import DataType
@@ -279,6 +279,12 @@ def _golden(spec, xs, producer):
     return xs[0]
 
 
+def _small_instance(s):
+    """At most two units of lcm(in, out) bits: every way words are cut and joined, twice."""
+    unit = lcm(s.in_width, s.out_width)
+    return dict(shape=(1, unit * min(2, s.frame_bits // unit) // s.dtype.bitwidth()))
+
+
 OP = Op("StreamingDataWidthConverter", DWCSpec, StreamingDataWidthConverter,
         finn_names={"in_width": "inWidth", "out_width": "outWidth", "dtype": "dataType"},
-        old_names=("StreamingDataWidthConverter_Batch",), role="dwc", golden=_golden)
+        old_names=("StreamingDataWidthConverter_Batch",), role="dwc", golden=_golden, small_instance=_small_instance)

@@ -210,6 +210,11 @@ def _golden(spec, xs, producer):
     return xs[0]
 
 
+def _small_instance(s):
+    """Depth at most 4, in the same kind of storage."""
+    return dict(depth=min(s.depth, 4), ram_style="block" if s.storage == "memory" else s.ram_style)
+
+
 OP = Op("StreamingFIFO", FIFOSpec, StreamingFIFO,
         folding={"depth": "depth", "ram_style": "ram_style", "fall_through": "fall_through"},
-        role="fifo", golden=_golden)
+        role="fifo", golden=_golden, small_instance=_small_instance)

@@ -10,6 +10,7 @@ from amaranth.lib.wiring import In, Out
 from layers.datapath import PixelFolded, check_dtype, legal_divisors, output_stage, wrapping_increment
 from layers.fifo import output_fifo_spec
 from layers.op import OneDatatype, OneWidth, Op, Resources, divisors_of
+from layers import small
 from sim import golden
 from layers.timing import Timing, as_cycles, frames_of, take_when_ready
 
@@ -176,7 +177,12 @@ def _golden(spec, xs, producer):
     return golden.fm_padding(xs[0].reshape(xs[0].shape[0], *spec.img_dim, spec.num_channels), spec.padding)
 
 
+def _small_instance(s):
+    """At most a 2 x 2 image, two words of channels."""
+    return dict(img_dim=tuple(min(i, 2) for i in s.img_dim), num_channels=small.fold(s.num_channels, s.simd))
+
+
 OP = Op("FMPadding", FMPaddingSpec, FMPadding, folding={"SIMD": "simd"},
         parallelism={"SIMD": divisors_of("num_channels")},
         finn_names={"img_dim": "ImgDim", "padding": "Padding", "num_channels": "NumChannels", "dtype": "inputDataType"},
-        old_names=("FMPadding_Batch",), golden=_golden)
+        old_names=("FMPadding_Batch",), golden=_golden, small_instance=_small_instance)

@@ -29,6 +29,8 @@ from memstream.memstream import (MemStream, MemStreamSpec, check_lut_bits, is_lo
                                  rom_read_port)
 from memstream.packing import element_codes, pack_words
 from layers.op import ArrayMemo, Lowering, Op, Resources, StreamContract, divisors_of
+from layers.popcount import heap_cost, popcount_heap
+from layers import small
 from sim import golden
 from layers.requant import requant_form, requant_stages, requantize
 
@@ -44,6 +46,8 @@ TREE_LEVELS_PER_STAGE = 2       # adder levels between pipeline registers
 AUTO_BRAM_MIN_DEPTH = 65        # ram_style auto: weights in block RAM from this many words, else LUT ROM
 XNOR_ROM_WORDS = (5, 32)        # weights_in_xnor: LUT ROMs of this many words read inside the XNOR's LUT6
 XNOR_ROM_POPCOUNT_LUT = 1.5     # weights_in_xnor: LUTs per term of a lane's popcount of registered bits
+POPCOUNTS = ("tree", "heap")    # popcount: a binary lane's sum as an adder tree or a registered compressor heap
+HEAP_LUT_FACTOR = 1.0           # Yosys LUTs against layers.popcount.heap_cost's count
 WEIGHT_STREAM_FIRST_CYCLE = 2   # internal_decoupled: the MemStream offers its first word at this bench cycle
                                 # (its read at the first cycle out of reset, a cycle in the read port)
 
@@ -89,6 +93,7 @@ class _UnitSpec(StreamContract):
     weight_lut_bits = 0         # MVAUSpec's field; a VVAU's weights are never split
     shared_activation = False   # MVAUSpec's field; a VVAU has one activation per lane
     weights_in_xnor = False     # MVAUSpec's property
+    popcount = "tree"           # MVAUSpec's field; a VVAU's lanes sum by the adder tree
 
     def _validate_common(self):
         owner = self.owner
@@ -250,7 +255,9 @@ class _UnitSpec(StreamContract):
         dsp = self.res_type == "dsp" and not self.xnor and min(wb, ib) > 1
         product_bits = 1 if self.xnor else wb + ib
         mult_lut = 0 if dsp or self.xnor else wb * ib if min(wb, ib) > 1 else self._select_lut(wb, ib)
-        if self.weights_in_xnor:    # a popcount of registered bits: the XNORs are in the ROM's LUTs
+        if self.uses_heap:          # the counters' LUTs exactly (layers.popcount), as Yosys maps them
+            tree_lut = HEAP_LUT_FACTOR * heap_cost(self.simd, self.heap_term_inputs)[0]
+        elif self.weights_in_xnor:  # a popcount of registered bits: the XNORs are in the ROM's LUTs
             tree_lut = XNOR_ROM_POPCOUNT_LUT * (self.simd - 1)
         elif self.xnor:     # XNORs and popcount fuse into LUT6 counters: ~2 LUT per term (benchmarks/popcount.py)
             tree_lut = 2 * (self.simd - 1)
@@ -275,8 +282,10 @@ class _UnitSpec(StreamContract):
         lut, ff = int(round(lut)), int(round(ff))
         if self.product_rows > 1:
             ff += self.pe * tree_register_bits(self.tree_terms, wb + ib - 3, TREE_LEVELS_PER_STAGE)
-        if self.registers_operands:
+        if self.registers_operands or self.registers_replayed_input:
             ff += self.weight_width + self.in_width
+        if self.uses_heap:
+            ff += self.pe * heap_cost(self.simd, self.heap_term_inputs)[1]
         bram18 = dsp_act = 0
         if self.requant is not None:
             act = self.requant.resource_estimate(self.activation_lanes, acc)
@@ -515,9 +524,31 @@ class _UnitSpec(StreamContract):
     @property
     def pipeline_depth(self):
         """Register stages from issuing a (vector, nf, sf) step to its output reaching the FIFO."""
-        tree = tree_stages(self.tree_terms, TREE_LEVELS_PER_STAGE) + int(self.registers_sum)
+        tree = (heap_cost(self.simd, self.heap_term_inputs)[2] if self.uses_heap
+                else tree_stages(self.tree_terms, TREE_LEVELS_PER_STAGE)) + int(self.registers_sum)
         accumulator = 3 if self.accumulates_in_dsp else 1       # P, the carries' sum, the two lanes restored
-        return 1 + int(self.registers_operands) + self.product_stages + tree + accumulator + self.activation_stages
+        operands = int(self.registers_operands or self.registers_replayed_input)
+        return 1 + operands + self.product_stages + tree + accumulator + self.activation_stages
+
+    @property
+    def uses_heap(self):
+        """``popcount="heap"`` on a binary layer: each lane's popcount is a registered compressor heap
+        (:mod:`layers.popcount`), about one LUT a term where the adder tree takes 1.5-2."""
+        return self.popcount == "heap" and self.xnor
+
+    @property
+    def heap_term_inputs(self):
+        """Signals behind each of the heap's terms: 1 where the agreement bits are registered
+        (``weights_in_xnor``) or the weights constant, else 2 (an XNOR of an input and a weight bit,
+        three to a LUT6 at the heap's first level)."""
+        return 1 if self.weights_in_xnor or self.constant_weights else 2
+
+    @property
+    def registers_replayed_input(self):
+        """With the heap, a replayed input word (a mux of the input register and the replay buffer) gets
+        a register of its own beside the weights, so that each term (its XNOR, and with
+        ``weights_in_xnor`` the weight ROM) stays a LUT6 function of one input bit."""
+        return self.uses_heap and self.nf > 1 and not self.registers_operands
 
     @property
     def product_stages(self):
@@ -569,7 +600,8 @@ class _UnitSpec(StreamContract):
         ``activation_lanes`` units (lane u of virtual fold f: channel f * U + u)."""
         if self.activation_groups == 1:
             return self.datapath_table
-        return replace(self.datapath_table, pe=self.activation_lanes)
+        table = self.datapath_table     # from the caller's array: the tables' memos (checks, ROM bits) hit
+        return replace(table, pe=self.activation_lanes, thresholds=table._source)
 
     @property
     def latency(self):
@@ -651,6 +683,7 @@ class MVAUSpec(_UnitSpec):
     weight_lut_bits: int = 0            # top bits of each weight word built as LUT ROM, the rest in BRAM
                                         # (ram_style=block): BRAM spilled into LUTs a bit column at a time
     shared_activation: bool = False     # the PE lanes take turns at fewer activation units (activation_lanes)
+    popcount: Literal["tree", "heap"] = "tree"     # binary lanes: adder tree, or registered compressor heap
     xnor: bool = field(init=False, repr=False)
     offset_inputs: bool = field(init=False, repr=False)
     table: ThresholdTable = field(init=False, repr=False)              # the contract's thresholds
@@ -665,7 +698,12 @@ class MVAUSpec(_UnitSpec):
             raise ValueError(f"MVAU simd={self.simd} must divide mw={self.mw}; legal simd: {legal_divisors(self.mw)}")
         if self.mh % self.pe:
             raise ValueError(f"MVAU pe={self.pe} must divide mh={self.mh}; legal pe: {legal_divisors(self.mh)}")
+        if self.popcount not in POPCOUNTS:
+            raise ValueError(f"MVAU popcount must be one of {', '.join(POPCOUNTS)}, not {self.popcount!r}")
         self._validate_common()
+        if self.popcount == "heap" and not self.xnor:
+            raise ValueError(f"MVAU popcount=heap needs an XNOR layer (1-bit inputs and weights, BIPOLAR or "
+                             f"binary_xnor_mode), not {self.input_dtype.name} x {self.weight_dtype.name}")
 
     @property
     def in_elems(self):
@@ -790,7 +828,7 @@ class DotProductUnit(wiring.Component):
         w = self._weight_word(m, advance, issue, weights)
         first, last = register(m, advance, sf == 0, name="first1"), register(m, advance, sf == spec.sf - 1, name="last1")
         nfr = register(m, advance, nf, name="nf1")
-        if spec.registers_operands:
+        if spec.registers_operands or spec.registers_replayed_input:
             v, x, w, first, last, nfr = (register(m, advance, sig, name=f"{name}1b", reset_less=name != "v")
                                          for sig, name in ((v, "v"), (x, "x"), (w, "w"), (first, "first"),
                                                            (last, "last"), (nfr, "nf")))
@@ -858,8 +896,11 @@ class DotProductUnit(wiring.Component):
         xs = self._lane_inputs(m, xs)
         correction = self._input_sum(m, advance, xs) if spec.offset_weights else None
         for p, prods in enumerate(self._products(m, advance, xs, ws)):
-            total, stages = adder_tree(prods, m=m, advance=advance, levels_per_stage=TREE_LEVELS_PER_STAGE,
-                                       name=f"sum{p}")
+            if spec.uses_heap:
+                total, stages = popcount_heap(m, advance, prods, term_inputs=spec.heap_term_inputs, name=f"sum{p}")
+            else:
+                total, stages = adder_tree(prods, m=m, advance=advance, levels_per_stage=TREE_LEVELS_PER_STAGE,
+                                           name=f"sum{p}")
             if correction is not None:      # BIPOLAR: 2 sum b x - sum x
                 total = (total << int(spec.selects_bipolar_weights)) - correction
             sums.append(register(m, advance, total, name=f"sum{p}_r") if spec.registers_sum else total)
@@ -1096,6 +1137,13 @@ def activation_choices(params):
     return ("thresholds", "requant")
 
 
+def popcount_choices(params):
+    """The optimizer's popcount values for an MVAU with ``params``: both for 1-bit inputs and weights
+    (the heap: fewer LUTs, about one flip-flop a term more), else none."""
+    one_bit = all(DataType[str(params.get(k))].bitwidth() == 1 for k in ("input_dtype", "weight_dtype"))
+    return POPCOUNTS if one_bit else ()
+
+
 def shared_activation_choices(params):
     """The optimizer's shared_activation values for an MVAU with ``params``: both where it has an
     activation to share (the spec finds the fewest units that keep up), else none."""
@@ -1214,14 +1262,23 @@ def finn_import_unit(ctx, attrs, params, folding):
                         "internal_embedded, internal_decoupled (const, decoupled in older FINN))")
 
 
+def _small_instance(s):
+    """Two words of SIMD inputs and of PE outputs, at most two vectors."""
+    mw, mh = small.fold(s.mw, s.simd), small.fold(s.mh, s.pe)
+    weights = None if s.weights is None else np.asarray(s.weights)[:mw, :mh]
+    return dict(mw=mw, mh=mh, weights=weights, thresholds=small.rows(s.thresholds, mh),
+                num_input_vectors=small.vectors(s.num_input_vectors))
+
+
 OP = Op("MVAU", MVAUSpec, MVAU, folding={**UNIT_FOLDING, "weight_lut_bits": "weight_lut_bits", "pipeline": "pipeline",
-                                         "shared_activation": "shared_activation"},
+                                         "shared_activation": "shared_activation", "popcount": "popcount"},
         parallelism={"SIMD": divisors_of("mw"), "PE": divisors_of("mh")},
         finn_names={"mw": "MW", "mh": "MH", "input_dtype": "inputDataType", "weight_dtype": "weightDataType",
                     "output_dtype": "outputDataType", "act_val": "ActVal", "num_input_vectors": "numInputVectors"},
         old_names=("StreamingFCLayer_Batch", "MatrixVectorActivation"),
         finn_import=finn_import_unit, finn_arrays=("weights", "thresholds"),
-        golden=_golden, fold=_fold, finn_export=unit_finn_export,
+        golden=_golden, small_instance=_small_instance, fold=_fold, finn_export=unit_finn_export,
         lowers=(Lowering(("MatMul",), _lower_matmul, legal="MatMul, Gemm"), Lowering(("Conv",), _lower_conv)),
         choices={"resType": ("lut", "dsp"), "ram_style": ("auto", "distributed", "block"),
-                 "activation_style": activation_choices, "shared_activation": shared_activation_choices})
+                 "activation_style": activation_choices, "shared_activation": shared_activation_choices,
+                 "popcount": popcount_choices})

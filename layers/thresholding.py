@@ -5,6 +5,7 @@ decides one bit of the count (MSB first) with one compare against one threshold 
 per-stage memory, so 255 thresholds cost 8 comparators per lane, not 255.
 """
 
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -99,7 +100,7 @@ class ThresholdTable:
             if self.stage_ram_style(s, ram_style) == "block":
                 bram18 += self.pe * bram18_count(width, depth)
             else:
-                lut += sum(rom_luts(bits, depth) for bits in self._varying_bits(s))
+                lut += sum(n * rom_luts(bits, depth) for bits, n in Counter(self._varying_bits(s)).items())
             lut += self.pe * width
         ff = self.pe * self.stages * (width + self.stages)
         return lut, ff, bram18

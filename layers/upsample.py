@@ -16,6 +16,7 @@ from layers.datapath import PixelFolded, StreamLayer, check_dtype, legal_divisor
 from layers.fifo import output_fifo_spec
 from layers.memcost import bram18_count
 from layers.op import Lowering, OneDatatype, OneWidth, Op, Resources, divisors_of
+from layers import small
 from sim import golden
 from layers.timing import Timing, as_cycles, frames_of, take_when_ready
 
@@ -210,9 +211,16 @@ def _finn_import(ctx, attrs, params, folding):
         params["ifm_dim"], params["ofm_dim"] = (params["ifm_dim"][0], 1), (params["ofm_dim"][0], 1)
 
 
+def _small_instance(s):
+    """At most a 2 x 2 input image at the same factor, two words of channels."""
+    ifm = tuple(min(i, 2) for i in s.ifm_dim)
+    return dict(ifm_dim=ifm, ofm_dim=tuple(n * (o // i) for n, o, i in zip(ifm, s.ofm_dim, s.ifm_dim)),
+                num_channels=small.fold(s.num_channels, s.simd))
+
+
 OP = Op("UpsampleNearestNeighbour", UpsampleNearestNeighbourSpec, UpsampleNearestNeighbour,
         folding={"SIMD": "simd"}, parallelism={"SIMD": divisors_of("num_channels")},
         finn_names={"ifm_dim": "IFMDim", "ofm_dim": "OFMDim", "num_channels": "NumChannels",
                     "dtype": "inputDataType"},
-        old_names=("UpsampleNearestNeighbour_Batch",), golden=_golden,
+        old_names=("UpsampleNearestNeighbour_Batch",), golden=_golden, small_instance=_small_instance,
         lowers=(Lowering(("Resize", "Upsample"), _lower),), finn_import=_finn_import)

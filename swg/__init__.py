@@ -1,6 +1,7 @@
 """Sliding-window generators (FINN ``ConvolutionInputGenerator``): default and parallel-window styles."""
 
 from layers.op import Op, divisors_of
+from layers import small
 from sim import golden
 from swg.default import SlidingWindowBuffer
 from swg.parallel import SlidingWindowRegisters
@@ -48,10 +49,19 @@ def _finn_import(ctx, attrs, params, folding):
         folding.setdefault("parallel_window", False)
 
 
+def _small_instance(s):
+    """The window and one stride more each way (so it slides along a row and to the next row), one word
+    per pixel: a default-style frame is then (1 + 1)^2 windows of kernel words."""
+    eff = [(k - 1) * d + 1 for k, d in zip(s.kernel, s.dilation)]
+    return dict(ifm_dim=tuple(min(i, e + st) for i, e, st in zip(s.ifm_dim, eff, s.stride)),
+                ifm_channels=small.fold(s.ifm_channels, s.simd, keep=1))
+
+
 OP = Op("ConvolutionInputGenerator", SWGSpec, ConvolutionInputGenerator,
         folding={"SIMD": "simd", "parallel_window": "parallel_window", "ram_style": "ram_style"},
         parallelism={"SIMD": divisors_of("ifm_channels")},
         finn_names={"ifm_dim": "IFMDim", "ifm_channels": "IFMChannels", "kernel": "ConvKernelDim",
                     "input_dtype": "inputDataType", "stride": "Stride", "dilation": "Dilation"},
         old_names=("ConvolutionInputGenerator_rtl",), golden=_golden,
+        small_instance=_small_instance,
         fold=_fold, choices={"parallel_window": _parallel_window_choice}, finn_import=_finn_import)

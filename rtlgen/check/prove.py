@@ -33,7 +33,6 @@ import sys
 import tempfile
 import time
 from dataclasses import dataclass, field, fields, replace
-from math import prod
 from pathlib import Path
 
 import numpy as np
@@ -44,7 +43,7 @@ MAX_FRAME = 48              # cycles of one frame (the live deadline) that a nod
 MAX_WEIGHT_BITS = 4096      # weight bits of an MVAU/VVAU proven as it is
 TIMEOUT = 300               # seconds per SymbiYosys run: one that takes longer makes the node "unknown"
 INDUCTION_DEPTH = 4         # steps of the induction tried first on a node with invariants (they close at 2)
-TRACKED = {"StreamingFIFO": "fifo", "StreamingDataWidthConverter": "dwc"}
+TRACKED_ROLES = ("fifo", "dwc", "to_galapagos", "from_galapagos")  # roles whose word sim.formal tracks
 
 
 class ProveError(Exception):
@@ -272,106 +271,14 @@ def prove_spec(spec, component_class, *, name="node", track=None, depth=None, ke
 
 # ------------------------------------------------------------------------------------- small instances
 
-def _fold(total, per_word, keep=2):
-    """``total`` shrunk to at most ``keep`` words of ``per_word`` lanes (``per_word`` divides ``total``)."""
-    return per_word * min(total // per_word, keep)
-
-
-def _vectors(vecs):
-    """numInputVectors shrunk to at most two vectors, the same number of dimensions."""
-    vecs = tuple(vecs)
-    return vecs[:-1] and tuple(1 for _ in vecs[:-1]) + (min(vecs[-1], 2),) or (min(vecs[0], 2),)
-
-
-def _rows(array, n):
-    return None if array is None else np.asarray(array)[:n] if np.asarray(array).shape[0] > 1 else array
-
-
-def _shrink_mvau(s):
-    mw, mh = _fold(s.mw, s.simd), _fold(s.mh, s.pe)
-    weights = None if s.weights is None else np.asarray(s.weights)[:mw, :mh]
-    return dict(mw=mw, mh=mh, weights=weights, thresholds=_rows(s.thresholds, mh),
-                num_input_vectors=_vectors(s.num_input_vectors))
-
-
-def _shrink_channels(field_name, fold_name, arrays=()):
-    def shrink(s):
-        n = _fold(getattr(s, field_name), getattr(s, fold_name))
-        changes = {field_name: n, **{a: _rows(getattr(s, a), n) for a in arrays}}
-        if hasattr(s, "num_input_vectors"):
-            changes["num_input_vectors"] = _vectors(s.num_input_vectors)
-        return changes
-    return shrink
-
-
-def _shrink_swg(s):
-    """The window and one stride more each way (so it slides along a row and to the next row), one word
-    per pixel: a default-style frame is then (1 + 1)^2 windows of kernel words."""
-    eff = [(k - 1) * d + 1 for k, d in zip(s.kernel, s.dilation)]
-    return dict(ifm_dim=tuple(min(i, e + st) for i, e, st in zip(s.ifm_dim, eff, s.stride)),
-                ifm_channels=_fold(s.ifm_channels, s.simd, keep=1))
-
-
-def _shrink_maxpool(s):
-    return dict(img_dim=tuple(min(i, 2 * p) for i, p in zip(s.img_dim, s.pool_dim)),
-                num_channels=_fold(s.num_channels, s.pe))
-
-
-def _shrink_fmpadding(s):
-    return dict(img_dim=tuple(min(i, 2) for i in s.img_dim), num_channels=_fold(s.num_channels, s.simd))
-
-
-def _shrink_upsample(s):
-    ifm = tuple(min(i, 2) for i in s.ifm_dim)
-    return dict(ifm_dim=ifm, ofm_dim=tuple(n * (o // i) for n, o, i in zip(ifm, s.ofm_dim, s.ifm_dim)),
-                num_channels=_fold(s.num_channels, s.simd))
-
-
-def _shrink_labelselect(s):
-    labels = _fold(s.labels, s.pe)
-    return dict(labels=labels, k=min(s.k, labels), num_input_vectors=_vectors(s.num_input_vectors))
-
-
-def _shrink_concat(s):
-    return dict(channels_per_stream=tuple(_fold(c, s.simd) for c in s.channels_per_stream),
-                num_input_vectors=_vectors(s.num_input_vectors))
-
-
-def _shrink_dwc(s):
-    from math import lcm
-    bits = s.dtype.bitwidth()
-    unit = lcm(s.in_width, s.out_width)
-    frame = unit * min(2, s.frame_bits // unit)
-    return dict(shape=(1, frame // bits))
-
-
-def _shrink_fifo(s):
-    return dict(depth=min(s.depth, 4), ram_style="block" if s.storage == "memory" else s.ram_style)
-
-
-def _shrink_vvau(s):
-    c = _fold(s.channels, s.pe)
-    weights = None if s.weights is None else np.asarray(s.weights)[:c]
-    return dict(channels=c, weights=weights, thresholds=_rows(s.thresholds, c), dim=(1, min(s.dim[1], 2)))
-
-
-SHRINK = {
-    "MVAU": _shrink_mvau,
-    "VVAU": _shrink_vvau,
-    "Thresholding": _shrink_channels("num_channels", "pe", ("thresholds",)),
-    "ChannelwiseOp": _shrink_channels("num_channels", "pe", ("params",)),
-    "GlobalAccPool": _shrink_channels("num_channels", "pe"),
-    "AddStreams": _shrink_channels("num_channels", "pe"),
-    "DuplicateStreams": _shrink_channels("num_channels", "pe"),
-    "ConvolutionInputGenerator": _shrink_swg,
-    "StreamingMaxPool": _shrink_maxpool,
-    "FMPadding": _shrink_fmpadding,
-    "UpsampleNearestNeighbour": _shrink_upsample,
-    "LabelSelect": _shrink_labelselect,
-    "StreamingConcat": _shrink_concat,
-    "StreamingDataWidthConverter": _shrink_dwc,
-    "StreamingFIFO": _shrink_fifo,
-}
+def _shrink_bridge(s):
+    """Frames of about two flits and a partial one (at most ``MAX_FRAME - 8`` words), cut into two packets
+    where the node's own frame is several packets; the same word and flit widths."""
+    words = min(s.words_per_frame, -(-(2 * s.flit_width + 1) // s.word_width), MAX_FRAME - 8)
+    flits = -(-words * s.word_width // s.flit_width)
+    several = s.packets_per_frame > 1 and flits > 1
+    return dict(words_per_frame=words,
+                max_packet_flits=flits - 1 if several else s.max_packet_flits)
 
 
 def _too_large(spec, plan):
@@ -400,10 +307,10 @@ def small_instance(op, spec):
     from sim.formal import plan_of
     probe = op.component(spec)
     probe._MustUse__silence = True
-    if not _too_large(spec, plan_of(spec, probe)) or op.op_type not in SHRINK:
+    if not _too_large(spec, plan_of(spec, probe)) or op.small_instance is None:
         return spec, None
     try:
-        small = replace(spec, **SHRINK[op.op_type](spec))
+        small = replace(spec, **op.small_instance(spec))
     except ValueError as exc:
         raise ProveError(f"no small instance of {op.op_type} {spec!r}: {exc}") from None
     return small, _describe_change(op, spec, small) or None
@@ -421,17 +328,74 @@ def _attribute(value):
 
 def design_nodes(out):
     """[(node name, Op, spec)] of the compiled design in ``out``, from its ``model_hw.onnx`` (every node
-    with the attributes and memory images it was built with), checked against ``report.json``."""
+    with the attributes and memory images it was built with), checked against ``report.json``. For an
+    `rtlgen partition` OUT (:func:`cluster_nodes`): every device's nodes and bridges, ``device{d}/NAME``."""
+    from rtlgen.ir.outdir import read_design
+
+    out = Path(out)
+    if (out / "partition.json").is_file():
+        return cluster_nodes(out)
+    _, _, report = read_design(out)             # OutError for a missing, partial or damaged OUT
+    return _hw_nodes(out / "model_hw.onnx", report.get("layers", ()),
+                     f"compile again: rtlgen compile MODEL.onnx -o {out}")
+
+
+@dataclass(frozen=True)
+class BridgeOp:
+    """What :func:`prove_node` needs of an Op, for a Galapagos bridge (no Op of the layer registry: the
+    stitcher never places one; :mod:`rtlgen.backend.scaleout` puts them around a device's layers)."""
+    op_type: str
+    component: type
+    role: str                       # sim.formal's ``track`` of the bridge
+    small_instance: object = _shrink_bridge
+    folding = {}
+    finn_names = {}
+
+
+def cluster_nodes(out):
+    """[(``device{d}/NAME``, Op, spec)] of an `rtlgen partition` OUT: per device, its FromGalapagos
+    bridge, the nodes of ``device{d}/model_hw.onnx`` (checked against ``device{d}/report.json``) and its
+    ToGalapagos bridge, with the geometry, kernel ID and TDEST the kernel was built with."""
+    from galapagos.bridges import FromGalapagos, FromGalapagosSpec, ToGalapagos, ToGalapagosSpec
+    from rtlgen.backend.scaleout import load_cluster
+    from rtlgen.ir.outdir import OutError
+
+    out = Path(out)
+    again = f"partition again: rtlgen partition MODEL.onnx -o {out} --devices N"
+    try:
+        plan, devices = load_cluster(out)
+    except FileNotFoundError as exc:
+        raise OutError(str(exc)) from None
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise OutError(f"{out}: damaged partition output ({exc}); {again}") from None
+    nodes = []
+    for report, _ in devices:
+        where = out / f"device{report['index']}"
+        try:
+            fw, kernel = report["flit_width"], report["kernel_id"]
+            rx, tx = report["receive"], report["send"]
+            receive = FromGalapagosSpec(rx["word_width"], fw, rx["words_per_frame"], kernel_id=kernel,
+                                        max_packet_flits=rx["max_packet_flits"])
+            send = ToGalapagosSpec(tx["word_width"], fw, tx["words_per_frame"], dest=tx["dest"], source_id=kernel,
+                                   max_packet_flits=tx["max_packet_flits"])
+        except (KeyError, TypeError, ValueError) as exc:
+            raise OutError(f"{where / 'report.json'}: no bridge geometry ({exc}); {again}") from None
+        prefix = f"device{report['index']}/"
+        nodes.append((prefix + "FromGalapagos", BridgeOp("FromGalapagos", FromGalapagos, "from_galapagos"), receive))
+        nodes += [(prefix + name, op, spec)
+                  for name, op, spec in _hw_nodes(where / "model_hw.onnx", report.get("layers", ()), again)]
+        nodes.append((prefix + "ToGalapagos", BridgeOp("ToGalapagos", ToGalapagos, "to_galapagos"), send))
+    return nodes
+
+
+def _hw_nodes(path, report_layers, again):
+    """[(node name, Op, spec)] from the ``model_hw.onnx`` at ``path``, checked against the report's layers
+    (OutError saying ``again`` where they disagree or the file is missing or damaged)."""
     import onnx
     from onnx import helper, numpy_helper
 
     from rtlgen.ir.graph import OPS, HWNode, canonical_op_type
-    from rtlgen.ir.outdir import OutError, read_design
-
-    out = Path(out)
-    _, _, report = read_design(out)             # OutError for a missing, partial or damaged OUT
-    path = out / "model_hw.onnx"
-    again = f"compile again: rtlgen compile MODEL.onnx -o {out}"
+    from rtlgen.ir.outdir import OutError
     try:
         model = onnx.load(str(path))
     except FileNotFoundError:
@@ -467,20 +431,21 @@ def design_nodes(out):
         except (ValueError, TypeError) as exc:
             raise OutError(f"{path}: node {onode.name} does not make a {op_type}: {exc}; {again}") from None
         nodes.append((onode.name, op, spec))
-    layers = {layer["name"]: layer for layer in report.get("layers", ()) if isinstance(layer, dict)}
+    layers = {layer["name"]: layer for layer in report_layers if isinstance(layer, dict)}
     for name, op, spec in nodes:
         layer = layers.get(name)
         if layer is None or any(layer.get(k) != getattr(spec, k) for k in ("in_width", "out_width", "exp_cycles")):
             raise OutError(f"{path}: node {name} does not match report.json; {again}")
     if len(layers) != len(nodes):
-        raise OutError(f"{path}: {len(nodes)} nodes, report.json lists {len(layers)}; {again}")
+        raise OutError(f"{path}: {len(nodes)} nodes, {path.parent / 'report.json'} lists {len(layers)}; {again}")
     return nodes
 
 
 def prove_node(name, op, spec, *, depth=None, keep=None, use_cache=True, timeout=None):
     """The :class:`Outcome` of one node of a design (a small instance of it where it is too large)."""
     small, change = small_instance(op, spec)
-    outcome = prove_spec(small, op.component, name=name, track=TRACKED.get(op.op_type), depth=depth, keep=keep,
+    track = op.role if op.role in TRACKED_ROLES else None
+    outcome = prove_spec(small, op.component, name=name, track=track, depth=depth, keep=keep,
                          use_cache=use_cache, timeout=timeout)
     outcome.instance = change
     return outcome
