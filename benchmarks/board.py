@@ -42,7 +42,7 @@ DESIGNS = {     # name -> (model, options as CompileOptions fields, what the row
 
 def figures(name):
     """The report's board figures for design ``name`` from the compiler's passes (no Verilog)."""
-    from rtlgen import compiler
+    from rtlgen import flows
     from rtlgen.report.board_rate import board_figures, graph_ports
     from rtlgen.passes.size_fifos import latency_cycles
     from rtlgen.passes.load import load_model
@@ -52,12 +52,12 @@ def figures(name):
         path = Path(tempfile.mkdtemp()) / "folding.json"
         path.write_text(json.dumps(II_4_FOLDING))
         fields = dict(fields, folding=str(path))
-    options = compiler.RoundOptions(**fields)
+    options = flows.RoundOptions(**fields)
     options.check()
     start = time.perf_counter()
-    model = load_model(str(MODELS / model_name), options.input_dtype)
-    graphs, seconds = {}, {}
-    state = compiler._run_passes(model, compiler.PASSES, options, seconds, lambda text: None, None, graphs, [0])
+    runner = flows.Runner()
+    state = runner.run(flows.COMPILE, str(MODELS / model_name), options, stop="insert_fifos")
+    graphs = runner.results
     ii = max(n.spec().exp_cycles for n in state.nodes)
     in_width, out_width, in_words, out_words = graph_ports(graphs["fold"])
     pad = lambda width: -(-width // 8) * 8

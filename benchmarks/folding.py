@@ -24,10 +24,11 @@ import numpy as np
 from benchmarks.finn_compare import cifar, mnist
 from benchmarks.tables import section_rows, write_section
 from boards.yosys import XC7Z020
-from rtlgen.compiler import CompileOptions, to_hw
+from rtlgen.options import CompileOptions
+from rtlgen.passes.to_hw import to_hw
 from rtlgen.passes.fold import set_folding
 from rtlgen.passes.load import load_model
-from rtlgen.passes.optimize import Budget, NoFit, _whole_design, optimize_folding
+from rtlgen.passes.optimize import Budget, NoFit, design_estimate, optimize_folding
 
 MODELS = Path(__file__).resolve().parent.parent / "tests" / "models"
 NETWORKS = [("TFC-w1a1", "TFC_1W1A.onnx"), ("TFC-w2a2", "TFC_2W2A.onnx"), ("CNV-w1a1", "cnv_1w1a_ts_clean.onnx"),
@@ -46,7 +47,7 @@ def best_naive(graph, budget):
         if ii in tried:
             continue
         tried.add(ii)
-        used = _whole_design(g)
+        used = design_estimate(g)
         if (used <= limit).all():
             return ii, used
     return None, None
@@ -67,7 +68,7 @@ def rows():
             start = time.perf_counter()
             try:
                 result = optimize_folding(chosen, budget)
-                opt_ii, opt_used, binding = result.ii, _whole_design(chosen), result.binding
+                opt_ii, opt_used, binding = result.ii, design_estimate(chosen), result.binding
             except NoFit:
                 opt_ii, opt_used, binding = None, None, "-"
             seconds = time.perf_counter() - start

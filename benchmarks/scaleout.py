@@ -23,7 +23,7 @@ import numpy as np
 
 from benchmarks.tables import section_rows, write_section
 from rtlgen.backend import scaleout
-from rtlgen.compiler import CompileOptions
+from rtlgen.options import CompileOptions
 from rtlgen.passes.load import load_model
 from rtlgen.passes.lower import lower
 from rtlgen.passes.optimize import Budget

@@ -21,7 +21,7 @@ __all__ = ["compile", "open_design", "Design"]
 
 class Design:
     """A compiled accelerator in its output directory ``out`` (``verilog``, ``io``, ``report`` as written
-    there). ``compiled`` is the compiler's :class:`rtlgen.compiler.Compiled` when this process made it."""
+    there). ``compiled`` is the compiler's :class:`rtlgen.flows.Compiled` when this process made it."""
 
     def __init__(self, out, compiled=None):
         from rtlgen.ir.outdir import read_design
@@ -72,23 +72,21 @@ class Design:
                      inputs=inputs, force=force, say=say)
 
 
-def compile(model, out, *, folding=None, target_fps=None, clock_mhz=100.0, board="pynq-z2", fifo_sizing="analytic",
-            simulator=None, input_dtype=None, strict=False, fit=None, max_utilization=0.8, budget=None,
-            keep_intermediate=None, force=False, say=None, warn=None):
+def compile(model, out, *, keep_intermediate=None, force=False, say=None, warn=None, **options):
     """Compile ``model`` (a QONNX / FINN-ONNX file) into the directory ``out`` and return its
     :class:`Design`. ``out`` is new, empty, or an earlier compile's output (``force``: any directory);
     the design is built beside it and swapped in at the end, keeping files that are not rtlgen's (see
-    :mod:`rtlgen.ir.outdir`). The options are `rtlgen compile`'s; ``keep_intermediate`` a directory, or
-    True for ``out/intermediate``; ``say`` gets one line per compiler pass, ``warn`` a line for each of the
-    user's files renamed to make way."""
-    from rtlgen.compiler import CompileOptions, compile_model
+    :mod:`rtlgen.ir.outdir`). ``options`` are the fields of :class:`rtlgen.options.CompileOptions` (the
+    `rtlgen compile` flags: ``folding``, ``target_fps``, ``clock_mhz``, ``fit``, ``budget``, ...; an unknown
+    name is a CompileError listing the legal ones); ``keep_intermediate`` a directory, or True for
+    ``out/intermediate``; ``say`` gets one line per compiler pass, ``warn`` a line for each of the user's
+    files renamed to make way."""
     from rtlgen.backend.emit import write_outputs
+    from rtlgen.flows import compile_model
     from rtlgen.ir.outdir import replacing
+    from rtlgen.options import CompileOptions
 
-    options = CompileOptions(folding=folding, target_fps=target_fps, clock_mhz=clock_mhz, board=board,
-                             fifo_sizing=fifo_sizing, simulator=simulator, input_dtype=input_dtype, strict=strict,
-                             fit=fit, max_utilization=max_utilization, budget=budget)
-    options.check()
+    options = CompileOptions.create(**options).check()
     if keep_intermediate not in (None, True):
         _check_keep(keep_intermediate)
     with replacing(out, force=force, model=model, warn=warn) as new:

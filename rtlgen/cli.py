@@ -13,8 +13,7 @@ from rtlgen.passes.size_fifos import FIFO_SIZINGS
 __all__ = ["main"]
 
 
-SIMULATOR_HELP = ("HDL simulator: verilator (a compiled C++ bench; fast) or icarus (the cocotb bench; a second "
-                  "opinion, slow on big networks); default: $RTLGEN_SIM, else verilator")
+from rtlgen.options import SIMULATOR_HELP
 
 
 @contextmanager
@@ -63,34 +62,12 @@ def _say(text):
     print(text, flush=True)
 
 
-def add_optimizer_options(parser):
-    parser.add_argument("--fit", metavar="BOARD", choices=("pynq-z2",),
-                        help="the folding optimizer: the fastest design within BOARD's device x --max-utilization "
-                             "(with --target-fps: the cheapest design reaching it)")
-    parser.add_argument("--max-utilization", type=float, default=0.8, metavar="F",
-                        help="share of the device --fit may fill (default: %(default)s)")
-    parser.add_argument("--budget", metavar="lut=N,ff=N,bram36=N,dsp=N",
-                        help="the folding optimizer within this budget (any subset of the resources)")
-
-
-def add_compile_options(parser):
-    parser.add_argument("--folding", metavar="FOLD.json", help="FINN-format folding config (PE, SIMD, mem_mode, ...)")
-    parser.add_argument("--target-fps", type=float, metavar="N",
-                        help="naive folding (FINN SetFolding) for N frames/s (default: 1000 cycles per frame)")
-    parser.add_argument("--clock-mhz", type=float, default=100.0, help="clock for --target-fps and reports (default: %(default)s)")
-    parser.add_argument("--board", default="pynq-z2", choices=("pynq-z2",), help="target board (default: %(default)s)")
-    parser.add_argument("--fifo-sizing", default="analytic", choices=FIFO_SIZINGS,
-                        help="FIFO depths from the layers' composed timing models (analytic, milliseconds), by "
-                             "simulating the stitched design (sim, FINN's way), or 2 and the join bounds "
-                             "(none) (default: %(default)s)")
-    parser.add_argument("--simulator", choices=("verilator", "icarus"), default=None, help=SIMULATOR_HELP)
-    parser.add_argument("--input-dtype", metavar="DTYPE",
-                        help="the datatype of the model's input when it has no input quantizer (BIPOLAR, "
-                             "BINARY, UINT8, INT8, ...), as FINN's set_tensor_datatype")
-    add_optimizer_options(parser)
-    parser.add_argument("--strict", action="store_true",
-                        help="a design estimated over the board is an error (default: a warning)")
-    parser.add_argument("-q", "--quiet", action="store_true", help="no per-pass lines, no per-layer table")
+def add_compile_options(parser, names=None):
+    """The compile options (all, or ``names``), generated from :class:`rtlgen.options.CompileOptions`."""
+    from rtlgen.options import add_arguments
+    add_arguments(parser, names)
+    if names is None:
+        parser.add_argument("-q", "--quiet", action="store_true", help="no per-pass lines, no per-layer table")
 
 
 class UsageError(ValueError):
@@ -104,11 +81,8 @@ MAX_PLAUSIBLE_MHZ = 500
 
 def _options(args):
     """The compile options, checked before any long step; an implausible clock is a warning (once)."""
-    from rtlgen.compiler import CompileOptions
-    options = CompileOptions(folding=args.folding, target_fps=args.target_fps, clock_mhz=args.clock_mhz,
-                             board=args.board, fifo_sizing=args.fifo_sizing, simulator=args.simulator,
-                             input_dtype=args.input_dtype, strict=args.strict, fit=args.fit,
-                             max_utilization=args.max_utilization, budget=args.budget).check()
+    from rtlgen.options import from_args
+    options = from_args(args).check()
     if not getattr(args, "_clock_warned", False):
         _warn_clock(args.command, options.clock_mhz)
         args._clock_warned = True
@@ -584,12 +558,8 @@ def run_build_command(args):
 def add_inspect_arguments(parser):
     parser.add_argument("model", metavar="MODEL.onnx")
     parser.add_argument("--json", action="store_true", help="print the description as JSON")
-    parser.add_argument("--folding", metavar="FOLD.json", help="FINN-format folding config (PE, SIMD, ...)")
-    parser.add_argument("--target-fps", type=float, metavar="N",
-                        help="naive folding (FINN SetFolding) for N frames/s (default: 1000 cycles per frame)")
-    parser.add_argument("--clock-mhz", type=float, default=100.0, help="clock for --target-fps (default: %(default)s)")
-    parser.add_argument("--input-dtype", metavar="DTYPE", help="the datatype of an input without a quantizer")
-    add_optimizer_options(parser)
+    from rtlgen.options import INSPECT
+    add_compile_options(parser, INSPECT)
 
 
 def run_inspect_command(args):
@@ -597,7 +567,7 @@ def run_inspect_command(args):
     from rtlgen.report.describe import describe, print_description
     from rtlgen.report.summary import console
 
-    args.board, args.fifo_sizing, args.simulator, args.strict = "pynq-z2", "none", None, False
+    args.fifo_sizing = "none"         # inspect stops before the FIFOs
     info = describe(args.model, _options(args))
     if args.json:
         print(json.dumps(info, indent=2))
@@ -657,7 +627,8 @@ def run_partition_command(args):
 
     import numpy as np
     from rtlgen.passes.load import CompileError, load_model
-    from rtlgen.compiler import to_hw
+    from rtlgen.flows import FRONT, Runner
+    from rtlgen.options import CompileOptions
     from rtlgen.passes.optimize import Budget
     from rtlgen.ir.outdir import check_out, replacing
     from rtlgen.passes.partition import PartitionError, partition, write_plan
@@ -680,7 +651,8 @@ def run_partition_command(args):
             raise CompileError(f"--partition {args.partition}: {exc}") from None
         if not isinstance(fixed, dict):
             raise CompileError(f"--partition {args.partition}: must be a JSON object {{node name: device index}}")
-    graph = to_hw(load_model(args.model), None)
+    options = CompileOptions(clock_mhz=args.clock_mhz, board=args.board, fifo_sizing=args.fifo_sizing)
+    graph = Runner().run(FRONT, args.model, options)
     try:
         part = partition(graph, args.devices, budget, link_gbps=args.link_gbps, clock_mhz=args.clock_mhz,
                          fixed=fixed, flit_width=args.flit_width, max_packet_bytes=args.max_packet_bytes)
@@ -698,9 +670,7 @@ def run_partition_command(args):
              f"{part.bound_by}; plan -> {shown(paths['partition'])}, cluster files -> {shown(paths['logical']).parent}")
         if not args.plan_only:
             from rtlgen.backend import scaleout
-            from rtlgen.compiler import CompileOptions
 
-            options = CompileOptions(clock_mhz=args.clock_mhz, board=args.board, fifo_sizing=args.fifo_sizing)
             devices, io = scaleout.build_devices(args.model, part, options=options, say=_say)
             for device, path in zip(devices, scaleout.write_devices(devices, io, new)):
                 _say(f"device {device.index}: Galapagos kernel {device.kernel_id} ({device.name}: FromGalapagos "
@@ -712,7 +682,8 @@ def run_partition_command(args):
 
 
 def add_prove_arguments(parser):
-    parser.add_argument("out", metavar="OUT", help="a directory written by `rtlgen compile`")
+    parser.add_argument("out", metavar="OUT", help="a directory written by `rtlgen compile` or `rtlgen partition` "
+                        "(every device's nodes and Galapagos bridges, named device{d}/NAME)")
     parser.add_argument("--depth", type=int, metavar="N",
                         help="cycles of each node's bounded check and induction (default: one frame of the "
                              "proven instance, a FIFO twice its capacity)")

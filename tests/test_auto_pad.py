@@ -10,7 +10,7 @@ import onnx
 import pytest
 
 from rtlgen.cli import main
-from rtlgen.compiler import _stream_io
+from rtlgen.passes.to_hw import stream_io
 from rtlgen.check.execute import run_golden
 from rtlgen.passes.load import load_model
 from rtlgen.passes.lower import lower
@@ -46,7 +46,7 @@ def test_auto_pad_lowers_to_the_pads_it_stands_for(tmp_path, variant):
     model = load_model(path)
     graph = lower(model)
     pads = [n.params for n in graph.nodes if n.op_type == "FMPadding"]
-    io = _stream_io(model, graph)
+    io = stream_io(model, graph)
     x = np.random.default_rng(4).standard_normal((16, 1, 1, 8, 8)).astype(np.float32)
     ours = io.output_from_codes(run_golden(graph, io.input_codes(x)))
     result = verify_outputs(path, x, ours, io)

@@ -11,9 +11,10 @@ import pytest
 
 from rtlgen.report.board_rate import graph_shell_cycles
 from rtlgen.cli import main
-from rtlgen.compiler import CompileOptions, to_hw
+from rtlgen.options import CompileOptions
+from rtlgen.passes.to_hw import to_hw
 from rtlgen.passes.load import load_model
-from rtlgen.passes.optimize import Budget, _whole_design, optimize_folding
+from rtlgen.passes.optimize import Budget, design_estimate, optimize_folding
 from rtlgen.check.verify import qonnx_reference
 
 MODELS = Path(__file__).parent / "models"
@@ -70,7 +71,7 @@ def test_optimizer_stops_at_the_io_bound(bound):
     assert chosen.io_bound and chosen.budget_ii == fastest.ii and chosen.io_cycles == bound
     assert fastest.ii < chosen.ii <= bound
     assert max(n.spec().exp_cycles for n in graph.nodes) == chosen.ii
-    assert _whole_design(graph)[0] < 0.7 * _whole_design(free)[0]         # LUTs not spent on speed unseen
+    assert design_estimate(graph)[0] < 0.7 * design_estimate(free)[0]         # LUTs not spent on speed unseen
     fast_shell = lowered("TFC_1W1A.onnx")
     same = optimize_folding(fast_shell, budget, io_cycles=lambda g: 1.0)
     assert not same.io_bound and same.ii == fastest.ii

@@ -15,9 +15,14 @@ import onnx
 import pytest
 from onnx import helper
 
-from rtlgen.backend import stitch
+from rtlgen.passes import insert, size_fifos as sizing
+from rtlgen.check.simulate import simulate_chain
 from rtlgen.cli import main
-from rtlgen.compiler import CompileOptions, _stream_io, compile_model, fold, insert_duplicates
+from rtlgen.options import CompileOptions
+from rtlgen.passes.to_hw import stream_io
+from rtlgen.passes.insert import insert_duplicates
+from rtlgen.flows import compile_model
+from rtlgen.passes.fold import fold
 from rtlgen.check.execute import run_golden
 from rtlgen.passes.load import CompileError, load_model
 from rtlgen.ir.graph import StreamTensor
@@ -50,7 +55,7 @@ def inputs(name, n, seed=0):
 def lowered(name):
     model = load_model(BRANCHING / f"{name}.onnx")
     graph = lower(model)
-    return model, graph, _stream_io(model, graph)
+    return model, graph, stream_io(model, graph)
 
 
 @pytest.mark.parametrize("name", MODELS)
@@ -71,7 +76,7 @@ def test_fanout_is_an_edge_with_several_consumers_until_duplicates_are_inserted(
     fanned = [t for t, _, consumers in graph.edges() if len(consumers) == 3]
     assert len(fanned) == 1
     folded = fold(graph, CompileOptions())
-    duplicated = insert_duplicates(folded, CompileOptions())
+    duplicated = insert_duplicates(folded)
     dups = [n for n in duplicated.nodes if n.op_type == "DuplicateStreams"]
     assert [d.spec().num_output_streams for d in dups] == [3]
     assert all(len(c) == (t != duplicated.output) for t, _, c in duplicated.edges())
@@ -124,27 +129,27 @@ def test_undersized_branch_fifo_is_detected_not_shipped():
     """mlp_residual's shortcut must hold the long branch's first input vector: depth-2 FIFOs fail the
     analytic check, and the simulation of that design indeed hangs; the sized design passes both."""
     _, graph, io = lowered("mlp_residual")
-    graph = insert_duplicates(fold(graph, CompileOptions()), CompileOptions())
-    bounds = stitch.branch_fifo_bounds(stitch.insert_dwcs_and_fifos(graph))
+    graph = insert_duplicates(fold(graph, CompileOptions()))
+    bounds = sizing.branch_fifo_bounds(insert.insert_dwcs_and_fifos(graph))
     name, bound = max(bounds.items(), key=lambda item: item[1])
     assert bound >= 8
-    shallow = stitch.insert_dwcs_and_fifos(graph)
+    shallow = insert.insert_dwcs_and_fifos(graph)
     with pytest.raises(ValueError, match=f"{name} \\(depth 2\\) in front of a join"):
-        stitch.check_fifo_depths(shallow)
-    words_in = stitch.tensor_words(shallow)[shallow.input]
-    words_out = stitch.tensor_words(shallow)[shallow.output]
+        sizing.check_fifo_depths(shallow)
+    words_in = insert.tensor_words(shallow)[shallow.input]
+    words_out = insert.tensor_words(shallow)[shallow.output]
     with pytest.raises(SimulationError):
-        stitch.simulate_chain(shallow, [0] * 3 * words_in, 3 * words_out, compiled=True, blank_memories=True)
-    sized = stitch.insert_dwcs_and_fifos(graph, stitch.size_fifos(graph))
-    stitch.check_fifo_depths(sized)
+        simulate_chain(shallow, [0] * 3 * words_in, 3 * words_out, compiled=True, blank_memories=True)
+    sized = insert.insert_dwcs_and_fifos(graph, sizing.simulated_fifo_depths(graph))
+    sizing.check_fifo_depths(sized)
     assert sized.node(name).spec().depth >= bound
 
 
 def test_analytic_depths_without_simulation_cover_the_bound():
     _, graph, _ = lowered("mlp_residual")
-    graph = insert_duplicates(fold(graph, CompileOptions()), CompileOptions())
-    depths = stitch.join_fifo_depths(graph)
-    stitch.check_fifo_depths(stitch.insert_dwcs_and_fifos(graph, depths))
+    graph = insert_duplicates(fold(graph, CompileOptions()))
+    depths = sizing.join_fifo_depths(graph)
+    sizing.check_fifo_depths(insert.insert_dwcs_and_fifos(graph, depths))
 
 
 # ---------------------------------------------------------------------------------------------- outputs
@@ -256,7 +261,7 @@ def test_quant_nodes_in_the_default_onnx_domain(tmp_path):
     onnx.save(model, str(path))
     loaded = load_model(path)
     graph = lower(loaded)
-    io = _stream_io(loaded, graph)
+    io = stream_io(loaded, graph)
     x = inputs("mlp_residual", 8)
     ours = io.output_from_codes(run_golden(graph, io.input_codes(x)))
     assert compare(ours, qonnx_reference(BRANCHING / "mlp_residual.onnx", x)).exact

@@ -13,7 +13,7 @@ from qonnx.util.cleanup import cleanup_model
 
 from tests.conftest import rtl_at_the_ii_under_backpressure
 from rtlgen.passes.channels_last import DOMAIN
-from rtlgen.compiler import _stream_io
+from rtlgen.passes.to_hw import stream_io
 from rtlgen.check.execute import run_golden
 from rtlgen.passes.load import load_model
 from rtlgen.passes.lower import lower
@@ -45,7 +45,7 @@ def test_channels_last_models_lower_like_their_originals(name, tmp_path):
     ops = [n.op_type for n in graph.nodes]
     for op, count in CASES[name][2].items():
         assert ops.count(op) == count, ops
-    io = _stream_io(model, graph)
+    io = stream_io(model, graph)
     x = np.random.default_rng(3).standard_normal((16, *CASES[name][1])).astype(np.float32)
     result = verify_outputs(path, x, io.output_from_codes(run_golden(graph, io.input_codes(x))), io)
     assert result.passed, result.summary()

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from rtlgen.compiler import _stream_io
+from rtlgen.passes.to_hw import stream_io
 from rtlgen.demo import DEMO_MODEL, DEMO_TESTSET, bundled
 from rtlgen.check.execute import run_golden
 from rtlgen.passes.load import load_model
@@ -46,7 +46,7 @@ def random_normal(shape, seed=0):
 def lowered(path):
     model = load_model(path)
     flow = lower(model)
-    return flow, _stream_io(model, flow)
+    return flow, stream_io(model, flow)
 
 
 def golden_outputs(path, x):

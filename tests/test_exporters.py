@@ -10,7 +10,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from rtlgen.compiler import CompileOptions, _stream_io, compile_model
+from rtlgen.options import CompileOptions
+
+from rtlgen.passes.to_hw import stream_io
+
+from rtlgen.flows import compile_model
 from rtlgen.backend.emit import write_outputs
 from rtlgen.check.execute import run_golden
 from rtlgen.passes.load import load_model
@@ -52,7 +56,7 @@ def test_lowered_graph_matches_qonnx(name):
     _, ops, pre, post, exact = CASES[name]
     model = load_model(MODELS / f"{name}.onnx")
     graph = lower(model)
-    io = _stream_io(model, graph)
+    io = stream_io(model, graph)
     kinds = [n.op_type for n in graph.nodes]
     for op, count in ops.items():
         assert kinds.count(op) == count, kinds
@@ -161,7 +165,7 @@ def test_float_ops_on_an_annotated_input_go_into_the_first_layer(tmp_path):
     path = cybsec_like(tmp_path / "cybsec.onnx")
     model = load_model(path, input_dtype="BIPOLAR")
     graph = lower(model)
-    io = _stream_io(model, graph)
+    io = stream_io(model, graph)
     assert [n.op_type for n in graph.nodes] == ["MVAU", "MVAU", "MVAU"]
     assert graph.host_pre == [] and _ops(model, graph.host_post) == ["Add"]
     assert graph.nodes[0].spec().input_dtype.name == "BIPOLAR"

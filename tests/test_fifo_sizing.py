@@ -13,8 +13,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from rtlgen.backend import stitch
-from rtlgen.compiler import CompileOptions, compile_model
+from rtlgen.passes import insert, size_fifos as sizing
+from rtlgen.check.simulate import simulate_chain
+from rtlgen.options import CompileOptions
+from rtlgen.flows import compile_model
 from rtlgen.demo import DEMO_MODEL, bundled
 from rtlgen.passes.size_fifos import analytic_fifo_depths, graph_timing, latency_cycles, paced_arrivals
 from sim.harness import Backpressure
@@ -34,7 +36,7 @@ EXACTNESS = ["digits-mlp", "resnet-block", "concat", "small-cnn"]
 
 def _run(design, inputs, outputs, **kwargs):
     """Whole networks run on the compiled Verilator bench, as ``rtlgen sim`` runs them."""
-    return stitch.simulate_chain(design, inputs, outputs, compiled=True, **kwargs)
+    return simulate_chain(design, inputs, outputs, compiled=True, **kwargs)
 
 
 def _folded(name, cache={}):
@@ -48,11 +50,11 @@ def _folded(name, cache={}):
 @pytest.mark.parametrize("name", EXACTNESS)
 def test_composed_model_is_the_designs_timing(name):
     compiled = _folded(name)
-    graph = stitch.insert_duplicates(compiled.folded)
-    words = stitch.tensor_words(stitch.insert_dwcs_and_fifos(graph))
-    never_full = {f: FRAMES * words[stitch.insert_dwcs_and_fifos(graph).node(f).inputs[0]] + 4
-                  for f in stitch.tensor_fifo_depths(graph)}
-    deep = stitch.insert_dwcs_and_fifos(graph, never_full)
+    graph = insert.insert_duplicates(compiled.folded)
+    words = insert.tensor_words(insert.insert_dwcs_and_fifos(graph))
+    never_full = {f: FRAMES * words[insert.insert_dwcs_and_fifos(graph).node(f).inputs[0]] + 4
+                  for f in sizing.tensor_fifo_depths(graph)}
+    deep = insert.insert_dwcs_and_fifos(graph, never_full)
     n_in, n_out = FRAMES * words[deep.input], FRAMES * words[deep.output]
     model = graph_timing(deep, 1 + np.arange(n_in))             # the bench offers word n at edge n + 1 at best
     run = _run(deep, [0] * n_in, n_out)
@@ -64,11 +66,11 @@ def test_composed_model_is_the_designs_timing(name):
 @pytest.mark.parametrize("name", sorted(NETWORKS))
 def test_analytic_depths_run_at_the_ii(name):
     compiled = _folded(name)
-    graph = stitch.insert_dwcs_and_fifos(stitch.insert_duplicates(compiled.folded))
+    graph = insert.insert_dwcs_and_fifos(insert.insert_duplicates(compiled.folded))
     depths = analytic_fifo_depths(graph)
-    sized = stitch.check_fifo_depths(stitch.insert_dwcs_and_fifos(stitch.insert_duplicates(compiled.folded), depths))
+    sized = sizing.check_fifo_depths(insert.insert_dwcs_and_fifos(insert.insert_duplicates(compiled.folded), depths))
     ii = max(n.spec().exp_cycles for n in sized.nodes)
-    words = stitch.tensor_words(sized)
+    words = insert.tensor_words(sized)
     frames = 6
     rng = np.random.default_rng(1)
     inputs = [int(w) for w in rng.integers(0, 2 ** 8, frames * words[sized.input])]
@@ -89,9 +91,9 @@ def test_analytic_depths_run_at_the_ii(name):
 def test_latency_is_what_simulation_measures(name):
     """One frame into the idle design with its analytic FIFOs: first input word to last output word."""
     compiled = _folded(name)
-    graph = stitch.insert_dwcs_and_fifos(stitch.insert_duplicates(compiled.folded))
-    sized = stitch.insert_dwcs_and_fifos(stitch.insert_duplicates(compiled.folded), analytic_fifo_depths(graph))
-    words = stitch.tensor_words(sized)
+    graph = insert.insert_dwcs_and_fifos(insert.insert_duplicates(compiled.folded))
+    sized = insert.insert_dwcs_and_fifos(insert.insert_duplicates(compiled.folded), analytic_fifo_depths(graph))
+    words = insert.tensor_words(sized)
     run = _run(sized, [0] * words[sized.input], words[sized.output])
     measured = run.out_cycles("m_axis_0")[-1] - run.in_cycles("s_axis_0")[0] + 1
     assert latency_cycles(sized) == measured

@@ -12,7 +12,7 @@ from qonnx.core.modelwrapper import ModelWrapper
 
 from tests.conftest import rtl_at_the_ii_under_backpressure
 from rtlgen.cli import main
-from rtlgen.compiler import _stream_io
+from rtlgen.passes.to_hw import stream_io
 from rtlgen.check.execute import run_golden
 from rtlgen.passes.load import load_model
 from rtlgen.passes.lower import lower
@@ -72,7 +72,7 @@ def test_signed_activations_are_the_layers_own_codes(tmp_path):
     model = load_model(path)
     graph = lower(model)
     assert [n.op_type for n in graph.nodes] == ["FMPadding", "ConvolutionInputGenerator", "MVAU", "MVAU"]
-    io = _stream_io(model, graph)
+    io = stream_io(model, graph)
     assert (io.input.dtype.name, io.input.scale) == ("INT4", 0.25)        # -8..7 at 0.25: the Add and Mul
     conv = graph.nodes[2].spec()
     assert conv.output_dtype == DataType["INT2"] and graph.nodes[2].params["act_val"] == -2
@@ -94,7 +94,7 @@ def test_an_old_multithreshold_without_out_dtype_gets_one(tmp_path):
     mts = [n for n in model.graph.node if n.op_type == "MultiThreshold"]
     assert [next(a.s for a in n.attribute if a.name == "out_dtype") for n in mts] == [b"UINT4", b"UINT2"]
     graph = lower(model)
-    io = _stream_io(model, graph)
+    io = stream_io(model, graph)
     x = images(16)
     assert compare(io.output_from_codes(run_golden(graph, io.input_codes(x))), qonnx_reference(path, x)).exact
 

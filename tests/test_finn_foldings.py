@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 from rtlgen import api
-from rtlgen.compiler import CompileOptions, place_memories
+from rtlgen.options import CompileOptions
+from rtlgen.passes.place_memories import place_memories
 from rtlgen.check.verify import verify_outputs
 
 ROOT = Path(__file__).resolve().parent.parent

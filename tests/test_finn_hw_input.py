@@ -17,7 +17,8 @@ from onnx import helper
 
 from rtlgen import api
 from rtlgen.cli import main
-from rtlgen.compiler import CompileOptions, to_hw
+from rtlgen.options import CompileOptions
+from rtlgen.passes.to_hw import to_hw
 from rtlgen.passes.load import load_model
 from rtlgen.check.verify import qonnx_reference, tolerance
 from sim.finn_exec import execute_finn_hw
@@ -443,7 +444,7 @@ def test_folding_options_still_refold(tfc, tmp_path):
     """The file's folding is kept by default; --folding (FINN's JSON, by the file's node names) and
     --target-fps override it."""
     import json
-    from rtlgen.compiler import fold
+    from rtlgen.passes.fold import fold
     model = load_model(tfc.path)
     kept = fold(to_hw(model, None), CompileOptions())
     assert [n.folding["PE"] for n in kept.nodes] == [n.folding["PE"] for n in tfc.design.compiled.nodes]
@@ -472,7 +473,7 @@ CYBSEC = MODELS / "finn_hw" / "cybsec_PE_SIMD.onnx"
 def test_finn_written_file_reads_with_its_folding():
     """FINN's own MVAU_hls file: unnamed nodes get MVAU_hls_<k>; PE/SIMD kept; no mem_mode means FINN's
     internal_decoupled; the II is FINN's formula (64/1)(600/1) = 38,400."""
-    from rtlgen.compiler import fold
+    from rtlgen.passes.fold import fold
     graph = fold(to_hw(load_model(CYBSEC), None), CompileOptions())
     assert [n.name for n in graph.nodes] == [f"MVAU_hls_{k}" for k in range(4)]
     assert all(n.folding == {"PE": 1, "SIMD": 1, "mem_mode": "internal_decoupled"} for n in graph.nodes)
@@ -513,7 +514,7 @@ RESIDUAL = MODELS / "finn_hw" / "residual_testcase.onnx"
 def test_finn_written_residual_reads_with_finn_defaults():
     """FINN's residual test case: VVAU without SIMD (FINN's default 1), mem_mode decoupled, ActVal -8;
     the II is the MVAU's (16/1)(16/16)(32*32) = 16,384."""
-    from rtlgen.compiler import fold
+    from rtlgen.passes.fold import fold
     graph = fold(to_hw(load_model(RESIDUAL), None), CompileOptions())
     assert [n.op_type for n in graph.nodes] == ["DuplicateStreams", "FMPadding", "ConvolutionInputGenerator", "VVAU",
                                                 "MVAU", "AddStreams"]

@@ -14,7 +14,8 @@ import pytest
 
 from tests.conftest import rtl_at_the_ii_under_backpressure
 from rtlgen.cli import main
-from rtlgen.compiler import CompileOptions, _stream_io
+from rtlgen.options import CompileOptions
+from rtlgen.passes.to_hw import stream_io
 from rtlgen.check.execute import run_golden
 from rtlgen.passes.load import load_model
 from rtlgen.ir.host import submodel
@@ -40,7 +41,7 @@ def features(n=32):
 
 def test_the_host_rounds_ties_to_even_and_saturates():
     model = load_model(MODEL, FIXED)
-    io = _stream_io(model, lower(model))
+    io = stream_io(model, lower(model))
     assert io.input.dtype.name == "INT16" and io.input.scale == STEP and io.input.fixed == FIXED
     with pytest.warns(UserWarning, match=r"2 of 512 input values lie outside FIXED<16,6> \(-32\.\.31\.999\)"):
         codes = io.input_codes(features(32))
@@ -52,7 +53,7 @@ def test_the_host_rounds_ties_to_even_and_saturates():
 def test_lowered_graph_is_bit_exact_with_qonnx_on_the_grid():
     model = load_model(MODEL, FIXED)
     graph = lower(model)
-    io = _stream_io(model, graph)
+    io = stream_io(model, graph)
     assert [n.op_type for n in graph.nodes] == ["MVAU"] * 4
     x = features(64)
     with pytest.warns(UserWarning):

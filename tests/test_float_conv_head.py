@@ -8,7 +8,7 @@ import numpy as np
 from onnx import TensorProto, helper, numpy_helper
 from qonnx.core.modelwrapper import ModelWrapper
 
-from rtlgen.compiler import _stream_io
+from rtlgen.passes.to_hw import stream_io
 from rtlgen.check.execute import run_golden
 from rtlgen.passes.load import load_model
 from rtlgen.passes.lower import lower
@@ -44,7 +44,7 @@ def test_the_bias_of_a_float_conv_head_runs_on_the_host(tmp_path):
     graph = lower(model)
     assert [n.op_type for n in graph.nodes] == ["FMPadding", "ConvolutionInputGenerator", "MVAU"]
     assert graph.host_post == ["Conv_0_bias"]            # qonnx renamed Conv_head Conv_0
-    io = _stream_io(model, graph)
+    io = stream_io(model, graph)
     x = np.random.default_rng(1).standard_normal((16, 1, 3, 6, 6)).astype(np.float32)
     result = verify_outputs(path, x, io.output_from_codes(run_golden(graph, io.input_codes(x))), io)
     assert result.passed, result.summary()

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from tests.conftest import rtl_at_the_ii_under_backpressure
-from rtlgen.compiler import _stream_io
+from rtlgen.passes.to_hw import stream_io
 from rtlgen.check.execute import run_golden
 from rtlgen.passes.load import CompileError, CompileWarning, load_model
 from rtlgen.passes.lower import _dense_grouped_weights, lower
@@ -24,7 +24,7 @@ def test_grouped_convs_match_qonnx():
     messages = [str(w.message) for w in record if issubclass(w.category, CompileWarning)]
     assert any("group=4 of 4 input and 8 output channels runs as a dense convolution" in m for m in messages)
     assert any("group=2 of 8 input and 8 output channels" in m for m in messages)
-    io = _stream_io(model, graph)
+    io = stream_io(model, graph)
     x = np.random.default_rng(7).standard_normal((32, 1, 4, 8, 8)).astype(np.float32)
     ours = io.output_from_codes(run_golden(graph, io.input_codes(x)))
     result = verify_outputs(MODEL, x, ours, io)

@@ -7,7 +7,9 @@ from pathlib import Path
 import pytest
 
 from rtlgen.cli import main
-from rtlgen.compiler import CompileOptions, fold, to_hw
+from rtlgen.options import CompileOptions
+from rtlgen.passes.fold import fold
+from rtlgen.passes.to_hw import to_hw
 from rtlgen.report.describe import describe
 from rtlgen.passes.fold import apply_folding_config
 from rtlgen.passes.load import load_model

@@ -16,7 +16,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from rtlgen.compiler import CompileOptions, _stream_io, compile_model
+from rtlgen.options import CompileOptions
+
+from rtlgen.passes.to_hw import stream_io
+
+from rtlgen.flows import compile_model
 from rtlgen.backend.emit import write_outputs
 from rtlgen.check.execute import run_golden
 from rtlgen.passes.load import load_model
@@ -47,7 +51,7 @@ def _golden_case(name, x):
     counts = Counter(node.op_type for node in graph.nodes)
     assert {op: counts[op] for op in OPS[name]} == OPS[name], counts
     assert graph.host_post == [], "every layer is in hardware"
-    io = _stream_io(model, graph)
+    io = stream_io(model, graph)
     ours = io.output_from_codes(run_golden(graph, io.input_codes(x)))
     result = verify_outputs(MODELS / f"{name}.onnx", x, ours, io)
     assert result.passed, result.summary()

@@ -11,13 +11,14 @@ import pytest
 
 from rtlgen import api
 from rtlgen.cli import main
-from rtlgen.compiler import CompileOptions, to_hw
+from rtlgen.options import CompileOptions
+from rtlgen.passes.to_hw import to_hw
 from rtlgen.passes.fold import set_folding
 from rtlgen.passes.load import load_model
 from rtlgen.check.verify import qonnx_reference
 from sim.harness import Backpressure
-from rtlgen.passes.optimize import (Budget, _candidates, _cheapest_within, _groups, _optimize, _options,
-                             _smallest_fitting, _whole_design, optimize_folding)
+from rtlgen.passes.optimize import (Budget, _cheapest_within, _optimize, candidate_iis, design_estimate, fold_groups,
+                                    group_options, optimize_folding, smallest_fitting)
 
 MODELS = Path(__file__).parent / "models"
 
@@ -42,12 +43,12 @@ def test_budget_parsing():
 def test_each_ii_is_solved_exactly():
     """The 0/1 program against every combination of the (Pareto) options of a 2-layer MLP."""
     graph = lowered("decimal/brevitas_decimal_mlp.onnx")
-    choices = [_options(graph, g) for g in _groups(graph)]
+    choices = [group_options(graph, g) for g in fold_groups(graph)]
     combos = list(itertools.product(*choices))
     for lut in (400, 900, 2000, 6000):
         limit = np.array([lut, np.inf, np.inf, np.inf])
         fitting = [c for c in combos if sum(o.cost[0] for o in c) <= lut]
-        found = _smallest_fitting(_candidates(choices), lambda ii: _cheapest_within(choices, limit, ii))
+        found = smallest_fitting(candidate_iis(choices), lambda ii: _cheapest_within(choices, limit, ii))
         if not fitting:
             assert found is None
             continue
@@ -63,7 +64,7 @@ def best_naive(graph, budget):
     for target in targets:
         g = graph.copy()
         ii = set_folding(g, target)
-        if (_whole_design(g) <= limit).all():
+        if (design_estimate(g) <= limit).all():
             return ii
     return None
 
@@ -75,7 +76,7 @@ def test_never_slower_than_the_best_naive_design_and_within_budget(name, budget)
     b = Budget.parse(budget)
     chosen = graph.copy()
     result = optimize_folding(chosen, b)
-    whole = _whole_design(chosen)
+    whole = design_estimate(chosen)
     assert (whole <= b.as_vector()).all()
     assert list(result.used.values()) == whole.tolist()        # the folding left in the graph is the one reported
     assert result.ii == max(n.spec().exp_cycles for n in chosen.nodes)
@@ -95,7 +96,7 @@ def test_with_a_target_the_cheapest_design_that_reaches_it():
     assert max(n.spec().exp_cycles for n in chosen.nodes) <= 200
     naive = graph.copy()
     set_folding(naive, 200)
-    cost = lambda g: float((_whole_design(g) / b.as_vector()).sum())
+    cost = lambda g: float((design_estimate(g) / b.as_vector()).sum())
     assert cost(chosen) <= cost(naive) + 1e-9
 
 
@@ -154,7 +155,7 @@ def test_spilled_weights_are_kept_where_they_are_faster():
     graph = lowered("TFC_1W1A.onnx")
     result = optimize_folding(graph, budget)
     assert result.ii < plain.ii and spilled_bits(graph)
-    assert (_whole_design(graph) <= budget.as_vector()).all()
+    assert (design_estimate(graph) <= budget.as_vector()).all()
     again = lowered("TFC_1W1A.onnx")
     optimize_folding(again, budget)
     assert folding_of(again) == folding_of(graph)                       # deterministic
@@ -225,8 +226,8 @@ def test_fit_pynq_z2_designs_are_bit_exact(tmp_path, capsys, name, mhz):
 
 def _deep_fifos(graph, **_):
     """Stands in for the FIFO sizing simulation: every FIFO 8,192 deep, far beyond any analytic bound."""
-    from rtlgen.backend import stitch
-    stitched = stitch.insert_dwcs_and_fifos(stitch.as_graph(graph))
+    from rtlgen.passes.insert import insert_dwcs_and_fifos
+    stitched = insert_dwcs_and_fifos(graph)
     return {n.name: 8192 for n in stitched.nodes if n.op_type == "StreamingFIFO"}
 
 
@@ -234,10 +235,11 @@ def test_fifos_sized_beyond_the_budget_are_folded_around_or_named(monkeypatch):
     # The optimizer counts FIFOs at their analytic depths; when simulation sizes them deeper and the design
     # goes over the budget, the compile folds again with that cost held back (CNV-w2a2 --fit pynq-z2: 24
     # BRAM36 over, then within at II 27,648); FIFOs that alone outgrow the budget end in a warning.
-    from rtlgen.backend import stitch
-    from rtlgen.compiler import CompileWarning, compile_model
+    from rtlgen import flows
+    from rtlgen.errors import CompileWarning
+    from rtlgen.flows import compile_model
     from rtlgen.backend.emit import build_report
-    monkeypatch.setattr(stitch, "size_fifos", _deep_fifos)
+    monkeypatch.setattr(flows, "simulated_fifo_depths", _deep_fifos)
     said = []
     with pytest.warns(CompileWarning, match=r"over the optimizer's budget after its FIFOs were sized by simulation"):
         compiled = compile_model(MODELS / "TFC_2W2A.onnx", CompileOptions(budget="lut=8000,bram36=12",

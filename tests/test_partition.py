@@ -14,9 +14,9 @@ from galapagos.bridges import FromGalapagosSpec, ToGalapagosSpec
 from rtlgen.costmodel import estimate
 from rtlgen.passes.load import load_model
 from rtlgen.passes.lower import lower
-from rtlgen.passes.optimize import RESOURCES, Budget, _groups, _options, _whole_design, optimize_folding
+from rtlgen.passes.optimize import RESOURCES, Budget, design_estimate, fold_groups, group_options, optimize_folding
 from rtlgen.passes.partition import PartitionError, _Problem, legal_cuts, partition
-from rtlgen.backend.stitch import words_per_frame
+from rtlgen.ir.graph import words_per_frame
 
 MODELS = Path(__file__).parent / "models"
 CLOCK_MHZ = 100.0
@@ -114,7 +114,7 @@ def test_each_ii_is_optimal_against_brute_force(name, step, grid):
     (Pareto) options; for TFC every ``step``-th option, to keep the enumeration small. The grid has
     budgets nothing fits, budgets where a cut pays, and links slow enough to bound the II."""
     graph = lowered(name)
-    choices = [options[::step] for options in (_options(graph, g) for g in _groups(graph))]
+    choices = [options[::step] for options in (group_options(graph, g) for g in fold_groups(graph))]
     feasible = cut_pays = 0
     for budgets, link, host in itertools.product(grid, (10.0, 1.0, 0.02), (False, True)):
         limits = [Budget.parse(b) for b in budgets]
@@ -212,7 +212,7 @@ def test_the_partition_map_is_honoured(tfc, residual):
     assert [p.input for p in parts] == [residual.input, "Add_0_out0", "Quant_6_out0"]
     assert [p.output for p in parts] == ["Add_0_out0", "Quant_6_out0", residual.output]
     for part, device in zip(parts, three.devices):
-        assert (_whole_design(part) <= vector(device.resources) + 1e-9).all()
+        assert (design_estimate(part) <= vector(device.resources) + 1e-9).all()
 
 
 # ---------------------------------------------------------------------------------------------- bad input

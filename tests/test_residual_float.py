@@ -17,7 +17,7 @@ from qonnx.core.datatype import DataType
 
 from tests.conftest import rtl_at_the_ii_under_backpressure
 from rtlgen.cli import main
-from rtlgen.compiler import _stream_io
+from rtlgen.passes.to_hw import stream_io
 from rtlgen.check.execute import run_golden
 from rtlgen.passes.load import CompileError, load_model
 from rtlgen.ir.graph import StreamTensor
@@ -37,7 +37,7 @@ def test_lowered_graph_matches_qonnx(name):
     """The lowered graph's layer goldens (host ops around them) against qonnx on 64 images."""
     model = load_model(MODELS / f"{name}.onnx")
     graph = lower(model)
-    io = _stream_io(model, graph)
+    io = stream_io(model, graph)
     assert [n.op_type for n in graph.nodes].count("AddStreams") == 1
     x = images(64, seed=2)
     ours = io.output_from_codes(run_golden(graph, io.input_codes(x)))

@@ -36,6 +36,9 @@ from galapagos.bridges import (FromGalapagos, FromGalapagosSpec, ToGalapagos, To
 from galapagos.link import PROBES, LinkModel, LinkSpec
 from memstream.packing import padded_width
 from rtlgen.backend import stitch
+from rtlgen.backend.layer_verilog import convert
+from rtlgen.check.simulate import simulate_chain
+from rtlgen.passes.insert import tensor_words
 __all__ = ["DeviceKernel", "ClusterSim", "build_devices", "write_devices", "cluster_verilog", "simulate",
            "ClusterRun", "CLUSTER_TOP", "device_name", "load_cluster"]
 
@@ -176,12 +179,14 @@ def build_devices(model_path, part, *, options=None, say=lambda line: None):
     """Per used device of ``part`` (a :class:`rtlgen.passes.partition.Partition` of ``model_path``'s lowered
     graph): its stitched subgraph and kernel Verilog; and the whole network's :class:`StreamIO`.
     Returns ``(devices, io)``."""
-    from rtlgen.compiler import CompileOptions, _stream_io, insert_duplicates, insert_fifos, to_hw
-    from rtlgen.passes.load import load_model
+    from rtlgen.flows import DEVICE, FRONT, Runner
+    from rtlgen.options import CompileOptions
+    from rtlgen.passes.to_hw import stream_io
 
     options = options or CompileOptions(clock_mhz=part.clock_mhz)
-    model = load_model(model_path, options.input_dtype)
-    lowered = to_hw(model, options)
+    runner = Runner()
+    lowered = runner.run(FRONT, model_path, options)
+    model = runner.results["load"]
     names = [n.name for n in lowered.nodes]
     planned = [name for d in part.devices for name in d.nodes]
     if sorted(names) != sorted(planned):
@@ -192,12 +197,12 @@ def build_devices(model_path, part, *, options=None, say=lambda line: None):
     stitched = []
     for plan, sub in used:
         say(f"device {plan.index}: stitching {', '.join(plan.nodes)}")
-        stitched.append(insert_fifos(insert_duplicates(sub, options), options))
+        stitched.append(runner.run(DEVICE, sub, options, stop="insert_fifos"))
     devices = []
     for k, ((plan, _), graph) in enumerate(zip(used, stitched)):
         first = graph.consumers(graph.input)[0][0].spec()
         last = graph.producer(graph.output)[0].spec()
-        words = stitch.tensor_words(graph)
+        words = tensor_words(graph)
         in_words, out_words = words[graph.input], words[graph.output]
         receive = FromGalapagosSpec(first.in_width, part.flit_width, in_words, kernel_id=k + 1,
                                     max_packet_flits=packet_flits)
@@ -205,16 +210,11 @@ def build_devices(model_path, part, *, options=None, say=lambda line: None):
                                source_id=k + 1, max_packet_flits=packet_flits)
         name = device_name(plan.index)
         accel = stitch.to_verilog(graph, name=f"{name}_accel")
-        kernel = _convert(DeviceKernel(f"{name}_accel", receive, send), name)
+        kernel = convert(DeviceKernel(f"{name}_accel", receive, send), name)
         devices.append(DeviceBuild(plan.index, k + 1, name, graph, receive, send, kernel + accel))
-    io = _stream_io(model, stitched[0].copy(host_pre=lowered.host_pre, host_post=lowered.host_post),
+    io = stream_io(model, stitched[0].copy(host_pre=lowered.host_pre, host_post=lowered.host_post),
                     last=stitched[-1])
     return devices, io
-
-
-def _convert(component, name):
-    from sim.runner import to_verilog
-    return to_verilog(component, name)
 
 
 def _geometry(spec):
@@ -224,8 +224,12 @@ def _geometry(spec):
 
 
 def write_devices(devices, io, out):
-    """``OUT/device{d}/`` per device (kernel Verilog, report.json) and the network's ``io.json`` with the
-    host models; returns the kernel Verilog paths."""
+    """``OUT/device{d}/`` per device (kernel Verilog, report.json, and ``model_hw.onnx``: its nodes with the
+    attributes and memory images they were built with, for `rtlgen prove`) and the network's ``io.json``
+    with the host models; returns the kernel Verilog paths."""
+    import onnx
+
+    from rtlgen.backend.emit import model_hw
     from rtlgen.costmodel import estimate
 
     out = Path(out)
@@ -236,7 +240,9 @@ def write_devices(devices, io, out):
         where.mkdir(parents=True, exist_ok=True)
         path = where / f"{device.name}.v"
         path.write_text(device.verilog)
-        layers = [{"name": n.name, "op_type": n.op_type, "exp_cycles": n.spec().exp_cycles,
+        onnx.save(model_hw(device.graph), str(where / "model_hw.onnx"))
+        layers = [{"name": n.name, "op_type": n.op_type, "in_width": n.spec().in_width,
+                   "out_width": n.spec().out_width, "exp_cycles": n.spec().exp_cycles,
                    "estimate": dict(estimate(n.spec()))} for n in device.graph.nodes]
         bridges = {"receive": dict(estimate(device.receive)), "send": dict(estimate(device.send))}
         report = {"index": device.index, "kernel_id": device.kernel_id, "top": device.name,
@@ -316,7 +322,7 @@ def cluster_verilog(out, *, latency=None, header_flits=None):
                                latency=DEFAULT_LATENCY if latency is None else latency, header_flits=header_flits)
              for _ in range(len(devices) + 1)]
     top = ClusterSim([report["top"] for report, _ in devices], host_send, host_receive, links)
-    text = _convert(top, CLUSTER_TOP) + "".join(verilog for _, verilog in devices)
+    text = convert(top, CLUSTER_TOP) + "".join(verilog for _, verilog in devices)
     return text, links, plan, [report for report, _ in devices]
 
 
@@ -340,7 +346,7 @@ def simulate(out, x, *, latency=None, header_flits=None, backpressure=None):
                               len(words) + frames * per_frame, backpressure) \
         + sum(link.latency + int(w) + 1 for link, w in zip(links, wire))
     probes = [f"link{j}_{name}" for j in range(len(links)) for name in PROBES]
-    result = stitch.simulate_chain(text, words, frames * per_frame, toplevel=CLUSTER_TOP, compiled=True,
+    result = simulate_chain(text, words, frames * per_frame, toplevel=CLUSTER_TOP, compiled=True,
                                    probes=probes, max_cycles=max_cycles, backpressure=backpressure)
     steady = result.steady_cycles("m_axis_0", per_frame) if frames >= 2 else None
     ends = ["host"] + [r["top"] for r in reports] + ["host"]

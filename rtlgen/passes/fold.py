@@ -235,7 +235,7 @@ def _json_value(value):
 
 
 # rtlgen's own folding attributes, written only where set: a config that does not use them stays FINN's
-RTLGEN_ONLY = ("weight_lut_bits",)
+RTLGEN_ONLY = ("weight_lut_bits", "shared_activation")
 
 
 def folding_config(nodes):
@@ -391,6 +391,10 @@ def fold(graph, options):
         from rtlgen.report.board_rate import graph_shell_cycles
         target = options.target_cycles() if options.target_fps is not None else None
         try:
+            if getattr(options, "objective", "throughput") == "latency":
+                from rtlgen.passes.latency import optimize_latency
+                graph.optimizer = optimize_latency(graph, options.optimizer_budget(), target_cycles=target)
+                return graph
             # no faster II than the zynq shell's DMA can feed (rtlgen.report.board_rate)
             graph.optimizer = optimize_folding(graph, options.optimizer_budget(), target_cycles=target,
                                                io_cycles=lambda g: graph_shell_cycles(g, options.clock_mhz))

@@ -33,16 +33,13 @@ import numpy as np
 from qonnx.core.datatype import DataType
 
 from rtlgen.costmodel import estimate
+from rtlgen.passes.fold import FoldingContext, folded_with
 
-__all__ = ["Budget", "optimize_folding", "OptimizerResult", "NoFit", "RESOURCES"]
+__all__ = ["Budget", "optimize_folding", "OptimizerResult", "NoFit", "RESOURCES", "MAX_ROUNDS", "Option", "fold_groups",
+           "group_options", "candidate_iis", "smallest_fitting", "least_cost", "describe_resources", "design_estimate"]
 
 RESOURCES = ("LUT", "FF", "BRAM18", "DSP")
-# choices beyond the parallelism axes, per op: FINN folding attribute -> values
-CHOICES = {"MVAU": {"resType": ("lut", "dsp"), "ram_style": ("auto", "distributed", "block"),
-                    "activation_style": ("thresholds", "requant")},
-           "VVAU": {"resType": ("lut", "dsp"), "activation_style": ("thresholds", "requant")}}
 SPILL_SHARES = (1 / 8, 1 / 4, 1 / 2)    # of a block-RAM weight word built as LUT ROM instead (weight_lut_bits)
-REQUANT_CHOICE_STEPS = 15       # activation_style is a choice from 4-bit activations up (fewer: thresholds)
 MAX_ROUNDS = 6
 IO_ROUNDS = 3           # cheapest-at-the-I/O-bound solves while the new folding's own bound moves
 
@@ -193,8 +190,8 @@ def _optimize_both(graph, budget, target_cycles):
 
 def _optimize(graph, budget, target_cycles, spill):
     start = time.perf_counter()
-    groups = _groups(graph)
-    choices = [_options(graph, group, spill) for group in groups]
+    groups = fold_groups(graph)
+    choices = [group_options(graph, group, spill) for group in groups]
     limit = budget.as_vector()
     original = [dict(node.folding) for node in graph.nodes]
 
@@ -214,7 +211,7 @@ def _optimize(graph, budget, target_cycles, spill):
             if picked is None:
                 return None
             _apply(graph, groups, choices, picked)
-            used = _whole_design(graph)
+            used = design_estimate(graph)
             over = used - limit
             if (over <= 1e-9).all():
                 return picked, used, rounds
@@ -223,18 +220,18 @@ def _optimize(graph, budget, target_cycles, spill):
         # where it found no fitting design, FINN's SetFolding at this II still may (the optimizer must
         # never do worse than the naive folding).
         if naive(ii) <= ii:
-            used = _whole_design(graph)
+            used = design_estimate(graph)
             if (used <= limit + 1e-9).all():
                 return ("naive", ii), used, MAX_ROUNDS + 1
         return None
 
-    candidates = [target_cycles] if target_cycles is not None else _candidates(choices)
-    found = _smallest_fitting(candidates, attempt)
+    candidates = [target_cycles] if target_cycles is not None else candidate_iis(choices)
+    found = smallest_fitting(candidates, attempt)
     if found is None:
         what = f"{target_cycles} cycles per frame" if target_cycles else "any folding"
         if _cheapest_within(choices, limit, candidates[-1]) is None:
             raise NoFit(f"no design fits the budget ({budget.describe()}) at {what}: its layers alone need "
-                        f"at least {_describe(_cheapest(choices, target_cycles))}")
+                        f"at least {describe_resources(least_cost(choices, target_cycles))}")
         raise NoFit(f"no design fits the budget ({budget.describe()}) at {what} once the DWCs, FIFOs and "
                     f"DuplicateStreams between the layers are counted")
     ii, (picked, used, rounds) = found
@@ -245,7 +242,7 @@ def _optimize(graph, budget, target_cycles, spill):
         while target < ii:
             reached = naive(int(target))
             if reached < ii:
-                naive_used = _whole_design(graph)
+                naive_used = design_estimate(graph)
                 if (naive_used <= limit + 1e-9).all():
                     ii, (picked, used, rounds) = reached, (("naive", int(target)), naive_used, MAX_ROUNDS + 1)
                     break
@@ -261,29 +258,29 @@ def _optimize(graph, budget, target_cycles, spill):
                            time.perf_counter() - start, sum(len(c) for c in choices), rounds)
 
 
-def _groups(graph):
-    """Lists of node indices chosen together: a depthwise SWG with the VVAU it feeds; every other node alone."""
+def fold_groups(graph):
+    """Lists of node indices chosen together: ``[follower, leader]`` where a node's op names another in
+    ``Op.folded_with`` (a depthwise SWG and the VVAU it feeds), at the leader's place; every other node alone."""
     index = {id(node): k for k, node in enumerate(graph.nodes)}
+    ctx = FoldingContext(graph)
     paired, groups = set(), []
     for k, node in enumerate(graph.nodes):
-        if node.op_type == "VVAU":
-            found = graph.producer(node.inputs[0]) if node.inputs else None
-            swg = found[0] if found else None
-            if swg is not None and swg.op_type == "ConvolutionInputGenerator" and swg.params.get("depthwise"):
-                paired.add(index[id(swg)])
-                groups.append([index[id(swg)], k])
-                continue
-        groups.append([k])
+        follower = folded_with(ctx, node)
+        if follower is not None:
+            paired.add(index[id(follower)])
+            groups.append([index[id(follower)], k])
+        else:
+            groups.append([k])
     return [g for g in groups if len(g) > 1 or g[0] not in paired]
 
 
 def _node_foldings(node, spill=False):
-    """Every combination of the node's parallelism axes and extra choices (FINN attribute dicts)."""
+    """Every combination of the node's parallelism axes and its op's other choices (``Op.choices``, FINN
+    attribute dicts)."""
     axes = {attr: node.op.legal(attr, node.params) for attr in node.op.parallelism}
-    if node.op_type == "ConvolutionInputGenerator" and not node.params.get("depthwise"):
-        axes["parallel_window"] = (False, True)
-    for attr, values in CHOICES.get(node.op_type, {}).items():
-        if attr in node.op.folding and (attr != "activation_style" or _many_levels(node)):
+    for attr, values in node.op.choices.items():
+        values = values(node.params) if callable(values) else values
+        if attr in node.op.folding and values:
             axes[attr] = values
     names = list(axes)
     for values in itertools.product(*(axes[n] for n in names)):
@@ -298,18 +295,13 @@ def _node_foldings(node, spill=False):
                     yield {**folding, "weight_lut_bits": int(width * share)}
 
 
-def _many_levels(node):
-    thresholds = node.params.get("thresholds")
-    return thresholds is not None and np.shape(thresholds)[-1] >= REQUANT_CHOICE_STEPS
-
-
-def _options(graph, group, spill=False):
-    """The non-dominated options of a group of nodes."""
+def group_options(graph, group, spill=False):
+    """The non-dominated options (:class:`Option`) of a group of nodes (:func:`fold_groups`)."""
     nodes = [graph.nodes[k] for k in group]
     found = {}
-    if len(nodes) == 2:             # depthwise SWG + VVAU: the SWG follows the VVAU's PE and SIMD
-        swg, vvau = nodes
-        candidates = [((0, {"SIMD": f["PE"], "parallel_window": f["SIMD"] > 1}), (1, f)) for f in _node_foldings(vvau, spill)]
+    if len(nodes) == 2:             # [follower, leader]: the follower's folding follows the leader's
+        leader = nodes[1]
+        candidates = [((0, leader.op.follower_folding(f)), (1, f)) for f in _node_foldings(leader, spill)]
     else:
         candidates = [((0, f),) for f in _node_foldings(nodes[0], spill)]
     for candidate in candidates:
@@ -329,20 +321,22 @@ def _options(graph, group, spill=False):
 def _pareto(options):
     """Drop every option that another is no slower than and no more expensive in any resource."""
     options.sort(key=lambda o: (o.cycles, sum(o.cost), o.cost))
-    kept = []
+    kept, rows = [], np.empty((len(options), 1 + len(RESOURCES)))      # rows: the kept ones' cycles, cost
     for option in options:
-        if not any(k.cycles <= option.cycles and all(a <= b for a, b in zip(k.cost, option.cost)) for k in kept):
+        row = np.array((option.cycles, *option.cost), dtype=float)
+        if not (rows[:len(kept)] <= row).all(axis=1).any():
+            rows[len(kept)] = row
             kept.append(option)
     return kept
 
 
-def _candidates(choices):
+def candidate_iis(choices):
     """Every II some design can have: the options' cycle counts from the slowest group's fastest option up."""
     floor = max(min(o.cycles for o in options) for options in choices)
     return sorted(c for c in {o.cycles for options in choices for o in options} if c >= floor)
 
 
-def _smallest_fitting(candidates, attempt):
+def smallest_fitting(candidates, attempt):
     """(II, attempt(II)) for the smallest candidate II whose attempt succeeds, by bisection (fitting is
     taken as monotone in the II: a larger II allows every option a smaller one does); None if the largest
     fails."""
@@ -392,7 +386,7 @@ def _cheapest_within(choices, limit, ii):
     return [chosen[g] for g in range(len(choices))]
 
 
-def _cheapest(choices, target_cycles):
+def least_cost(choices, target_cycles):
     """A lower bound on the layers' cost: per resource, the sum of every group's smallest figure (at the
     target, if any)."""
     total = np.zeros(len(RESOURCES))
@@ -402,7 +396,7 @@ def _cheapest(choices, target_cycles):
     return total
 
 
-def _describe(vector):
+def describe_resources(vector):
     lut, ff, bram18, dsp = vector
     return f"LUT {lut:,.0f}, FF {ff:,.0f}, BRAM36 {bram18 / 2:,.1f}, DSP {dsp:,.0f}"
 
@@ -415,12 +409,12 @@ def _apply(graph, groups, choices, picked):
             node.folding.update(folding)
 
 
-def _whole_design(graph):
+def design_estimate(graph):
     """Estimate of the design as stitched: the nodes plus the DuplicateStreams, DWCs and FIFOs between
     them, the FIFOs at the depths the compile will give them (:func:`rtlgen.passes.size_fifos.analytic_fifo_depths`,
     milliseconds), so the design the optimizer accepts is the design the compile builds."""
     from rtlgen.passes.size_fifos import analytic_fifo_depths
-    from rtlgen.backend.stitch import insert_duplicates, insert_dwcs_and_fifos
+    from rtlgen.passes.insert import insert_duplicates, insert_dwcs_and_fifos
     branched = insert_duplicates(graph)             # a tensor feeding several nodes: DuplicateStreams
     stitched = insert_dwcs_and_fifos(branched, analytic_fifo_depths(insert_dwcs_and_fifos(branched)))
     total = sum(estimate(node.spec()) for node in stitched.nodes)

@@ -24,7 +24,7 @@ receives the graph output from the last device over such links too: their bounds
 
 The solver
 ----------
-The per-node options are :mod:`rtlgen.passes.optimize`'s (``_groups``, ``_options``: non-dominated foldings
+The per-node options are :mod:`rtlgen.passes.optimize`'s (``fold_groups``, ``group_options``: non-dominated foldings
 with their cycles and calibrated cost). The II is found by bisection over the candidate IIs (the
 options' cycle counts and the cuts' link bounds, from the slowest group's fastest option up; the
 program's feasibility is monotone in the II: a larger II allows every option and cut a smaller one
@@ -51,7 +51,7 @@ devices and the finite budgets, plus ``1e-3 / (devices * resources)`` times the 
 headroom on the fullest device, and among equally balanced partitions the cheapest (kept if it passes
 the check below, else the probe's partition stands). The check, as in :mod:`rtlgen.passes.optimize`: the
 DWCs, FIFOs and DuplicateStreams that stitching adds inside each device are estimated for the chosen
-folding (``optimize._whole_design`` of the device's subgraph, plus its bridges); while a device is over,
+folding (``optimize.design_estimate`` of the device's subgraph, plus its bridges); while a device is over,
 its node budget at that II shrinks by the overshoot and the program is solved again
 (``optimize.MAX_ROUNDS`` rounds); where that fails, the balanced program's rounds are tried, and an II
 where both fail counts as infeasible. Deterministic: the same graph, budgets and arguments give the
@@ -72,9 +72,9 @@ from galapagos.bridges import FLIT_WIDTHS, MAX_PACKET_BYTES, FromGalapagosSpec, 
 from galapagos.link import header_flits
 from rtlgen.costmodel import estimate
 from rtlgen.ir.graph import DataflowGraph
-from rtlgen.passes.optimize import (MAX_ROUNDS, RESOURCES, Budget, _candidates, _cheapest, _describe, _groups,
-                             _options, _smallest_fitting, _whole_design)
-from rtlgen.backend.stitch import words_per_frame
+from rtlgen.passes.optimize import (MAX_ROUNDS, RESOURCES, Budget, candidate_iis, describe_resources, design_estimate,
+                                    fold_groups, group_options, least_cost, smallest_fitting)
+from rtlgen.ir.graph import words_per_frame
 
 __all__ = ["partition", "Partition", "DevicePlan", "Cut", "PartitionError", "legal_cuts", "DEFAULT_FLIT_WIDTH"]
 
@@ -168,7 +168,7 @@ def legal_cuts(graph):
     straddles it."""
     nodes = graph.nodes
     together = set()
-    for group in _groups(graph):
+    for group in fold_groups(graph):
         together.update(range(min(group), max(group)))
     produced = {graph.input: -1}
     for k, n in enumerate(nodes):
@@ -270,7 +270,7 @@ class _Problem:
             where = ", ".join(f"after {names[i]}" for i in cuts) or "none"
             raise PartitionError(f"{devices} devices for {len(nodes)} layers: the graph can be cut into at most "
                                  f"{len(cuts) + 1} parts (legal cuts, where exactly one stream crosses: {where})")
-        groups = _groups(graph)
+        groups = fold_groups(graph)
         group_of, member = {}, {}
         for g, group in enumerate(groups):
             for i, k in enumerate(group):
@@ -281,7 +281,7 @@ class _Problem:
                       max_packet_bytes=max_packet_bytes, packet_flits=max_packet_flits(flit_width, max_packet_bytes),
                       bridge_cost={}, spec_cache={})
         problem.fixed = problem._fixed(fixed or {}, cuts)          # checked before the (slow) options
-        problem.choices = choices if choices is not None else [_options(graph, g) for g in groups]
+        problem.choices = choices if choices is not None else [group_options(graph, g) for g in groups]
         rate = Fraction(str(float(clock_mhz))) * 10 ** 6 / (Fraction(str(float(link_gbps))) * 10 ** 9)
         problem.sites = {i: problem._site(i, t, rate) for i, t in cuts.items()}
         problem.host_links = problem._host_links(rate) if host_links else {}
@@ -393,7 +393,7 @@ class _Problem:
         host = max(self.host_links.values(), default=1)
         floor = max(host, max(min(o.cycles for o in options) for options in self.choices))
         links = {s.link_ii for s in self.sites.values() if s.link_ii >= floor}
-        return sorted({c for c in _candidates(self.choices) if c >= floor} | links | {floor})
+        return sorted({c for c in candidate_iis(self.choices) if c >= floor} | links | {floor})
 
     def smallest(self, rounds=True):
         """(II, (solution, rounds)) for the smallest feasible candidate II, or None. Without ``rounds``,
@@ -401,7 +401,7 @@ class _Problem:
         def program(ii):
             solution = self.solve(ii, self.limit)
             return None if solution is None else (solution, 1)
-        return _smallest_fitting(self.candidates(), self.attempt if rounds else program)
+        return smallest_fitting(self.candidates(), self.attempt if rounds else program)
 
     def attempt(self, ii, balance=False):
         """(solution, rounds) at ``ii`` whose devices, with their DWCs, FIFOs and bridges, fit; each
@@ -570,7 +570,7 @@ class _Problem:
         graph = self.graph.copy()
         for node, folding in zip(graph.nodes, self.foldings(solution).values()):
             node.folding = folding
-        return _whole_design(_subgraph(graph, positions)) + bridges, bridges
+        return design_estimate(_subgraph(graph, positions)) + bridges, bridges
 
     def result(self, solution, seconds):
         folding = self.foldings(solution)
@@ -614,16 +614,16 @@ class _Problem:
         if self.fixed:
             head += " with the partition map"
         for g, options in enumerate(self.choices):
-            least = _cheapest([options], None)
+            least = least_cost([options], None)
             room = [self.limit[self.fixed[g]]] if g in self.fixed else list(self.limit)
             if not any((least <= r + 1e-9).all() for r in room):
                 name = " + ".join(self.names[k] for k in self.groups[g])
-                return f"{head} at any folding: {name} alone needs at least {_describe(least)}"
-        least = _cheapest(self.choices, None)
+                return f"{head} at any folding: {name} alone needs at least {describe_resources(least)}"
+        least = least_cost(self.choices, None)
         if not (least <= self.limit.sum(axis=0) + 1e-9).all():
-            return f"{head} at any folding: the layers alone need at least {_describe(least)} in total"
+            return f"{head} at any folding: the layers alone need at least {describe_resources(least)} in total"
         return (f"{head} at any folding once the Galapagos bridges, DWCs and FIFOs on each device are counted "
-                f"(the layers alone need at least {_describe(least)})")
+                f"(the layers alone need at least {describe_resources(least)})")
 
 
 @contextmanager

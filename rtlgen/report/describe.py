@@ -17,11 +17,11 @@ def _scale(scale):
 
 def describe(model_path, options):
     """A JSON-able dict of the lowered, folded graph of ``model_path`` under ``options`` (CompileOptions)."""
-    from rtlgen.compiler import fold, to_hw
-    from rtlgen.passes.load import load_model
+    from rtlgen.flows import INSPECT, Runner
 
-    model = load_model(model_path, options.input_dtype)
-    graph = fold(to_hw(model, options), options)
+    runner = Runner()
+    graph = runner.run(INSPECT, model_path, options)
+    model = runner.results["load"]
     ops = {n.name: n.op_type for n in model.graph.node}
     nodes = []
     for node in graph.nodes:

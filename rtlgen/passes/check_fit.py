@@ -1,0 +1,24 @@
+"""The ``check_fit`` pass: the graph unchanged; under ``strict``, an error if its layers alone are estimated
+over the board, before the long steps. A many-level activation kept as a threshold table (no exact
+requantizer) is a warning."""
+
+import warnings
+
+from layers.requant import activation_summary
+from rtlgen.costmodel import estimate
+from rtlgen.errors import CompileError, CompileWarning
+from rtlgen.fit import fit_line, fits, usage
+
+__all__ = ["check_fit"]
+
+
+def check_fit(graph, options):
+    for node in graph.nodes:
+        note = (activation_summary(node.spec()) or {}).get("note")
+        if note:
+            warnings.warn(f"{node.name}: {note}", CompileWarning, stacklevel=2)
+    used = usage(sum(estimate(n.spec()) for n in graph.nodes), options.board)
+    if options.strict and not fits(used):
+        raise CompileError(f"{fit_line(used, options.board)}; lower the folding (--target-fps, --folding) or "
+                           f"compile without --strict")
+    return graph

@@ -1,0 +1,135 @@
+"""The house's rules, checked on its source: the compile flow is what the docs say, dependencies point one
+way with no import cycle, no module reaches into another's private names, and the compiler (``rtlgen``)
+names no layer op type: it asks the op registry."""
+
+import ast
+import re
+from pathlib import Path
+
+import pytest
+
+from rtlgen import flows
+from rtlgen.ir.graph import OPS
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = ("rtlgen", "layers", "swg", "memstream", "sim", "boards", "galapagos")
+BELOW_THE_COMPILER = ("layers", "swg", "memstream", "sim", "boards", "galapagos")
+
+
+def _modules():
+    """{dotted module name: parsed AST} of every first-party module."""
+    found = {}
+    for package in PACKAGES:
+        for path in sorted((ROOT / package).rglob("*.py")):
+            parts = path.relative_to(ROOT).with_suffix("").parts
+            name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+            found[name] = (path, ast.parse(path.read_text(), str(path)))
+    return found
+
+
+MODULES = _modules()
+
+
+def _imports(tree, module):
+    """(imported module, [names]) for every import in ``tree``, at module level or inside functions."""
+    package = module if module in MODULES and MODULES[module][0].name == "__init__.py" else module.rpartition(".")[0]
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield alias.name, []
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                base = ".".join(package.split(".")[:len(package.split(".")) - node.level + 1] + ([base] if base else []))
+            names = [a.name for a in node.names]
+            submodules = [f"{base}.{n}" for n in names if f"{base}.{n}" in MODULES]
+            yield base, [n for n in names if f"{base}.{n}" not in MODULES]
+            for sub in submodules:
+                yield sub, []
+
+
+def _first_party(name):
+    while name and name not in MODULES:
+        name = name.rpartition(".")[0]
+    return name or None
+
+
+def _graph():
+    edges = {}
+    for module, (_, tree) in MODULES.items():
+        edges[module] = {_first_party(m) for m, _ in _imports(tree, module)} - {None, module}
+    return edges
+
+
+def test_the_compile_flow_is_what_the_docs_say():
+    names = [p.name for p in flows.COMPILE]
+    documented = re.search(r"^\s*COMPILE\s+(.+)$", flows.__doc__, re.M).group(1)
+    assert [n.strip() for n in documented.split(",")] == names
+    described = re.findall(r"^    ([a-z_]+)\s{2,}\S", flows.__doc__, re.M)
+    assert [n for n in described if n in names] == names          # each pass explained, in order
+    readme = (ROOT / "README.md").read_text()
+    listed = re.search(r"`rtlgen/flows\.py` `COMPILE`: ([^)]*)\)", readme)
+    assert listed, "README.md names the compile flow (`rtlgen/flows.py` `COMPILE`: ...)"
+    assert re.findall(r"`([a-z_]+)`", listed.group(1)) == names
+    assert [p.name for p in flows.INSPECT] == names[:3]
+
+
+def test_no_import_cycle():
+    edges = _graph()
+    cycles = []
+    state = {}
+
+    def visit(module, path):
+        state[module] = "open"
+        for nxt in sorted(edges[module]):
+            if state.get(nxt) == "open":
+                cycles.append(path[path.index(nxt):] + [nxt])
+            elif nxt not in state:
+                visit(nxt, path + [nxt])
+        state[module] = "done"
+
+    for module in sorted(edges):
+        if module not in state:
+            visit(module, [module])
+    assert not cycles, "import cycles (counting imports inside functions):\n" + "\n".join(
+        " -> ".join(c) for c in cycles)
+
+
+@pytest.mark.parametrize("package", BELOW_THE_COMPILER)
+def test_dependencies_point_one_way(package):
+    edges = _graph()
+    bad = sorted(f"{m} imports {d}" for m, ds in edges.items() if m.split(".")[0] == package
+                 for d in ds if d.split(".")[0] == "rtlgen" or (package == "sim" and d.split(".")[0] == "boards"))
+    assert not bad, "\n".join(bad)
+
+
+def test_no_module_imports_another_modules_private_names():
+    bad = []
+    for module, (_, tree) in MODULES.items():
+        for imported, names in _imports(tree, module):
+            if _first_party(imported) and _first_party(imported) != module:
+                bad += [f"{module}: from {imported} import {n}" for n in names if n.startswith("_")]
+    assert not bad, "\n".join(bad)
+
+
+def _docstrings(tree):
+    nodes = [tree] + [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))]
+    return {id(n.body[0].value) for n in nodes
+            if n.body and isinstance(n.body[0], ast.Expr) and isinstance(n.body[0].value, ast.Constant)}
+
+
+def test_the_compiler_names_no_layer_op_type():
+    """Strings in code (not docstrings or comments) under rtlgen/ that are an op type of the registry, or
+    one with FINN's _hls/_rtl/_Batch suffixes or an older name."""
+    names = set(OPS) | {old for op in OPS.values() for old in op.old_names}
+    spelled = re.compile(rf"^({'|'.join(sorted(names, key=len, reverse=True))})(_hls|_rtl|_Batch)?(_\d+)?$")
+    bad = []
+    for module, (path, tree) in MODULES.items():
+        if not module.startswith("rtlgen"):
+            continue
+        docs = _docstrings(tree)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docs:
+                if spelled.match(node.value):
+                    bad.append(f"{path.relative_to(ROOT)}:{node.lineno}: {node.value!r}")
+    assert not bad, "\n".join(bad)
