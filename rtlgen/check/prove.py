@@ -169,9 +169,9 @@ def _run_sby(rtlil_text, mode, depth, workdir, timeout=None):
 
 
 def _source_hash():
-    from rtlgen.backend.layer_verilog import _sources_hash
+    from rtlgen.backend.layer_verilog import sources_hash
     import sim.formal
-    digest = hashlib.sha256(_sources_hash().encode())
+    digest = hashlib.sha256(sources_hash().encode())
     digest.update(Path(sim.formal.__file__).read_bytes())
     digest.update(Path(__file__).read_bytes())
     return digest.hexdigest()
