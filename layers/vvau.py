@@ -14,7 +14,8 @@ from qonnx.core.datatype import DataType
 
 from layers.datapath import legal_divisors
 from layers.globalaccpool import check_pool_attrs, whole_map
-from layers.mvau import UNIT_FOLDING, DotProductUnit, _positive, _UnitSpec, activation_choices, unit_finn_export, lower_dot_product, finn_import_unit
+from layers.dotproduct import (DotProductUnit, UNIT_FOLDING, UnitSpec, activation_choices, check_positive,
+                               finn_import_unit, lower_dot_product, unit_finn_export)
 from layers.op import Lowering, Op, divisors, divisors_of
 from layers import small
 from sim import golden
@@ -25,7 +26,7 @@ __all__ = ["VVAUSpec", "VVAU"]
 
 
 @dataclass(frozen=True, eq=False)
-class VVAUSpec(_UnitSpec):
+class VVAUSpec(UnitSpec):
     """Contract of a VVAU (FINN attribute names in snake case)."""
     channels: int                       # Channels: C
     kernel: tuple                       # Kernel: (kh, kw)
@@ -55,7 +56,7 @@ class VVAUSpec(_UnitSpec):
     owner = "VVAU"
 
     def __post_init__(self):
-        _positive(self.owner, self, "channels", "pe", "simd")
+        check_positive(self.owner, self, "channels", "pe", "simd")
         for attr in ("kernel", "dim"):
             value = tuple(getattr(self, attr))
             if len(value) != 2 or min(value) < 1:

@@ -7,7 +7,7 @@ import pytest
 
 from rtlgen.cli import main
 
-MODULES = ["layers.fifo", "layers.memcost", "layers.dwc", "layers.datapath", "layers.thresholding", "layers.mvau", "layers.vvau",
+MODULES = ["layers.fifo", "layers.memcost", "layers.dwc", "layers.datapath", "layers.thresholding", "layers.dotproduct", "layers.mvau", "layers.vvau",
            "layers.maxpool", "layers.fmpadding", "layers.labelselect", "layers.streams", "layers.channelwise",
            "layers.globalaccpool", "swg", "swg.spec", "swg.default", "swg.parallel",
            "sim.golden", "memstream", "memstream.memstream", "memstream.packing",

@@ -63,7 +63,7 @@ def test_255_thresholds_stay_small():
 
 
 def test_canonical_signed_digits():
-    from layers.mvau import canonical_digits
+    from layers.dotproduct import canonical_digits
     # 7 = 8 - 1, 11 = 8 + 4 - 1 (or 16 - 4 - 1), -8 = -(8), 0: nothing
     assert canonical_digits([0, 1, 2, 3, 5, 7, -7, -8, 11, 15, 85]).tolist() == [0, 1, 1, 2, 2, 2, 2, 1, 3, 2, 4]
 
