@@ -14,6 +14,7 @@ __all__ = ["main"]
 
 
 from rtlgen.options import SIMULATOR_HELP
+from sim import out_files
 
 
 @contextmanager
@@ -218,7 +219,7 @@ def run_sim_command(args):
     from sim.runner import SimulationError
     from sim.stream_io import InputError
 
-    if (Path(args.out) / "partition.json").is_file():
+    if (Path(args.out) / out_files.PARTITION).is_file():
         if getattr(args, "shell", None):
             raise InputError(f"--shell {args.shell}: {args.out} is an `rtlgen partition` output (its devices talk "
                              f"through Galapagos bridges); --shell takes a single-device compile")
@@ -387,9 +388,9 @@ def _run_cluster_sim(args):
         _say(f"  link {link.src} -> {link.dst}: {link.flits_per_frame} flits in {link.packets_per_frame} "
              f"packet(s) per frame, wire time {link.wire_cycles:.1f} cycles/frame, utilisation {used}, receive "
              f"buffer up to {link.max_level} of {link.depth} flits")
-    (Path(args.out) / "cluster_sim.json").write_text(json.dumps(run.as_dict(), indent=2) + "\n")
+    (Path(args.out) / out_files.CLUSTER_SIM).write_text(json.dumps(run.as_dict(), indent=2) + "\n")
     from rtlgen.ir.outdir import claim
-    claim(args.out, ["cluster_sim.json"])         # this plan's: the next partition into OUT removes it
+    claim(args.out, [out_files.CLUSTER_SIM])         # this plan's: the next partition into OUT removes it
     if output:
         np.save(output, run.outputs)
         _say(f"output {run.outputs.shape} -> {output}")
@@ -538,7 +539,7 @@ def run_build_command(args):
     from rtlgen.backend.build import BuildError, build
     from rtlgen.ir.outdir import read_design
 
-    if (Path(args.out) / "partition.json").is_file():
+    if (Path(args.out) / out_files.PARTITION).is_file():
         if args.shell != "standalone" or args.toolchain != "yosys" or args.input:
             raise BuildError("a partitioned OUT is built as Galapagos kernels by Yosys, out of context (no "
                              "--shell zynq, --toolchain vivado or --input: there is no Galapagos shell for the "

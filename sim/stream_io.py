@@ -17,10 +17,10 @@ import numpy as np
 from qonnx.core.datatype import DataType
 
 from memstream.packing import pack_words, unpack_words
+from sim import out_files
 
-__all__ = ["InputError", "InputWarning", "StreamEnd", "StreamIO", "input_batch", "run_submodel", "read_outputs", "VERILOG_NAME"]
+__all__ = ["InputError", "InputWarning", "StreamEnd", "StreamIO", "input_batch", "run_submodel", "read_outputs"]
 
-VERILOG_NAME = "finn_design_wrapper.v"      # the stitched top (FINN's name) in a compile's OUT
 
 
 class InputWarning(UserWarning):
@@ -193,7 +193,7 @@ class StreamIO:
     # ---- files ----
     def save(self, out):
         out = Path(out)
-        for name, sub in (("host_pre.onnx", self.host_pre), ("host_post.onnx", self.host_post)):
+        for name, sub in ((out_files.HOST_PRE, self.host_pre), (out_files.HOST_POST, self.host_post)):
             path = out / name
             if sub is not None:
                 sub.save(str(path))
@@ -201,21 +201,21 @@ class StreamIO:
                 path.unlink()
         meta = {"model_input": self.model_input, "model_input_shape": list(self.model_input_shape),
                 "model_output": self.model_output, "input": self.input.to_json(), "output": self.output.to_json(),
-                "host_models": [n for n, sub in (("host_pre.onnx", self.host_pre), ("host_post.onnx", self.host_post))
+                "host_models": [n for n, sub in ((out_files.HOST_PRE, self.host_pre), (out_files.HOST_POST, self.host_post))
                                 if sub is not None]}
-        (out / "io.json").write_text(json.dumps(meta, indent=2) + "\n")
+        (out / out_files.IO).write_text(json.dumps(meta, indent=2) + "\n")
 
     @classmethod
     def load(cls, out):
         from qonnx.core.modelwrapper import ModelWrapper
 
         out = Path(out)
-        meta = json.loads((out / "io.json").read_text())
+        meta = json.loads((out / out_files.IO).read_text())
         lost = [n for n in meta.get("host_models", ()) if not (out / n).is_file()]
         if lost:
             raise FileNotFoundError(f"{out}: {lost[0]} is missing (the host's share of the model, written by "
                                     f"`rtlgen compile`); compile again")
-        subs = [ModelWrapper(str(out / n)) if (out / n).exists() else None for n in ("host_pre.onnx", "host_post.onnx")]
+        subs = [ModelWrapper(str(out / n)) if (out / n).exists() else None for n in (out_files.HOST_PRE, out_files.HOST_POST)]
         return cls(meta["model_input"], tuple(meta["model_input_shape"]), meta["model_output"],
                    StreamEnd.from_json(meta["input"]), StreamEnd.from_json(meta["output"]), *subs)
 
@@ -278,8 +278,8 @@ def _batched(sub, n):
 def read_outputs(out):
     """(Verilog text, StreamIO, report dict) of a compile output directory; clear errors if it is not one."""
     out = Path(out)
-    missing = [n for n in (VERILOG_NAME, "io.json", "report.json") if not (out / n).is_file()]
+    missing = out_files.missing(out)
     if missing:
         raise FileNotFoundError(f"{out}: not an rtlgen compile output (missing {', '.join(missing)}); "
                                 f"run `rtlgen compile MODEL.onnx -o {out}` first")
-    return (out / VERILOG_NAME).read_text(), StreamIO.load(out), json.loads((out / "report.json").read_text())
+    return (out / out_files.VERILOG).read_text(), StreamIO.load(out), json.loads((out / out_files.REPORT).read_text())

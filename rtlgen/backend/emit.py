@@ -21,16 +21,17 @@ import onnx
 from onnx import TensorProto, helper
 from qonnx.core.datatype import BaseDataType
 
-from sim.stream_io import VERILOG_NAME as STREAM_IO_VERILOG_NAME
+from sim import out_files
 from rtlgen.report.board_rate import board_figures
 from rtlgen.report.html import write_html
 from rtlgen.passes.size_fifos import latency_cycles
-from rtlgen.backend.stitch import DEFAULT_TOP_NAME, as_graph, graph_report
+from rtlgen.backend.stitch import DEFAULT_TOP_NAME
+from rtlgen.ir.graph import as_graph
+from rtlgen.report.graph import graph_report
 
-__all__ = ["write_outputs", "build_report", "model_hw", "VERILOG_NAME"]
+__all__ = ["write_outputs", "build_report", "model_hw"]
 
-VERILOG_NAME = f"{DEFAULT_TOP_NAME}.v"
-assert VERILOG_NAME == STREAM_IO_VERILOG_NAME        # where sim.stream_io.read_outputs looks
+assert out_files.VERILOG == f"{DEFAULT_TOP_NAME}.v"      # the top's module name is its file's
 
 
 def write_outputs(compiled, out):
@@ -40,11 +41,11 @@ def write_outputs(compiled, out):
     # The weights live inside the Verilog (memory initial values), so no mem/*.dat images are written: a
     # file that the design does not read would invite edits that change nothing.
     out.mkdir(parents=True, exist_ok=True)
-    (out / VERILOG_NAME).write_text(compiled.verilog)
+    (out / out_files.VERILOG).write_text(compiled.verilog)
     compiled.io.save(out)
-    write_folding_config(compiled.nodes, out / "folding.json")
-    onnx.save(model_hw(compiled.graph), str(out / "model_hw.onnx"))
-    (out / "report.json").write_text(json.dumps(build_report(compiled), indent=2) + "\n")
+    write_folding_config(compiled.nodes, out / out_files.FOLDING)
+    onnx.save(model_hw(compiled.graph), str(out / out_files.MODEL_HW))
+    (out / out_files.REPORT).write_text(json.dumps(build_report(compiled), indent=2) + "\n")
     write_html(out)
 
 
@@ -105,7 +106,9 @@ def _optimizer(result, options):
             "io_cycles_per_frame": None if result.io_cycles is None else round(result.io_cycles, 3),
             "io_bound": result.io_bound, "budget_ii": result.budget_ii,
             # with --target-fps the optimizer takes the cheapest folding that reaches it, not the fastest
-            "target_fps": options.target_fps}
+            "target_fps": options.target_fps,
+            # --objective latency: the lowest-latency design within the budget (target_fps: a floor on the rate)
+            "objective": getattr(result, "objective", "throughput"), "latency_cycles": getattr(result, "latency", None)}
 
 
 def _fit(totals, board):
@@ -152,15 +155,15 @@ def model_hw(graph):
 
 def _derived_attributes(node):
     """FINN attributes the spec derives: the folding attributes with their defaults, outputDataType where
-    the network left it implicit, and the MVAU / VVAU activation flags."""
+    the network left it implicit, and what the op's ``finn_export`` hook adds (the MVAU / VVAU activation
+    flags)."""
     spec = node.spec()
     attrs = {attr: _attribute(getattr(spec, field)) for attr, field in node.op.folding.items()
              if getattr(spec, field, None) is not None}          # the folding in force, defaults included
     if spec.output_dtype is not None and "output_dtype" not in node.op.finn_names:
         attrs["outputDataType"] = spec.output_dtype.name
-    if node.op_type in ("MVAU", "VVAU"):
-        attrs.update(outputDataType=spec.output_dtype.name, noActivation=int(spec.table is None),
-                     binaryXnorMode=int(bool(spec.xnor)))
+    if node.op.finn_export is not None:
+        attrs.update(node.op.finn_export(spec))
     return attrs
 
 

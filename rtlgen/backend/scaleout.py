@@ -39,6 +39,8 @@ from rtlgen.backend import stitch
 from rtlgen.backend.layer_verilog import convert
 from rtlgen.check.simulate import simulate_chain
 from rtlgen.passes.insert import tensor_words
+from sim import out_files
+
 __all__ = ["DeviceKernel", "ClusterSim", "build_devices", "write_devices", "cluster_verilog", "simulate",
            "ClusterRun", "CLUSTER_TOP", "device_name", "load_cluster"]
 
@@ -240,7 +242,7 @@ def write_devices(devices, io, out):
         where.mkdir(parents=True, exist_ok=True)
         path = where / f"{device.name}.v"
         path.write_text(device.verilog)
-        onnx.save(model_hw(device.graph), str(where / "model_hw.onnx"))
+        onnx.save(model_hw(device.graph), str(where / out_files.MODEL_HW))
         layers = [{"name": n.name, "op_type": n.op_type, "in_width": n.spec().in_width,
                    "out_width": n.spec().out_width, "exp_cycles": n.spec().exp_cycles,
                    "estimate": dict(estimate(n.spec()))} for n in device.graph.nodes]
@@ -249,7 +251,7 @@ def write_devices(devices, io, out):
                   "accelerator": f"{device.name}_accel", "flit_width": device.send.flit_width,
                   "receive": _geometry(device.receive), "send": dict(_geometry(device.send), dest=device.send.dest),
                   "cycles": max(layer["exp_cycles"] for layer in layers), "layers": layers, "bridges": bridges}
-        (where / "report.json").write_text(json.dumps(report, indent=2) + "\n")
+        (where / out_files.REPORT).write_text(json.dumps(report, indent=2) + "\n")
         paths.append(path)
     return paths
 
@@ -291,14 +293,14 @@ def load_cluster(out):
     """(partition.json as a dict, [(device report dict, kernel Verilog)]) of an `rtlgen partition` OUT;
     FileNotFoundError naming what is missing."""
     out = Path(out)
-    plan_path = out / "partition.json"
+    plan_path = out / out_files.PARTITION
     if not plan_path.is_file():
         raise FileNotFoundError(f"{out}: not an `rtlgen partition` output (missing partition.json)")
     plan = json.loads(plan_path.read_text())
     devices = []
     for device in plan["devices"]:
         where = out / f"device{device['index']}"
-        report_path = where / "report.json"
+        report_path = where / out_files.REPORT
         if not report_path.is_file():
             raise FileNotFoundError(f"{out}: device {device['index']} was not built (missing {report_path}); "
                                     f"run `rtlgen partition` without --plan-only")
@@ -393,7 +395,7 @@ def build_kernels(out, *, say=lambda line: None, device_capacity=None, check=Tru
                   "layers": {name: dict(sub.as_row(), estimate=estimates.get(name, {}))
                              for name, sub in (synth.modules or {}).items()},
                   "fits": not over, "over": over, "yosys_seconds": round(synth.seconds, 1)}
-        (where / "report.json").write_text(json.dumps(result, indent=2) + "\n")
+        (where / out_files.REPORT).write_text(json.dumps(result, indent=2) + "\n")
         say(f"device {report['index']}: LUT {result['lut_including_memory']:,} (incl. LUTRAM/SRL), FF {row['ff']:,}, "
             f"BRAM36 {row['bram36'] + row['bram18'] / 2:g}, DSP {row['dsp']} -> "
             + ("fits the xc7z020" if not over else "OVER: " + "; ".join(over)))

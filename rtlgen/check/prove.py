@@ -36,6 +36,7 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 
 import numpy as np
+from sim import out_files
 
 __all__ = ["Outcome", "ProveError", "ToolMissing", "prove_spec", "prove_out", "design_nodes", "small_instance", "MAX_FRAME"]
 
@@ -333,10 +334,10 @@ def design_nodes(out):
     from rtlgen.ir.outdir import read_design
 
     out = Path(out)
-    if (out / "partition.json").is_file():
+    if (out / out_files.PARTITION).is_file():
         return cluster_nodes(out)
     _, _, report = read_design(out)             # OutError for a missing, partial or damaged OUT
-    return _hw_nodes(out / "model_hw.onnx", report.get("layers", ()),
+    return _hw_nodes(out / out_files.MODEL_HW, report.get("layers", ()),
                      f"compile again: rtlgen compile MODEL.onnx -o {out}")
 
 
@@ -383,7 +384,7 @@ def cluster_nodes(out):
         prefix = f"device{report['index']}/"
         nodes.append((prefix + "FromGalapagos", BridgeOp("FromGalapagos", FromGalapagos, "from_galapagos"), receive))
         nodes += [(prefix + name, op, spec)
-                  for name, op, spec in _hw_nodes(where / "model_hw.onnx", report.get("layers", ()), again)]
+                  for name, op, spec in _hw_nodes(where / out_files.MODEL_HW, report.get("layers", ()), again)]
         nodes.append((prefix + "ToGalapagos", BridgeOp("ToGalapagos", ToGalapagos, "to_galapagos"), send))
     return nodes
 

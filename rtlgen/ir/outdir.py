@@ -27,6 +27,8 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
+from sim import out_files
+
 __all__ = ["OutError", "MANIFEST", "check_out", "replacing", "lock", "read_manifest", "claim", "model_source",
            "read_design", "sha256"]
 
@@ -385,20 +387,19 @@ def read_design(out):
     """(Verilog text, :class:`sim.stream_io.StreamIO`, report dict) of a compile's OUT, as
     :func:`sim.stream_io.read_outputs`; a file that is there but damaged (truncated, emptied, edited) is
     an :class:`OutError` naming it and saying to compile again."""
-    from sim.stream_io import VERILOG_NAME, StreamIO, read_outputs
+    from sim.stream_io import StreamIO, read_outputs
 
     out = Path(out)
     if out.exists() and not out.is_dir():
         raise OutError(f"{out}: is a file, not an rtlgen compile output (a directory)")
-    missing = [n for n in (VERILOG_NAME, "io.json", "report.json") if not (out / n).is_file()]
-    if missing:
+    if out_files.missing(out):
         read_outputs(out)           # its FileNotFoundError says what is missing and what to run
     again = _again(out)
-    report = _json(out, "report.json", again, REPORT_KEYS)
-    meta = _json(out, "io.json", again, IO_KEYS)
-    verilog = _text(out / VERILOG_NAME, again)
+    report = _json(out, out_files.REPORT, again, REPORT_KEYS)
+    meta = _json(out, out_files.IO, again, IO_KEYS)
+    verilog = _text(out / out_files.VERILOG, again)
     if not verilog.rstrip().endswith("endmodule"):
-        raise OutError(f"{out / VERILOG_NAME}: truncated (it does not end with endmodule); {again}")
+        raise OutError(f"{out / out_files.VERILOG}: truncated (it does not end with endmodule); {again}")
     try:
         io = StreamIO.load(out)
     except FileNotFoundError:
@@ -445,7 +446,7 @@ def _culprit(out, meta):
             onnx.load(str(out / name))
         except Exception:
             return out / name
-    return out / "io.json"
+    return out / out_files.IO
 
 
 def _first_line(exc):

@@ -75,6 +75,7 @@ from rtlgen.ir.graph import DataflowGraph
 from rtlgen.passes.optimize import (MAX_ROUNDS, RESOURCES, Budget, candidate_iis, describe_resources, design_estimate,
                                     fold_groups, group_options, least_cost, smallest_fitting)
 from rtlgen.ir.graph import words_per_frame
+from sim import out_files
 
 __all__ = ["partition", "Partition", "DevicePlan", "Cut", "PartitionError", "legal_cuts", "DEFAULT_FLIT_WIDTH"]
 
@@ -692,7 +693,7 @@ def write_plan(part, out, *, board="pynq-z2"):
                   "link_utilization": round(c.link_utilization, 4)} for c in part.cuts],
         "host_links": {name.removeprefix("link "): ii for name, ii in part.host_links.items()},
     }
-    paths = {"partition": out / "partition.json", "folding": out / "folding.json",
+    paths = {"partition": out / out_files.PARTITION, "folding": out / out_files.FOLDING,
              "logical": out / "cluster" / "logical.xml", "map": out / "cluster" / "map.xml"}
     paths["partition"].write_text(json.dumps(plan, indent=2) + "\n")
     paths["folding"].write_text(json.dumps(part.folding, indent=2) + "\n")

@@ -22,10 +22,12 @@ import math
 import re
 from pathlib import Path
 
+from sim import out_files
+
 __all__ = ["write_html", "record_verification", "fmt", "HTML_NAME", "VERIFY_NAME", "BAR_UNITS"]
 
 HTML_NAME = "report.html"
-VERIFY_NAME = "verify.json"
+VERIFY_NAME = out_files.VERIFY
 RESOURCES = ("LUT", "FF", "BRAM18", "DSP")
 BAR_UNITS = 1000                    # an SVG bar's full width (its scale's 100 %)
 ESTIMATE, YOSYS, BOTTLENECK, BUDGET = "#4a7ab5", "#e08a1e", "#c33", "#222"
@@ -69,7 +71,7 @@ def fmt(value):
 def write_html(out):
     """Write ``out/report.html`` from the JSON files in ``out``; returns its path."""
     out = Path(out)
-    report = json.loads((out / "report.json").read_text())
+    report = json.loads((out / out_files.REPORT).read_text())
     synth = _load(out / "build" / "yosys" / "report.json")
     verify = _load(out / VERIFY_NAME)
     stale = synth is not None and synth.get("estimate", report["totals"]) != report["totals"]
