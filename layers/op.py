@@ -176,6 +176,8 @@ class LoweringContext(Protocol):
     def weights(self, node, index): ...         # (integer codes, scale per output channel, DataType) of the
                                                 # node's constant input ``index``; errors if float or not constant
     def per_channel(self, scale, channels, node): ...  # a weight scale as a (channels,) array
+    def dense_grouped_weights(self, codes, group, channels, node): ...  # a grouped Conv's weights as the
+                                                # dense (block-diagonal) ones computing the same function
     # --- hardware ---
     def add(self, op_type, params, sources, inputs=None): ...  # a new node of the registry's op_type with spec
                                                 # fields ``params``, implementing the ONNX nodes ``sources``,
@@ -193,13 +195,18 @@ class LoweringContext(Protocol):
         ``params(weights, weight_dtype, **fields)`` -> the spec fields; ``fields`` are among thresholds,
         output_dtype, act_val. Returns the stream tensor it ends at."""
     def accumulator_output(self, acc, output_dtype): ...  # at="tail": the dot product without activation,
-                                                # absorbing the chain's nodes; returns its graph node
+                                                # absorbing the chain's nodes; returns its graph node.
+                                                # acc: .node, .t, .op_type, .spec (unit folding, no
+                                                # activation), .chain, .wscale, .lo, .hi (accumulator
+                                                # range), .bias
     def evaluate_chain(self, nodes, start, end, values, channels=1, spatial=False): ...  # the float ops
                                                 # ``nodes`` from tensor start to end on values (N, channels)
     def per_tensor(self, node) -> bool: ...     # every constant of the node is one number
     def activation(self, t, node): ...          # the float ops from node up to a quantizer on stream t as
                                                 # thresholds: .nodes, .thresholds, .dtype, .act_val,
-                                                # .channels, .vectors, .output (stream tensor); or None
+                                                # .channels, .vectors, .output (stream tensor); or None.
+                                                # .decreasing: some channel falls as its input rises (no
+                                                # thresholds then); .where names the quantizer
     def sum_grid(self, a, b, where): ...        # (scale, integer factors, grid, rounding) adding streams a, b
     def sum_values(self, a, b, factors, dtype): ...  # real value of each integer sum (grid sums)
     def common_scale(self, scales, where): ...  # (scale, integer factors) every scale is a multiple of

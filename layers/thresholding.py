@@ -378,6 +378,9 @@ def _lower(ctx, node):
     act = ctx.activation(t, node)
     if act is None:
         return None
+    if act.decreasing:
+        raise ctx.error(f"{act.where}: the activation decreases with its input; a standalone Thresholding "
+                        f"layer needs a non-decreasing one")
     ctx.add("Thresholding", dict(num_channels=act.channels, input_dtype=t.dtype, output_dtype=act.dtype,
                                  thresholds=act.thresholds, act_val=act.act_val, num_input_vectors=act.vectors),
             act.nodes)

@@ -11,7 +11,7 @@ from tests.conftest import rtl_at_the_ii_under_backpressure
 from rtlgen.passes.to_hw import stream_io
 from rtlgen.check.execute import run_golden
 from rtlgen.passes.load import CompileError, CompileWarning, load_model
-from rtlgen.passes.lower import _dense_grouped_weights, lower
+from rtlgen.passes.lower import dense_grouped_weights, lower
 from rtlgen.check.verify import verify_outputs
 
 MODEL = Path(__file__).parent / "models" / "grouped" / "grouped_cnn.onnx"
@@ -36,7 +36,7 @@ def test_block_diagonal_weights_are_the_grouped_convolution():
     pixel equals the dense conv with the block-diagonal weights."""
     rng = np.random.default_rng(0)
     codes = rng.integers(-8, 8, (6, 2, 3, 3))                   # groups=3: 6 in, 6 out, 2 in per group
-    dense = _dense_grouped_weights(codes, 3, 6, node=None)
+    dense = dense_grouped_weights(codes, 3, 6, node=None)
     window = rng.integers(-8, 8, (6, 3, 3))
     grouped = [np.sum(codes[o] * window[(o // 2) * 2:(o // 2) * 2 + 2]) for o in range(6)]
     assert [int(np.sum(dense[o] * window)) for o in range(6)] == grouped
@@ -46,7 +46,7 @@ def test_a_group_count_that_does_not_divide_the_channels_is_refused():
     class Node:
         name = "Conv_7"
     with pytest.raises(CompileError, match=r"node Conv_7 \(Conv\): group=4 must divide the 6 input and 8 output"):
-        _dense_grouped_weights(np.zeros((8, 1, 3, 3), np.int64), 4, 6, Node())
+        dense_grouped_weights(np.zeros((8, 1, 3, 3), np.int64), 4, 6, Node())
 
 
 @pytest.mark.slow

@@ -21,7 +21,7 @@ from rtlgen.passes.to_hw import stream_io
 from rtlgen.check.execute import run_golden
 from rtlgen.passes.load import CompileError, load_model
 from rtlgen.ir.graph import StreamTensor
-from rtlgen.passes.lower import _order_preserving_factors, lower
+from rtlgen.passes.lower import order_preserving_factors, lower
 from rtlgen.check.verify import verify_outputs
 
 MODELS = Path(__file__).parent / "models" / "residual_float"
@@ -80,7 +80,7 @@ def test_order_preserving_factors_keep_the_order_of_every_pair(seed):
     rng = np.random.default_rng(seed)
     a = StreamTensor("a", DataType[rng.choice(["INT4", "UINT4", "INT3"])], float(rng.uniform(0.01, 1)), (1, 4))
     b = StreamTensor("b", DataType[rng.choice(["INT4", "UINT3"])], float(rng.uniform(0.01, 1)), (1, 4))
-    factors = _order_preserving_factors(a, b, CompileError("none"))
+    factors = order_preserving_factors(a, b, CompileError("none"))
     assert _order_kept(a, b, factors)
     # the check bites: the nearest small-integer ratio does not keep the order
     assert not _order_kept(a, b, [1, max(1, round(float(b.scale) / float(a.scale)))])

@@ -31,7 +31,8 @@ from rtlgen.ir.graph import OPS, DataflowGraph, HWNode, StreamTensor
 from rtlgen.passes.thresholds import (ELEMENTWISE_OPS, QUANTIZERS, SHAPE_OPS, ActivationChain, channel_directions,
                                       derive_thresholds)
 
-__all__ = ["StreamTensor", "lower", "supported_ops", "Accumulator", "Activation"]
+__all__ = ["StreamTensor", "lower", "supported_ops", "Accumulator", "Activation", "float32_sum_is_exact",
+           "order_preserving_factors", "dense_grouped_weights"]
 
 COMPUTE_OPS = {"MatMul", "Conv"}
 MAX_SUM_CHECK = 1 << 22             # code pairs checked one by one to find a residual sum exact
@@ -104,6 +105,8 @@ class Activation:
     channels: int
     vectors: tuple          # numInputVectors
     output: StreamTensor
+    where: str              # "node <quantizer> (<op type>)", for messages
+    decreasing: bool        # some channel decreases with its input (then no thresholds, no output)
 
 
 def _default_folding(op):
@@ -396,7 +399,7 @@ class _Lowering:
         return _per_channel(scale, channels, node)
 
     def dense_grouped_weights(self, codes, group, channels, node):
-        return _dense_grouped_weights(codes, group, channels, node)
+        return dense_grouped_weights(codes, group, channels, node)
 
     # ---- LoweringContext: hardware ----
     def add(self, op_type, params, sources, inputs=None):
@@ -526,15 +529,14 @@ class _Lowering:
             return (codes + 1) // 2 if bipolar else codes
 
         where = f"node {quantizer.name} ({quantizer.op_type})"
-        if (channel_directions(codes_of, lo, hi, eval_channels, where) < 0).any():
-            raise CompileError(f"{where}: the activation decreases with its input; a standalone Thresholding "
-                               f"layer needs a non-decreasing one")
-        thresholds = derive_thresholds(codes_of, lo, hi, eval_channels, 0 if bipolar else qmin, levels)
         vecs = (1, *out_shape[2:]) if spatial else (1,)
+        if (channel_directions(codes_of, lo, hi, eval_channels, where) < 0).any():
+            return Activation(chain_nodes + [quantizer], None, dtype, None, channels, vecs, None, where, True)
+        thresholds = derive_thresholds(codes_of, lo, hi, eval_channels, 0 if bipolar else qmin, levels)
         shift = self._shift_after(quantizer, dtype, s_out, qmin, levels)
         return Activation(chain_nodes + [quantizer] + shift.nodes, thresholds, shift.dtype,
                           0 if bipolar else shift.qmin, channels, vecs,
-                          StreamTensor(shift.tensor, shift.dtype, shift.scale, out_shape))
+                          StreamTensor(shift.tensor, shift.dtype, shift.scale, out_shape), where, False)
 
     def sum_grid(self, a, b, where):
         """The hardware adds the integer codes exactly. The model adds two float32 products in float32:
@@ -548,7 +550,7 @@ class _Lowering:
             s, factors = _common_scale([float(a.scale), float(b.scale)], where)
             grid = False
         except CompileError as unrelated:
-            factors = _order_preserving_factors(a, b, unrelated)
+            factors = order_preserving_factors(a, b, unrelated)
             s, grid = float(a.scale) / factors[0], True
         rounding = a.rounding or b.rounding or grid or not float32_sum_is_exact(a, b, factors, s)
         return s, factors, grid, rounding
@@ -676,7 +678,7 @@ def _pair_grid(a, b, factors):
     return x, real
 
 
-def _order_preserving_factors(a, b, refusal):
+def order_preserving_factors(a, b, refusal):
     """Integer factors (fa, fb) such that the integer sum fa*ca + fb*cb orders every pair of codes as
     the real sum sa*ca + sb*cb does (a larger real sum never gets a smaller or equal integer sum). Then
     any quantizer of the real sum is a quantizer of the integer sum, with thresholds found from the
@@ -762,7 +764,7 @@ def _run_alone(model, node, x):
     return session.run(None, {node.input[0]: x})[0]
 
 
-def _dense_grouped_weights(codes, group, channels, node):
+def dense_grouped_weights(codes, group, channels, node):
     """Weights (OC, C/group, KH, KW) of a grouped convolution as the (OC, C, KH, KW) weights of the dense one
     that computes the same function: output channel o of group g = o // (OC/group) reads only input
     channels g*C/group .. (g+1)*C/group - 1; every other weight is 0."""
