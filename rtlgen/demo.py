@@ -61,7 +61,7 @@ def _demo(out, keep, simulator, synth, images, force, say):
                          warn=lambda line: say(f"warning: {line}"))
     compiled, report = design.compiled, design.report
     say(f"compiled in {time.perf_counter() - start:.1f} s into {out}: "
-        + " -> ".join(f"{n.name}" for n in compiled.chain if n.op_type != "StreamingFIFO"))
+        + " -> ".join(f"{n.name}" for n in compiled.chain if n.op.role != "fifo"))
     start = time.perf_counter()
     run = design.simulate(x, simulator=simulator)
     say(f"simulated {run.frames} images in {time.perf_counter() - start:.1f} s: "

@@ -147,7 +147,7 @@ def test_mvau_requantizes_bit_exact():
 
 def test_report_names_the_style_and_why_a_table_stays(generator_layers):
     from layers.requant import activation_summary
-    from rtlgen.backend.stitch import graph_report
+    from rtlgen.report.graph import graph_report
     t = np.sort(np.random.default_rng(3).integers(-30_000, 30_000, size=(4, 255)), axis=1)
     summary = activation_summary(ThresholdingSpec(4, 2, "INT16", "UINT8", t))
     assert summary["style"] == "thresholds" and summary["levels"] == 255

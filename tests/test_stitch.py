@@ -10,7 +10,10 @@ from qonnx.core.datatype import DataType
 
 from memstream.packing import pack_words, padded_width, unpack_words
 from rtlgen.backend import stitch
-from rtlgen.ir.graph import HWNode
+from rtlgen.passes import insert, size_fifos as sizing
+from rtlgen.check.simulate import simulate_chain
+from rtlgen.ir.graph import HWNode, words_per_frame
+from rtlgen.report.graph import graph_report
 from sim import golden
 from sim.harness import FULL_RATE, Backpressure
 
@@ -75,8 +78,8 @@ def stream(nodes, x, frames, *, chain=None, backpressure=FULL_RATE, simulator=No
         pad = padded_width(first.in_width) - first.in_width
         assert pad > 0
         words = [w | int(rng.integers(0, 1 << pad)) << first.in_width for w in words]
-    out_per_frame = stitch.words_per_frame(last.folded_output_shape)
-    result = stitch.simulate_chain(chain or stitch.insert_dwcs_and_fifos(nodes), words, frames * out_per_frame,
+    out_per_frame = words_per_frame(last.folded_output_shape)
+    result = simulate_chain(chain or insert.insert_dwcs_and_fifos(nodes), words, frames * out_per_frame,
                                    backpressure=backpressure, simulator=simulator)
     out = result.words("m_axis_0")
     assert all(w >> last.out_width == 0 for w in out), "m_axis_0_tdata pad bits must be zero"
@@ -98,7 +101,7 @@ def ports(verilog, module):
 
 def test_dwcs_exactly_where_widths_differ_and_fifos_everywhere():
     nodes = mlp_nodes()
-    chain = stitch.insert_dwcs_and_fifos(nodes)
+    chain = insert.insert_dwcs_and_fifos(nodes)
     assert [n.name for n in chain] == [
         "StreamingFIFO_0", "Thresholding_0", "StreamingDataWidthConverter_0", "StreamingFIFO_1", "MVAU_0",
         "StreamingFIFO_2", "StreamingDataWidthConverter_1", "MVAU_1", "StreamingFIFO_3"]   # narrowing: FIFO first
@@ -114,7 +117,7 @@ def test_dwcs_exactly_where_widths_differ_and_fifos_everywhere():
     assert len(nodes) == 3
 
     # equal widths: no DWC; depth overrides by name; unknown names are refused
-    same = stitch.insert_dwcs_and_fifos(swg_nodes()[:1] + [HWNode(
+    same = insert.insert_dwcs_and_fifos(swg_nodes()[:1] + [HWNode(
         "MVAU_0", "MVAU", dict(mw=18, mh=4, input_dtype="UINT3", weight_dtype="INT3",
                                weights=np.zeros((18, 4), dtype=int), num_input_vectors=(1, 3, 3)),
         {"SIMD": 18, "PE": 2})], {"StreamingFIFO_1": 40})
@@ -122,14 +125,14 @@ def test_dwcs_exactly_where_widths_differ_and_fifos_everywhere():
                                          "StreamingFIFO"]
     assert [n.folding["depth"] for n in same if n.op_type == "StreamingFIFO"] == [2, 40, 2]
     with pytest.raises(ValueError, match="StreamingFIFO_9"):
-        stitch.insert_dwcs_and_fifos(nodes, {"StreamingFIFO_9": 4})
+        insert.insert_dwcs_and_fifos(nodes, {"StreamingFIFO_9": 4})
     with pytest.raises(ValueError, match="insert_dwcs_and_fifos"):
         stitch.StitchedAccelerator(nodes)
 
 
 def test_verilog_has_finn_ports_byte_padded():
     nodes = swg_nodes()         # 6-bit input, 2 x INT-accumulator output: both need padding
-    chain = stitch.insert_dwcs_and_fifos(nodes)
+    chain = insert.insert_dwcs_and_fifos(nodes)
     first, last = nodes[0].spec(), nodes[-1].spec()
     assert first.in_width % 8 and last.out_width % 8
     v = stitch.to_verilog(chain)
@@ -148,8 +151,8 @@ def test_verilog_has_finn_ports_byte_padded():
 
 
 def test_chain_report_totals_and_ii():
-    chain = stitch.insert_dwcs_and_fifos(mlp_nodes())
-    rows = stitch.chain_report(chain)
+    chain = insert.insert_dwcs_and_fifos(mlp_nodes())
+    rows = graph_report(chain)
     assert [r["name"] for r in rows[:-1]] == [n.name for n in chain]
     total = rows[-1]
     assert total["name"] == "TOTAL"
@@ -161,7 +164,7 @@ def test_chain_report_totals_and_ii():
 
 
 def test_fifo_depth_rounding():
-    assert [stitch.finn_fifo_depth(n) for n in (0, 1, 2, 3, 32, 33, 100)] == [2, 2, 2, 32, 32, 33, 100]
+    assert [sizing.finn_fifo_depth(n) for n in (0, 1, 2, 3, 32, 33, 100)] == [2, 2, 2, 32, 32, 33, 100]
 
 
 # ---------------------------------------------------------------------------------------------- simulation
@@ -172,7 +175,7 @@ def test_mlp_chain_bit_exact_at_slowest_layer_rate(backpressure, simulator):
     nodes = mlp_nodes()
     frames = 6
     x = np.random.default_rng(2).integers(0, 16, size=(frames, VECS, 8))
-    verilog = stitch.to_verilog(stitch.insert_dwcs_and_fifos(nodes))      # as the compiler calls it
+    verilog = stitch.to_verilog(insert.insert_dwcs_and_fifos(nodes))      # as the compiler calls it
     y, result, per_frame = stream(nodes, x, frames, chain=verilog, backpressure=backpressure, simulator=simulator)
     assert np.array_equal(y.reshape(frames, VECS, 4), mlp_golden(nodes, x))
     if backpressure is FULL_RATE:
@@ -203,8 +206,8 @@ def test_size_fifos_rule_and_sized_chain_keeps_rate(make_nodes, expect, exact, s
     """FINN's rule on the observed occupancies (the 32-vector MLP backs up more than 32 words in front of its
     slowest layer, so one depth is exact); the sized chain keeps the deep chain's timing exactly."""
     nodes = make_nodes()
-    depths = stitch.size_fifos(nodes, simulator=simulator)
-    chain = stitch.insert_dwcs_and_fifos(nodes, depths)
+    depths = sizing.simulated_fifo_depths(nodes, simulator=simulator)
+    chain = insert.insert_dwcs_and_fifos(nodes, depths)
     fifos = [n.name for n in chain if n.op_type == "StreamingFIFO"]
     assert sorted(depths) == sorted(fifos)
     assert all(d in (2, 32) or d > 32 for d in depths.values()), depths
@@ -217,10 +220,10 @@ def test_size_fifos_rule_and_sized_chain_keeps_rate(make_nodes, expect, exact, s
             assert depths[node.name] <= max(32, prod(neighbour[:-1]))
 
     # depth = max_count loses nothing: the sized chain repeats the deep chain's output timing to the cycle
-    deep = stitch.insert_dwcs_and_fifos(nodes, stitch.tensor_fifo_depths(nodes))
+    deep = insert.insert_dwcs_and_fifos(nodes, sizing.tensor_fifo_depths(nodes))
     zeros = [0] * (3 * prod(nodes[0].spec().folded_input_shape[:-1]))
-    out_count = 3 * stitch.words_per_frame(nodes[-1].spec().folded_output_shape)
-    timing = [stitch.simulate_chain(c, zeros, out_count, simulator=simulator).out_cycles("m_axis_0")
+    out_count = 3 * words_per_frame(nodes[-1].spec().folded_output_shape)
+    timing = [simulate_chain(c, zeros, out_count, simulator=simulator).out_cycles("m_axis_0")
               for c in (deep, chain)]
     assert timing[0] == timing[1]
 
@@ -261,7 +264,7 @@ def test_window_gaps_cost_no_cycles_behind_a_narrowing_dwc(simulator):
     works on earlier windows: the FIFO sits on the DWC's wide side, so the SWG can run ahead. In front of
     the DWC's narrow side it could not (the DWC takes a window only every 2 cycles): 148 cycles per frame."""
     nodes = padded_conv_nodes()
-    chain = stitch.insert_dwcs_and_fifos(nodes, stitch.size_fifos(nodes, simulator=simulator))
+    chain = insert.insert_dwcs_and_fifos(nodes, sizing.simulated_fifo_depths(nodes, simulator=simulator))
     order = [n.op_type for n in chain]
     assert order[order.index("ConvolutionInputGenerator") + 1:][:2] == ["StreamingFIFO", "StreamingDataWidthConverter"]
     frames = 8
@@ -281,9 +284,9 @@ def test_window_gaps_cost_no_cycles_behind_a_narrowing_dwc(simulator):
 def test_monitor_reports_fifo_occupancy(simulator):
     """max_count ports read through simulate_chain: a slow consumer behind a full-rate input fills the input FIFO."""
     nodes = mlp_nodes()
-    chain = stitch.insert_dwcs_and_fifos(nodes, {"StreamingFIFO_0": 64})
-    words = stitch.words_per_frame(nodes[0].spec().folded_input_shape) * 4
-    result = stitch.simulate_chain(chain, [0] * words, 4 * stitch.words_per_frame(nodes[-1].spec().folded_output_shape),
+    chain = insert.insert_dwcs_and_fifos(nodes, {"StreamingFIFO_0": 64})
+    words = words_per_frame(nodes[0].spec().folded_input_shape) * 4
+    result = simulate_chain(chain, [0] * words, 4 * words_per_frame(nodes[-1].spec().folded_output_shape),
                                    monitor=True, simulator=simulator)
     counts = {n.name: result.probe(f"{n.name}_max_count") for n in chain if n.op_type == "StreamingFIFO"}
     assert counts["StreamingFIFO_0"] > 2          # the MVAU_1 bottleneck backs up to the input

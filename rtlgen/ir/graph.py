@@ -15,6 +15,7 @@ layer's own module).
 """
 
 from dataclasses import dataclass, field, replace
+from math import prod
 
 import numpy as np
 from qonnx.core.datatype import DataType
@@ -24,7 +25,7 @@ import swg
 from layers.op import Op, discover
 
 __all__ = ["OPS", "ops_with_role", "op_with_role", "INSERTED_ROLES", "HWNode", "StreamTensor", "DataflowGraph", "canonical_op_type", "MEM_MODE_ALIASES",
-           "input_port", "output_port"]
+           "input_port", "output_port", "as_graph", "words_per_frame"]
 
 # Every op a layer module declares (``OP`` / ``OPS`` in :mod:`layers` and :mod:`swg`): FINN op type -> Op.
 OPS = discover(layers, swg)
@@ -238,3 +239,18 @@ class DataflowGraph:
             if t != self.output and not self.consumers(t):
                 raise ValueError(f"tensor {t!r} is read by no node")
         return self
+
+
+def as_graph(graph_or_nodes):
+    """A :class:`DataflowGraph`; a list of nodes is taken as a chain."""
+    if isinstance(graph_or_nodes, DataflowGraph):
+        return graph_or_nodes
+    nodes = list(graph_or_nodes)
+    if not nodes:
+        raise ValueError("cannot stitch an empty chain")
+    return DataflowGraph.chain(nodes)
+
+
+def words_per_frame(folded_shape):
+    """Stream words of one frame of a folded tensor (all but the innermost, packed, dimension)."""
+    return prod(folded_shape[:-1])

@@ -16,9 +16,16 @@ layer grows to frames of backlog). With every FIFO at its modelled largest occup
 fed this way repeats the model's cycles exactly (no FIFO is ever full when a word arrives). Fed faster
 (a DMA that floods the input), the design's events can only come earlier: its handshakes are monotone
 (a word offered earlier is never taken later), so every layer still runs at least as fast as in the
-model, which reaches the II. The depths are never below the join bounds of
-:func:`rtlgen.backend.stitch.branch_fifo_bounds` either. ``tests/test_fifo_sizing.py`` checks both claims
-against simulation on the networks the tests compile.
+model, which reaches the II. The depths are never below the join bounds of :func:`branch_fifo_bounds`
+either. ``tests/test_fifo_sizing.py`` checks both claims against simulation on the networks the tests
+compile.
+
+The other two sizings (``--fifo-sizing``) live here too: :func:`simulated_fifo_depths` is FINN's
+InsertAndSetFIFODepths (``largefifo_rtlsim``): simulate with deep FIFOs, read each FIFO's ``max_count``,
+round as FINN does (:func:`finn_fifo_depth`); :func:`join_fifo_depths` only the analytic lower bound of
+:func:`branch_fifo_bounds` on reconvergent paths (the short branch buffers the long one's lead), which
+every sizing keeps. FIFOs, width converters and joins are the ops with role ``"fifo"``, ``"dwc"``,
+``"join"`` (:mod:`rtlgen.passes.insert` puts the first two in).
 """
 
 from dataclasses import dataclass
@@ -26,14 +33,21 @@ from dataclasses import dataclass
 import numpy as np
 
 from layers.timing import as_cycles
+from rtlgen.check.simulate import simulate_chain
+from rtlgen.ir.graph import as_graph
+from rtlgen.passes.insert import DEFAULT_FIFO_DEPTH, insert_dwcs_and_fifos, is_role, tensor_words
+from sim.compiled import network_engine
+from sim.runner import SimulationError
 
 __all__ = ["FIFO_SIZINGS", "GraphTiming", "graph_timing", "paced_arrivals", "analytic_fifo_depths", "latency_cycles",
-           "SIZING_FRAMES"]
+           "SIZING_FRAMES", "MAX_SIZING_DEPTH", "finn_fifo_depth", "branch_fifo_bounds", "check_fifo_depths",
+           "tensor_fifo_depths", "simulated_fifo_depths", "join_fifo_depths"]
 
-FIFO_SIZINGS = ("analytic", "sim", "none")     # --fifo-sizing: this module, rtlgen.backend.stitch.size_fifos, join bounds
+FIFO_SIZINGS = ("analytic", "sim", "none")     # --fifo-sizing: analytic_fifo_depths, simulated_fifo_depths, join_fifo_depths
 SIZING_FRAMES = 3           # frames the model runs to find every FIFO's largest occupancy (at least)
 MAX_SIZING_FRAMES = 64      # (at most: more only while the output's frame period has not settled)
-FIFO_OP, DWC_OP = "StreamingFIFO", "StreamingDataWidthConverter"
+MAX_SIZING_DEPTH = 16384    # deepest FIFO simulated_fifo_depths simulates with
+JOIN_SLACK = 8              # words of pipeline registers a join bound leaves out
 _MAX_ROUNDS = 64            # converter <-> consumer agreement rounds (a few in practice)
 
 
@@ -68,7 +82,7 @@ def paced_arrivals(words_per_frame, frames, ii):
 
 def graph_timing(graph, source):
     """Compose the layers' timing models over ``graph`` (with its FIFOs, see
-    :func:`rtlgen.backend.stitch.insert_dwcs_and_fifos`; their depths are ignored: every FIFO as deep as needed).
+    :func:`rtlgen.passes.insert.insert_dwcs_and_fifos`; their depths are ignored: every FIFO as deep as needed).
     ``source``: the cycles at which the graph input's words are offered. The graph output is never
     stalled."""
     offers = {graph.input: as_cycles(source)}      # tensor -> when each word is first offered to its reader
@@ -82,7 +96,7 @@ def graph_timing(graph, source):
         # A converter with no FIFO behind it: it stalls when its consumer does; run both until they agree.
         for k, t in enumerate(node.inputs):
             dwc = producers.get(t)
-            if dwc is None or dwc.op_type != DWC_OP:
+            if dwc is None or not is_role(dwc, "dwc"):
                 continue
             for _ in range(_MAX_ROUNDS):
                 behind = dwc.spec().timing([offers[dwc.inputs[0]]], taken=leave[t])
@@ -99,7 +113,7 @@ def graph_timing(graph, source):
             writes = timing.writes
             # a FIFO's "writes" are the cycles it can first offer each word; anything else offers and moves
             offers[t] = writes
-            enter[t] = timing.reads[0] if node.op_type == FIFO_OP else writes
+            enter[t] = timing.reads[0] if is_role(node, "fifo") else writes
     leave[graph.output] = offers[graph.output]          # the sink is always ready
     _check_unstalled(graph, enter, leave, producers)
     return GraphTiming(enter, leave, len(source))
@@ -113,11 +127,11 @@ def _check_unstalled(graph, enter, leave, producers):
     """Every layer's model assumes its output is never stalled: true behind a FIFO, and checked here where
     a layer feeds a width converter directly (a widening converter's buffer could, in principle, push back)."""
     for node in graph.nodes:
-        if node.op_type != DWC_OP:
+        if not is_role(node, "dwc"):
             continue
         t = node.inputs[0]
         producer = producers.get(t)
-        if producer is None or producer.op_type == FIFO_OP:
+        if producer is None or is_role(producer, "fifo"):
             continue
         if not np.array_equal(leave[t], enter[t]):
             raise NotImplementedError(f"timing model: {node.name} stalls {producer.name}, whose output the model "
@@ -128,20 +142,14 @@ def _ii(graph):
     return max(n.spec().exp_cycles for n in graph.nodes)
 
 
-def _words(graph):
-    from rtlgen.backend.stitch import tensor_words
-    return tensor_words(graph)
-
-
 def analytic_fifo_depths(graph, *, frames=SIZING_FRAMES):
     """{FIFO name: depth} of ``graph`` (with its FIFOs): each FIFO's largest occupancy in the composed
     timing model under paced input (see the module docstring), rounded as FINN rounds simulated
-    occupancies (:func:`rtlgen.backend.stitch.finn_fifo_depth`), and never below its join bound."""
-    from rtlgen.backend.stitch import branch_fifo_bounds, finn_fifo_depth
+    occupancies (:func:`finn_fifo_depth`), and never below its join bound."""
     timing = _settled_timing(graph, frames)
     bounds = branch_fifo_bounds(graph)
     return {n.name: max(finn_fifo_depth(timing.occupancy(n)), bounds.get(n.name, 0))
-            for n in graph.nodes if n.op_type == FIFO_OP}
+            for n in graph.nodes if is_role(n, "fifo")}
 
 
 def _settled_timing(graph, frames):
@@ -151,7 +159,7 @@ def _settled_timing(graph, frames):
     slower than the II for several frames (DS-CNN at --fit: 4 frames of 4,127 cycles, then 4,000) while the
     FIFOs before the slow consumer build the backlog that later keeps it busy; sizing on the first three
     frames only missed that backlog, and the design then ran at the transient's rate for good."""
-    words, ii = _words(graph), _ii(graph)
+    words, ii = tensor_words(graph), _ii(graph)
     while True:
         timing = graph_timing(graph, paced_arrivals(words[graph.input], frames, ii))
         period = np.diff(timing.frame_ends(graph.output, words[graph.output]))
@@ -163,6 +171,128 @@ def _settled_timing(graph, frames):
 def latency_cycles(graph):
     """Cycles from the first input word to the last output word of one frame, the pipeline idle and the
     input offered at full rate (``graph`` with its FIFOs, at depths that do not stall it)."""
-    words = _words(graph)
+    words = tensor_words(graph)
     timing = graph_timing(graph, 1 + np.arange(words[graph.input], dtype=np.int64))
     return int(timing.leave[graph.output][-1] - timing.leave[graph.input][0] + 1)
+
+
+# ---------------------------------------------------------------------------------------------- join bounds
+
+def finn_fifo_depth(max_count):
+    """FINN's rounding of an observed occupancy: <= 2 -> 2, <= 32 -> 32 (one SRL), else exact.
+
+    Our FIFO holds ``depth + 1`` words (storage plus output register) but its ``i.ready`` drops when
+    the storage holds ``depth``. An occupancy of ``n >= 2`` always means ``n - 1`` words in storage and
+    a full output register, and reaching it took a write while storage held ``n - 2``... up to ``n - 1``
+    with a simultaneous read; so ``depth = n`` (not ``n - 1``) is what keeps ``i.ready`` high in every
+    cycle it was high in the deep simulation, and the sized design repeats its timing exactly.
+    """
+    n = int(max_count)
+    if n <= 2:
+        return 2
+    if n <= 32:
+        return 32
+    return n
+
+
+def branch_fifo_bounds(graph):
+    """{FIFO name: words} the FIFO in front of each input of a join (an op with role ``"join"``:
+    AddStreams, StreamingConcat) must hold at least, or the design deadlocks: an analytic lower bound from
+    the layers' lead.
+
+    For every tensor, ``lead`` counts the graph-input words that must enter before its first word can
+    appear: a layer taking ``L`` input words (``spec.lead_words``) before its first output adds
+    ``(L - 1)`` of its input words, each worth ``ratio`` graph-input words (input words per frame over
+    that tensor's words per frame). A join takes its inputs in lockstep, so while its slowest input's
+    first word is on its way, each faster input's words pile up: ``(lead(slow) - lead(fast)) /
+    ratio(fast)`` words, all of which sit in the FIFO in front of the join when the paths have no other
+    buffering (pipeline registers of a few words are left out, so this is a lower bound). ``graph`` has
+    its FIFOs (:func:`rtlgen.passes.insert.insert_dwcs_and_fifos`).
+    """
+    words = tensor_words(graph)
+    frame_in = words[graph.input]
+    lead = {graph.input: 0.0}
+    bounds = {}
+    for node in graph.nodes:
+        spec = node.spec()
+        ratios = [frame_in / words[t] for t in node.inputs]
+        leads = [lead[t] for t in node.inputs]
+        if is_role(node, "join"):
+            slow = max(leads)
+            for t, l, r in zip(node.inputs, leads, ratios):
+                fifo = graph.producer(t)[0]
+                if is_role(fifo, "fifo"):
+                    bounds[fifo.name] = max(bounds.get(fifo.name, 0), int((slow - l) / r))
+        start = max(l + (spec.lead_words - 1) * r for l, r in zip(leads, ratios))
+        for t in node.outputs:
+            lead[t] = start
+    return bounds
+
+
+def check_fifo_depths(graph):
+    """Raise ValueError naming the first FIFO in front of a join shallower than :func:`branch_fifo_bounds`."""
+    for name, bound in branch_fifo_bounds(graph).items():
+        depth = graph.node(name).spec().depth
+        if depth < bound:
+            raise ValueError(f"{name} (depth {depth}) in front of a join holds fewer words than the other "
+                             f"branch's lead ({bound} words): the design would deadlock")
+    return graph
+
+
+def join_fifo_depths(graph):
+    """FIFO depths without simulation: 2, and in front of joins their bound (:func:`branch_fifo_bounds`)
+    with FINN's rounding and room for the layers' pipeline registers (not proven by simulation)."""
+    graph = as_graph(graph)
+    bounds = branch_fifo_bounds(insert_dwcs_and_fifos(graph))
+    return {name: finn_fifo_depth(bound + JOIN_SLACK) for name, bound in bounds.items() if bound > 0}
+
+
+# ---------------------------------------------------------------------------------------------- by simulation
+
+def tensor_fifo_depths(graph, *, max_depth=MAX_SIZING_DEPTH):
+    """The deep FIFOs :func:`simulated_fifo_depths` starts from: each FIFO as deep as one frame of its tensor
+    (words per frame of what its consumer takes; the graph output FIFO: of what the last layer emits),
+    or its join bound if larger, at most ``max_depth``, at least 2. ``graph`` has no FIFOs yet."""
+    fifoed = insert_dwcs_and_fifos(graph)
+    bounds, words = branch_fifo_bounds(fifoed), tensor_words(fifoed)
+    deep = {}
+    for node in fifoed.nodes:
+        if is_role(node, "fifo"):
+            frame = words[node.inputs[0]]
+            deep[node.name] = max(DEFAULT_FIFO_DEPTH, min(int(max_depth), max(frame, 2 * bounds.get(node.name, 0))))
+    return deep
+
+
+def simulated_fifo_depths(graph, *, frames=3, simulator=None, max_depth=MAX_SIZING_DEPTH):
+    """FIFO depths by simulation (FINN's InsertAndSetFIFODepths): ``{fifo name: depth}``.
+
+    ``graph`` (or a chain) has no DWCs and FIFOs yet. Every FIFO is first made deep (see
+    :func:`tensor_fifo_depths`); ``frames`` frames of zero words stream in at full rate (every layer's
+    timing is data independent, so on Verilator the memories are left blank) and out at full rate;
+    then each FIFO gets :func:`finn_fifo_depth` of the largest occupancy it saw (at most its deep
+    depth), and never less than its join bound (:func:`branch_fifo_bounds`). The sized design then
+    repeats the deep design's timing cycle for cycle. The names match ``insert_dwcs_and_fifos(graph)``.
+    A deep design that still deadlocks is an error naming the joins' FIFOs.
+
+    As in FINN, the input arrives as fast as the design takes it, so the FIFO in front of the slowest
+    layer fills with the backlog up to its deep depth: in a linear chain that depth usually buys nothing
+    (the slowest layer is never starved either way) and can be trimmed by hand.
+    """
+    graph = as_graph(graph)
+    deep = tensor_fifo_depths(graph, max_depth=max_depth)
+    sized = insert_dwcs_and_fifos(graph, deep)
+    words = tensor_words(sized)
+    in_words, out_words = words[sized.input] * frames, words[sized.output] * frames
+    simulator, compiled = network_engine(simulator)
+    try:
+        result = simulate_chain(sized, [0] * in_words, out_words, simulator=simulator, monitor=True,
+                                toplevel="fifo_sizing", compiled=compiled,
+                                blank_memories=compiled)         # Verilator reads them as 0, Icarus as X
+    except SimulationError as exc:
+        raise ValueError(f"FIFO sizing: the design with deep FIFOs ({', '.join(f'{k}={v}' for k, v in deep.items() if v > 2)}) "
+                         f"does not finish ({str(exc).splitlines()[0]})") from None
+    bounds = branch_fifo_bounds(sized)
+    # A FIFO that filled up (count = depth + 1) was holding back its producer in the deep run already;
+    # its deep depth repeats that run exactly, so no FIFO grows beyond its deep depth.
+    return {name: max(finn_fifo_depth(min(result.probe(f"{name}_max_count"), depth)), bounds.get(name, 0))
+            for name, depth in deep.items()}

@@ -3,10 +3,13 @@ frame with the bottleneck marked, the resource estimate), the totals against the
 clock. Rendered with rich; plain (no colour, ASCII rules) when stdout is not a terminal."""
 
 from rtlgen.fit import Usage
+from rtlgen.ir.graph import INSERTED_ROLES, OPS
 
 __all__ = ["layer_table", "print_summary", "console"]
 
-INSERTED = ("StreamingFIFO", "StreamingDataWidthConverter")     # summed in one row: the stitcher's, not the network's
+# The ops the compiler inserts (rtlgen.ir.graph.INSERTED_ROLES) are summed in one row: the stitcher's, not the
+# network's. What that row calls them, per role:
+INSERTED_NAMES = {"fifo": "FIFOs", "dwc": "DWCs", "fanout": "fan-outs"}
 RESOURCES = ("LUT", "FF", "BRAM18", "DSP")
 
 
@@ -23,6 +26,12 @@ def _folding(folding):
     return " ".join(f"{k}={v}" for k, v in folding.items() if k not in ("depth", "ram_style")) or "-"
 
 
+def _inserted_role(op_type):
+    """The role of ``op_type`` if the compiler inserts it (a FIFO, DWC, fan-out), else None."""
+    op = OPS.get(op_type)
+    return op.role if op is not None and op.role in INSERTED_ROLES else None
+
+
 def layer_table(report):
     """A rich Table of ``report`` (the dict ``report.json`` holds)."""
     from rich import box
@@ -36,8 +45,9 @@ def layer_table(report):
     inserted = {"count": {}, **{r: 0 for r in RESOURCES}}
     for row in report["layers"]:
         res = row["resources"]
-        if row["op_type"] in INSERTED:
-            inserted["count"][row["op_type"]] = inserted["count"].get(row["op_type"], 0) + 1
+        role = _inserted_role(row["op_type"])
+        if role is not None:
+            inserted["count"][role] = inserted["count"].get(role, 0) + 1
             for r in RESOURCES:
                 inserted[r] += res.get(r, 0)
             continue
@@ -46,7 +56,7 @@ def layer_table(report):
         table.add_row(row["name"], row["op_type"], _folding(row["folding"]), f"{row['in_width']}>{row['out_width']}",
                       cycles, *(f"{res.get(r, 0):,}" for r in RESOURCES), style="bold" if slowest else None)
     if inserted["count"]:
-        what = ", ".join(f"{n} {'FIFOs' if op == 'StreamingFIFO' else 'DWCs'}" for op, n in inserted["count"].items())
+        what = ", ".join(f"{n} {INSERTED_NAMES.get(role, role)}" for role, n in inserted["count"].items())
         table.add_row(f"({what})", "", "", "", "", *(f"{inserted[r]:,}" for r in RESOURCES))
     totals = report["totals"]
     table.add_section()
@@ -99,7 +109,8 @@ def print_summary(report, console):
         share = chosen["estimate"][chosen["binding"]] / chosen["budget"][chosen["binding"]]
         held = ", ".join(f"{v:,.0f} {k}" for k, v in chosen.get("held_for_fifos", {}).items())
         held = f" ({held} of it held back for the FIFOs that simulation sized deeper)" if held else ""
-        console.print(f"folding optimizer ({chosen['seconds']:.1f} s): the fastest design within {budget}{held}; "
+        what = "the lowest-latency design" if chosen.get("objective") == "latency" else "the fastest design"
+        console.print(f"folding optimizer ({chosen['seconds']:.1f} s): {what} within {budget}{held}; "
                       f"{chosen['binding']} binds ({share:.0%} of its budget)", highlight=False, soft_wrap=True)
         if chosen.get("io_bound"):
             console.print(f"folding optimizer: I/O-bound: the budget allows II {chosen['budget_ii']:,}, but the zynq "
