@@ -33,7 +33,7 @@ import numpy as np
 from qonnx.core.datatype import DataType
 
 from rtlgen.costmodel import estimate
-from rtlgen.passes.fold import FoldingContext, folded_with
+from rtlgen.passes.setfolding import FoldingContext, folded_with, set_folding
 
 __all__ = ["Budget", "optimize_folding", "OptimizerResult", "NoFit", "RESOURCES", "MAX_ROUNDS", "Option", "fold_groups",
            "group_options", "candidate_iis", "smallest_fitting", "least_cost", "describe_resources", "design_estimate"]
@@ -197,7 +197,6 @@ def _optimize(graph, budget, target_cycles, spill):
 
     def naive(ii):
         """FINN's SetFolding for ``ii`` from the graph's own folding (resType, ram_style as given)."""
-        from rtlgen.passes.fold import set_folding
         for node, folding in zip(graph.nodes, original):
             node.folding = dict(folding)
         return set_folding(graph, ii)
