@@ -5,7 +5,8 @@ A layer lives in one module: the spec (a frozen dataclass whose fields are the o
 case, validated on construction with errors naming the attribute and its legal values), the Amaranth
 component built from it, and at module level ``OP = Op(...)`` (or ``OPS = (Op(...), ...)`` for a module
 with several ops). The compiler discovers the ops of every module of ``layers`` and ``swg``
-(:func:`discover`), so a new layer touches its own module and its tests, nothing else.
+(:func:`discover`), so a new layer touches its own module and its tests, nothing else; an op declared
+anywhere else (a user's module, a test) joins the same registry with :func:`register`.
 """
 
 import importlib
