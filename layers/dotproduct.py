@@ -1008,6 +1008,18 @@ def activation_choices(params):
         return ()
     return ("thresholds", "requant")
 
+
+def multiplier_kind(spec):
+    """The kind of multiplier an MVAU / VVAU builds, as the cost model's calibration groups name it
+    (``MVAU/lut``...): xnor (binary xnor-popcount), dsp (DSP48 products), select (1-bit operand: an adder
+    of selected terms), or lut (LUT multipliers)."""
+    if spec.xnor:
+        return "xnor"
+    bits = min(spec.input_dtype.bitwidth(), spec.weight_dtype.bitwidth())
+    if spec.res_type == "dsp" and bits > 1:
+        return "dsp"
+    return "select" if bits == 1 else "lut"
+
 def unit_finn_export(spec):
     """The FINN attributes an MVAU / VVAU derives (``model_hw.onnx``): its output datatype, whether it has
     an activation, whether its weights are XNOR."""

@@ -14,7 +14,7 @@ from qonnx.core.datatype import DataType
 
 from layers.datapath import legal_divisors
 from layers.thresholding import ThresholdTable
-from layers.dotproduct import (DotProductUnit, POPCOUNTS, UNIT_FOLDING, UnitSpec, XNOR_ROM_WORDS, activation_choices,
+from layers.dotproduct import (DotProductUnit, POPCOUNTS, UNIT_FOLDING, UnitSpec, XNOR_ROM_WORDS, activation_choices, multiplier_kind,
                                check_positive, finn_import_unit, lower_dot_product, unit_finn_export)
 from layers.op import Lowering, Op, divisors_of
 from layers import small
@@ -256,6 +256,7 @@ OP = Op("MVAU", MVAUSpec, MVAU, folding={**UNIT_FOLDING, "weight_lut_bits": "wei
         old_names=("StreamingFCLayer_Batch", "MatrixVectorActivation"),
         finn_import=finn_import_unit, finn_arrays=("weights", "thresholds"),
         golden=_golden, small_instance=_small_instance, fold=_fold, finn_export=unit_finn_export,
+        cost_group=lambda spec: f"MVAU/{multiplier_kind(spec)}",
         lowers=(Lowering(("MatMul",), _lower_matmul, legal="MatMul, Gemm"), Lowering(("Conv",), _lower_conv)),
         choices={"resType": ("lut", "dsp"), "ram_style": ("auto", "distributed", "block"),
                  "activation_style": activation_choices, "shared_activation": shared_activation_choices,

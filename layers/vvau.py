@@ -14,7 +14,7 @@ from qonnx.core.datatype import DataType
 
 from layers.datapath import legal_divisors
 from layers.globalaccpool import check_pool_attrs, whole_map
-from layers.dotproduct import (DotProductUnit, UNIT_FOLDING, UnitSpec, activation_choices, check_positive,
+from layers.dotproduct import (DotProductUnit, UNIT_FOLDING, UnitSpec, activation_choices, multiplier_kind, check_positive,
                                finn_import_unit, lower_dot_product, unit_finn_export)
 from layers.op import Lowering, Op, divisors, divisors_of
 from layers import small
@@ -211,5 +211,6 @@ OP = Op("VVAU", VVAUSpec, VVAU, folding=UNIT_FOLDING,
         small_instance=_small_instance,
         finn_import=finn_import_unit, finn_arrays=("weights", "thresholds"),
         fold=_fold, folded_with=_folded_with, follower_folding=_follower_folding, finn_export=unit_finn_export,
+        cost_group=lambda spec: f"VVAU/{multiplier_kind(spec)}",
         lowers=(Lowering(("AveragePool",), _lower_window_average, when=lambda ctx, node: not whole_map(ctx, node)),),
         choices={"resType": ("lut", "dsp"), "activation_style": activation_choices})

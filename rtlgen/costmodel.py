@@ -17,6 +17,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from layers.op import Resources
+from rtlgen.ir.graph import OPS
 
 __all__ = ["estimate", "variant", "calibrated", "MODEL_PATH"]
 
@@ -24,16 +25,18 @@ MODEL_PATH = Path(__file__).resolve().parent / "data" / "cost_model.json"
 
 
 def variant(spec):
-    """The calibration group of ``spec``: its op type, and for MVAU/VVAU the kind of multiplier."""
-    name = type(spec).__name__.removesuffix("Spec")
-    if hasattr(spec, "res_type") and hasattr(spec, "weight_dtype"):
-        if getattr(spec, "xnor", False):
-            return f"{name}/xnor"
-        bits = min(spec.input_dtype.bitwidth(), spec.weight_dtype.bitwidth())
-        if spec.res_type == "dsp" and bits > 1:
-            return f"{name}/dsp"
-        return f"{name}/{'select' if bits == 1 else 'lut'}"
-    return name
+    """The calibration group of ``spec``: its op's ``Op.cost_group`` (the MVAU's and VVAU's add the kind of
+    multiplier: ``MVAU/dsp``), else the spec's class name without ``Spec`` (``SWG``, ``FIFO``, a Galapagos
+    bridge's ``ToGalapagos``: the names ``data/cost_model.json`` uses)."""
+    op = _op_of_spec().get(type(spec))
+    if op is not None and op.cost_group is not None:
+        return op.cost_group(spec)
+    return type(spec).__name__.removesuffix("Spec")
+
+
+@lru_cache(maxsize=1)
+def _op_of_spec():
+    return {op.spec: op for op in OPS.values()}
 
 
 @lru_cache(maxsize=1)
