@@ -24,8 +24,8 @@ from layers.memcost import bram18_count, ram_cost, rom_bram_cost, rom_luts
 from layers.thresholding import ThresholdTable, activation_lane, check_activation, threshold_search
 from layers.timing import Timing, as_cycles, frames_of, take_in_turn, take_when_ready
 from memstream.axilite import AXILiteSignature
-from memstream.memstream import (MemStream, MemStreamSpec, check_lut_bits, is_logic_rom, rom_address_next,
-                                 rom_read_port)
+from memstream.memstream import (BRAM_OR_LUT_STYLES, RAM_STYLES, MemStream, MemStreamSpec, check_lut_bits, is_logic_rom,
+                                 rom_address_next, rom_read_port)
 from memstream.packing import element_codes, pack_words
 from layers.op import ArrayMemo, Resources, StreamContract
 from layers.popcount import heap_cost, popcount_heap
@@ -37,7 +37,6 @@ __all__ = ["UnitSpec", "DotProductUnit", "UNIT_FOLDING", "check_positive", "cano
 
 MEM_MODES = ("internal_embedded", "internal_decoupled", "external")
 PIPELINES = ("throughput", "latency")   # pipeline: registers for the clock everywhere, or the fewest stages
-RAM_STYLES = ("auto", "distributed", "block", "ultra")
 RES_TYPES = ("auto", "lut", "dsp")
 AUTO_DSP_BITS = 6               # resType auto: DSP48E1 multipliers when both operands are at least this wide
 TREE_LEVELS_PER_STAGE = 2       # adder levels between pipeline registers
@@ -106,7 +105,7 @@ class UnitSpec(StreamContract):
             raise ValueError(f"{owner} mem_mode must be one of {', '.join(MEM_MODES)}, not {self.mem_mode!r}")
         if self.ram_style not in RAM_STYLES:
             raise ValueError(f"{owner} ram_style must be one of {', '.join(RAM_STYLES)}, not {self.ram_style!r}")
-        if self.ram_style_thresholds not in RAM_STYLES[:3]:
+        if self.ram_style_thresholds not in BRAM_OR_LUT_STYLES:
             raise ValueError(f"{owner} ram_style_thresholds must be one of auto, distributed, block, "
                              f"not {self.ram_style_thresholds!r}")
         if self.res_type not in RES_TYPES:

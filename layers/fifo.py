@@ -11,10 +11,11 @@ from amaranth.lib.wiring import In, Out
 from layers.timing import one_to_one
 from layers.memcost import ram_cost, ram_in_block
 from layers.op import OneWidth, Op, Resources, StreamContract
+from memstream.memstream import BRAM_OR_LUT_STYLES
 
 __all__ = ["FIFOSpec", "StreamingFIFO", "output_fifo_spec"]
 
-RAM_STYLES = ("auto", "distributed", "block")
+RAM_STYLES = BRAM_OR_LUT_STYLES
 SRL_MAX_DEPTH = 32      # one SRLC32E per bit; deeper FIFOs are cheaper as LUTRAM or BRAM
 
 

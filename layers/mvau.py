@@ -18,6 +18,7 @@ from layers.dotproduct import (DotProductUnit, POPCOUNTS, UNIT_FOLDING, UnitSpec
                                check_positive, finn_import_unit, lower_dot_product, unit_finn_export)
 from layers.op import Lowering, Op, divisors_of
 from layers import small
+from memstream.memstream import BRAM_OR_LUT_STYLES
 from sim import golden
 
 
@@ -258,6 +259,6 @@ OP = Op("MVAU", MVAUSpec, MVAU, folding={**UNIT_FOLDING, "weight_lut_bits": "wei
         golden=_golden, small_instance=_small_instance, fold=_fold, finn_export=unit_finn_export,
         cost_group=lambda spec: f"MVAU/{multiplier_kind(spec)}",
         lowers=(Lowering(("MatMul",), _lower_matmul, legal="MatMul, Gemm"), Lowering(("Conv",), _lower_conv)),
-        choices={"resType": ("lut", "dsp"), "ram_style": ("auto", "distributed", "block"),
+        choices={"resType": ("lut", "dsp"), "ram_style": BRAM_OR_LUT_STYLES,
                  "activation_style": activation_choices, "shared_activation": shared_activation_choices,
                  "popcount": popcount_choices})

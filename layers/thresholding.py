@@ -18,6 +18,7 @@ from amaranth.lib.wiring import In, Out
 from layers.datapath import (ChannelFolded, check_dtype, check_fits, ceil_thresholds, dtype_for_range, dtype_range, element_value,
                              legal_divisors, output_stage, register, shape_for_range, wrapping_increment)
 from memstream.axilite import AXILiteSignature, accept_writes, refuse_reads
+from memstream.memstream import BRAM_OR_LUT_STYLES
 from layers.memcost import bram18_count, rom_luts
 from layers.timing import one_to_one
 from layers.op import ArrayMemo, Lowering, Op, Resources, divisors_of
@@ -28,7 +29,7 @@ from layers.requant import REQUANT_STAGES, requant_form, requantize
 
 __all__ = ["ThresholdTable", "ThresholdingSpec", "Thresholding", "threshold_search"]
 
-RAM_STYLES = ("auto", "distributed", "block")
+RAM_STYLES = BRAM_OR_LUT_STYLES
 AUTO_BRAM_MIN_DEPTH = 512        # ram_style auto: a stage's thresholds in block RAM from this many entries per lane
 _VARYING_BITS = ArrayMemo()      # per thresholds array and PE: the bits of each stage's entries that vary
 _CHECKED = ArrayMemo()           # thresholds arrays rounded up and checked ascending

@@ -15,7 +15,12 @@ from memstream.packing import write_memh
 __all__ = ["MemStreamSpec", "MemStream", "rom_address_next", "rom_read_port", "check_lut_bits",
            "is_logic_rom"]
 
+# ram_style, the one definition every memory's spec checks: where Yosys builds it (auto: the spec decides by
+# its size, see each spec's rule), LUTs (LUTRAM / LUT ROM), block RAM, or UltraRAM (runtime-writable weights
+# only); BRAM_OR_LUT_STYLES for the memories that cannot be UltraRAM (FIFOs, line buffers, thresholds) and
+# what a folding file or the optimizer may choose
 RAM_STYLES = ("auto", "distributed", "block", "ultra")
+BRAM_OR_LUT_STYLES = RAM_STYLES[:3]
 
 
 def _clog2(n):

@@ -8,10 +8,13 @@ from dataclasses import dataclass
 
 from boards.yosys import XC7Z020
 
-__all__ = ["BOARDS", "Usage", "usage", "fits", "binding", "fit_line", "FAR_OVER"]
+__all__ = ["BOARDS", "Usage", "usage", "fits", "binding", "fit_line", "FAR_OVER", "BRAM18_PER_BRAM36", "BOARD_NAMES"]
 
 BOARDS = {"pynq-z2": ("xc7z020", XC7Z020)}          # board -> (device, capacity)
 FAR_OVER = 1.5          # `build` refuses to start Yosys when the estimate exceeds a resource by this factor
+BRAM18_PER_BRAM36 = 2   # the estimate counts RAMB18 halves; the device (and Vivado's utilisation) RAMB36 blocks
+# an estimate's resource -> its name on the board's side (the device's units: BRAM36)
+BOARD_NAMES = {"LUT": "LUT", "FF": "FF", "BRAM18": "BRAM36", "DSP": "DSP"}
 
 
 @dataclass(frozen=True)
@@ -36,7 +39,7 @@ class Usage:
 def usage(totals, board="pynq-z2"):
     """[Usage] of ``totals`` (a mapping with LUT, FF, BRAM18, DSP, as ``Resources`` reads) on ``board``."""
     _, capacity = BOARDS[board]
-    used = {"LUT": totals.get("LUT", 0), "FF": totals.get("FF", 0), "BRAM36": totals.get("BRAM18", 0) / 2,
+    used = {"LUT": totals.get("LUT", 0), "FF": totals.get("FF", 0), "BRAM36": totals.get("BRAM18", 0) / BRAM18_PER_BRAM36,
             "DSP": totals.get("DSP", 0)}
     return [Usage(key, used[key], capacity[key]) for key in ("LUT", "FF", "BRAM36", "DSP")]
 

@@ -8,11 +8,12 @@ import numpy as np
 from layers.datapath import check_dtype, legal_divisors
 from layers.memcost import ram_cost
 from layers.op import Resources, StreamContract
+from memstream.memstream import BRAM_OR_LUT_STYLES
 from layers.timing import Timing, as_cycles, frames_of, take_when_ready
 
 __all__ = ["SWGSpec"]
 
-RAM_STYLES = ("auto", "distributed", "block")
+RAM_STYLES = BRAM_OR_LUT_STYLES
 TIMING_CHUNK = 16384        # default style's timing model: output words per chunk of windows
 SHIFT_REGISTER_MAX = 4      # parallel style: gaps up to this many words are register chains, longer ones line buffers
 

@@ -22,6 +22,7 @@ import re
 from pathlib import Path
 
 from layers.op import divisors
+from memstream.memstream import BRAM_OR_LUT_STYLES
 from rtlgen.ir.graph import INSERTED_ROLES, OPS, canonical_op_type, ops_with_role
 from rtlgen.passes.setfolding import max_cycles, set_folding, spec_of, target_cycles
 
@@ -140,7 +141,7 @@ def _defaults_for(node, defaults):
 
 # what a folding file may set where the layer knows more: UltraRAM weights need runtime-writable weights,
 # which no folding file sets (and the xc7z020 has no UltraRAM)
-SETTABLE = {"ram_style": ("auto", "distributed", "block")}
+SETTABLE = {"ram_style": BRAM_OR_LUT_STYLES}
 
 
 def _settable(where, attr, value):

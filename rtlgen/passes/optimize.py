@@ -33,6 +33,7 @@ import numpy as np
 from qonnx.core.datatype import DataType
 
 from rtlgen.costmodel import estimate
+from rtlgen.fit import BOARD_NAMES, BOARDS, BRAM18_PER_BRAM36
 from rtlgen.passes.setfolding import FoldingContext, folded_with, set_folding
 
 __all__ = ["Budget", "optimize_folding", "OptimizerResult", "NoFit", "RESOURCES", "MAX_ROUNDS", "Option", "fold_groups",
@@ -62,10 +63,9 @@ class Budget:
     @classmethod
     def for_board(cls, board, max_utilization=0.8):
         """The board's device capacity times ``max_utilization``."""
-        from rtlgen.fit import BOARDS
         capacity = BOARDS[board][1]
         return cls(capacity["LUT"] * max_utilization, capacity["FF"] * max_utilization,
-                   2 * capacity["BRAM36"] * max_utilization, capacity["DSP"] * max_utilization)
+                   BRAM18_PER_BRAM36 * capacity["BRAM36"] * max_utilization, capacity["DSP"] * max_utilization)
 
     @classmethod
     def parse(cls, text):
@@ -82,13 +82,14 @@ class Budget:
                 raise ValueError(f"--budget {text!r}: {item!r} is not KEY=N with KEY one of lut, ff, bram36, "
                                  f"bram18, dsp and N >= 0")
             if key == "bram36":
-                key, amount = "bram18", 2 * amount
+                key, amount = "bram18", BRAM18_PER_BRAM36 * amount
             values[key] = amount
         return cls(**values)
 
     def describe(self):
         return ", ".join(f"{name} {value:,.0f}" for name, value in
-                         (("LUT", self.lut), ("FF", self.ff), ("BRAM36", self.bram18 / 2), ("DSP", self.dsp))
+                         (("LUT", self.lut), ("FF", self.ff), ("BRAM36", self.bram18 / BRAM18_PER_BRAM36),
+                          ("DSP", self.dsp))
                          if np.isfinite(value))
 
 
@@ -252,7 +253,7 @@ def _optimize(graph, budget, target_cycles, spill):
         _apply(graph, groups, choices, picked)
         ii = _ii(choices, picked)
     ratios = np.divide(used, limit, out=np.zeros_like(used), where=np.isfinite(limit) & (limit > 0))
-    binding = RESOURCES[int(np.argmax(ratios))].replace("BRAM18", "BRAM36")
+    binding = BOARD_NAMES[RESOURCES[int(np.argmax(ratios))]]
     return OptimizerResult(ii, budget, dict(zip(RESOURCES, used.tolist())), binding,
                            time.perf_counter() - start, sum(len(c) for c in choices), rounds)
 
@@ -397,7 +398,7 @@ def least_cost(choices, target_cycles):
 
 def describe_resources(vector):
     lut, ff, bram18, dsp = vector
-    return f"LUT {lut:,.0f}, FF {ff:,.0f}, BRAM36 {bram18 / 2:,.1f}, DSP {dsp:,.0f}"
+    return f"LUT {lut:,.0f}, FF {ff:,.0f}, BRAM36 {bram18 / BRAM18_PER_BRAM36:,.1f}, DSP {dsp:,.0f}"
 
 
 def _apply(graph, groups, choices, picked):

@@ -71,6 +71,7 @@ import numpy as np
 from galapagos.bridges import FLIT_WIDTHS, MAX_PACKET_BYTES, FromGalapagosSpec, ToGalapagosSpec, max_packet_flits
 from galapagos.link import header_flits
 from rtlgen.costmodel import estimate
+from rtlgen.fit import BOARD_NAMES
 from rtlgen.ir.graph import DataflowGraph
 from rtlgen.passes.optimize import (MAX_ROUNDS, RESOURCES, Budget, candidate_iis, describe_resources, design_estimate,
                                     fold_groups, group_options, least_cost, smallest_fitting)
@@ -583,7 +584,7 @@ class _Problem:
             used, bridges = self.whole(solution, d)
             budget = self.limit[d]
             ratios = np.divide(used, budget, out=np.zeros_like(used), where=np.isfinite(budget) & (budget > 0))
-            binding = RESOURCES[int(np.argmax(ratios))].replace("BRAM18", "BRAM36")
+            binding = BOARD_NAMES[RESOURCES[int(np.argmax(ratios))]]
             plans.append(DevicePlan(d, tuple(self.names[k] for k in here),
                                     {self.names[k]: folding[self.names[k]] for k in here},
                                     max((cycles[k] for k in here), default=0),

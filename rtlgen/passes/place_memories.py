@@ -5,7 +5,7 @@ that names the style keeps it; after the optimizer (which chose every style unde
 moves."""
 
 from rtlgen.costmodel import estimate
-from rtlgen.fit import BOARDS
+from rtlgen.fit import BOARDS, BRAM18_PER_BRAM36
 
 __all__ = ["place_memories"]
 
@@ -14,7 +14,7 @@ def place_memories(graph, options):
     if graph.optimizer is not None:
         return graph
     _, capacity = BOARDS[options.board]
-    room = 2 * capacity["BRAM36"] * options.max_utilization - sum(estimate(n.spec()).bram18 for n in graph.nodes)
+    room = BRAM18_PER_BRAM36 * capacity["BRAM36"] * options.max_utilization - sum(estimate(n.spec()).bram18 for n in graph.nodes)
     moves = []
     for node in graph.nodes:
         if node.folding.get("ram_style", "auto") != "auto" or "ram_style" not in node.op.folding:
