@@ -16,7 +16,7 @@ Errors are the command line's: :class:`rtlgen.passes.load.CompileError` (bad mod
 
 from pathlib import Path
 
-__all__ = ["compile", "open_design", "Design"]
+__all__ = ["compile", "partition", "open_design", "Design"]
 
 
 class Design:
@@ -94,6 +94,60 @@ def compile(model, out, *, keep_intermediate=None, force=False, say=None, warn=N
         compiled = compile_model(model, options, say=say or (lambda line: None), keep=keep)
         write_outputs(compiled, new)
     return Design(out, compiled)
+
+
+def partition(model, out, *, devices, budget=None, board="pynq-z2", max_utilization=0.8, fixed=None,
+              link_gbps=1.0, flit_width=64, max_packet_bytes=1440, clock_mhz=100.0, fifo_sizing="analytic",
+              plan_only=False, force=False, say=None, warn=None):
+    """Split ``model`` over at most ``devices`` FPGAs linked by Galapagos (`rtlgen partition`): the plan
+    (cuts, folding, cluster files) and, unless ``plan_only``, each device's kernel, written into ``out``
+    as a compile is (:mod:`rtlgen.ir.outdir`: built beside it and swapped in at the end). ``budget`` is
+    per device (``"lut=N,ff=N,bram36=N,dsp=N"``, default the board x ``max_utilization``); ``fixed`` pins
+    nodes, {node name: device index}. Returns the :class:`rtlgen.passes.partition.Partition`."""
+    import numpy as np
+
+    from rtlgen.backend import scaleout
+    from rtlgen.errors import CompileError
+    from rtlgen.flows import FRONT, Runner
+    from rtlgen.ir.outdir import check_out, replacing
+    from rtlgen.options import CompileOptions
+    from rtlgen.passes.optimize import Budget
+    from rtlgen.passes.partition import PartitionError, write_plan
+    from rtlgen.passes.partition import partition as plan_partition
+
+    say = say or (lambda line: None)
+    check_out(out, force=force)         # now, not after the solve
+    try:
+        per_device = Budget.parse(budget) if budget is not None else Budget.for_board(board, max_utilization)
+    except ValueError as exc:
+        raise CompileError(f"--budget: {exc}") from None
+    if budget is not None and not np.isfinite(per_device.as_vector()).any():     # "": no budget, not no limit
+        raise CompileError(f"--budget {budget!r}: names no resource; give lut=N,ff=N,bram36=N,dsp=N (any "
+                           f"subset), or leave it out for the board x --max-utilization")
+    options = CompileOptions.create(clock_mhz=clock_mhz, board=board, fifo_sizing=fifo_sizing).check()
+    graph = Runner().run(FRONT, model, options)
+    try:
+        part = plan_partition(graph, devices, per_device, link_gbps=link_gbps, clock_mhz=clock_mhz, fixed=fixed,
+                              flit_width=flit_width, max_packet_bytes=max_packet_bytes)
+    except PartitionError as exc:
+        raise CompileError(str(exc)) from None
+    with replacing(out, force=force, model=model, warn=warn) as new:
+        def shown(path):            # where it is once the new OUT is swapped in
+            return Path(out) / Path(path).relative_to(new)
+        paths = write_plan(part, new, board=board)
+        for device in part.devices:
+            if device.nodes:
+                say(f"device {device.index}: {', '.join(device.nodes)} ({device.cycles:,} cycles; "
+                    f"{device.binding} {device.utilization:.0%} of its budget)")
+        say(f"II {part.ii:,} cycles ({part.frames_per_second:,.0f} frames/s at {part.clock_mhz:g} MHz), set by "
+            f"{part.bound_by}; plan -> {shown(paths['partition'])}, cluster files -> {shown(paths['logical']).parent}")
+        if not plan_only:
+            built, io = scaleout.build_devices(model, part, options=options, say=say)
+            for device, path in zip(built, scaleout.write_devices(built, io, new)):
+                say(f"device {device.index}: Galapagos kernel {device.kernel_id} ({device.name}: FromGalapagos "
+                    f"{device.receive.words_per_frame} x {device.receive.word_width}-bit words -> layers -> "
+                    f"ToGalapagos TDEST {device.send.dest}) -> {shown(path)}")
+    return part
 
 
 def _check_keep(path):

@@ -501,13 +501,16 @@ def _verify_netlist(args, existing, model):
     return verify_netlist(args.model, model, x, simulator=args.simulator, say=_say)
 
 
-# what `rtlgen verify OUT` cannot use: it runs OUT as compiled
-COMPILE_ONLY = ("out", "folding", "target_fps", "clock_mhz", "board", "fifo_sizing", "input_dtype", "fit",
-                "max_utilization", "budget", "strict", "quiet", "force")
+def _compile_only():
+    """What `rtlgen verify OUT` cannot use (it runs OUT as compiled): every compile option but the simulator."""
+    from dataclasses import fields
+
+    from rtlgen.options import CompileOptions
+    return ("out", "quiet", "force") + tuple(f.name for f in fields(CompileOptions) if f.name != "simulator")
 
 
 def _refuse_compile_options(args, why):
-    given = [dest for dest in COMPILE_ONLY if dest in getattr(args, "given", ())]
+    given = [dest for dest in _compile_only() if dest in getattr(args, "given", ())]
     if given:
         raise UsageError(f"{_option_name(args.command, given[0])} is a compile option, and {why}")
 
@@ -620,30 +623,12 @@ def add_partition_arguments(parser):
 
 
 def run_partition_command(args):
-    """The plan (cuts, folding, cluster files), then each device's Galapagos kernel (:mod:`rtlgen.backend.scaleout`),
-    written into OUT as a compile is (:mod:`rtlgen.ir.outdir`: built beside OUT and swapped in at the end under
-    its lock, with a manifest; a folder that is neither empty nor an rtlgen output is refused unless
-    --force)."""
+    """`rtlgen partition`: :func:`rtlgen.api.partition` with the command line's options, saying each step."""
     import json
 
-    import numpy as np
-    from rtlgen.passes.load import CompileError, load_model
-    from rtlgen.flows import FRONT, Runner
-    from rtlgen.options import CompileOptions
-    from rtlgen.passes.optimize import Budget
-    from rtlgen.ir.outdir import check_out, replacing
-    from rtlgen.passes.partition import PartitionError, partition, write_plan
+    from rtlgen import api
+    from rtlgen.errors import CompileError
 
-    check_out(args.out, force=args.force)         # now, not after the solve
-    _warn_clock(args.command, args.clock_mhz)
-    try:
-        budget = Budget.parse(args.budget) if args.budget is not None else Budget.for_board(args.board,
-                                                                                           args.max_utilization)
-    except ValueError as exc:
-        raise CompileError(f"--budget: {exc}") from None
-    if args.budget is not None and not np.isfinite(budget.as_vector()).any():     # "": no budget, not no limit
-        raise CompileError(f"--budget {args.budget!r}: names no resource; give lut=N,ff=N,bram36=N,dsp=N (any "
-                           f"subset), or leave it out for the board x --max-utilization")
     fixed = None
     if args.partition:
         try:
@@ -652,31 +637,12 @@ def run_partition_command(args):
             raise CompileError(f"--partition {args.partition}: {exc}") from None
         if not isinstance(fixed, dict):
             raise CompileError(f"--partition {args.partition}: must be a JSON object {{node name: device index}}")
-    options = CompileOptions(clock_mhz=args.clock_mhz, board=args.board, fifo_sizing=args.fifo_sizing)
-    graph = Runner().run(FRONT, args.model, options)
-    try:
-        part = partition(graph, args.devices, budget, link_gbps=args.link_gbps, clock_mhz=args.clock_mhz,
-                         fixed=fixed, flit_width=args.flit_width, max_packet_bytes=args.max_packet_bytes)
-    except PartitionError as exc:
-        raise CompileError(str(exc)) from None
-    with replacing(args.out, force=args.force, model=args.model, warn=lambda text: _warn(args.command, text)) as new:
-        def shown(path):            # where it is once the new OUT is swapped in
-            return Path(args.out) / Path(path).relative_to(new)
-        paths = write_plan(part, new, board=args.board)
-        for device in part.devices:
-            if device.nodes:
-                _say(f"device {device.index}: {', '.join(device.nodes)} ({device.cycles:,} cycles; "
-                     f"{device.binding} {device.utilization:.0%} of its budget)")
-        _say(f"II {part.ii:,} cycles ({part.frames_per_second:,.0f} frames/s at {part.clock_mhz:g} MHz), set by "
-             f"{part.bound_by}; plan -> {shown(paths['partition'])}, cluster files -> {shown(paths['logical']).parent}")
-        if not args.plan_only:
-            from rtlgen.backend import scaleout
-
-            devices, io = scaleout.build_devices(args.model, part, options=options, say=_say)
-            for device, path in zip(devices, scaleout.write_devices(devices, io, new)):
-                _say(f"device {device.index}: Galapagos kernel {device.kernel_id} ({device.name}: FromGalapagos "
-                     f"{device.receive.words_per_frame} x {device.receive.word_width}-bit words -> layers -> "
-                     f"ToGalapagos TDEST {device.send.dest}) -> {shown(path)}")
+    _warn_clock(args.command, args.clock_mhz)
+    api.partition(args.model, args.out, devices=args.devices, budget=args.budget, board=args.board,
+                  max_utilization=args.max_utilization, fixed=fixed, link_gbps=args.link_gbps,
+                  flit_width=args.flit_width, max_packet_bytes=args.max_packet_bytes, clock_mhz=args.clock_mhz,
+                  fifo_sizing=args.fifo_sizing, plan_only=args.plan_only, force=args.force, say=_say,
+                  warn=lambda text: _warn(args.command, text))
     if not args.plan_only:
         _say(f"simulate the cluster: rtlgen sim {args.out} --input X.npy")
     return 0
