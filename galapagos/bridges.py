@@ -148,6 +148,52 @@ class _PacketGeometry:
 
     latency = 1     # an output transfer is offered the cycle after the input transfer that completes it
 
+    # the stream fields of :class:`layers.op.LayerSpec` (what `rtlgen prove` and the formal harness read):
+    # one stream in, one out; a frame is ``words_per_frame`` words on the layer side and
+    # ``flits_per_frame`` flits on the network side, one "lane" per transfer
+    num_inputs = 1
+    num_outputs = 1
+    lead_words = 1
+    words_before_lead = 0
+
+    @property
+    def _shapes(self):
+        """(layer-side shape, network-side shape) of one frame: ``(1, transfers, 1)``."""
+        return (1, self.words_per_frame, 1), (1, self.flits_per_frame, 1)
+
+    def _fill_timing(self, arrivals, to_flits):
+        """The exact timing model (:mod:`layers.timing`), the RTL's fill level stepped cycle by cycle:
+        an output transfer whenever the buffer holds one (never stalled), an input transfer when it
+        arrived and ``i.ready`` (the thresholds of ``elaborate``) allows it. FromGalapagos: matching,
+        well-formed packets (the only ones a ToGalapagos of the same geometry sends)."""
+        import numpy as np
+        from layers.timing import Timing, as_cycles
+        arrivals = as_cycles(arrivals[0])
+        w, f, g, size = self.word_width, self.flit_width, self.step, self.buffer_bits
+        n_in = self.words_per_frame if to_flits else self.flits_per_frame
+        reads, writes = [], []
+        fill, index, t = 0, 0, 0
+        while len(reads) < len(arrivals) or fill >= (f if to_flits else w) // g:
+            last = index == n_in - 1
+            out_unit = (f if to_flits else w) // g
+            take = fill >= out_unit
+            if to_flits:
+                ready = fill <= ((size - w - self.pad_bits) if last else (size - w)) // g
+                grow = ((w + self.pad_bits) if last else w) // g
+            else:
+                ready = fill <= (size - f) // g
+                grow = (self.last_flit_bits if last else f) // g
+            give = len(reads) < len(arrivals) and ready and arrivals[len(reads)] <= t
+            if take:
+                writes.append(t)
+            fill -= out_unit if take else 0
+            if give:
+                reads.append(t)
+                fill += grow
+                index = 0 if last else index + 1
+            t += 1
+        return Timing((np.array(reads, dtype=np.int64),), np.array(writes, dtype=np.int64))
+
     def _estimate(self, insert_bits, max_position, counters):
         """Analytic 7-series estimate from the structure, not a synthesis result. FFs: the buffer, its
         fill level and the counters (Yosys agrees to within 3). LUTs: one per buffer bit (drain mux OR
@@ -248,8 +294,25 @@ class ToGalapagosSpec(_PacketGeometry):
         return self.word_width
 
     @property
+    def out_width(self):
+        """Bits of an output flit payload (:func:`flit_layout`: tdata, tkeep, tlast, tdest, tid)."""
+        return self.flit_layout.size
+
+    @property
     def flit_layout(self):
         return flit_layout(self.flit_width)
+
+    @property
+    def folded_input_shapes(self):
+        return (self._shapes[0],)
+
+    @property
+    def folded_output_shape(self):
+        return self._shapes[1]
+
+    def timing(self, arrivals):
+        """When each word moves in and each flit is offered (:meth:`_fill_timing`)."""
+        return self._fill_timing(arrivals, to_flits=True)
 
     @property
     def buffer_bits(self):
@@ -397,8 +460,26 @@ class FromGalapagosSpec(_PacketGeometry):
         return self.word_width
 
     @property
+    def in_width(self):
+        """Bits of an input flit payload (:func:`flit_layout`: tdata, tkeep, tlast, tdest, tid)."""
+        return self.flit_layout.size
+
+    @property
     def flit_layout(self):
         return flit_layout(self.flit_width)
+
+    @property
+    def folded_input_shapes(self):
+        return (self._shapes[1],)
+
+    @property
+    def folded_output_shape(self):
+        return self._shapes[0]
+
+    def timing(self, arrivals):
+        """When each flit moves in and each word is offered, for matching, well-formed packets
+        (:meth:`_fill_timing`)."""
+        return self._fill_timing(arrivals, to_flits=False)
 
     @property
     def buffer_bits(self):

@@ -125,8 +125,17 @@ class FormalHarness(Elaboratable):
                                                                      name=f"{name}_payload"))
         for name, _ in plan.outputs:
             self._free[name] = Signal(name=f"{name}_ready")
-        self._k = Signal(counter_bits, name="k")          # the tracked index (held constant: an AnyConst)
-        self._n = Signal(counter_bits, name="n")          # a bridge's tracked frame (an AnyConst)
+        # the tracked index (held constant: an AnyConst): a word (FIFO), a bit of the stream (DWC: as many
+        # as the counted words carry, so every bit moved in the run can be the one tracked), a bit offset
+        # in a frame's flits (a bridge, whose tracked frame is ``n``)
+        k_bits = counter_bits
+        if plan.track == "dwc":
+            k_bits += max(len(Value.cast(getattr(component, n).payload)) for n, _ in plan.inputs + plan.outputs
+                          ).bit_length()
+        elif plan.track in BRIDGES:
+            k_bits = (component.spec.flits_per_frame * component.spec.flit_width - 1).bit_length()
+        self._k = Signal(k_bits, name="k")
+        self._n = Signal(counter_bits, name="n")
         for value in self._free.values():
             self.ports += list(value) if isinstance(value, tuple) else [value]
         if plan.track:
