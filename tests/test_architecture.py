@@ -68,7 +68,7 @@ def test_the_compile_flow_is_what_the_docs_say():
     described = re.findall(r"^    ([a-z_]+)\s{2,}\S", flows.__doc__, re.M)
     assert [n for n in described if n in names] == names          # each pass explained, in order
     readme = (ROOT / "README.md").read_text()
-    listed = re.search(r"`rtlgen/flows\.py` `COMPILE`: ([^)]*)\)", readme)
+    listed = re.search(r"`rtlgen/flows\.py` `COMPILE`:\s*([^)]*)\)", readme)
     assert listed, "README.md names the compile flow (`rtlgen/flows.py` `COMPILE`: ...)"
     assert re.findall(r"`([a-z_]+)`", listed.group(1)) == names
     assert [p.name for p in flows.INSPECT] == names[:3]
@@ -109,6 +109,17 @@ def test_no_module_imports_another_modules_private_names():
         for imported, names in _imports(tree, module):
             if _first_party(imported) and _first_party(imported) != module:
                 bad += [f"{module}: from {imported} import {n}" for n in names if n.startswith("_")]
+        aliases = {}            # a first-party module bound to a name: `from pkg import mod as m`, `import a.b as m`
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                for alias in node.names:
+                    full = alias.name if isinstance(node, ast.Import) else f"{node.module}.{alias.name}"
+                    if full in MODULES and full != module and (alias.asname or isinstance(node, ast.ImportFrom)):
+                        aliases[alias.asname or alias.name] = full
+        for node in ast.walk(tree):
+            if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in aliases
+                    and node.attr.startswith("_") and not node.attr.startswith("__")):
+                bad.append(f"{module}: {aliases[node.value.id]}.{node.attr}")
     assert not bad, "\n".join(bad)
 
 

@@ -37,7 +37,6 @@ __all__ = ["OBJECTIVES", "optimize_latency", "fall_through_fifos", "design_laten
 
 OBJECTIVES = ("throughput", "latency")
 MAX_IIS = 40            # candidate IIs solved at most (ascending); the search stops earlier, see above
-FIFO_OP = "StreamingFIFO"
 MILP_SECONDS = 10       # per program; HiGHS returns its best feasible solution when the limit is reached
 
 
@@ -58,7 +57,7 @@ def fall_through_fifos(graph):
     from layers.fifo import SRL_MAX_DEPTH
     graph = graph.copy()
     for node in graph.nodes:
-        if node.op_type == FIFO_OP and "fall_through" in node.op.folding \
+        if node.op.role == "fifo" and "fall_through" in node.op.folding \
                 and node.folding.get("depth", 2) <= SRL_MAX_DEPTH and node.folding.get("ram_style") != "block":
             node.folding = {**node.folding, "fall_through": True}
     return graph
@@ -87,7 +86,7 @@ def _latency_pipeline(graph):
 
 def _node_options(node):
     found = {}
-    for folding in _opt._node_foldings(node):
+    for folding in _opt.node_foldings(node):
         # fewer choices than the throughput search, to keep the pairwise program small: no lanes sharing
         # activation units (a cycle each, never shorter), weights in BRAM or as auto places them
         if folding.get("shared_activation") or folding.get("ram_style") == "distributed":
@@ -130,8 +129,13 @@ def _pairs(graph):
 
 
 def _solve(choices, pairs, limit, ii):
-    """The 0/1 program at one II (see the module docstring); the picked option per node, or None."""
+    """The 0/1 program at one II (see the module docstring); the picked option per node, or None.
+
+    The overlap is counted per stream and per word shape (words, width) rather than per pair of options:
+    z[e, s] <= (the producer's options sending s) and z[e, s] <= (the consumer's options taking s), so it
+    is 1 only where both chosen options agree on s (one option per node is chosen)."""
     from scipy.optimize import Bounds, LinearConstraint, milp
+    from scipy.sparse import coo_array
 
     allowed = [[k for k, o in enumerate(opts) if o.cycles <= ii] for opts in choices]
     if any(not a for a in allowed):
@@ -143,33 +147,33 @@ def _solve(choices, pairs, limit, ii):
     scale = np.where(finite & (limit > 0), limit, np.maximum(costs.max(axis=0), 1.0))
     objective = [choices[g][k].terms + 1e-3 * float((costs[j] / scale).sum()) + 1e-9 * j
                  for j, (g, k) in enumerate(columns)]
-    overlaps = []           # (column of the producer's option, column of the consumer's, bonus)
+    shapes = []             # (producer, consumer, (words, width), bonus)
     for p, c in pairs:
-        for kp in allowed[p]:
-            op = choices[p][kp]
-            for kc in allowed[c]:
-                oc = choices[c][kc]
-                bonus = min(op.out_words, oc.in_words) - 1
-                if bonus > 0 and op.out_width == oc.in_width and op.out_words == oc.in_words:
-                    overlaps.append((col[(p, kp)], col[(c, kc)], bonus))
-    n = len(columns) + len(overlaps)
-    objective = np.concatenate([objective, [-b for _, _, b in overlaps]])
-    rows, lo, hi = [], [], []
+        sent = {(choices[p][k].out_words, choices[p][k].out_width) for k in allowed[p]}
+        taken = {(choices[c][k].in_words, choices[c][k].in_width) for k in allowed[c]}
+        shapes += [(p, c, shape, shape[0] - 1) for shape in sorted(sent & taken) if shape[0] > 1]
+    n = len(columns) + len(shapes)
+    objective = np.concatenate([objective, [-bonus for *_, bonus in shapes]])
+    entries, lo, hi = [], [], []            # (row, column, value)
+
+    def row(items, low, high):
+        r = len(lo)
+        entries.extend((r, j, v) for j, v in items)
+        lo.append(low), hi.append(high)
     for g in range(len(choices)):
-        row = np.zeros(n)
-        row[[col[(g, k)] for k in allowed[g]]] = 1
-        rows.append(row), lo.append(1), hi.append(1)
-    for e, (jp, jc, _) in enumerate(overlaps):        # y <= x_producer, y <= x_consumer
-        for j in (jp, jc):
-            row = np.zeros(n)
-            row[len(columns) + e], row[j] = 1, -1
-            rows.append(row), lo.append(-np.inf), hi.append(0)
+        row([(col[(g, k)], 1.0) for k in allowed[g]], 1, 1)
+    for e, (p, c, shape, _) in enumerate(shapes):
+        z = len(columns) + e
+        row([(z, 1.0)] + [(col[(p, k)], -1.0) for k in allowed[p]
+                          if (choices[p][k].out_words, choices[p][k].out_width) == shape], -np.inf, 0)
+        row([(z, 1.0)] + [(col[(c, k)], -1.0) for k in allowed[c]
+                          if (choices[c][k].in_words, choices[c][k].in_width) == shape], -np.inf, 0)
     for r in np.flatnonzero(finite):
-        row = np.zeros(n)
-        row[:len(columns)] = costs[:, r]
-        rows.append(row), lo.append(-np.inf), hi.append(limit[r])
-    result = milp(objective, constraints=[LinearConstraint(np.array(rows), lo, hi)],
-                  integrality=np.ones(n), bounds=Bounds(0, 1), options={"time_limit": MILP_SECONDS})
+        row([(j, costs[j, r]) for j in range(len(columns)) if costs[j, r]], -np.inf, limit[r])
+    rows, cols, vals = zip(*entries)
+    matrix = coo_array((vals, (rows, cols)), shape=(len(lo), n)).tocsr()
+    result = milp(objective, constraints=[LinearConstraint(matrix, lo, hi)], integrality=np.ones(n),
+                  bounds=Bounds(0, 1), options={"time_limit": MILP_SECONDS})
     if result.x is None:
         return None
     chosen = {columns[j][0]: columns[j][1] for j in np.flatnonzero(result.x[:len(columns)] > 0.5)}

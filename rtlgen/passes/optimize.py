@@ -37,7 +37,7 @@ from rtlgen.fit import BOARD_NAMES, BOARDS, BRAM18_PER_BRAM36
 from rtlgen.passes.setfolding import FoldingContext, folded_with, set_folding
 
 __all__ = ["Budget", "optimize_folding", "OptimizerResult", "NoFit", "RESOURCES", "MAX_ROUNDS", "Option", "fold_groups",
-           "group_options", "candidate_iis", "smallest_fitting", "least_cost", "describe_resources", "design_estimate"]
+           "node_foldings", "group_options", "candidate_iis", "smallest_fitting", "least_cost", "describe_resources", "design_estimate"]
 
 RESOURCES = ("LUT", "FF", "BRAM18", "DSP")
 SPILL_SHARES = (1 / 8, 1 / 4, 1 / 2)    # of a block-RAM weight word built as LUT ROM instead (weight_lut_bits)
@@ -274,7 +274,7 @@ def fold_groups(graph):
     return [g for g in groups if len(g) > 1 or g[0] not in paired]
 
 
-def _node_foldings(node, spill=False):
+def node_foldings(node, spill=False):
     """Every combination of the node's parallelism axes and its op's other choices (``Op.choices``, FINN
     attribute dicts)."""
     axes = {attr: node.op.legal(attr, node.params) for attr in node.op.parallelism}
@@ -301,9 +301,9 @@ def group_options(graph, group, spill=False):
     found = {}
     if len(nodes) == 2:             # [follower, leader]: the follower's folding follows the leader's
         leader = nodes[1]
-        candidates = [((0, leader.op.follower_folding(f)), (1, f)) for f in _node_foldings(leader, spill)]
+        candidates = [((0, leader.op.follower_folding(f)), (1, f)) for f in node_foldings(leader, spill)]
     else:
-        candidates = [((0, f),) for f in _node_foldings(nodes[0], spill)]
+        candidates = [((0, f),) for f in node_foldings(nodes[0], spill)]
     for candidate in candidates:
         try:
             specs = [nodes[i].spec(**f) for i, f in candidate]
