@@ -213,6 +213,15 @@ def test_read_only_out_is_named_before_compiling(tmp_path, capsys, monkeypatch):
         line.endswith("); make it writable or choose another -o"), line
 
 
+@pytest.mark.skipif(not Path("/proc/self").is_dir(), reason="needs Linux's /proc")
+def test_out_where_no_file_can_be_created_is_named_not_the_lock(capsys):
+    """/proc passes the access check but takes no new file: the error names -o and its folder, not the lock
+    file rtlgen would have created beside it."""
+    line = one_line(capsys, ["compile", str(DIGITS), "-o", "/proc/rtlgen-x", "-q", *FAST])
+    assert line.startswith("rtlgen compile: error: -o /proc/rtlgen-x: cannot create files in /proc ("), line
+    assert "rtlgen-lock" not in line and line.endswith("choose another -o"), line
+
+
 @pytest.mark.skipif(os.geteuid() == 0, reason="root writes into read-only directories")
 def test_read_only_out_for_real(tmp_path, capsys):
     out = tmp_path / "out"

@@ -100,7 +100,7 @@ def lock(out):
     out = _absolute(out)
     path = out.parent / f".{out.name}.rtlgen-lock"
     while True:
-        fd = _os_call(lambda: os.open(path, os.O_RDWR | os.O_CREAT, 0o644), out)
+        fd = _os_call(lambda: os.open(path, os.O_RDWR | os.O_CREAT, 0o644), out, beside=True)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as exc:
@@ -130,10 +130,17 @@ def lock(out):
         os.close(fd)
 
 
-def _os_call(call, out):
+def _os_call(call, out, beside=False):
+    """``call()``, an OSError as :class:`OutError` naming OUT; ``beside``: the call creates one of rtlgen's
+    own files beside OUT (its lock, the new design's folder), which the message names by OUT's folder, not
+    by a file name the user never chose."""
     try:
         return call()
     except OSError as exc:
+        if beside:
+            raise OutError(f"-o {out}: cannot create files in {out.parent} ({exc.strerror or exc}), where rtlgen "
+                           f"keeps OUT's lock and builds the new design before it replaces OUT; choose another "
+                           f"-o") from None
         raise OutError(f"-o {out}: {exc.strerror or exc}"
                        + (f" ({exc.filename})" if exc.filename else "") + "; choose another -o") from None
 
@@ -155,7 +162,8 @@ def replacing(out, *, force=False, model=None, warn=None):
         for stale in out.parent.glob(f".{glob.escape(out.name)}.rtlgen-*-*"):     # left by a killed compile
             if stale.is_dir() and not stale.is_symlink():
                 shutil.rmtree(stale, ignore_errors=True)
-        new = Path(_os_call(lambda: tempfile.mkdtemp(prefix=f".{out.name}.rtlgen-new-", dir=out.parent), out))
+        new = Path(_os_call(lambda: tempfile.mkdtemp(prefix=f".{out.name}.rtlgen-new-", dir=out.parent), out,
+                            beside=True))
         try:
             yield new
             files = sorted(_files(new))
