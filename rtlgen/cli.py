@@ -485,7 +485,12 @@ def run_verify_command(args):
              f"mismatch as a bug")
     if existing or args.out:            # kept: the result goes into OUT's report.html
         from rtlgen.report.html import record_verification
-        _say(f"report -> {record_verification(args.model if existing else args.out, result)}")
+        target = args.model if existing else args.out
+        try:
+            _say(f"report -> {record_verification(target, result)}")
+        except OSError as exc:          # a read-only OUT: the comparison above stands, only the record is lost
+            _warn(args.command, f"the result is not recorded in {target}'s report: cannot write "
+                                f"{exc.filename or target} ({exc.strerror or exc})")
     return 0 if result.passed else 1
 
 

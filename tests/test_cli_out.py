@@ -369,3 +369,24 @@ def test_a_kept_build_of_an_earlier_design_is_not_shown_as_this_ones(tmp_path):
     (out / "build" / "yosys" / "report.json").write_text(json.dumps({"estimate": dict(totals, LUT=totals["LUT"] + 1)}))
     page = write_html(out).read_text()
     assert "OUT/build holds the Yosys report of an earlier compile" in page and 'data-key="yosys.' not in page
+
+
+def test_verify_of_a_read_only_out_reports_the_comparison(digits_out_copy, tmp_path, capsys, monkeypatch):
+    """`verify OUT` where OUT cannot be written (a read-only mount; simulated, as root writes anywhere):
+    the bit-exact comparison is the answer (exit 0), and one warning says the record was not written."""
+    import rtlgen.report.html as html
+
+    x = np.load(Path(__file__).parent / "models" / "digits_tfc_w1a1i1_testset.npz")["x"][:2]
+    np.save(tmp_path / "x.npy", x)
+    target = digits_out_copy / "verify.json"
+
+    def read_only(out, comparison):
+        raise OSError(errno.EROFS, "Read-only file system", str(target))
+    monkeypatch.setattr(html, "record_verification", read_only)
+    capsys.readouterr()
+    assert main(["verify", str(digits_out_copy), "--input", str(tmp_path / "x.npy")]) == 0
+    captured = capsys.readouterr()
+    assert "bit-exact" in captured.out, captured.out
+    err = captured.err.strip().splitlines()
+    assert len(err) == 1 and err[0] == (f"rtlgen verify: warning: the result is not recorded in {digits_out_copy}'s "
+                                        f"report: cannot write {target} (Read-only file system)"), err
