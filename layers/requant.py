@@ -164,10 +164,17 @@ class RequantForm:
         (:func:`_score` of one lane with its constants fixed) plus the bits of one channel's word."""
         return _score(self.resource_estimate(self.channels, acc_width)) / self.channels + self.word_width
 
-    def resource_estimate(self, pe, acc_width):
+    def resource_estimate(self, pe, acc_width, lean=False):
         """(Resources) of ``pe`` lanes: the multiplier in DSP48E1s (25 x 18 signed each), the rounding,
-        flags and exception compares in LUTs, the per-channel words in LUT ROM (BRAM18 when deep)."""
+        flags and exception compares in LUTs, the per-channel words in LUT ROM (BRAM18 when deep).
+        ``lean`` (where :func:`lean_requant` allows): no multiplier (M is a shift), z = x + B on a carry
+        chain, the rounding's zero test over the bits between M's shift and the level's, the clip."""
         depth = self.channels // pe
+        if lean and lean_requant(self, pe):
+            log2m = int(self.multipliers[0]).bit_length() - 1
+            lut = acc_width + (self.shift - log2m) // 4 + 3 * self.level_bits
+            lut += rom_luts(self.word_width, depth) if depth > 1 else 0
+            return Resources(lut=pe * lut, ff=pe * (self.z_shape.width - log2m + self.level_bits), bram18=0, dsp=0)
         dsp = -(-acc_width // 25) * -(-self.multiplier_bits // 17)
         zbits, rbits = self.z_shape.width, self.shift
         lut = zbits + 2 * rbits + self.exception_slots * (self.level_bits // 2 + 2) + 2 * self.level_bits

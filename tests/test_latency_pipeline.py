@@ -87,6 +87,36 @@ def test_mvau_latency_pipeline(jet_layers, layer, pe, simd, res_type, simulator)
     assert _first_out_after_lead(lean, simulator) == lean.latency
 
 
+@pytest.fixture(scope="module")
+def pruned_layers():
+    import warnings
+    from rtlgen.options import CompileOptions
+    from rtlgen.passes.load import load_model
+    from rtlgen.passes.to_hw import to_hw
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return to_hw(load_model(JET.replace(".onnx", "_pruned.onnx"), "FIXED<16,6>"), CompileOptions()).nodes
+
+
+# constant weights (SF = NF = 1) as canonical-signed-digit terms, lanes of unequal terms padded to the longest
+@pytest.mark.sim
+@pytest.mark.parametrize("layer", [3, pytest.param(2, marks=pytest.mark.slow), pytest.param(0, marks=pytest.mark.slow)])
+def test_mvau_csd_products(pruned_layers, layer, simulator):
+    from layers.dotproduct import canonical_digits
+    from tests.test_mvau import check
+    node = pruned_layers[layer]
+    kw = dict(PE=node.params["mh"], SIMD=node.params["mw"], resType="lut", mem_mode="internal_embedded")
+    if node.params.get("thresholds") is not None:
+        kw["activation_style"] = "requant"
+    spec = node.spec(**kw, pipeline="latency")
+    assert spec.csd_products and not spec.offset_weights
+    terms = canonical_digits(spec.weight_matrix()).sum(axis=1)
+    assert spec.tree_terms == terms.max() < spec.simd * spec.weight_dtype.bitwidth()
+    assert len(set(terms.tolist())) > 1             # lanes of unequal terms: the padding is exercised
+    check(spec, frames=3, simulator=simulator)
+    assert _first_out_after_lead(spec, simulator) == spec.latency
+
+
 def test_pipeline_names_legal_values(jet_layers):
     with pytest.raises(ValueError, match=r"MVAU pipeline must be one of throughput, latency, not 'fast'"):
         jet_layers[3].spec(pipeline="fast")

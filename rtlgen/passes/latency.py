@@ -221,7 +221,9 @@ def optimize_latency(graph, budget, *, target_cycles=None):
                 if best is None or (latency, design_ii) < (best[0], best[1]):
                     best = (latency, design_ii, list(picked), used, rounds)
                 break
-            node_limit = node_limit - np.maximum(over, 0) - 1e-6
+            # the inserted FIFOs and converters are over: the nodes must cost that much less than these did
+            nodes = np.sum([choices[g][k].cost for g, k in enumerate(picked)], axis=0).astype(float)
+            node_limit = np.where(over > 0, np.minimum(node_limit, nodes) - over - 1e-6, node_limit)
     if best is None:
         what = f"{target_cycles} cycles per frame" if target_cycles else "any folding"
         raise NoFit(f"no design fits the budget ({budget.describe()}) at {what}: its layers alone need at least "
