@@ -18,7 +18,7 @@ from qonnx.core.datatype import DataType
 from layers.fifo import StreamingFIFO, output_fifo_spec
 from layers.op import StreamContract
 
-__all__ = ["packing_shift", "packed_weight", "unpack_products", "signed_width", "dtype_range", "shape_for_range", "dtype_for_range", "check_dtype", "check_fits",
+__all__ = ["shifted", "packing_shift", "packed_weight", "unpack_products", "signed_width", "dtype_range", "shape_for_range", "dtype_for_range", "check_dtype", "check_fits",
            "legal_divisors", "register", "wire", "wrapping_increment", "output_stage", "element_value", "product",
            "adder_tree", "tree_stages", "ceil_thresholds", "ChannelFolded", "PixelFolded", "StreamLayer"]
 
@@ -111,13 +111,13 @@ def element_value(bits, dtype):
 def _shift_add_rows(x, y, y_signed):
     """The shifted partial products whose sum is x * y, one per bit of y."""
     width = len(y)
-    terms = [Mux(y[j], _shifted(x, j), 0) for j in range(width)]
+    terms = [Mux(y[j], shifted(x, j), 0) for j in range(width)]
     if y_signed:
         terms[-1] = -terms[-1]      # the sign bit weighs -2^(n-1)
     return terms
 
 
-def _shifted(x, j):
+def shifted(x, j):
     """``x << j`` as wiring (no $shl cell), of the shape ``x << j`` has: ``len(x) + 2**len(Const(j)) - 1``
     bits, x's signedness."""
     width = len(x) + 2 ** len(Const(j)) - 1

@@ -15,11 +15,10 @@ from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 from qonnx.core.datatype import DataType
 
-from layers.datapath import _shifted
 from layers.datapath import (DSP_P_BITS, adder_tree, check_dtype, check_fits, dtype_for_range, dtype_range,
                              element_value, output_stage, packed_weight, packing_shift, product, product_rows,
-                             register, shape_for_range, tree_register_bits, tree_stages, unpack_products, wire,
-                             wrapping_increment)
+                             register, shape_for_range, shifted, tree_register_bits, tree_stages, unpack_products,
+                             wire, wrapping_increment)
 from layers.fifo import output_fifo_spec
 from layers.memcost import bram18_count, ram_cost, rom_bram_cost, rom_luts
 from layers.thresholding import ThresholdTable, activation_lane, check_activation, threshold_search
@@ -903,7 +902,7 @@ class DotProductUnit(wiring.Component):
             return [[(-t if sign < 0 else t)
                      for s in range(spec.simd)
                      for sign, k in csd_terms(int(w[p, s]))
-                     for t in [_shifted(element_value(xs[spec.lane_input_index(p, s)], spec.lane_input_dtype), k)]]
+                     for t in [shifted(element_value(xs[spec.lane_input_index(p, s)], spec.lane_input_dtype), k)]]
                     or [C(0, 1)] for p in range(spec.pe)]
         if spec.product_rows > 1:       # wide fabric products: their rows join the lane's pipelined tree
             return [[row for s in range(spec.simd)
