@@ -98,6 +98,23 @@ def test_declaration_matches_the_spec(op_type):
             if op_type != "StreamingMaxPool":               # 2D max pool ignores PE
                 with pytest.raises(ValueError, match=op.folding[attr].lower()):
                     node.spec(**{attr: illegal})
+    assert set(op.finn_arrays) <= fields
+
+
+@pytest.mark.parametrize("op_type", sorted(op for op in OPS if OPS[op].small_instance is not None))
+def test_small_instance_is_the_same_generator_smaller(op_type):
+    """``rtlgen prove``'s stand-in for a large node: spec fields only, a valid spec of the same input
+    datatype and folding, no more cycles per frame and no larger than the node's frame."""
+    op = OPS[op_type]
+    spec = _node(op_type).spec()
+    changes = op.small_instance(spec)
+    assert set(changes) <= {f.name for f in dataclasses.fields(op.spec) if f.init}
+    small = dataclasses.replace(spec, **changes)
+    assert small.input_dtype == spec.input_dtype
+    assert all(getattr(small, f) == getattr(spec, f) for f in op.folding.values() if f in ("pe", "simd"))
+    assert small.exp_cycles <= spec.exp_cycles
+    if spec.folded_input_shapes[0] is not None:
+        assert prod(small.folded_input_shapes[0]) <= prod(spec.folded_input_shapes[0])
 
 
 def _words(spec, k, rng):
