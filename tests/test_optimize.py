@@ -142,7 +142,7 @@ def test_optimized_design_is_bit_exact(tmp_path, capsys):
 
 
 # Weights spilled from BRAM into LUT ROM (weight_lut_bits): a second search, kept only where it is faster.
-SPILL_BUDGET = "lut=4000,bram36=10"     # TFC-w1a1: MVAU_0's weights outgrow 10 BRAM36 at the faster IIs
+SPILL_BUDGET = "lut=3000,bram36=10"     # TFC-w1a1: MVAU_0's weights outgrow 10 BRAM36 at the faster IIs
 
 
 def spilled_bits(graph):
