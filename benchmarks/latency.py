@@ -1,0 +1,112 @@
+"""The latency objective (issue 33) on hls4ml's jet tagger, 16-64-32-32-5, 6-bit weights and activations,
+FIXED<16,6> input, at `--fit pynq-z2 --clock-mhz 200`: each objective's design, its latency reported
+(report.json) and measured (`rtlgen sim --json`, 8 frames), its II, bit-exactness (`rtlgen verify` against
+qonnx), the estimate, and with `--yosys` the Yosys standalone build's resources and Fmax estimate.
+
+    python -m benchmarks.latency                 # every row, no Yosys
+    python -m benchmarks.latency --yosys NAME..  # also `rtlgen build OUT --shell standalone` for those rows
+                                                 # (heavy: run alone; RTLGEN_YOSYS=native if wasm runs out)
+
+Rows not measured again keep their previous figures (from BENCHMARKS.md).
+"""
+
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from benchmarks.tables import section_rows, write_section
+
+ROOT = Path(__file__).resolve().parent.parent
+MODELS = ROOT / "tests" / "models" / "jet_tagger"
+SECTION = "Latency objective: hls4ml's jet tagger at --fit pynq-z2, 200 MHz"
+CASES = {   # name: (model file, objective, --max-utilization)
+    "unpruned, throughput": ("jet_tagger.onnx", "throughput", "0.8"),
+    "unpruned, latency": ("jet_tagger.onnx", "latency", "0.8"),
+    "pruned 75 %, throughput": ("jet_tagger_pruned.onnx", "throughput", "0.8"),
+    "pruned 75 %, latency": ("jet_tagger_pruned.onnx", "latency", "0.8"),
+    "pruned 75 %, latency, 85 %": ("jet_tagger_pruned.onnx", "latency", "0.85"),
+}
+HLS4ML = ("hls4ml (reference/anchors.md): 13 cycles = 65 ns at RF 1 on an xczu3eg (3,915 DSP, 88,289 LUT: "
+          "many times the xc7z020), \"on the scale of 100 ns\" (arXiv:1804.06913), 75-150 ns quoted in issue 33")
+
+
+def _rtlgen(*args):
+    run = subprocess.run([sys.executable, "-m", "rtlgen", *args], capture_output=True, text=True, cwd=ROOT)
+    return run.returncode, run.stdout + run.stderr
+
+
+def measure(name, tmp, yosys=False):
+    model, objective, utilization = CASES[name]
+    out, x = Path(tmp) / name.replace(" ", "_").replace(",", "").replace("%", "pc"), Path(tmp) / "x.npy"
+    np.save(x, np.load(MODELS / "features.npy")[:8])
+    start = time.time()
+    code, log = _rtlgen("compile", str(MODELS / model), "-o", str(out), "-q", "--fit", "pynq-z2", "--clock-mhz", "200",
+                        "--input-dtype", "FIXED<16,6>", "--objective", objective, "--max-utilization", utilization)
+    seconds = time.time() - start
+    if code != 0:
+        return {"design": name, "compile": f"no: {log.strip().splitlines()[-1][:100]}"}
+    report = json.loads((out / "report.json").read_text())
+    code, log = _rtlgen("sim", str(out), "--input", str(x), "--json")
+    run = json.loads(log[log.index("{"):]) if code == 0 else {}
+    code, log = _rtlgen("verify", str(out), "--input", str(x))
+    verdict = next((line.split(":")[0] for line in log.splitlines() if line.startswith(("bit-exact", "equal", "MISMATCH"))),
+                   f"exit {code}")
+    t = report["totals"]
+    layers = [entry for entry in report["layers"] if entry["op_type"] == "MVAU"]
+    row = {"design": name, "model": model, "objective": objective, "--max-utilization": utilization,
+           "compile": f"{seconds:.0f} s",
+           "folding (PE x SIMD per layer)": ", ".join(f"{l['folding']['PE']}x{l['folding']['SIMD']}" for l in layers),
+           "II (cycles)": f"{report['analytic_cycles_per_frame']}; measured {run.get('cycles_per_frame', '-')}",
+           "latency reported": f"{report['latency_cycles']} cycles = {report['latency_ns']:.0f} ns",
+           "latency measured": f"{run.get('latency_cycles', '-')} cycles",
+           "verify (8 inputs)": verdict,
+           "estimate LUT / FF / BRAM36 / DSP": f"{t['LUT']:,} / {t['FF']:,} / {t['BRAM18'] / 2:g} / {t['DSP']}",
+           "Yosys LUT / FF / BRAM36 / DSP (standalone)": "-", "Fmax estimate": "-"}
+    if yosys:
+        code, log = _rtlgen("build", str(out), "--shell", "standalone", "--input", str(x))
+        built = out / "build" / "yosys" / "report.json"
+        if code == 0 and built.exists():
+            r = json.loads(built.read_text())
+            tt = r["totals"]
+            row["Yosys LUT / FF / BRAM36 / DSP (standalone)"] = (
+                f"{tt['lut']:,} / {tt['ff']:,} / {tt['bram36'] + tt['bram18'] / 2:g} / {tt['dsp']} "
+                f"({r['lut_including_memory'] / r['capacity']['LUT']:.0%} of the LUTs)")
+            design = r["timing"]["design"]
+            row["Fmax estimate"] = "-" if design is None else f"~{design['fmax_mhz_estimate']:.0f} MHz"
+        else:
+            row["Yosys LUT / FF / BRAM36 / DSP (standalone)"] = f"build exit {code}: {log.strip().splitlines()[-1][:80]}"
+    return row
+
+
+def main(argv):
+    yosys = "--yosys" in argv
+    names = [a for a in argv if a != "--yosys"] or list(CASES)
+    rows = {r["design"]: r for r in section_rows(SECTION)}
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in names:
+            previous = rows.get(name, {})
+            rows[name] = measure(name, tmp, yosys)
+            if not yosys:       # keep an earlier Yosys figure
+                for key in ("Yosys LUT / FF / BRAM36 / DSP (standalone)", "Fmax estimate"):
+                    rows[name][key] = previous.get(key, "-")
+            print(rows[name], flush=True)
+    keys = ["design", "model", "objective", "--max-utilization", "compile", "folding (PE x SIMD per layer)",
+            "II (cycles)", "latency reported", "latency measured", "verify (8 inputs)",
+            "estimate LUT / FF / BRAM36 / DSP", "Yosys LUT / FF / BRAM36 / DSP (standalone)", "Fmax estimate"]
+    table = [{k: rows[n].get(k, "") for k in keys} for n in CASES if n in rows]
+    write_section(SECTION, "Each design compiled with `rtlgen compile MODEL --fit pynq-z2 --clock-mhz 200 --input-dtype "
+                  "\"FIXED<16,6>\" --objective OBJ --max-utilization U`; latency reported = report.json "
+                  "`latency_cycles` (the composed timing model), measured = `rtlgen sim OUT --input X --json` "
+                  "(first input word to last output word of one frame into the idle design), both at 5 ns a "
+                  "cycle; verify = `rtlgen verify` against qonnx's execute_onnx on the original model. "
+                  "The pruned model is hls4ml's deployed one (75 % of each layer's weights zero, "
+                  "tests/models/jet_tagger/make_jet_tagger_pruned.py). " + HLS4ML + ".", table)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
