@@ -221,7 +221,10 @@ def _optimizer(report):
         io = (f" <b>I/O-bound</b>: the budget allows II {_num('optimizer.budget_ii', opt['budget_ii'])}, but the "
               f"zynq shell's DMA needs {_num('optimizer.io_cycles_per_frame', opt['io_cycles_per_frame'])} cycles per "
               f"frame, so it took the cheapest folding at that bound instead.")
-    what = ("The cheapest folding at the DMA's bound" if opt.get("io_bound") else
+    what = (f"The lowest-latency folding ({_num('optimizer.latency_cycles', opt['latency_cycles'])} cycles"
+            + (f", at least {_num('optimizer.target_fps', opt['target_fps'])} frames/s)" if opt.get("target_fps") else ")")
+            if opt.get("objective") == "latency" else
+            "The cheapest folding at the DMA's bound" if opt.get("io_bound") else
             f"The cheapest folding that reaches {_num('optimizer.target_fps', opt['target_fps'])} frames/s"
             if opt.get("target_fps") else "The fastest folding")
     return ("<h2>Folding optimizer</h2>"
