@@ -44,7 +44,9 @@ AUTO_BRAM_MIN_DEPTH = 65        # ram_style auto: weights in block RAM from this
 XNOR_ROM_WORDS = (5, 32)        # weights_in_xnor: LUT ROMs of this many words read inside the XNOR's LUT6
 XNOR_ROM_POPCOUNT_LUT = 1.5     # weights_in_xnor: LUTs per term of a lane's popcount of registered bits
 POPCOUNTS = ("tree", "heap")    # popcount: a binary lane's sum as an adder tree or a registered compressor heap
-HEAP_LUT_FACTOR = 1.0           # Yosys LUTs against layers.popcount.heap_cost's count
+# Yosys LUTs against layers.popcount.heap_cost's count, by the signals behind a term (PE 16, SIMD 144, 2,304
+# terms: registered agreement bits 0.95, XNOR terms behind block RAM 1.17; BENCHMARKS.md, CNV-w1a1 at 20k)
+HEAP_LUT_FACTOR = {1: 0.95, 2: 1.17}
 WEIGHT_STREAM_FIRST_CYCLE = 2   # internal_decoupled: the MemStream offers its first word at this bench cycle
                                 # (its read at the first cycle out of reset, a cycle in the read port)
 
@@ -266,7 +268,7 @@ class UnitSpec(StreamContract):
         product_bits = 1 if self.xnor else wb + ib
         mult_lut = 0 if dsp or self.xnor else wb * ib if min(wb, ib) > 1 else self._select_lut(wb, ib)
         if self.uses_heap:          # the counters' LUTs exactly (layers.popcount), as Yosys maps them
-            tree_lut = HEAP_LUT_FACTOR * heap_cost(self.simd, self.heap_term_inputs)[0]
+            tree_lut = HEAP_LUT_FACTOR[self.heap_term_inputs] * heap_cost(self.simd, self.heap_term_inputs)[0]
         elif self.weights_in_xnor:  # a popcount of registered bits: the XNORs are in the ROM's LUTs
             tree_lut = XNOR_ROM_POPCOUNT_LUT * (self.simd - 1)
         elif self.xnor:     # XNORs and popcount fuse into LUT6 counters: ~2 LUT per term (benchmarks/popcount.py)

@@ -429,3 +429,38 @@ def test_bipolar_select_estimate_drops_the_negations():
                        offset_operands=False)
     assert select.offset_weights and not negate.offset_weights
     assert select.resource_estimate().lut < negate.resource_estimate().lut - 16 * 27 * 8 // 2
+
+
+# Binary lanes summed by a registered compressor heap (popcount="heap", layers/popcount.py): the same
+# outputs at the same rate, with the agreement bits registered (weights_in_xnor, constant weights) or
+# counted three XNORs to a LUT6, behind a replayed input word or not.
+HEAP_CASES = [(64, 16, 8, 2, "distributed", "BIPOLAR"),       # 32 words in the XNOR's LUTs, replayed input
+              (64, 8, 16, 8, "distributed", None),            # 4 words: XNOR terms, no replay
+              (72, 16, 9, 4, "block", "BIPOLAR"),             # block RAM: operands registered already
+              (36, 8, 36, 8, "distributed", "BIPOLAR"),       # one word: constant weights
+              (27, 12, 27, 3, "block", "BIPOLAR")]            # 27 terms, an odd heap
+
+
+@pytest.mark.sim
+@pytest.mark.parametrize("mw, mh, simd, pe, ram, act", HEAP_CASES,
+                         ids=[f"mw{c[0]}-mh{c[1]}-simd{c[2]}-pe{c[3]}-{c[4]}-{c[5]}" for c in HEAP_CASES])
+def test_popcount_heap_bit_exact_and_cycle_exact(mw, mh, simd, pe, ram, act, simulator):
+    spec = make_spec(mw, mh, simd, pe, "BIPOLAR", "BIPOLAR", act, seed=mw + pe, mem_mode="internal_embedded",
+                     ram_style=ram, popcount="heap")
+    assert spec.uses_heap
+    check(spec, simulator=simulator, frames=3)
+
+
+def test_popcount_heap_costs_and_errors():
+    from layers.popcount import heap_cost
+    # 144 registered bits: 155 counter LUTs (about one a term); as XNOR terms 206
+    assert heap_cost(144, 1)[0] == 155 and heap_cost(144, 2)[0] == 206
+    base = dict(mem_mode="internal_embedded", ram_style="block")
+    tree = make_spec(576, 64, 144, 16, "BIPOLAR", "BIPOLAR", "BIPOLAR", **base)
+    heap = make_spec(576, 64, 144, 16, "BIPOLAR", "BIPOLAR", "BIPOLAR", popcount="heap", **base)
+    assert heap.resource_estimate().lut < tree.resource_estimate().lut - 16 * 144 // 2
+    assert heap.resource_estimate().ff > tree.resource_estimate().ff
+    with pytest.raises(ValueError, match="popcount=heap needs an XNOR layer"):
+        make_spec(16, 16, 4, 4, "INT4", "INT4", None, popcount="heap")
+    with pytest.raises(ValueError, match="popcount must be one of tree, heap"):
+        make_spec(16, 16, 4, 4, "BIPOLAR", "BIPOLAR", None, popcount="adder")
