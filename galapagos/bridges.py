@@ -216,13 +216,13 @@ class _PacketGeometry:
         return Resources(lut=size + (3 * muxes + ands + 3) // 4 + 3 * ctrl + 8, ff=size + ctrl, bram18=0)
 
 
-def _segment_end(m, spec, frame_end, advance):
+def _segment_end(m, spec, frame_end, advance, state):
     """True on the last flit of a packet that is not the frame's last (a counter of the flits of the
-    packet, stepped by ``advance``, back to 0 after a packet's last flit); constant 0 when a frame is
-    one packet."""
+    packet, stepped by ``advance``, back to 0 after a packet's last flit, named in ``state``); constant 0
+    when a frame is one packet."""
     if spec.packets_per_frame == 1:
         return Const(0, 1)
-    index = Signal(range(spec.packet_flits), name="packet_flit")
+    index = state["packet_flit"] = Signal(range(spec.packet_flits), name="packet_flit")
     end = index == spec.packet_flits - 1
     with m.If(advance):
         m.d.sync += index.eq(Mux(end | frame_end, 0, index + 1))
@@ -371,7 +371,9 @@ class ToGalapagos(wiring.Component):
         flit = Signal(range(flits))                     # index in the packet of the next output flit
         last_word = word == words - 1
         last_flit = flit == flits - 1
-        packet_end = last_flit | _segment_end(m, spec, last_flit, self.o.valid & self.o.ready)
+        # the registers sim.formal's induction invariants read (this elaboration's)
+        self.formal_state = dict(buf=buf, fill=fill, word=word, flit=flit)
+        packet_end = last_flit | _segment_end(m, spec, last_flit, self.o.valid & self.o.ready, self.formal_state)
 
         m.d.comb += [
             self.o.valid.eq(fill >= f // g),
@@ -552,7 +554,9 @@ class FromGalapagos(wiring.Component):
         keep_flit = accept & (receiving | (starting & (self.i.payload.tdest == spec.kernel_id)))
         inject = zero_fill & room
         give = keep_flit | inject
-        packet_end = last | _segment_end(m, spec, last, give)
+        self.formal_state = dict(buf=buf, fill=fill, index=index, receiving=receiving, dropping=dropping,
+                                 zero_fill=zero_fill)
+        packet_end = last | _segment_end(m, spec, last, give, self.formal_state)
 
         flit_bits = Mux(inject, 0, Mux(last, tdata[:r], tdata))
         at = Signal(range((size - f) // g + 1))         # where the flit lands: the fill level after the take

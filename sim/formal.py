@@ -28,7 +28,8 @@ Properties (each a named 1-bit signal ``prop_<name>``, asserted; a counterexampl
 
 Induction: the properties alone are rarely inductive (a state no run reaches, e.g. a FIFO whose output
 register disagrees with its occupancy, breaks them one step later). Where a component names its registers
-in ``formal_state`` after elaboration (StreamingFIFO, the width converters, DuplicateStreams, AddStreams),
+in ``formal_state`` after elaboration (StreamingFIFO, the width converters, DuplicateStreams, AddStreams,
+the Galapagos bridges),
 ``inv_*`` properties tie them to the harness's counts: the words (bits) taken and not yet given are the
 ones the component holds, and the tracked word (bit) sits where the component keeps it. They hold in
 every reachable state, so they are asserted, never assumed; with them the k-induction step closes.
@@ -322,6 +323,32 @@ class FormalHarness(Elaboratable):
             m.d.sync += value.eq(i_value)
         moved = (seen & (o_value == value)) | (i_hit & (o_value == i_value))
         self._prop(m, "bits", ~o_hit | Mux(payload_bit, moved, o_value == 0))
+
+        # induction: the bridge's registers (``formal_state``) agree with the counts. Its buffer holds the
+        # bits that entered (in the output's coordinates: a ToGalapagos frame's pad bits enter with its last
+        # word) and have not left, from its LSB, zeros above; its counters are the counts modulo the frame
+        # and packet sizes; a FromGalapagos fed well-formed packets never drops nor zero-fills
+        st = getattr(self.component, "formal_state", None)
+        if st is None or type(self.component).__name__ not in ("ToGalapagos", "FromGalapagos"):
+            return                  # (a mutant wrapping a bridge: bounded)
+        self.inductive = True
+        ci, co = counts[iname], counts[oname]
+        if to_flits:
+            words = spec.words_per_frame
+            entered, left = (ci // words) * (F * f) + (ci % words) * w, co * f
+            tests = [st["word"] == ci % words, st["flit"] == co % F]
+        else:
+            entered, left = (ci // F) * frame_bits + (ci % F) * f, co * w
+            tests = [st["index"] == j, ~st["dropping"], ~st["zero_fill"], st["receiving"] == ((j % P) != 0)]
+        if "packet_flit" in st:
+            tests.append(st["packet_flit"] == j % P)
+        held = st["fill"] * spec.step
+        tests += [held + left == entered, (st["buf"] >> held) == 0]
+        for number, test in enumerate(tests):
+            self._prop(m, f"inv_state{number}", test)
+        inside = (k_out >= left) & (k_out < entered)
+        stored = (st["buf"] >> (k_out - left)[:len(st["buf"]).bit_length()])[0]
+        self._prop(m, "inv_track", ~inside | (stored == Mux(payload_bit, value, 0)))
 
     def _live(self, m, counts, cycle, rst):
         """One frame in at full rate from the first cycle after reset; always ready out; all of it out by

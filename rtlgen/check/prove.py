@@ -7,7 +7,8 @@ Per node, two SymbiYosys runs on the RTLIL of :class:`sim.formal.FormalHarness` 
   (no word without an input to justify it), and for FIFOs and width converters the symbolic tracking of
   one word (bit). The base case is a bounded check to ``depth`` cycles; the induction step at the same
   depth either closes (``proven (k-induction)``: the FIFOs in shift registers, the width converters,
-  DuplicateStreams and AddStreams, whose registers :mod:`sim.formal` ties to its counts) or not
+  DuplicateStreams, AddStreams and the Galapagos bridges, whose registers :mod:`sim.formal` ties to
+  its counts) or not
   (``bounded to depth N``: every run of that many cycles from reset keeps the properties).
   A run that times out or fails without an answer makes the node ``unknown`` (exit 1), not an error.
 - ``live`` (mode ``bmc``, to the node's deadline): one frame in at full rate, consumer always ready: the
