@@ -41,7 +41,7 @@ import numpy as np
 from rtlgen.backend import stitch
 from rtlgen.costmodel import estimate
 from rtlgen.errors import CompileWarning
-from rtlgen.fit import fit_line, usage
+from rtlgen.fit import BRAM18_PER_BRAM36, fit_line, usage
 from rtlgen.ir.graph import INSERTED_ROLES, DataflowGraph
 from rtlgen.options import CompileOptions
 from rtlgen.passes.check_fit import check_fit
@@ -256,6 +256,6 @@ def _sized_fifo_cost(stitched, folded, options):
 
 
 def _resources_text(amounts):
-    scale = {"LUT": 1, "FF": 1, "BRAM36": 0.5, "DSP": 1}
+    scale = {"LUT": 1, "FF": 1, "BRAM36": 1 / BRAM18_PER_BRAM36, "DSP": 1}
     return ", ".join(f"{v * k:,.1f} {n}".replace(".0 ", " ") for v, (n, k) in zip(amounts, scale.items()) if v > 0) \
         or "nothing"

@@ -22,6 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from boards.yosys import XC7Z020, YosysError, check_fits, synthesize, yosys_engine
+from rtlgen.fit import BRAM18_PER_BRAM36
 
 __all__ = ["BuildError", "build", "SHELLS"]
 
@@ -185,7 +186,7 @@ def _table(result):
     lines.append(f"{'total (' + result['top'] + ')':34s} {t['lut']:7d} {t['ff']:7d} {t['bram36']:6d} "
                  f"{t['bram18']:6d} {t['dsp']:4d}")
     lines.append(f"xc7z020: LUT {result['lut_including_memory'] / cap['LUT']:.1%} (incl. LUTRAM/SRL), "
-                 f"FF {t['ff'] / cap['FF']:.1%}, BRAM36 {(t['bram36'] + t['bram18'] / 2) / cap['BRAM36']:.1%}, "
+                 f"FF {t['ff'] / cap['FF']:.1%}, BRAM36 {(t['bram36'] + t['bram18'] / BRAM18_PER_BRAM36) / cap['BRAM36']:.1%}, "
                  f"DSP {t['dsp'] / cap['DSP']:.1%}")
     design = timing["design"]
     if design is not None:

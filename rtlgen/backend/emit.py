@@ -22,6 +22,7 @@ from onnx import TensorProto, helper
 from qonnx.core.datatype import BaseDataType
 
 from sim import out_files
+from rtlgen.fit import BRAM18_PER_BRAM36
 from rtlgen.report.board_rate import board_figures
 from rtlgen.report.html import write_html
 from rtlgen.passes.size_fifos import latency_cycles
@@ -91,13 +92,13 @@ def _optimizer(result, options):
     analytic bound (``RoundOptions.fifo_reserve``)."""
     if result is None:
         return None
-    names, scale = ("LUT", "FF", "BRAM36", "DSP"), np.array([1, 1, 0.5, 1])     # BRAM18 -> BRAM36
+    names, scale = ("LUT", "FF", "BRAM36", "DSP"), np.array([1, 1, 1 / BRAM18_PER_BRAM36, 1])     # BRAM18 -> BRAM36
     budget = options.user_budget().as_vector() * scale
     held = np.asarray(options.fifo_reserve, dtype=float) * scale
     limit = lambda value: float(value) if value != float("inf") else None      # JSON has no infinity: unlimited
     return {"budget": {k: limit(v) for k, v in zip(names, budget)},
             "held_for_fifos": {k: float(v) for k, v in zip(names, held) if v},
-            "estimate": {"LUT": result.used["LUT"], "FF": result.used["FF"], "BRAM36": result.used["BRAM18"] / 2,
+            "estimate": {"LUT": result.used["LUT"], "FF": result.used["FF"], "BRAM36": result.used["BRAM18"] / BRAM18_PER_BRAM36,
                          "DSP": result.used["DSP"]},
             "binding": result.binding, "ii": result.ii, "seconds": round(result.seconds, 2),
             "options": result.options, "rounds": result.rounds,

@@ -37,6 +37,7 @@ from galapagos.link import PROBES, LinkModel, LinkSpec
 from memstream.packing import padded_width
 from rtlgen.backend import stitch
 from rtlgen.backend.layer_verilog import convert
+from rtlgen.fit import BRAM18_PER_BRAM36
 from rtlgen.check.simulate import simulate_chain
 from rtlgen.passes.insert import tensor_words
 from sim import out_files
@@ -397,7 +398,7 @@ def build_kernels(out, *, say=lambda line: None, device_capacity=None, check=Tru
                   "fits": not over, "over": over, "yosys_seconds": round(synth.seconds, 1)}
         (where / out_files.REPORT).write_text(json.dumps(result, indent=2) + "\n")
         say(f"device {report['index']}: LUT {result['lut_including_memory']:,} (incl. LUTRAM/SRL), FF {row['ff']:,}, "
-            f"BRAM36 {row['bram36'] + row['bram18'] / 2:g}, DSP {row['dsp']} -> "
+            f"BRAM36 {row['bram36'] + row['bram18'] / BRAM18_PER_BRAM36:g}, DSP {row['dsp']} -> "
             + ("fits the xc7z020" if not over else "OVER: " + "; ".join(over)))
         results.append(result)
     bad = [r for r in results if not r["fits"]]

@@ -22,6 +22,7 @@ import math
 import re
 from pathlib import Path
 
+from rtlgen.fit import BRAM18_PER_BRAM36
 from sim import out_files
 
 __all__ = ["write_html", "record_verification", "fmt", "HTML_NAME", "VERIFY_NAME", "BAR_UNITS"]
@@ -248,7 +249,7 @@ def _yosys_usage(synth):
     """The Yosys totals in the board's units (LUT with LUTRAM/SRL, BRAM36 with BRAM18 as halves)."""
     t = synth["totals"]
     return {"LUT": synth.get("lut_including_memory", t["lut"]), "FF": t["ff"],
-            "BRAM36": t["bram36"] + t["bram18"] / 2, "DSP": t["dsp"]}
+            "BRAM36": t["bram36"] + t["bram18"] / BRAM18_PER_BRAM36, "DSP": t["dsp"]}
 
 
 def _board(report, synth):

@@ -2,7 +2,7 @@
 frame with the bottleneck marked, the resource estimate), the totals against the board, the rate at the
 clock. Rendered with rich; plain (no colour, ASCII rules) when stdout is not a terminal."""
 
-from rtlgen.fit import Usage
+from rtlgen.fit import BOARD_NAMES, Usage
 from rtlgen.ir.graph import INSERTED_ROLES, OPS
 
 __all__ = ["layer_table", "print_summary", "console"]
@@ -65,7 +65,7 @@ def layer_table(report):
     if fit:
         res = fit["resources"]
         pct = {r: f"{res[k]['used'] / res[k]['available']:.0%}" for r, k in
-               (("LUT", "LUT"), ("FF", "FF"), ("BRAM18", "BRAM36"), ("DSP", "DSP"))}
+               BOARD_NAMES.items()}
         table.add_row(f"of the {fit['board']}", "", "", "", "", *(pct[r] for r in RESOURCES))
     return table
 
