@@ -101,12 +101,12 @@ def inputs(label, n):
     return (2 * np.random.default_rng(0).standard_normal((n, *shape[1:]))).astype(np.float32)
 
 
-def proof_row(label, work, target_fps=None, clock_mhz=CLOCK_MHZ):
+def proof_row(label, work, target_fps=None, clock_mhz=CLOCK_MHZ, max_utilization=0.8):
     from rtlgen import api
     from rtlgen.check.verify import verify_outputs
     start = time.perf_counter()
     design = api.compile(MODELS / dict(NETWORKS)[label], work / "design", fit="pynq-z2", clock_mhz=clock_mhz,
-                         target_fps=target_fps)
+                         target_fps=target_fps, max_utilization=max_utilization)
     compile_s = time.perf_counter() - start
     x = inputs(label, 3 if label.startswith("CNV") else 8)
     run = design.simulate(x)
@@ -122,7 +122,8 @@ def proof_row(label, work, target_fps=None, clock_mhz=CLOCK_MHZ):
     layers = synth["timing"]["layers"]
     slowest = min(layers, key=lambda name: layers[name]["fmax_mhz_estimate"], default=None)
     path = layers[slowest] if slowest else synth["timing"]["design"]
-    return {"network": label, "options": f"--clock-mhz {clock_mhz:g}" + (f" --target-fps {target_fps:g}" if target_fps else ""),
+    return {"network": label, "options": f"--clock-mhz {clock_mhz:g}" + (f" --target-fps {target_fps:g}" if target_fps else "")
+            + (f" --max-utilization {max_utilization:g}" if max_utilization != 0.8 else ""),
             "II": f"{design.report['analytic_cycles_per_frame']:,}",
             "cycles/frame": f"{run.cycles_per_frame:,.0f}", "fps": f"{clock_mhz * 1e6 / run.cycles_per_frame:,.0f}",
             "bit-exact": f"{comparison.summary()}",
@@ -151,7 +152,8 @@ def write_proofs(rows):
         "does not model timing: the layers are pipelined so that their paths stay within ~5 ns by this estimate. "
         "*fits*: every resource within the "
         "xc7z020 (53,200 LUT, 106,400 FF, 140 BRAM36, 220 DSP). `python -m benchmarks.folding --yosys NAME ...` "
-        "rewrites the rows it is given (NAME, NAME@FPS for a target, NAME@FPS@MHZ or NAME@@MHZ for a clock). "
+        "rewrites the rows it is given (NAME, NAME@FPS for a target, NAME@FPS@MHZ or NAME@@MHZ for a clock, "
+        "NAME@@MHZ@F for --max-utilization F). "
         "TFC-w1a1's fastest design (II 4) was built by the native Yosys (`RTLGEN_YOSYS=native`, the pyosys "
         "wheel): the WebAssembly one runs out of its 4 GB on it. Each row is the design the optimizer returned "
         "on the day of its run (the estimates, and so the choice, move as the cost model improves).", rows)
@@ -164,12 +166,13 @@ def main():
     args = parser.parse_args()
     if args.yosys:
         for item in args.yosys:         # the table is rewritten after each network
-            label, fps, mhz = (item.split("@") + ["", ""])[:3]
+            label, fps, mhz, util = (item.split("@") + ["", "", ""])[:4]
             if label not in dict(NETWORKS):
                 parser.error(f"--yosys {item}: unknown network; known: {', '.join(n for n, _ in NETWORKS)}")
             with tempfile.TemporaryDirectory(prefix="rtlgen-folding-") as tmp:
                 work = Path(args.keep) / item.replace(" ", "_") if args.keep else Path(tmp)
-                row = proof_row(label, work, float(fps) if fps else None, float(mhz) if mhz else CLOCK_MHZ)
+                row = proof_row(label, work, float(fps) if fps else None, float(mhz) if mhz else CLOCK_MHZ,
+                                float(util) if util else 0.8)
             print(row, flush=True)
             write_proofs([row])
         return
