@@ -410,12 +410,16 @@ def _apply(graph, groups, choices, picked):
 
 
 def design_estimate(graph):
-    """Estimate of the design as stitched: the nodes plus the DuplicateStreams, DWCs and FIFOs between
-    them, the FIFOs at the depths the compile will give them (:func:`rtlgen.passes.size_fifos.analytic_fifo_depths`,
-    milliseconds), so the design the optimizer accepts is the design the compile builds."""
+    """Estimate (LUT, FF, BRAM18, DSP) of the design as stitched: the nodes plus the DuplicateStreams, DWCs
+    and FIFOs between them, the FIFOs at the depths the compile will give them
+    (:func:`rtlgen.passes.size_fifos.analytic_fifo_depths`, milliseconds), so the design the optimizer accepts
+    is the design the compile builds. A pure function of the folded graph (``graph`` is not changed): the
+    inserted nodes are placed on a copy, as the insertion passes place them, because their FIFOs' depths
+    come from the composed timing model of the graph with its FIFOs and converters."""
     from rtlgen.passes.size_fifos import analytic_fifo_depths
     from rtlgen.passes.insert import insert_duplicates, insert_dwcs_and_fifos
-    branched = insert_duplicates(graph)             # a tensor feeding several nodes: DuplicateStreams
-    stitched = insert_dwcs_and_fifos(branched, analytic_fifo_depths(insert_dwcs_and_fifos(branched)))
-    total = sum(estimate(node.spec()) for node in stitched.nodes)
+    stitched = insert_dwcs_and_fifos(insert_duplicates(graph))     # FIFOs at depth 2: the timing model ignores it
+    depths = analytic_fifo_depths(stitched)
+    total = sum(estimate(node.spec(depth=depths[node.name]) if node.name in depths else node.spec())
+                for node in stitched.nodes)
     return np.array([float(total[r]) for r in RESOURCES])
