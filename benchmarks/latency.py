@@ -29,7 +29,6 @@ CASES = {   # name: (model file, objective, --max-utilization)
     "unpruned, latency": ("jet_tagger.onnx", "latency", "0.8"),
     "pruned 75 %, throughput": ("jet_tagger_pruned.onnx", "throughput", "0.8"),
     "pruned 75 %, latency": ("jet_tagger_pruned.onnx", "latency", "0.8"),
-    "pruned 75 %, latency, 85 %": ("jet_tagger_pruned.onnx", "latency", "0.85"),
 }
 HLS4ML = ("hls4ml (reference/anchors.md): 13 cycles = 65 ns at RF 1 on an xczu3eg (3,915 DSP, 88,289 LUT: "
           "many times the xc7z020), \"on the scale of 100 ns\" (arXiv:1804.06913), 75-150 ns quoted in issue 33")

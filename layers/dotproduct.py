@@ -292,7 +292,9 @@ class UnitSpec(StreamContract):
             lut += (macs // 2) * (wb + self.dsp_packing + 1)
             ff += macs * self.dsp_packing       # the split products' register
         lut, ff = int(round(lut)), int(round(ff))
-        if self.product_rows > 1:
+        if self.csd_products:           # each lane's own terms, of about the input's width
+            ff += sum(tree_register_bits(int(r), ib + 2, TREE_LEVELS_PER_STAGE) for r in self.csd_lane_terms())
+        elif self.product_rows > 1:
             ff += self.pe * tree_register_bits(self.tree_terms, wb + ib - 3, TREE_LEVELS_PER_STAGE)
         if self.registers_operands or self.registers_replayed_input:
             ff += self.weight_width + self.in_width
@@ -373,6 +375,11 @@ class UnitSpec(StreamContract):
         if self.xnor:
             return 1.35 * self.pe * self.simd
         wb, ib = self.weight_dtype.bitwidth(), self.input_dtype.bitwidth()
+        if self.csd_products:
+            # a term is the input shifted, no partial-product row: about 0.75 (ib + log2(terms)/2) LUTs each,
+            # Yosys on the 75 %-pruned jet tagger's four layers at full unroll (INT16 and UINT6 x INT6, 19-55
+            # terms a lane: 29.0k LUT by Yosys, 28.4k by this with the requantizers; BENCHMARKS.md)
+            return 0.75 * float(sum(r * (ib + math.log2(r) / 2) for r in self.csd_lane_terms() if r > 0))
         rows = _CONST_ROWS.get(self.weights, (type(self).__name__, "rows"),
                                lambda: canonical_digits(self.weight_matrix()).sum(axis=1))
         return float(sum(r * (ib + wb / 2 + math.log2(r) / 2) for r in rows if r > 0))
