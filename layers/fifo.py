@@ -218,4 +218,4 @@ def _small_instance(s):
 
 OP = Op("StreamingFIFO", FIFOSpec, StreamingFIFO,
         folding={"depth": "depth", "ram_style": "ram_style", "fall_through": "fall_through"},
-        role="fifo", golden=_golden, small_instance=_small_instance)
+        role="fifo", golden=_golden, small_instance=_small_instance, extensions=("fall_through",))

@@ -258,6 +258,7 @@ OP = Op("MVAU", MVAUSpec, MVAU, folding={**UNIT_FOLDING, "weight_lut_bits": "wei
         finn_import=finn_import_unit, finn_arrays=("weights", "thresholds"),
         golden=_golden, small_instance=_small_instance, fold=_fold, finn_export=unit_finn_export,
         cost_group=lambda spec: f"MVAU/{multiplier_kind(spec)}",
+        extensions=("weight_lut_bits", "pipeline", "shared_activation", "popcount"),
         lowers=(Lowering(("MatMul",), _lower_matmul, legal="MatMul, Gemm"), Lowering(("Conv",), _lower_conv)),
         choices={"resType": ("lut", "dsp"), "ram_style": BRAM_OR_LUT_STYLES,
                  "activation_style": activation_choices, "shared_activation": shared_activation_choices,

@@ -270,6 +270,8 @@ class Op:
     finn_export: Callable = None    # finn_export(spec) -> {FINN attribute: value}: what model_hw.onnx
                                     # writes beyond the spec's fields and folding (MVAU: noActivation...);
                                     # none: those only
+    extensions: tuple = ()          # folding attributes of rtlgen's own (FINN has none of that name): a
+                                    # folding file carries one only where it differs from the spec's default
 
     def legal(self, attr, params):
         """Legal values of the parallelism axis ``attr`` for a node with ``params``."""

@@ -17,6 +17,7 @@ Node keys may come from any FINN generation (``MVAU_0``, ``MVAU_hls_0``, ``Matri
 canonical op type and index.
 """
 
+import dataclasses
 import json
 import re
 from pathlib import Path
@@ -223,19 +224,18 @@ def _json_value(value):
 
 
 # rtlgen's own folding attributes, written only where set: a config that does not use them stays FINN's
-RTLGEN_ONLY = ("weight_lut_bits", "shared_activation")
-
-
 def folding_config(nodes):
     """The config in effect, FINN format: {"Defaults": {}, name: {FINN attribute: value}} with every folding
     attribute of each op as its spec resolved it (defaults included, mem_mode in the current FINN names;
-    rtlgen's own attributes only where set)."""
+    rtlgen's own attributes, ``Op.extensions``, only where they differ from the spec's default)."""
     config = {DEFAULTS_KEY: {}}
     for node in nodes:
         spec = spec_of(node)
+        defaults = {f.name: f.default for f in dataclasses.fields(spec)}
         config[node.name] = {attr: _json_value(getattr(spec, field))
                              for attr, field in node.op.folding.items()
-                             if hasattr(spec, field) and not (attr in RTLGEN_ONLY and not getattr(spec, field))}
+                             if hasattr(spec, field) and not (attr in node.op.extensions
+                                                              and getattr(spec, field) == defaults.get(field))}
     return config
 
 
