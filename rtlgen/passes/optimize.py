@@ -130,6 +130,18 @@ def optimize_folding(graph, budget, *, target_cycles=None, io_cycles=None):
     (``weight_lut_bits``, more MVAU options); the spilled design is kept only where it is faster (or, with
     a target, where it is the only one that fits). Fitting is not monotone in the options (the inserted
     DWCs and FIFOs follow the widths), so the larger search alone can land on a slower design."""
+    global _COSTS
+    _COSTS = {}             # the searches share the options' costs (both passes, every I/O round)
+    try:
+        return _optimize_folding(graph, budget, target_cycles, io_cycles)
+    finally:
+        _COSTS = None
+
+
+_COSTS = None       # within optimize_folding: ((node id, folding), ...) -> (cycles, cost), or None if illegal
+
+
+def _optimize_folding(graph, budget, target_cycles, io_cycles):
     start = time.perf_counter()
     original = [dict(node.folding) for node in graph.nodes]
     result = _optimize_both(graph, budget, target_cycles)
@@ -305,13 +317,24 @@ def group_options(graph, group, spill=False):
     else:
         candidates = [((0, f),) for f in node_foldings(nodes[0], spill)]
     for candidate in candidates:
+        memo = tuple((id(nodes[i]), tuple(sorted(f.items()))) for i, f in candidate) if _COSTS is not None else None
         try:
-            specs = [nodes[i].spec(**f) for i, f in candidate]
-        except ValueError:          # an illegal combination (e.g. parallel_window here, dsp with 1-bit weights)
+            known = _COSTS.get(memo, False) if memo is not None else False
+        except TypeError:           # a folding value that is not hashable: not remembered
+            memo, known = None, False
+        if known is False:
+            try:
+                specs = [nodes[i].spec(**f) for i, f in candidate]
+            except ValueError:      # an illegal combination (e.g. parallel_window here, dsp with 1-bit weights)
+                known = None
+            else:
+                est = sum((estimate(s) for s in specs), start=0)
+                known = (max(s.exp_cycles for s in specs), tuple(int(est[r]) for r in RESOURCES))
+            if memo is not None:
+                _COSTS[memo] = known
+        if known is None:
             continue
-        cycles = max(s.exp_cycles for s in specs)
-        est = sum((estimate(s) for s in specs), start=0)
-        cost = tuple(int(est[r]) for r in RESOURCES)
+        cycles, cost = known
         key = (cycles, cost)
         if key not in found:        # the first of equal options: the order of the legal values decides
             found[key] = Option(tuple((i, dict(f)) for i, f in candidate), cycles, cost)

@@ -1,0 +1,52 @@
+"""The INT8 generator MLP at 200 MHz on the PYNQ-Z2 budget (issue 33, item 2): shared activations free the
+DSP48E1s the per-lane requantizers held, and two INT8 lanes per DSP48E1 carry the last layer.
+
+Slow (the folding optimizer over ~4,000 options, a whole-design Verilator build): the optimizer's II at
+the default 0.8 cap and at --max-utilization 0.95, and the 0.95 design in RTL: bit-exact against qonnx,
+cycles per frame within 2 % of the II at full rate, the same outputs under random backpressure."""
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from rtlgen.options import CompileOptions
+from rtlgen.passes.load import load_model
+from rtlgen.passes.optimize import Budget, optimize_folding
+from rtlgen.passes.to_hw import to_hw
+from tests.conftest import rtl_at_the_ii_under_backpressure
+
+MODEL = Path(__file__).parent / "models" / "gen_mlp_int8.onnx"
+
+
+def _optimized(share):
+    graph = to_hw(load_model(str(MODEL)), CompileOptions())
+    return graph, optimize_folding(graph, Budget.for_board("pynq-z2", share))
+
+
+@pytest.mark.slow
+def test_shared_activations_lift_the_generator_past_ii_2048_under_the_cap():
+    # II 2,048 before (the per-lane requantizers' DSPs); the last layer has no folding between 1,568 and
+    # 2,048 besides 1,792, and 1,024 needs 202 DSP48E1 (> 176 under the 0.8 cap): see benchmarks/gen_int8_bound.py
+    graph, result = _optimized(0.8)
+    assert result.ii == 1792
+    assert all(n.folding.get("shared_activation") for n in graph.nodes if n.op_type == "MVAU")
+
+
+@pytest.mark.slow
+def test_two_int8_lanes_per_dsp_reach_ii_1024_at_95_percent():
+    graph, result = _optimized(0.95)
+    assert result.ii == 1024 and result.used["DSP"] <= 0.95 * 220
+    last = graph.nodes[-1].spec()
+    assert last.dsp_packing is not None and last.pe * last.simd == 392 and last.activation_lanes < last.pe
+
+
+@pytest.mark.slow
+@pytest.mark.sim
+def test_generator_at_ii_1024_in_rtl_bit_exact_and_under_backpressure(tmp_path):
+    from rtlgen.check.verify import verify_outputs
+    x = (2 * np.random.default_rng(0).standard_normal((4, 100))).astype(np.float32)
+    options = CompileOptions.create(fit="pynq-z2", clock_mhz=200, max_utilization=0.95)
+    outputs, io = rtl_at_the_ii_under_backpressure(MODEL, x, tmp_path / "out", options=options, seed=4)
+    result = verify_outputs(MODEL, x, outputs, io)
+    assert result.passed, result.summary()
