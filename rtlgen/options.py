@@ -14,6 +14,8 @@ import numpy as np
 
 from rtlgen.errors import CompileError
 from rtlgen.fit import BOARDS
+from rtlgen.passes.fold import target_cycles
+from rtlgen.passes.optimize import Budget
 from rtlgen.passes.size_fifos import FIFO_SIZINGS
 
 __all__ = ["CompileOptions", "DEFAULT_TARGET_CYCLES", "add_arguments", "from_args", "INSPECT", "OPTIMIZER"]
@@ -94,7 +96,6 @@ class CompileOptions:
 
     def user_budget(self):
         """The budget the user asked for (``--fit`` or ``--budget``), or None."""
-        from rtlgen.passes.optimize import Budget       # the optimizer's own type; it imports no options
         if self.fit is not None:
             return Budget.for_board(self.fit, self.max_utilization)
         if self.budget is not None:
@@ -109,7 +110,6 @@ class CompileOptions:
             return DEFAULT_TARGET_CYCLES
         if not self.target_fps > 0:
             raise CompileError(f"--target-fps must be positive, not {self.target_fps}")
-        from rtlgen.passes.fold import target_cycles
         return max(1, target_cycles(self.target_fps, self.clock_mhz))     # beyond 1 cycle: the most parallel
 
 
