@@ -14,7 +14,18 @@ Errors are the command line's: :class:`rtlgen.passes.load.CompileError` (bad mod
 :class:`rtlgen.ir.outdir.OutError` (an OUT that is not rtlgen's, in use, or damaged).
 """
 
+import os
 from pathlib import Path
+
+import numpy as np
+
+from rtlgen.backend.build import build as build_design
+from rtlgen.check.verify import simulate_model, verify_outputs
+from rtlgen.errors import CompileError
+from rtlgen.ir.outdir import OutError, check_out, model_source, read_design, replacing
+from rtlgen.options import CompileOptions
+from rtlgen.passes.optimize import Budget
+from sim.harness import FULL_RATE
 
 __all__ = ["compile", "partition", "open_design", "Design"]
 
@@ -24,7 +35,6 @@ class Design:
     there). ``compiled`` is the compiler's :class:`rtlgen.flows.Compiled` when this process made it."""
 
     def __init__(self, out, compiled=None):
-        from rtlgen.ir.outdir import read_design
         self.out = Path(out)
         self.verilog, self.io, self.report = read_design(self.out)
         self.compiled = compiled
@@ -37,7 +47,6 @@ class Design:
 
     def model_status(self):
         """(:attr:`model`, None if the model is as compiled, else a line saying it changed or is gone)."""
-        from rtlgen.ir.outdir import model_source
         return model_source(self.out, self.report)
 
     @property
@@ -48,16 +57,12 @@ class Design:
     def simulate(self, x, *, simulator=None, backpressure=None, waves=None):
         """Model inputs ``x`` (the model's input shape, or a batch of it) through the host ops and the RTL
         simulation: a :class:`rtlgen.check.verify.SimulationRun` (outputs, cycles, cycles_per_frame, latency)."""
-        from rtlgen.check.verify import simulate_model
-        from sim.harness import FULL_RATE
         return simulate_model(self.verilog, self.io, x, self.report, simulator=simulator,
                               backpressure=backpressure or FULL_RATE, waves=waves)
 
     def verify(self, x, *, simulator=None):
         """Simulate ``x`` and compare with qonnx's execution of :attr:`model`: a
         :class:`rtlgen.check.verify.Comparison` (``passed``, ``exact``, ``summary()``)."""
-        from rtlgen.ir.outdir import OutError
-        from rtlgen.check.verify import verify_outputs
         model, note = self.model_status()
         if model is None:
             raise OutError(note)
@@ -67,8 +72,7 @@ class Design:
 
     def build(self, *, shell="standalone", toolchain="yosys", inputs=None, force=False, say=print):
         """Synthesize in a board shell (see :func:`rtlgen.backend.build.build`); returns the Yosys report dict."""
-        from rtlgen.backend.build import build
-        return build(self.out, shell=shell, toolchain=toolchain, board=self.report["fit"]["board"],
+        return build_design(self.out, shell=shell, toolchain=toolchain, board=self.report["fit"]["board"],
                      inputs=inputs, force=force, say=say)
 
 
@@ -81,10 +85,9 @@ def compile(model, out, *, keep_intermediate=None, force=False, say=None, warn=N
     name is a CompileError listing the legal ones); ``keep_intermediate`` a directory, or True for
     ``out/intermediate``; ``say`` gets one line per compiler pass, ``warn`` a line for each of the user's
     files renamed to make way."""
+    # onnx: loaded by a compile only, so the command line's errors on an existing OUT stay fast
     from rtlgen.backend.emit import write_outputs
     from rtlgen.flows import compile_model
-    from rtlgen.ir.outdir import replacing
-    from rtlgen.options import CompileOptions
 
     options = CompileOptions.create(**options).check()
     if keep_intermediate not in (None, True):
@@ -104,14 +107,9 @@ def partition(model, out, *, devices, budget=None, board="pynq-z2", max_utilizat
     as a compile is (:mod:`rtlgen.ir.outdir`: built beside it and swapped in at the end). ``budget`` is
     per device (``"lut=N,ff=N,bram36=N,dsp=N"``, default the board x ``max_utilization``); ``fixed`` pins
     nodes, {node name: device index}. Returns the :class:`rtlgen.passes.partition.Partition`."""
-    import numpy as np
-
+    # onnx and galapagos: loaded by a partition only, so the command line's errors stay fast
     from rtlgen.backend import scaleout
-    from rtlgen.errors import CompileError
     from rtlgen.flows import FRONT, Runner
-    from rtlgen.ir.outdir import check_out, replacing
-    from rtlgen.options import CompileOptions
-    from rtlgen.passes.optimize import Budget
     from rtlgen.passes.partition import PartitionError, write_plan
     from rtlgen.passes.partition import partition as plan_partition
 
@@ -152,7 +150,6 @@ def partition(model, out, *, devices, budget=None, board="pynq-z2", max_utilizat
 
 def _check_keep(path):
     """--keep-intermediate DIR: a directory, or a path where one can be made."""
-    from rtlgen.passes.load import CompileError
     path = Path(path)
     if path.exists() and not path.is_dir():
         raise CompileError(f"--keep-intermediate {path}: is a file, not a directory; give a directory (made if "
@@ -167,7 +164,6 @@ def _check_keep(path):
 def _inside(keep, out, new):
     """Where the passes save their graphs: True -> the new OUT's ``intermediate``; a directory inside OUT
     -> the same place in the new OUT (the old OUT is replaced at the end); any other directory as given."""
-    import os
     if keep is None:
         return None
     if keep is True:
