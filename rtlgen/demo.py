@@ -22,6 +22,12 @@ from pathlib import Path
 
 import numpy as np
 
+from rtlgen import api
+from rtlgen.backend.build import build
+from rtlgen.check.verify import compare, qonnx_reference, tolerance
+from rtlgen.report.html import record_verification
+from sim.runner import default_simulator
+
 __all__ = ["run_demo", "DEMO_MODEL", "DEMO_TESTSET", "DEMO_IMAGES", "DEMO_OUT"]
 
 DEMO_MODEL = "digits_tfc_w2a2i2_clean.onnx"
@@ -39,7 +45,6 @@ def run_demo(out=None, *, simulator=None, synth=True, images=DEMO_IMAGES, force=
     simulate ``images`` test images, compare with qonnx, and with ``synth`` build it (Yosys); returns 0
     when every output equals qonnx's, else 1. ``force``: compile into a directory that is neither empty
     nor an rtlgen output (as ``rtlgen compile --force``)."""
-    from sim.runner import default_simulator
     if simulator is None:
         default_simulator()             # a bad $RTLGEN_SIM is named now, before anything is written
     if out is None:
@@ -49,9 +54,6 @@ def run_demo(out=None, *, simulator=None, synth=True, images=DEMO_IMAGES, force=
 
 
 def _demo(out, keep, simulator, synth, images, force, say):
-    from rtlgen import api
-    from rtlgen.check.verify import compare, qonnx_reference, tolerance
-
     model = str(bundled(DEMO_MODEL))
     data = np.load(str(bundled(DEMO_TESTSET)))
     x, y = data["x"][:images], data["y"][:images]
@@ -69,14 +71,12 @@ def _demo(out, keep, simulator, synth, images, force, say):
         f"latency {run.latency} cycles")
     reference = qonnx_reference(model, x)
     result = compare(run.outputs, reference, rtol=tolerance(design.io))
-    from rtlgen.report.html import record_verification
     page = record_verification(out, result)          # verify.json and report.html's verification section
     accuracy = float((run.outputs.argmax(axis=1) == y).mean())
     say(f"accuracy {100 * accuracy:.2f} % (qonnx: {100 * float((reference.argmax(axis=1) == y).mean()):.2f} %); "
         f"{result.summary()}")
     say("estimate: " + ", ".join(f"{k} {v:,}" for k, v in report["totals"].items()))
     if synth:
-        from rtlgen.backend.build import build
         # `rtlgen build OUT`: the self-test shell, the Vivado plan and Yosys with the timing estimate
         built = build(out, say=lambda line: None)
         t = built["totals"]

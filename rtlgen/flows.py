@@ -37,8 +37,10 @@ from pathlib import Path
 from typing import Callable
 
 import numpy as np
+import onnx
 
 from rtlgen.backend import stitch
+from rtlgen.backend.emit import model_hw
 from rtlgen.costmodel import estimate
 from rtlgen.errors import CompileWarning
 from rtlgen.fit import BRAM18_PER_BRAM36, fit_line, usage
@@ -46,6 +48,7 @@ from rtlgen.ir.graph import INSERTED_ROLES, DataflowGraph
 from rtlgen.options import CompileOptions
 from rtlgen.passes.check_fit import check_fit
 from rtlgen.passes.fold import fold
+from rtlgen.passes.latency import fall_through_fifos
 from rtlgen.passes.load import load_model
 from rtlgen.passes.optimize import RESOURCES, Budget, design_estimate
 from rtlgen.passes.place_memories import place_memories
@@ -82,7 +85,6 @@ def _insert_fifos(graph, options):
         depths = join_fifo_depths(graph)
     stitched = check_fifo_depths(insert_dwcs_and_fifos(graph, depths))
     if getattr(options, "objective", "throughput") == "latency":
-        from rtlgen.passes.latency import fall_through_fifos
         stitched = fall_through_fifos(stitched)         # latency 1 each
     return stitched
 
@@ -158,9 +160,6 @@ class Runner:
     def _checkpoint(self, name, graph):
         if self.keep is None:
             return
-        import onnx
-
-        from rtlgen.backend.emit import model_hw
         self._saved += 1
         Path(self.keep).mkdir(parents=True, exist_ok=True)
         onnx.save(model_hw(graph), str(Path(self.keep) / f"{self._saved:02d}_{name}.onnx"))

@@ -21,8 +21,18 @@ from pathlib import Path
 
 import numpy as np
 
+from boards.pynq_z2 import PynqZ2Platform
+from boards.shells import SelfTest, StandaloneTop
+from boards.timing import MODEL
 from boards.yosys import XC7Z020, YosysError, check_fits, synthesize, yosys_engine
-from rtlgen.fit import BRAM18_PER_BRAM36
+from boards.zynq import ZynqShell, ZynqTop
+from memstream.packing import pack_words
+from rtlgen.backend.stitch import DEFAULT_TOP_NAME
+from rtlgen.check.netlist import NETLIST_FILE, netlist_record
+from rtlgen.fit import BOARDS, BRAM18_PER_BRAM36, FAR_OVER, usage
+from rtlgen.ir.outdir import read_design
+from rtlgen.report.html import write_html
+from sim.harness import cycle_budget, run_stitched
 
 __all__ = ["BuildError", "build", "SHELLS"]
 
@@ -40,10 +50,6 @@ def build(out, *, shell="standalone", toolchain="yosys", board="pynq-z2", inputs
     ``device``: the capacity checked against (the xc7z020's). A design estimated over ``FAR_OVER`` times a
     resource of the board is refused before Yosys starts (it would run for long, often out of memory),
     unless ``force``."""
-    from rtlgen.check.netlist import NETLIST_FILE, netlist_record
-    from rtlgen.ir.outdir import read_design
-    from rtlgen.backend.stitch import DEFAULT_TOP_NAME
-
     if board != "pynq-z2":
         raise BuildError(f"--board {board!r} is not supported; legal: pynq-z2")
     if shell not in SHELLS:
@@ -63,7 +69,6 @@ def build(out, *, shell="standalone", toolchain="yosys", board="pynq-z2", inputs
     name = f"rtlgen_{shell}"
 
     top = _standalone(verilog, io, report, inputs, say) if shell == "standalone" else _zynq(verilog, io, report, say)
-    from boards.pynq_z2 import PynqZ2Platform
     platform = PynqZ2Platform()
     plan = platform.build(top, name=name, build_dir=str(root / "vivado"), do_build=False)
     plan.extract(str(root / "vivado"))
@@ -82,7 +87,6 @@ def build(out, *, shell="standalone", toolchain="yosys", board="pynq-z2", inputs
     (root / "yosys").mkdir(parents=True, exist_ok=True)
     (root / "yosys" / "report.json").write_text(json.dumps(result, indent=2) + "\n")
     say(_table(result))
-    from rtlgen.report.html import write_html
     say(f"report -> {write_html(out)}")
     over = check_fits(synth, device)
     if over:
@@ -95,7 +99,6 @@ def build(out, *, shell="standalone", toolchain="yosys", board="pynq-z2", inputs
 
 
 def _refuse_far_over(report, board, force):
-    from rtlgen.fit import BOARDS, FAR_OVER, usage
     over = sorted((u for u in usage(report["totals"], board) if u.fraction > FAR_OVER), key=lambda u: -u.fraction)
     if over and not force:
         raise BuildError(f"not starting Yosys: the estimate is far over the {board} ({BOARDS[board][0]}): "
@@ -106,10 +109,6 @@ def _standalone(verilog, io, report, inputs, say):
     """The self-test shell: ``inputs`` (model inputs, through the host pre ops) or random input codes;
     the expected words are the simulated accelerator's answers (``rtlgen verify`` proves that simulation
     against qonnx)."""
-    from boards.shells import SelfTest, StandaloneTop
-    from memstream.packing import pack_words
-    from sim.harness import cycle_budget, run_stitched
-
     end = io.input
     if inputs is not None:
         words = io.encode(inputs)
@@ -134,8 +133,6 @@ def _standalone(verilog, io, report, inputs, say):
 
 def _zynq(verilog, io, report, say):
     """The PS7 shell: the DMA and control block of :mod:`boards.zynq` around the accelerator."""
-    from boards.zynq import ZynqShell, ZynqTop
-
     shell = ZynqShell(in_width=report["input"]["width"], out_width=report["output"]["width"],
                       in_words_per_frame=io.input.words_per_frame, out_words_per_frame=io.output.words_per_frame)
     say(f"zynq shell: {shell.in_frame_bytes} input and {shell.out_frame_bytes} output bytes per frame; "
@@ -157,8 +154,6 @@ def _report_dict(synth, report):
 def _timing(synth, report):
     """The longest paths (Yosys sta) and the Fmax estimate of :mod:`boards.timing`, for the design and per
     layer (a layer's own paths: from its registers and input ports), beside the requested clock."""
-    from boards.timing import MODEL
-
     paths = synth.paths or {}
     design = paths.get(synth.top)
     layers = {name: paths[name].as_dict() for name in synth.modules or {} if name in paths}

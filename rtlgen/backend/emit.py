@@ -22,7 +22,8 @@ from onnx import TensorProto, helper
 from qonnx.core.datatype import BaseDataType
 
 from sim import out_files
-from rtlgen.fit import BRAM18_PER_BRAM36
+from rtlgen.fit import BOARDS, BRAM18_PER_BRAM36, fits, usage
+from rtlgen.passes.fold import write_folding_config
 from rtlgen.report.board_rate import board_figures
 from rtlgen.report.html import write_html
 from rtlgen.passes.size_fifos import latency_cycles
@@ -36,8 +37,6 @@ assert out_files.VERILOG == f"{DEFAULT_TOP_NAME}.v"      # the top's module name
 
 
 def write_outputs(compiled, out):
-    from rtlgen.passes.fold import write_folding_config
-
     out = Path(out)
     # The weights live inside the Verilog (memory initial values), so no mem/*.dat images are written: a
     # file that the design does not read would invite edits that change nothing.
@@ -113,7 +112,6 @@ def _optimizer(result, options):
 
 
 def _fit(totals, board):
-    from rtlgen.fit import BOARDS, fits, usage
     used = usage(totals, board)
     return {"board": board, "device": BOARDS[board][0], "fits": fits(used),
             "resources": {u.resource: {"used": u.used, "available": u.available} for u in used}}

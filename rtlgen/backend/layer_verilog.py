@@ -25,7 +25,10 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
+import amaranth
+
 from sim import progress
+from sim.runner import cache_dir, to_verilog
 
 __all__ = ["LayerModule", "layer_modules", "unused", "convert", "sources_hash"]
 
@@ -101,7 +104,6 @@ def convert(component, name):
     """Verilog text of an Amaranth component (top module ``name``, ports named by its signature): the one
     place the compiler converts. Layers go through :func:`layer_modules` (which calls this, cached); a top
     that only instantiates them (the stitched top, a scale-out device or cluster) calls it directly."""
-    from sim.runner import to_verilog
     return to_verilog(component, name)
 
 
@@ -132,7 +134,6 @@ def _key(node, spec):
 
 
 def _cache_file(key):
-    from sim.runner import cache_dir
     return cache_dir() / "verilog" / f"{key[0]}.v"
 
 
@@ -162,8 +163,6 @@ def _store(key, text):
 def sources_hash():
     """A hash of the Amaranth version and every source of ``layers``, ``swg`` and ``memstream``: what a
     layer's generated Verilog depends on besides its spec (part of every cache key built from it)."""
-    import amaranth
-
     digest = hashlib.sha256(amaranth.__version__.encode())
     root = Path(__file__).resolve().parents[2]
     for package in ("layers", "swg", "memstream"):

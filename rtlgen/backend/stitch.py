@@ -15,7 +15,7 @@ Simulating it: :mod:`rtlgen.check.simulate`. Every function takes a :class:`Data
 nodes as a chain.
 """
 
-from amaranth.hdl import ClockDomain, ClockSignal, Module, ResetSignal
+from amaranth.hdl import ClockDomain, ClockSignal, Instance, Module, ResetSignal, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
@@ -201,8 +201,6 @@ class _InstanceTop(StitchedAccelerator):
         super().__init__(top.graph, monitor=top.monitor)
 
     def _layers(self, m):
-        from amaranth.hdl import Instance, Signal
-
         ports = {}
         for node, module, signature in zip(self._nodes, self._modules, self._signatures):
             signals = {p: Signal(width, name=f"{node.name}__{p}") for p, (_, width) in module.ports.items()
