@@ -7,6 +7,7 @@ its bursts. A design whose II is shorter than the shell's is I/O-bound: its extr
 """
 
 import math
+from math import prod
 
 from boards.zynq import BEAT_BYTES, shell_timing
 
@@ -63,7 +64,6 @@ def graph_shell_cycles(graph, clock_mhz):
 def graph_ports(graph):
     """(input width, output width, input words, output words) per frame of a folded graph (before FIFOs and
     DWCs are inserted): its first layer's input and last layer's output, widths in bits as the layers have them."""
-    from math import prod
     node, port = graph.consumers(graph.input)[0]
     first, last = node.spec(), graph.producer(graph.output)[0].spec()
     return (first.in_width, last.out_width, prod(first.folded_input_shapes[port][:-1]),

@@ -4,8 +4,11 @@ estimate) with every folding axis's current value and legal values, and the ONNX
 and why. A model that cannot be lowered fails here with the same one-line error as `compile`."""
 
 import numpy as np
+from rich import box
+from rich.table import Table
 
 from rtlgen.costmodel import estimate
+from rtlgen.flows import INSPECT, Runner
 
 __all__ = ["describe", "print_description"]
 
@@ -17,8 +20,6 @@ def _scale(scale):
 
 def describe(model_path, options):
     """A JSON-able dict of the lowered, folded graph of ``model_path`` under ``options`` (CompileOptions)."""
-    from rtlgen.flows import INSPECT, Runner
-
     runner = Runner()
     graph = runner.run(INSPECT, model_path, options)
     model = runner.results["load"]
@@ -56,9 +57,6 @@ def describe(model_path, options):
 
 
 def print_description(info, console):
-    from rich import box
-    from rich.table import Table
-
     inp = info["input"]
     console.print(f"{info['model']}: input {inp['tensor']} {tuple(inp['shape'])} {inp['dtype']} "
                   f"(scale {inp['scale']})", soft_wrap=True)

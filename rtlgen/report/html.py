@@ -23,6 +23,7 @@ import re
 from pathlib import Path
 
 from rtlgen.fit import BRAM18_PER_BRAM36
+from rtlgen.ir.outdir import claim
 from sim import out_files
 
 __all__ = ["write_html", "record_verification", "fmt", "HTML_NAME", "VERIFY_NAME", "BAR_UNITS"]
@@ -102,7 +103,6 @@ def record_verification(out, comparison):
               "elements": comparison.elements, "bad_elements": comparison.bad_elements,
               "bad_samples": comparison.bad_samples, "rounding_ties": ties, "summary": comparison.summary()}
     (Path(out) / VERIFY_NAME).write_text(json.dumps(record, indent=2) + "\n")
-    from rtlgen.ir.outdir import claim
     claim(out, [VERIFY_NAME])           # the design's: removed with it by the next compile
     return write_html(out)
 

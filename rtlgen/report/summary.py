@@ -2,7 +2,13 @@
 frame with the bottleneck marked, the resource estimate), the totals against the board, the rate at the
 clock. Rendered with rich; plain (no colour, ASCII rules) when stdout is not a terminal."""
 
-from rtlgen.fit import BOARD_NAMES, Usage
+import sys
+
+from rich import box
+from rich.console import Console
+from rich.table import Table
+
+from rtlgen.fit import BOARD_NAMES, Usage, fit_line
 from rtlgen.ir.graph import INSERTED_ROLES, OPS
 
 __all__ = ["layer_table", "print_summary", "console"]
@@ -15,8 +21,6 @@ RESOURCES = ("LUT", "FF", "BRAM18", "DSP")
 
 def console(stderr=False):
     """A rich Console; when not writing to a terminal: no colour and lines as long as they are (logs)."""
-    import sys
-    from rich.console import Console
     stream = sys.stderr if stderr else sys.stdout
     tty = stream.isatty()
     return Console(file=stream, highlight=False, width=None if tty else 200, no_color=not tty)
@@ -34,9 +38,6 @@ def _inserted_role(op_type):
 
 def layer_table(report):
     """A rich Table of ``report`` (the dict ``report.json`` holds)."""
-    from rich import box
-    from rich.table import Table
-
     ii = report["analytic_cycles_per_frame"]
     table = Table(box=box.SIMPLE_HEAD, pad_edge=False)
     for name, justify in (("layer", "left"), ("op", "left"), ("folding", "left"), ("bits in>out", "right"),
@@ -93,7 +94,6 @@ def board_line(report):
 
 def print_summary(report, console):
     """The table, then the rate and the fit line (a warning, on stderr, when over the board)."""
-    from rtlgen.fit import fit_line
     console.print(layer_table(report))
     ii = report["analytic_cycles_per_frame"]
     latency = "" if "latency_cycles" not in report else (
