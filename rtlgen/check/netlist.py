@@ -21,13 +21,19 @@ reported as such, never masked by a fixed fill. Every flip-flop, LUTRAM and bloc
 
 import hashlib
 import json
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from rtlgen.ir.outdir import OutError
+from boards.xilinx_sim import cell_models
 from rtlgen.backend.stitch import DEFAULT_TOP_NAME
+from rtlgen.check.verify import verify_outputs
+from rtlgen.ir.outdir import OutError, read_design
+from sim.compiled import network_engine
+from sim.harness import FULL_RATE, cycle_budget, run_stitched
+from sim.runner import wrap_long_lines
 
 __all__ = ["NETLIST_FILE", "X_SEEDS", "design_digest", "netlist_record", "read_netlist", "NetlistRun",
            "simulate_netlist"]
@@ -96,12 +102,6 @@ def simulate_netlist(out, x, *, simulator=None, backpressure=None):
     """Model input batch ``x`` through host pre ops, the netlist of ``out``'s build and host post ops:
     a :class:`NetlistRun`. ``simulator``: verilator (default) or icarus; ``backpressure``: a
     :class:`sim.harness.Backpressure` (default: full rate)."""
-    from boards.xilinx_sim import cell_models
-    from rtlgen.ir.outdir import read_design
-    from sim.compiled import network_engine
-    from sim.harness import FULL_RATE, cycle_budget, run_stitched
-    from sim.runner import wrap_long_lines
-
     verilog, io, report = read_design(out)
     netlist = read_netlist(out, verilog)
     x = io.check_input(x)
@@ -139,11 +139,6 @@ def verify_netlist(out, model, x, *, simulator=None, say=print):
     """``rtlgen verify OUT --netlist``: simulate the netlist on model inputs ``x``, compare with qonnx's
     execution of ``model`` as ``rtlgen verify`` does; say the result. Returns the exit status: 0 iff the
     outputs pass the comparison and, under Verilator, do not change with the x seeds."""
-    import time
-
-    from rtlgen.ir.outdir import read_design
-    from rtlgen.check.verify import verify_outputs
-
     _, io, report = read_design(out)
     start = time.perf_counter()
     run = simulate_netlist(out, x, simulator=simulator)

@@ -13,6 +13,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from boards.driver import pack_words_to_bytes, unpack_bytes_to_words
+from boards.zynq import ZynqShell
+from rtlgen.report.board_rate import shell_timing_of
+from sim.runner import SimulationError, build, run_cocotb, to_verilog
+
 __all__ = ["ShellRun", "simulate_in_shell"]
 
 SRC = 0x1000                # 128-byte aligned buffers, as the analytic model takes them
@@ -32,10 +37,6 @@ class ShellRun:
 def simulate_in_shell(design, x, *, simulator=None):
     """Run the model inputs ``x`` (already checked against the design's input) through ``design`` (an
     :class:`rtlgen.api.Design`) inside the zynq shell; a :class:`ShellRun`."""
-    from boards.driver import pack_words_to_bytes, unpack_bytes_to_words
-    from boards.zynq import ZynqShell
-    from rtlgen.report.board_rate import shell_timing_of
-    from sim.runner import SimulationError, build, run_cocotb, to_verilog
 
     report, io = design.report, design.io
     in_width, out_width = report["input"]["width"], report["output"]["width"]

@@ -4,6 +4,8 @@ small qonnx models (FINN's parent model, in two pieces); :func:`sim.stream_io.ru
 import copy
 
 from onnx import TensorProto, helper
+from qonnx.core.modelwrapper import ModelWrapper
+from qonnx.util.basic import qonnx_make_model
 
 __all__ = ["submodel"]
 
@@ -11,9 +13,6 @@ __all__ = ["submodel"]
 def submodel(model, node_names, inputs, outputs, name):
     """A ModelWrapper of ``model``'s nodes ``node_names`` from tensors ``inputs`` to ``outputs`` (shapes,
     datatypes and initializers copied), or None when there is nothing to run (``inputs == outputs``)."""
-    from qonnx.core.modelwrapper import ModelWrapper
-    from qonnx.util.basic import qonnx_make_model
-
     if not node_names:
         if list(inputs) != list(outputs):
             raise ValueError(f"host {name}: no nodes, but inputs {inputs} differ from outputs {outputs}")

@@ -28,6 +28,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from sim import out_files
+from sim.stream_io import StreamIO, read_outputs
 
 __all__ = ["OutError", "MANIFEST", "check_out", "replacing", "lock", "read_manifest", "claim", "model_source",
            "read_design", "sha256"]
@@ -95,7 +96,7 @@ def _why_not_writable(path):
 def lock(out):
     """Hold OUT's lock file (``.OUT.rtlgen-lock`` beside it) for the body; :class:`OutError` at once if
     another compile holds it. The file is removed on release."""
-    import fcntl
+    import fcntl           # POSIX only: the rest of the module (read_design, the CLI's checks) imports anywhere
 
     out = _absolute(out)
     path = out.parent / f".{out.name}.rtlgen-lock"
@@ -395,8 +396,6 @@ def read_design(out):
     """(Verilog text, :class:`sim.stream_io.StreamIO`, report dict) of a compile's OUT, as
     :func:`sim.stream_io.read_outputs`; a file that is there but damaged (truncated, emptied, edited) is
     an :class:`OutError` naming it and saying to compile again."""
-    from sim.stream_io import StreamIO, read_outputs
-
     out = Path(out)
     if out.exists() and not out.is_dir():
         raise OutError(f"{out}: is a file, not an rtlgen compile output (a directory)")
@@ -448,7 +447,7 @@ def _json(out, name, again, keys):
 
 def _culprit(out, meta):
     """Which of io.json's files cannot be read: a host model that onnx cannot load, else io.json."""
-    import onnx
+    import onnx             # ~0.3 s: only to name a damaged host model; read_design stays light for the CLI
     for name in meta.get("host_models", ()) if isinstance(meta.get("host_models"), list) else ():
         try:
             onnx.load(str(out / name))
