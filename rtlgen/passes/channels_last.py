@@ -21,6 +21,11 @@ model's own input or output is channels-last (the host runs those).
 
 import numpy as np
 from onnx import helper
+from qonnx.transformation.channels_last import (MoveTransposePastFork, is_eltwise_optype,
+                                                move_transpose_past_eltwise)
+from qonnx.transformation.fold_constants import FoldConstants
+from qonnx.transformation.general import SortGraph
+from qonnx.transformation.infer_shapes import InferShapes
 
 __all__ = ["is_channels_last", "to_channels_first"]
 
@@ -35,11 +40,6 @@ def is_channels_last(model):
 
 def to_channels_first(model):
     """``model`` (a ModelWrapper) with its channels-last nodes rewritten as above; returns the new model."""
-    from qonnx.transformation.channels_last import MoveTransposePastFork
-    from qonnx.transformation.fold_constants import FoldConstants
-    from qonnx.transformation.general import SortGraph
-    from qonnx.transformation.infer_shapes import InferShapes
-
     for node in list(model.graph.node):
         if node.domain == DOMAIN:
             _standard_between_transposes(model, node)
@@ -117,8 +117,6 @@ def _remove_one_inverse_pair(model):
 
 def _move_one_to_last_downstream(model):
     """Move one Transpose to NHWC past the elementwise op after it (in place); whether one moved."""
-    from qonnx.transformation.channels_last import is_eltwise_optype, move_transpose_past_eltwise
-
     for node in model.graph.node:
         if node.op_type != "Transpose" or _perm(node) != _TO_LAST:
             continue

@@ -5,12 +5,25 @@ domains), ``cleanup_model`` (shapes, constant folding with weight Quants kept, t
 Quant initializers, readable names), GemmToMatMul, InferDataTypes.
 """
 
+import re
 from pathlib import Path
 
 import numpy as np
 import onnx
+from onnx import helper, numpy_helper
+from qonnx.core.datatype import DataType
+from qonnx.core.modelwrapper import ModelWrapper
+from qonnx.core.onnx_exec import execute_node
+from qonnx.custom_op.registry import getCustomOp
+from qonnx.transformation.gemm_to_matmul import GemmToMatMul
+from qonnx.transformation.general import SortGraph
+from qonnx.transformation.infer_datatypes import InferDataTypes
+from qonnx.util.cleanup import cleanup_model
 
+from layers.datapath import dtype_for_range
 from rtlgen.errors import CompileError, CompileWarning       # noqa: F401 (the names every module imports from here)
+from rtlgen.passes.channels_last import is_channels_last, to_channels_first
+from rtlgen.passes.finn_hw import is_finn_hw, load_finn_hw
 
 __all__ = ["CompileError", "load_model", "quantizer_output_codes"]
 
@@ -22,13 +35,6 @@ def load_model(path, input_dtype=None):
     """ModelWrapper of ``path``, cleaned up, Gemm lowered to MatMul, datatypes inferred, nodes in
     topological order; ``input_dtype`` (a qonnx DataType name) annotates the graph input as FINN's
     ``set_tensor_datatype`` does, for models whose input has no quantizer."""
-    from qonnx.core.modelwrapper import ModelWrapper
-    from qonnx.transformation.gemm_to_matmul import GemmToMatMul
-    from qonnx.transformation.general import SortGraph
-    from qonnx.transformation.infer_datatypes import InferDataTypes
-    from qonnx.util.cleanup import cleanup_model
-
-    from rtlgen.passes.channels_last import is_channels_last, to_channels_first
     path = Path(path)
     if path.is_dir():
         raise CompileError(f"{path}: is a directory; give the model's .onnx file")
@@ -42,7 +48,6 @@ def load_model(path, input_dtype=None):
         raise CompileError(f"{path}: not a valid ONNX model ({_first_line(exc)})") from None
     _initializers_are_not_inputs(proto)
     _multithreshold_out_dtypes(proto)
-    from rtlgen.passes.finn_hw import is_finn_hw, load_finn_hw
     if is_finn_hw(proto):                         # FINN's hardware-layer ONNX: no qonnx cleanup (rtlgen.passes.finn_hw)
         return load_finn_hw(proto, path, input_dtype)
     _fixed_input_shape(proto, path)
@@ -104,7 +109,6 @@ def _original_names(model, originals):
 
 def user_names(text, names):
     """``text`` with the nodes qonnx renamed called by their names in the user's model."""
-    import re
     if not names:
         return text
     pattern = re.compile(r"(?<![\w.])(" + "|".join(map(re.escape, sorted(names, key=len, reverse=True))) + r")(?!\w)")
@@ -147,8 +151,6 @@ def _initializers_are_not_inputs(proto):
 def _bias_free_gemms_to_matmul(model):
     """Gemm without its optional C input (torch exports bias-free Linear layers so) -> MatMul, B transposed
     first where ``transB``; qonnx's GemmToMatMul assumes a C input and fails on these."""
-    from onnx import helper
-
     graph = model.graph
     for node in list(graph.node):
         if node.op_type != "Gemm" or len(node.input) != 2:
@@ -174,8 +176,6 @@ def _fold_quantized_constants(model):
     initializer, so the Add is a float op with a constant like any other: it joins the activation after
     the MatMul, or runs on the host after the last one. Weights keep their Quant: the lowering reads
     their codes from it."""
-    from qonnx.core.onnx_exec import execute_node
-
     graph = model.graph
     opset = next((o.version for o in model.model.opset_import if o.domain in ("", "ai.onnx")), 13)
     for node in list(graph.node):
@@ -199,8 +199,6 @@ def _unquantized_conv_bias_to_add(model):
     the accelerator's accumulators, as a MatMul's float bias does. With a quantizer after it, the bias
     stays: the activation's thresholds absorb it. (A separate float32 Add rounds once more than
     onnxruntime's Conv with a bias: verify's exact semantics add it afterwards too, and name ties.)"""
-    from onnx import helper
-
     quantizers = {"Quant", "BipolarQuant", "MultiThreshold", "Trunc"}
     graph = model.graph
     for node in list(graph.node):
@@ -277,10 +275,6 @@ def _multithreshold_out_dtypes(proto):
     """Older FINN models write MultiThreshold without ``out_dtype``, which qonnx now requires: the type its
     outputs have, from its thresholds (n per channel: counts 0..n) and ``out_bias`` (the count moved by it;
     ``out_scale`` 1), or BIPOLAR for FINN's one-threshold bipolar form (out_scale 2, out_bias -1)."""
-    from onnx import numpy_helper
-    from qonnx.core.datatype import DataType
-
-    from layers.datapath import dtype_for_range
     inits = {i.name: i for i in proto.graph.initializer}
     for node in proto.graph.node:
         if node.op_type != "MultiThreshold" or any(a.name == "out_dtype" for a in node.attribute):
@@ -324,9 +318,6 @@ def _spatial_means_to_global_pool(model):
 
 
 def _annotate_input(model, name):
-    from qonnx.core.datatype import DataType
-    from qonnx.transformation.infer_datatypes import InferDataTypes
-
     try:
         dtype = DataType[str(name).upper()]
     except KeyError:
@@ -349,9 +340,6 @@ def _first_line(exc):
 def quantizer_output_codes(model, node):
     """(dtype, scale, qmin, levels) of an activation quantizer: its output is ``scale * code`` with
     integer codes qmin .. qmin + levels of ``dtype`` (BIPOLAR: codes -1, +1)."""
-    from qonnx.core.datatype import DataType
-    from qonnx.custom_op.registry import getCustomOp
-
     where = f"node {node.name} ({node.op_type})"
     if node.op_type == "BipolarQuant":
         scale = _scalar_initializer(model, node.input[1], where, "scale")
@@ -393,8 +381,6 @@ def quantizer_output_codes(model, node):
 def _trunc_output_codes(model, node, where):
     """Trunc (qonnx v2: x, scale, zero point, in bits, out scale, out bits) clamps to an out-bits integer
     and multiplies by the out scale. v1 (5 inputs) does not clamp: its code range is unbounded."""
-    from qonnx.core.datatype import DataType
-
     if len(node.input) != 6:
         raise CompileError(f"{where}: only Trunc v2 (6 inputs: x, scale, zeropt, in_bits, out_scale, "
                            f"out_bits) is supported, this one has {len(node.input)} inputs")

@@ -13,6 +13,9 @@ negate that weight column.
 import numpy as np
 import onnx
 from onnx import TensorProto, helper
+from qonnx.core.modelwrapper import ModelWrapper
+from qonnx.core.onnx_exec import execute_onnx
+from qonnx.util.basic import qonnx_make_model
 
 from rtlgen.passes.load import CompileError
 
@@ -46,10 +49,6 @@ class ActivationChain:
 
     def __call__(self, values):
         """Chain output for ``values`` (N, C) float: the same numbers qonnx computes element by element."""
-        from qonnx.core.modelwrapper import ModelWrapper
-        from qonnx.core.onnx_exec import execute_onnx
-        from qonnx.util.basic import qonnx_make_model
-
         values = np.asarray(values, dtype=np.float32)
         n = values.shape[0]
         shape = (n, self.channels) + ((1, 1) if self.spatial else ())
