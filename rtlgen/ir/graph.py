@@ -48,7 +48,6 @@ def op_with_role(role):
 INSERTED_ROLES = ("fifo", "dwc", "fanout")
 
 # Older FINN names of the same ops (v0.7 .. v0.9); the SpecializeLayers suffixes are handled below.
-OLD_OP_NAMES = {old: op.op_type for op in OPS.values() for old in op.old_names}
 MEM_MODE_ALIASES = {"const": "internal_embedded", "decoupled": "internal_decoupled"}
 
 
@@ -57,7 +56,8 @@ def canonical_op_type(op_type):
     for suffix in ("_hls", "_rtl"):
         if op_type.endswith(suffix) and op_type[:-len(suffix)] in OPS:
             return op_type[:-len(suffix)]
-    return OLD_OP_NAMES.get(op_type, op_type)
+    old_names = {old: op.op_type for op in OPS.values() for old in op.old_names}     # plug-ins registered late too
+    return old_names.get(op_type, op_type)
 
 
 @dataclass

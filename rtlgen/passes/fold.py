@@ -43,7 +43,11 @@ INSERTED_OPS = tuple(op.op_type for op in ops_with_role(*INSERTED_ROLES))
 # FINN makes layers of a model's input / output thresholds and top-K that rtlgen may run on the host: a
 # folding entry for one of them warns; an entry for any other op that matches no node is an error
 HOST_SIDE_OPS = tuple(op.op_type for op in OPS.values() if op.host_side)
-_ALL_ATTRS = {a for op in OPS.values() for a in op.folding}
+
+
+def _known_attrs():
+    """Every folding attribute of the registry's ops (read at each use: a plug-in may be registered late)."""
+    return {a for op in OPS.values() for a in op.folding}
 
 
 # ---------------------------------------------------------------------------------------------- config I/O
@@ -181,11 +185,11 @@ def apply_folding_config(nodes, config):
     defaults = config.get(DEFAULTS_KEY, {})
     for attr in defaults:
         if not any(attr in n.op.folding for n in nodes):
-            if attr in IGNORED_ATTRS or attr in _ALL_ATTRS:
+            if attr in IGNORED_ATTRS or attr in _known_attrs():
                 warns.append(f"Defaults: attribute {attr!r} is not used by any node here, ignored")
             else:
                 raise ValueError(f"folding config Defaults: unknown attribute {attr!r}; "
-                                 f"known: {', '.join(sorted(_ALL_ATTRS))}")
+                                 f"known: {', '.join(sorted(_known_attrs()))}")
     entry_of = {node.name: key for key, node in matched.items()}
     new = {}
     for node in nodes:
@@ -197,7 +201,7 @@ def apply_folding_config(nodes, config):
             if attr in node.op.folding:
                 _settable(where, attr, value)
                 folding[attr] = _normalize(attr, value)
-            elif attr in PARALLEL_ATTRS or not (attr in IGNORED_ATTRS or attr in _ALL_ATTRS):
+            elif attr in PARALLEL_ATTRS or not (attr in IGNORED_ATTRS or attr in _known_attrs()):
                 raise ValueError(f"{where} has no folding attribute {attr!r}; "
                                  f"legal: {', '.join(node.op.folding) or 'none'}")
             else:
