@@ -6,13 +6,21 @@
   ``"dwc"`` wherever a producer's word width differs from its consumer's, and the op with role ``"fifo"``
   on every stream.
 
+- :func:`stream_plan` is both, without building a graph: the inserted nodes a folded graph gets, in the
+  order and with the names, widths and wiring the two passes give them, so the fold pass can cost them
+  (:func:`rtlgen.passes.optimize.inserted_estimate`). The passes materialize the same plan (the same
+  ``_fanouts`` and ``_dwcs_and_fifos``), so the estimate and the stitched design cannot disagree.
+
 Which ops these are the registry says (:func:`rtlgen.ir.graph.op_with_role`); this module names none.
 Every function takes a :class:`DataflowGraph`, or a list of nodes as a chain.
 """
 
-from rtlgen.ir.graph import HWNode, as_graph, op_with_role, words_per_frame
+from dataclasses import dataclass, replace
 
-__all__ = ["DEFAULT_FIFO_DEPTH", "insert_duplicates", "insert_dwcs_and_fifos", "tensor_words", "is_role"]
+from rtlgen.ir.graph import DataflowGraph, HWNode, as_graph, op_with_role, words_per_frame
+
+__all__ = ["DEFAULT_FIFO_DEPTH", "insert_duplicates", "insert_dwcs_and_fifos", "tensor_words", "is_role",
+           "StreamPlan", "stream_plan"]
 
 DEFAULT_FIFO_DEPTH = 2
 
@@ -39,8 +47,17 @@ def insert_duplicates(graph):
     """A new graph where every tensor read by n > 1 nodes first goes through a fan-out (DuplicateStreams)
     with n outputs (FINN's InsertDuplicateStreams), one lane per word as its producer emits them."""
     graph = as_graph(graph).copy()
+    graph.nodes = _fanouts(graph)
+    return graph.check()
+
+
+def _fanouts(graph):
+    """The nodes of ``graph`` with a fan-out after each tensor read by several nodes (the fan-out right after
+    its producer, or first for the graph input) and its readers rewired to the fan-out's outputs: new node
+    objects where they change (``graph`` is not changed)."""
     fanout = op_with_role("fanout").op_type
     names = _unique_namer({n.name for n in graph.nodes}, fanout)
+    nodes, rewired = list(graph.nodes), {}         # node name -> its new inputs
     for tensor, producer, consumers in graph.edges():
         if len(consumers) < 2:
             continue
@@ -60,12 +77,12 @@ def insert_duplicates(graph):
                      {"PE": lanes}, inputs=(tensor,),
                      outputs=tuple(f"{name}_out{k}" for k in range(len(consumers))))
         for k, (consumer, port) in enumerate(consumers):
-            ins = list(consumer.inputs)
+            ins = list(rewired.get(consumer.name, consumer.inputs))
             ins[port] = dup.outputs[k]
-            consumer.inputs = tuple(ins)
-        at = graph.nodes.index(producer[0]) + 1 if producer is not None else 0
-        graph.nodes.insert(at, dup)
-    return graph.check()
+            rewired[consumer.name] = tuple(ins)
+        at = nodes.index(producer[0]) + 1 if producer is not None else 0
+        nodes.insert(at, dup)
+    return [replace(n, inputs=rewired[n.name]) if n.name in rewired else n for n in nodes]
 
 
 def _dtype_of_width(spec, bits, at_input):
@@ -90,6 +107,18 @@ def insert_dwcs_and_fifos(graph, fifo_depths=None):
     """
     graph = as_graph(graph).copy()
     graph.check()
+    nodes = _dwcs_and_fifos(graph.nodes, graph.input, graph.output, fifo_depths)
+    tensors = dict(graph.tensors)
+    if graph.output in tensors:
+        tensors[nodes[-1].outputs[0]] = tensors[graph.output]
+    return graph.copy(nodes=nodes, output=nodes[-1].outputs[0], tensors=tensors).check()
+
+
+def _dwcs_and_fifos(nodes, input, output, fifo_depths=None):
+    """The nodes of the graph ``nodes`` (topological order, between tensors ``input`` and ``output``) with
+    the DWCs and FIFOs of :func:`insert_dwcs_and_fifos`, the output FIFO last: new node objects where they
+    change (the nodes given are not changed)."""
+    graph = _Plain(list(nodes), input, output)
     fifo_op, dwc_op = op_with_role("fifo").op_type, op_with_role("dwc").op_type
     fifo_depths = dict(fifo_depths or {})
     for n in graph.nodes:
@@ -136,18 +165,54 @@ def insert_dwcs_and_fifos(graph, fifo_depths=None):
                 nodes.append(f := fifo(tensor, want))
                 tensor = f.outputs[0]
             ins[k] = tensor
-        node.inputs = tuple(ins)
-        nodes.append(node)
+        nodes.append(replace(node, inputs=tuple(ins)) if tuple(ins) != node.inputs else node)
     last = graph.producer(graph.output)[0]
     out_fifo = fifo(graph.output, last.spec().out_width)
     nodes.append(out_fifo)
     unknown = sorted(set(fifo_depths) - used)
     if unknown:
         raise ValueError(f"fifo_depths names FIFOs this graph does not have: {', '.join(unknown)}")
-    tensors = dict(graph.tensors)
-    if graph.output in tensors:
-        tensors[out_fifo.outputs[0]] = tensors[graph.output]
-    return graph.copy(nodes=nodes, output=out_fifo.outputs[0], tensors=tensors).check()
+    return nodes
+
+
+@dataclass(frozen=True)
+class _Plain:
+    """Nodes in topological order between two tensors: what the planning needs of a graph (the wiring
+    queries of :class:`DataflowGraph`), without copying, checking or carrying the model."""
+    nodes: list
+    input: str
+    output: str
+
+    producer = DataflowGraph.producer
+    consumers = DataflowGraph.consumers
+    edges = DataflowGraph.edges
+
+
+@dataclass(frozen=True)
+class StreamPlan(_Plain):
+    """The design as stitched, as :func:`stream_plan` plans it: ``nodes`` the layers (rewired to read
+    through the inserted nodes) and the inserted fan-outs, DWCs and FIFOs (FIFOs at the default depth),
+    in the order :func:`insert_duplicates` then :func:`insert_dwcs_and_fifos` give them; ``inserted``
+    the names of the inserted ones. Not a :class:`DataflowGraph`: only the wiring the timing model and
+    the FIFO bounds read (:mod:`rtlgen.passes.size_fifos` takes either). The layers not rewired are the
+    folded graph's own node objects: read only."""
+    inserted: frozenset = frozenset()
+
+    def inserted_nodes(self):
+        return [n for n in self.nodes if n.name in self.inserted]
+
+
+def stream_plan(graph):
+    """The fan-outs, width converters and FIFOs (at depth 2) the insertion passes add to the folded
+    ``graph``, as a :class:`StreamPlan`: per stream a fan-out where a tensor has several readers
+    (DuplicateStreams: lanes, outputs, dtype), a DWC where widths differ (in/out width, dtype, shape) and
+    its FIFOs (width). A pure function of ``graph``, by the same code the passes materialize."""
+    graph = as_graph(graph)
+    duplicated = _fanouts(graph)
+    nodes = _dwcs_and_fifos(duplicated, graph.input, graph.output)
+    layers = {n.name for n in graph.nodes}
+    return StreamPlan(nodes, graph.input, nodes[-1].outputs[0],
+                      frozenset(n.name for n in nodes if n.name not in layers))
 
 
 def tensor_words(graph):

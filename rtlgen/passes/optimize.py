@@ -37,7 +37,8 @@ from rtlgen.fit import BOARD_NAMES, BOARDS, BRAM18_PER_BRAM36
 from rtlgen.passes.setfolding import FoldingContext, folded_with, set_folding
 
 __all__ = ["Budget", "optimize_folding", "OptimizerResult", "NoFit", "RESOURCES", "MAX_ROUNDS", "Option", "fold_groups",
-           "node_foldings", "group_options", "candidate_iis", "smallest_fitting", "least_cost", "describe_resources", "design_estimate"]
+           "node_foldings", "group_options", "candidate_iis", "smallest_fitting", "least_cost", "describe_resources", "design_estimate",
+           "inserted_estimate"]
 
 RESOURCES = ("LUT", "FF", "BRAM18", "DSP")
 SPILL_SHARES = (1 / 8, 1 / 4, 1 / 2)    # of a block-RAM weight word built as LUT ROM instead (weight_lut_bits)
@@ -434,15 +435,23 @@ def _apply(graph, groups, choices, picked):
 
 def design_estimate(graph):
     """Estimate (LUT, FF, BRAM18, DSP) of the design as stitched: the nodes plus the DuplicateStreams, DWCs
-    and FIFOs between them, the FIFOs at the depths the compile will give them
-    (:func:`rtlgen.passes.size_fifos.analytic_fifo_depths`, milliseconds), so the design the optimizer accepts
-    is the design the compile builds. A pure function of the folded graph (``graph`` is not changed): the
-    inserted nodes are placed on a copy, as the insertion passes place them, because their FIFOs' depths
-    come from the composed timing model of the graph with its FIFOs and converters."""
+    and FIFOs between them (:func:`inserted_estimate`), so the design the optimizer accepts is the design
+    the compile builds. A pure function of the folded graph (``graph`` is not changed)."""
+    total = sum(estimate(node.spec()) for node in graph.nodes)
+    return np.array([float(total[r]) for r in RESOURCES]) + inserted_estimate(graph)
+
+
+def inserted_estimate(graph):
+    """Estimate (LUT, FF, BRAM18, DSP) of the nodes stitching adds to the folded ``graph``: the fan-outs,
+    DWCs and FIFOs of :func:`rtlgen.passes.insert.stream_plan` (the plan the insertion passes materialize),
+    the FIFOs at the depths the compile will give them (:func:`rtlgen.passes.size_fifos.analytic_fifo_depths`
+    of the plan: the composed timing model, milliseconds). No graph is built."""
     from rtlgen.passes.size_fifos import analytic_fifo_depths
-    from rtlgen.passes.insert import insert_duplicates, insert_dwcs_and_fifos
-    stitched = insert_dwcs_and_fifos(insert_duplicates(graph))     # FIFOs at depth 2: the timing model ignores it
-    depths = analytic_fifo_depths(stitched)
-    total = sum(estimate(node.spec(depth=depths[node.name]) if node.name in depths else node.spec())
-                for node in stitched.nodes)
-    return np.array([float(total[r]) for r in RESOURCES])
+    from rtlgen.passes.insert import stream_plan
+    plan = stream_plan(graph)
+    depths = analytic_fifo_depths(plan)
+    vector = np.zeros(len(RESOURCES))
+    for node in plan.inserted_nodes():
+        used = estimate(node.spec(depth=depths[node.name]) if node.name in depths else node.spec())
+        vector += [float(used[r]) for r in RESOURCES]
+    return vector

@@ -145,7 +145,9 @@ def _ii(graph):
 def analytic_fifo_depths(graph, *, frames=SIZING_FRAMES):
     """{FIFO name: depth} of ``graph`` (with its FIFOs): each FIFO's largest occupancy in the composed
     timing model under paced input (see the module docstring), rounded as FINN rounds simulated
-    occupancies (:func:`finn_fifo_depth`), and never below its join bound."""
+    occupancies (:func:`finn_fifo_depth`), and never below its join bound. ``graph`` may also be a
+    :class:`rtlgen.passes.insert.StreamPlan` (the FIFOs planned, no graph built): like the timing model
+    and the join bounds, this reads only its ``nodes``, ``input``, ``output`` and ``producer``."""
     timing = _settled_timing(graph, frames)
     bounds = branch_fifo_bounds(graph)
     return {n.name: max(finn_fifo_depth(timing.occupancy(n)), bounds.get(n.name, 0))
