@@ -22,7 +22,7 @@ import numpy as np
 from boards.yosys import YosysError
 from rtlgen.check.prove import ProveError, ToolMissing, prove_out
 from rtlgen.check.verify import verify_outputs
-from rtlgen.errors import CompileError, CompileWarning
+from rtlgen.errors import BuildError, CompileError, CompileWarning
 from rtlgen.fit import Usage, fit_line
 from rtlgen.ir.outdir import OutError, claim, read_design
 from rtlgen.options import INSPECT, SIMULATOR_HELP, CompileOptions, add_arguments, from_args
@@ -534,7 +534,7 @@ def add_build_arguments(parser):
 
 
 def run_build_command(args):
-    from rtlgen.backend.build import BuildError, build       # start-up
+    from rtlgen.backend.build import build       # start-up
 
     if (Path(args.out) / out_files.PARTITION).is_file():
         if args.shell != "standalone" or args.toolchain != "yosys" or args.input:
@@ -742,7 +742,6 @@ def user_errors():
     """The exceptions that mean bad input (exit 2, one line); anything else is a bug in rtlgen (exit 1).
     OS errors (permissions, a full disk, a missing tool) and external tools' failures are exit 2 too, see
     :func:`_run`."""
-    from rtlgen.backend.build import BuildError       # start-up
     return CompileError, BuildError, InputError, OutError, UsageError
 
 

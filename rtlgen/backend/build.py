@@ -29,6 +29,7 @@ from boards.zynq import ZynqShell, ZynqTop
 from memstream.packing import pack_words
 from rtlgen.backend.stitch import DEFAULT_TOP_NAME
 from rtlgen.check.netlist import NETLIST_FILE, netlist_record
+from rtlgen.errors import BuildError
 from rtlgen.fit import BOARDS, BRAM18_PER_BRAM36, FAR_OVER, usage
 from rtlgen.ir.outdir import read_design
 from rtlgen.report.html import write_html
@@ -38,10 +39,6 @@ __all__ = ["BuildError", "build", "SHELLS"]
 
 SHELLS = ("standalone", "zynq")
 SELFTEST_FRAMES = 4
-
-
-class BuildError(ValueError):
-    """The design cannot be built as asked (unknown shell, over the device budget...)."""
 
 
 def build(out, *, shell="standalone", toolchain="yosys", board="pynq-z2", inputs=None, say=print, device=XC7Z020,
