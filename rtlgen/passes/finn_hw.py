@@ -28,10 +28,14 @@ import numpy as np
 import onnx
 from onnx import helper
 from qonnx.core.datatype import DataType
+from qonnx.core.modelwrapper import ModelWrapper
 
 from rtlgen.errors import CompileError
 from rtlgen.ir.graph import MEM_MODE_ALIASES, OPS, DataflowGraph, HWNode, StreamTensor
-from sim.finn_exec import EXECUTORS, FINN_DOMAIN, attrs_of, canonical, is_finn_node, normal_shapes
+from rtlgen.ir.host import submodel
+from sim.finn_exec import (EXECUTORS, FINN_DOMAIN, attrs_of, canonical, execute_finn_hw, is_finn_node,
+                           normal_shapes)
+from sim.stream_io import StreamEnd, StreamIO
 
 __all__ = ["is_finn_hw", "is_finn_hw_file", "load_finn_hw", "lower_finn_hw", "finn_stream_io", "ACCEPTED"]
 
@@ -80,8 +84,6 @@ class FinnHwModel:
 
 def load_finn_hw(proto, path, input_dtype=None):
     """``proto`` (FINN's dialect) as a :class:`FinnHwModel`; unsupported nodes fail here, named."""
-    from qonnx.core.modelwrapper import ModelWrapper
-
     proto = copy.deepcopy(proto)
     graph = proto.graph
     if len(graph.input) != 1 or len(graph.output) != 1:
@@ -320,9 +322,6 @@ def finn_stream_io(model, graph, last=None):
     are FINN's (NHWC feature maps, integer values at scale 1), streamed in their row-major order; host
     ops before and after run through qonnx. A 4D end is flattened on the host (a Reshape), so the
     stream order is FINN's NHWC order, not the NCHW -> NHWC transpose of a QONNX model's ends."""
-    from rtlgen.ir.host import submodel
-    from sim.stream_io import StreamEnd, StreamIO
-
     m = copy.deepcopy(model.wrapper)
     for imp in m.model.opset_import:        # rtlgen's model_hw.onnx is stamped with onnx's newest opset,
         if imp.domain in ("", "ai.onnx"):   # which onnxruntime may not run yet; the host ops are old ones
@@ -368,8 +367,5 @@ def finn_stream_io(model, graph, last=None):
 
 def finn_reference(model_path, x):
     """The golden outputs of a FINN hardware-layer model for the batch ``x`` (sim.finn_exec)."""
-    import onnx
-    from sim.finn_exec import execute_finn_hw
-
     model = load_finn_hw(onnx.load(str(model_path)), model_path, None)
     return execute_finn_hw(model.wrapper, x)

@@ -28,10 +28,15 @@ import time
 from dataclasses import dataclass
 
 import numpy as np
+from scipy.optimize import Bounds, LinearConstraint, milp
+from scipy.sparse import coo_array
 
+from layers.fifo import SRL_MAX_DEPTH
 from rtlgen.costmodel import estimate
 from rtlgen.passes import optimize as _opt
+from rtlgen.passes.insert import insert_duplicates, insert_dwcs_and_fifos
 from rtlgen.passes.optimize import RESOURCES, NoFit, OptimizerResult
+from rtlgen.passes.size_fifos import analytic_fifo_depths, latency_cycles
 
 __all__ = ["OBJECTIVES", "optimize_latency", "fall_through_fifos", "design_latency"]
 
@@ -54,7 +59,6 @@ class _Option:
 
 def fall_through_fifos(graph):
     """``graph`` (stitched, with its FIFOs) with every shift-register FIFO falling through (latency 1)."""
-    from layers.fifo import SRL_MAX_DEPTH
     graph = graph.copy()
     for node in graph.nodes:
         if node.op.role == "fifo" and "fall_through" in node.op.folding \
@@ -64,8 +68,6 @@ def fall_through_fifos(graph):
 
 
 def _stitched(graph):
-    from rtlgen.passes.insert import insert_duplicates, insert_dwcs_and_fifos
-    from rtlgen.passes.size_fifos import analytic_fifo_depths
     branched = insert_duplicates(graph)
     stitched = insert_dwcs_and_fifos(branched, analytic_fifo_depths(insert_dwcs_and_fifos(branched)))
     return fall_through_fifos(stitched)
@@ -74,7 +76,6 @@ def _stitched(graph):
 def design_latency(graph):
     """Cycles from the first input word to the last output word of one frame of ``graph`` (folded, before
     stitching) as the latency objective builds it: stitched, with fall-through FIFOs."""
-    from rtlgen.passes.size_fifos import latency_cycles
     return latency_cycles(_stitched(graph))
 
 
@@ -134,9 +135,6 @@ def _solve(choices, pairs, limit, ii):
     The overlap is counted per stream and per word shape (words, width) rather than per pair of options:
     z[e, s] <= (the producer's options sending s) and z[e, s] <= (the consumer's options taking s), so it
     is 1 only where both chosen options agree on s (one option per node is chosen)."""
-    from scipy.optimize import Bounds, LinearConstraint, milp
-    from scipy.sparse import coo_array
-
     allowed = [[k for k, o in enumerate(opts) if o.cycles <= ii] for opts in choices]
     if any(not a for a in allowed):
         return None

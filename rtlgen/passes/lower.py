@@ -20,10 +20,16 @@ import copy
 import warnings
 from dataclasses import dataclass
 from fractions import Fraction
+from math import gcd, lcm
 
 import numpy as np
 import onnx
+import onnxruntime as ort
+from onnx import TensorProto, helper
+from onnx.numpy_helper import from_array
 from qonnx.core.datatype import DataType
+from qonnx.core.modelwrapper import ModelWrapper
+from qonnx.core.onnx_exec import execute_node
 
 from layers.datapath import dtype_for_range
 from rtlgen.passes.load import INPUT_DTYPE_HINT, CompileError, CompileWarning, quantizer_output_codes, user_names
@@ -44,7 +50,6 @@ MAX_RESCALE = 1 << 8                # largest integer factor a branch's codes ar
 def lower(model):
     """Lower a model from :func:`rtlgen.passes.load.load_model` into a :class:`DataflowGraph` (the model
     itself is not changed; the graph keeps a copy with the weight quantizers folded)."""
-    from qonnx.core.modelwrapper import ModelWrapper
     try:
         return _Lowering(ModelWrapper(copy.deepcopy(model.model))).run()
     except CompileError as exc:         # named as in the user's model, not as qonnx renamed them
@@ -653,8 +658,6 @@ def _prune(graph):
 
 def _common_scale(scales, where):
     """(s, factors): every scale is ``factors[k] * s`` with small positive integer factors (gcd 1)."""
-    from math import gcd, lcm
-
     base = scales[0]
     ratios = [Fraction(x / base).limit_denominator(MAX_RESCALE) for x in scales]
     den = lcm(*(r.denominator for r in ratios))
@@ -748,10 +751,6 @@ def _power_of_two(x):
 def _run_alone(model, node, x):
     """The output of ``node`` alone for data input ``x`` (its other inputs are the model's constants), by
     onnxruntime, which is what qonnx ``execute_onnx`` runs standard ops with."""
-    import onnxruntime as ort
-    from onnx import TensorProto, helper
-    from onnx.numpy_helper import from_array
-
     missing = [i for i in node.input[1:] if i and model.get_initializer(i) is None]
     if missing:
         raise CompileError(f"node {node.name} ({node.op_type}): input {missing[0]} must be a constant")
@@ -794,8 +793,6 @@ def _per_channel(scale, channels, node):
 def _fold_weight_quants(model):
     """{weight tensor: (integer codes, scale broadcastable per output channel, DataType)} for every
     Quant/BipolarQuant whose inputs are all constants; their outputs become plain initializers."""
-    from qonnx.core.onnx_exec import execute_node
-
     folded = {}
     for node in list(model.graph.node):
         if node.op_type not in ("Quant", "BipolarQuant"):
