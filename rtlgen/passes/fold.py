@@ -20,12 +20,16 @@ canonical op type and index.
 import dataclasses
 import json
 import re
+import warnings
 from pathlib import Path
 
 from layers.op import divisors
 from memstream.memstream import BRAM_OR_LUT_STYLES
+from rtlgen.errors import CompileError, CompileWarning
 from rtlgen.ir.graph import INSERTED_ROLES, OPS, canonical_op_type, ops_with_role
+from rtlgen.passes.optimize import NoFit, optimize_folding
 from rtlgen.passes.setfolding import max_cycles, set_folding, spec_of, target_cycles
+from rtlgen.report.board_rate import graph_shell_cycles
 
 __all__ = ["load_folding_config", "apply_folding_config", "folding_config", "write_folding_config",
            "target_cycles", "set_folding", "divisors", "max_cycles"]
@@ -253,10 +257,6 @@ def write_folding_config(nodes, path):
 def fold(graph, options):
     """The ``fold`` pass: the user's folding file, the folding optimizer under a budget (``--fit``,
     ``--budget``), FINN's own folding in its hardware-layer ONNX, or FINN's SetFolding for a target II."""
-    import warnings
-
-    from rtlgen.errors import CompileError, CompileWarning
-
     graph = graph.copy()
     if options.folding:
         if options.target_fps is not None:
@@ -268,12 +268,10 @@ def fold(graph, options):
         for note in notes:
             warnings.warn(note, CompileWarning, stacklevel=2)
     elif options.optimizer_budget() is not None:
-        from rtlgen.passes.optimize import NoFit, optimize_folding
-        from rtlgen.report.board_rate import graph_shell_cycles
         target = options.target_cycles() if options.target_fps is not None else None
         try:
             if getattr(options, "objective", "throughput") == "latency":
-                from rtlgen.passes.latency import optimize_latency
+                from rtlgen.passes.latency import optimize_latency        # start-up: scipy.optimize, ~0.35 s
                 graph.optimizer = optimize_latency(graph, options.optimizer_budget(), target_cycles=target)
                 return graph
             # no faster II than the zynq shell's DMA can feed (rtlgen.report.board_rate)

@@ -58,6 +58,7 @@ where both fail counts as infeasible. Deterministic: the same graph, budgets and
 same :class:`Partition`.
 """
 
+import json
 import os
 import sys
 import time
@@ -65,10 +66,14 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from fractions import Fraction
 from math import ceil
+from pathlib import Path
 
 import numpy as np
+from scipy.optimize import Bounds, LinearConstraint, milp
+from scipy.sparse import coo_matrix
 
 from galapagos.bridges import FLIT_WIDTHS, MAX_PACKET_BYTES, FromGalapagosSpec, ToGalapagosSpec, max_packet_flits
+from galapagos.cluster import Device, Kernel, check_cluster, logical_xml, map_xml, sw_kernel
 from galapagos.link import header_flits
 from rtlgen.costmodel import estimate
 from rtlgen.fit import BOARD_NAMES
@@ -427,9 +432,6 @@ class _Problem:
     def solve(self, ii, limits, balance=False):
         """The 0/1 program at one II (module docstring): the cheapest partition, or with ``balance`` the
         most balanced one; None if infeasible."""
-        from scipy.optimize import Bounds, LinearConstraint, milp
-        from scipy.sparse import coo_matrix
-
         D, R = self.devices, len(RESOURCES)
         allowed = [[k for k, o in enumerate(options) if o.cycles <= ii] for options in self.choices]
         if any(not a for a in allowed):
@@ -667,11 +669,6 @@ def write_plan(part, out, *, board="pynq-z2"):
     (the whole graph's folding, FINN's format) and the Galapagos cluster files ``cluster/logical.xml``
     and ``cluster/map.xml``: one Verilog kernel per used device (IDs from 1, in stream order) and the
     host's pre/post ops as a software kernel on a ``sw`` node. Returns the paths written."""
-    import json
-    from pathlib import Path
-
-    from galapagos.cluster import Device, Kernel, check_cluster, logical_xml, map_xml, sw_kernel
-
     out = Path(out)
     (out / "cluster").mkdir(parents=True, exist_ok=True)
     used = [d for d in part.devices if d.nodes]
