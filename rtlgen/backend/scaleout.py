@@ -27,20 +27,30 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+import onnx
 from amaranth.hdl import ClockSignal, Instance, Module, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from galapagos.bridges import (FromGalapagos, FromGalapagosSpec, ToGalapagos, ToGalapagosSpec, flit_layout,
                                max_packet_flits)
-from galapagos.link import PROBES, LinkModel, LinkSpec
+from boards.yosys import XC7Z020, check_fits, synthesize
+from galapagos.link import DEFAULT_LATENCY, PROBES, LinkModel, LinkSpec
 from memstream.packing import padded_width
 from rtlgen.backend import stitch
+from rtlgen.backend.emit import model_hw
 from rtlgen.backend.layer_verilog import convert
+from rtlgen.costmodel import estimate
+from rtlgen.errors import BuildError
 from rtlgen.fit import BRAM18_PER_BRAM36
 from rtlgen.check.simulate import simulate_chain
+from rtlgen.flows import DEVICE, FRONT, Runner
+from rtlgen.options import CompileOptions
 from rtlgen.passes.insert import tensor_words
+from rtlgen.passes.to_hw import stream_io
 from sim import out_files
+from sim.harness import FULL_RATE, cycle_budget
+from sim.stream_io import StreamIO
 
 __all__ = ["DeviceKernel", "ClusterSim", "build_devices", "write_devices", "cluster_verilog", "simulate",
            "ClusterRun", "CLUSTER_TOP", "device_name", "load_cluster"]
@@ -182,10 +192,6 @@ def build_devices(model_path, part, *, options=None, say=lambda line: None):
     """Per used device of ``part`` (a :class:`rtlgen.passes.partition.Partition` of ``model_path``'s lowered
     graph): its stitched subgraph and kernel Verilog; and the whole network's :class:`StreamIO`.
     Returns ``(devices, io)``."""
-    from rtlgen.flows import DEVICE, FRONT, Runner
-    from rtlgen.options import CompileOptions
-    from rtlgen.passes.to_hw import stream_io
-
     options = options or CompileOptions(clock_mhz=part.clock_mhz)
     runner = Runner()
     lowered = runner.run(FRONT, model_path, options)
@@ -230,11 +236,6 @@ def write_devices(devices, io, out):
     """``OUT/device{d}/`` per device (kernel Verilog, report.json, and ``model_hw.onnx``: its nodes with the
     attributes and memory images they were built with, for `rtlgen prove`) and the network's ``io.json``
     with the host models; returns the kernel Verilog paths."""
-    import onnx
-
-    from rtlgen.backend.emit import model_hw
-    from rtlgen.costmodel import estimate
-
     out = Path(out)
     io.save(out)
     paths = []
@@ -313,7 +314,6 @@ def load_cluster(out):
 def cluster_verilog(out, *, latency=None, header_flits=None):
     """(Verilog of :class:`ClusterSim` over the devices built in ``out``, its link specs, the plan, the
     device reports)."""
-    from galapagos.link import DEFAULT_LATENCY
     plan, devices = load_cluster(out)
     fw, host = plan["flit_width"], len(devices) + 1
     first, last = devices[0][0], devices[-1][0]
@@ -332,9 +332,6 @@ def cluster_verilog(out, *, latency=None, header_flits=None):
 def simulate(out, x, *, latency=None, header_flits=None, backpressure=None):
     """Model inputs ``x`` through the host ops and the cluster of ``out`` (an `rtlgen partition` output),
     on the compiled Verilator bench: a :class:`ClusterRun`."""
-    from sim.harness import FULL_RATE, cycle_budget
-    from sim.stream_io import StreamIO
-
     text, links, plan, reports = cluster_verilog(out, latency=latency, header_flits=header_flits)
     io = StreamIO.load(out)
     x = io.check_input(x)
@@ -376,10 +373,7 @@ def build_kernels(out, *, say=lambda line: None, device_capacity=None, check=Tru
     by Yosys ``synth_xilinx``, out of context (there is no Galapagos network shell for the PYNQ-Z2 to
     put it in). Writes ``OUT/device{d}/build/yosys/report.json``; returns ``[{index, top, totals,
     layers, fits, over}]``. With ``check``, a kernel over the device is an error
-    (:class:`rtlgen.backend.build.BuildError`) after every kernel has been reported."""
-    from boards.yosys import XC7Z020, check_fits, synthesize
-    from rtlgen.backend.build import BuildError
-
+    (:class:`rtlgen.errors.BuildError`) after every kernel has been reported."""
     capacity = device_capacity or XC7Z020
     plan, devices = load_cluster(out)
     results = []
