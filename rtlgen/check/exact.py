@@ -22,6 +22,11 @@ False.
 from dataclasses import dataclass, field
 
 import numpy as np
+from onnx import TensorProto, helper
+from onnx.reference import ReferenceEvaluator
+from qonnx.core.modelwrapper import ModelWrapper
+from qonnx.core.onnx_exec import execute_node
+from qonnx.util.cleanup import cleanup_model
 
 from sim import progress
 
@@ -64,9 +69,6 @@ class TieReport:
 def exact_reference(model_path, x):
     """(outputs of the exact execution, :class:`TieReport` against the float32 execution) for the
     input batch ``x``, one sample at a time as exported (batch 1)."""
-    from qonnx.core.modelwrapper import ModelWrapper
-    from qonnx.util.cleanup import cleanup_model
-
     model = cleanup_model(ModelWrapper(str(model_path)))
     graph = model.graph
     name, out = graph.input[0].name, graph.output[0].name
@@ -87,8 +89,6 @@ def exact_reference(model_path, x):
 def _run(model, opset, inputs, *, exact):
     """Node by node: the float32 context (what every non-linear node sees), and each quantizer's input.
     With ``exact``, linear ops read the float64 values kept beside the float32 ones."""
-    from qonnx.core.onnx_exec import execute_node
-
     ctx = model.make_empty_exec_context()
     ctx.update(inputs)
     exact_of = {}               # tensor -> float64 value, where it is known exactly
@@ -148,9 +148,6 @@ def _scaled_gemm(node):
 
 def _float64(node, values, opset, inputs=None):
     """Run one standard ONNX node on float64 values (onnx's numpy reference: ORT has no float64 Conv)."""
-    from onnx import TensorProto, helper
-    from onnx.reference import ReferenceEvaluator
-
     inputs = list(node.input if inputs is None else inputs)
     feeds, infos = {}, []
     for name, value in zip(inputs, values):

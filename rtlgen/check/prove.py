@@ -37,7 +37,14 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 
 import numpy as np
-from sim import out_files
+from amaranth.back import rtlil
+
+from rtlgen.backend.layer_verilog import sources_hash
+from rtlgen.ir.graph import OPS, HWNode, canonical_op_type
+from rtlgen.ir.outdir import OutError, read_design
+from sim import formal, out_files
+from sim.formal import FormalHarness, failing_properties, plan_of
+from sim.runner import cache_dir
 
 __all__ = ["Outcome", "ProveError", "ToolMissing", "prove_spec", "prove_out", "design_nodes", "small_instance", "MAX_FRAME"]
 
@@ -171,16 +178,13 @@ def _run_sby(rtlil_text, mode, depth, workdir, timeout=None):
 
 
 def _source_hash():
-    from rtlgen.backend.layer_verilog import sources_hash
-    import sim.formal
     digest = hashlib.sha256(sources_hash().encode())
-    digest.update(Path(sim.formal.__file__).read_bytes())
+    digest.update(Path(formal.__file__).read_bytes())
     digest.update(Path(__file__).read_bytes())
     return digest.hexdigest()
 
 
 def _cache_path(key):
-    from sim.runner import cache_dir
     return cache_dir() / "prove" / f"{key}.json"
 
 
@@ -194,9 +198,6 @@ def prove_spec(spec, component_class, *, name="node", track=None, depth=None, ke
                leads=False, timeout=None):
     """Prove the stream contract of ``component_class(spec)``; an :class:`Outcome` (``keep``: a directory
     to copy a counterexample VCD into, as ``<name>.vcd``)."""
-    from amaranth.back import rtlil
-    from sim.formal import FormalHarness, failing_properties, plan_of
-
     started = time.monotonic()
     probe = component_class(spec)
     probe._MustUse__silence = True          # built for its signature only
@@ -306,7 +307,6 @@ def _describe_change(op, old, new):
 def small_instance(op, spec):
     """(spec to prove, description of the change or None): ``spec`` itself when it is small enough, else
     the same generator shrunk (same datatypes and PE/SIMD/widths; fewer channels, pixels, vectors)."""
-    from sim.formal import plan_of
     probe = op.component(spec)
     probe._MustUse__silence = True
     if not _too_large(spec, plan_of(spec, probe)) or op.small_instance is None:
@@ -332,8 +332,6 @@ def design_nodes(out):
     """[(node name, Op, spec)] of the compiled design in ``out``, from its ``model_hw.onnx`` (every node
     with the attributes and memory images it was built with), checked against ``report.json``. For an
     `rtlgen partition` OUT (:func:`cluster_nodes`): every device's nodes and bridges, ``device{d}/NAME``."""
-    from rtlgen.ir.outdir import read_design
-
     out = Path(out)
     if (out / out_files.PARTITION).is_file():
         return cluster_nodes(out)
@@ -358,9 +356,9 @@ def cluster_nodes(out):
     """[(``device{d}/NAME``, Op, spec)] of an `rtlgen partition` OUT: per device, its FromGalapagos
     bridge, the nodes of ``device{d}/model_hw.onnx`` (checked against ``device{d}/report.json``) and its
     ToGalapagos bridge, with the geometry, kernel ID and TDEST the kernel was built with."""
+    # start-up (the CLI imports this module): partition OUTs only; scaleout brings flows, emit, galapagos, ~0.5 s
     from galapagos.bridges import FromGalapagos, FromGalapagosSpec, ToGalapagos, ToGalapagosSpec
     from rtlgen.backend.scaleout import load_cluster
-    from rtlgen.ir.outdir import OutError
 
     out = Path(out)
     again = f"partition again: rtlgen partition MODEL.onnx -o {out} --devices N"
@@ -393,11 +391,9 @@ def cluster_nodes(out):
 def _hw_nodes(path, report_layers, again):
     """[(node name, Op, spec)] from the ``model_hw.onnx`` at ``path``, checked against the report's layers
     (OutError saying ``again`` where they disagree or the file is missing or damaged)."""
-    import onnx
+    import onnx             # start-up: the CLI's main loads no onnx (as rtlgen.ir.outdir)
     from onnx import helper, numpy_helper
 
-    from rtlgen.ir.graph import OPS, HWNode, canonical_op_type
-    from rtlgen.ir.outdir import OutError
     try:
         model = onnx.load(str(path))
     except FileNotFoundError:
