@@ -793,14 +793,19 @@ class DotProductUnit(wiring.Component):
         g, units = spec.activation_groups, spec.activation_lanes
         copies = [Signal(a.shape(), name=f"turn_acc{p}", reset_less=True) for p, a in enumerate(accs)]
         turn, busy = Signal(range(g), name="turn"), Signal(name="turn_busy")
-        nf_copy = Signal(range(spec.nf), name="turn_nf", reset_less=True)
+        # the virtual fold as a counter (folds come in order: fold nf's turns are nf * G .. nf * G + G - 1):
+        # nf * G + turn computed would be a multiplier in front of the activation's word ROM (Yosys: a
+        # DSP48E1 and a carry chain into the RAMB36 address, ~178 MHz by boards.timing at G = 98)
+        cf = Signal(range(spec.nf * g), name="turn_cf")
         with m.If(advance):
             with m.If(v):           # a fold's end (>= SF >= G cycles after the last): a new copy, turn 0
-                m.d.sync += [c.eq(a) for c, a in zip(copies, accs)] + [busy.eq(1), turn.eq(0), nf_copy.eq(nfr)]
+                m.d.sync += [c.eq(a) for c, a in zip(copies, accs)] + [busy.eq(1), turn.eq(0)]
             with m.Elif(busy):
                 m.d.sync += [turn.eq(wrapping_increment(turn, g)), busy.eq(turn != g - 1)]
+            with m.If(busy):
+                m.d.sync += cf.eq(wrapping_increment(cf, spec.nf * g))
         values = [Array(copies[k * units + u] for k in range(g))[turn] for u in range(units)]
-        return busy, values, nf_copy * g + turn
+        return busy, values, cf
 
     def _gather_turns(self, m, advance, v, outs):
         """The activation's outputs of turns 0 .. G-2 kept until the last turn's complete the word;
