@@ -372,21 +372,32 @@ def requant_stages(form, pe, lean):
     return LEAN_REQUANT_STAGES if lean and lean_requant(form, pe) else REQUANT_STAGES
 
 
+def _lane_word(m, form, fields, pe, p, cf, name, *, enable=None):
+    """Lane ``p``'s word (M, B, listed levels) of channel cf * pe + p: a constant when there is one fold,
+    else a per-lane ROM read at ``cf``: combinationally (LUT ROM, no cycle) without ``enable``, or
+    registered (one stage, held while ``enable`` is low)."""
+    cfs = form.channels // pe
+    image = [_pack(form, f * pe + p, fields) for f in range(cfs)]
+    if cfs == 1:
+        return Const(image[0], form.word_width)
+    m.submodules[f"{name}_words{p}"] = mem = Memory(shape=form.word_width, depth=cfs, init=image)
+    if enable is None:
+        rd = mem.read_port(domain="comb")
+        m.d.comb += rd.addr.eq(cf)
+    else:
+        rd = mem.read_port(domain="sync")
+        m.d.comb += [rd.addr.eq(cf), rd.en.eq(enable)]
+    return rd.data
+
+
 def _requantize_lean(m, advance, valid, values, cf, form, pe, name):
     """:data:`LEAN_REQUANT_STAGES` stages: 1. z = (x << log2 M) + B, B a constant or read from a LUT ROM at
     ``cf`` without a register; 2. the rounded level, clipped. Same function as :func:`requantize`."""
-    fields, cfs = form.word_fields(), form.channels // pe
+    fields = form.word_fields()
     log2m = int(form.multipliers[0]).bit_length() - 1
     counts = []
     for p, value in enumerate(values):
-        image = [_pack(form, f * pe + p, fields) for f in range(cfs)]
-        if cfs == 1:
-            word = Const(image[0], form.word_width)
-        else:
-            m.submodules[f"{name}_words{p}"] = mem = Memory(shape=form.word_width, depth=cfs, init=image)
-            rd = mem.read_port(domain="comb")
-            m.d.comb += rd.addr.eq(cf)
-            word = rd.data
+        word = _lane_word(m, form, fields, pe, p, cf, name)
         z = Signal(form.z_shape, name=f"{name}_z1_{p}", reset_less=True)
         with m.If(advance):
             m.d.sync += z.eq((value << log2m) + _unpack(word, fields, form)["b"])
@@ -413,17 +424,10 @@ def requantize(m, advance, valid, values, cf, form, pe, *, name="rq", lean=False
     """
     if lean and lean_requant(form, pe):
         return _requantize_lean(m, advance, valid, values, cf, form, pe, name)
-    fields, cfs = form.word_fields(), form.channels // pe
+    fields = form.word_fields()
     counts = []
     for p, value in enumerate(values):
-        image = [_pack(form, f * pe + p, fields) for f in range(cfs)]
-        if cfs == 1:
-            word = Const(image[0], form.word_width)
-        else:
-            m.submodules[f"{name}_words{p}"] = mem = Memory(shape=form.word_width, depth=cfs, init=image)
-            rd = mem.read_port(domain="sync")
-            m.d.comb += [rd.addr.eq(cf), rd.en.eq(advance)]
-            word = rd.data
+        word = _lane_word(m, form, fields, pe, p, cf, name, enable=advance)
         x = register(m, advance, value, name=f"{name}_x1_{p}")
         words = [word]
         for s in (2, 3, 4):     # stage 4's copy has a reset: a flip-flop, not the end of an SRL16E (slow out)
