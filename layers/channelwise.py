@@ -14,7 +14,7 @@ from layers.memcost import rom_luts
 from layers.timing import one_to_one
 from layers.op import Op, Resources, divisors_of
 from layers.small import shrink_channels
-from sim import golden
+import golden
 
 
 __all__ = ["ChannelwiseOpSpec", "ChannelwiseOp", "FUNCS"]

@@ -11,7 +11,7 @@ from layers.datapath import PixelFolded, check_dtype, legal_divisors, output_sta
 from layers.fifo import output_fifo_spec
 from layers.op import OneDatatype, OneWidth, Op, Resources, divisors_of
 from layers import small
-from sim import golden
+import golden
 from layers.timing import Timing, as_cycles, frames_of, take_when_ready
 
 

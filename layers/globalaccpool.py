@@ -15,7 +15,7 @@ from layers.datapath import (ChannelFolded, StreamLayer, check_dtype, dtype_for_
                              register, wrapping_increment)
 from layers.op import Lowering, Op, Resources, divisors_of
 from layers.small import shrink_channels
-from sim import golden
+import golden
 from layers.timing import Timing, frames_of, take_when_ready
 
 

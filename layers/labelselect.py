@@ -16,7 +16,7 @@ from qonnx.core.datatype import DataType
 from layers.datapath import StreamLayer, check_dtype, dtype_for_range, element_value, legal_divisors, output_stage, wrapping_increment
 from layers.op import Lowering, Op, Resources, StreamContract, divisors_of
 from layers import small
-from sim import golden
+import golden
 from layers.timing import Timing, as_cycles, frames_of, take_in_turn, take_when_ready
 
 

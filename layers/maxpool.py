@@ -16,7 +16,7 @@ from layers.datapath import StreamLayer, check_dtype, element_value, legal_divis
 from layers.fifo import output_fifo_spec
 from layers.op import Lowering, OneDatatype, Op, Resources, StreamContract, divisors_of
 from layers import small
-from sim import golden
+import golden
 from layers.timing import Timing, as_cycles, frames_of, take_when_ready
 
 

@@ -19,7 +19,7 @@ from layers.dotproduct import (DotProductUnit, POPCOUNTS, UNIT_FOLDING, UnitSpec
 from layers.op import Lowering, Op, divisors_of
 from layers import small
 from memstream.memstream import BRAM_OR_LUT_STYLES
-from sim import golden
+import golden
 
 
 __all__ = ["MVAUSpec", "MVAU"]
@@ -140,7 +140,7 @@ class MVAU(DotProductUnit):
 
 
 def _golden(spec, xs, producer):
-    """The numpy reference (:func:`sim.golden.mvau`) on the spec's weights and thresholds."""
+    """The numpy reference (:func:`golden.mvau`) on the spec's weights and thresholds."""
     thresholds = None if spec.table is None else spec.table.thresholds
     return golden.mvau(xs[0], np.asarray(spec.weights), thresholds, spec.act_val, spec.xnor,
                        spec.output_dtype.name == "BIPOLAR")

@@ -17,7 +17,7 @@ from layers.timing import Timing, as_cycles, one_to_one, take_when_ready
 from layers.op import Lowering, OneDatatype, OneWidth, Op, Resources, StreamContract, divisors_of
 from layers import small
 from layers.small import shrink_channels
-from sim import golden
+import golden
 
 __all__ = ["AddStreamsSpec", "AddStreams", "DuplicateStreamsSpec", "DuplicateStreams",
            "StreamingConcatSpec", "StreamingConcat"]

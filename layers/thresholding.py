@@ -23,7 +23,7 @@ from layers.memcost import bram18_count, rom_luts
 from layers.timing import one_to_one
 from layers.op import ArrayMemo, Lowering, Op, Resources, divisors_of
 from layers.small import shrink_channels
-from sim import golden
+import golden
 from layers.requant import REQUANT_STAGES, requant_form, requantize
 
 

@@ -17,7 +17,7 @@ from layers.fifo import output_fifo_spec
 from layers.memcost import bram18_count
 from layers.op import Lowering, OneDatatype, OneWidth, Op, Resources, divisors_of
 from layers import small
-from sim import golden
+import golden
 from layers.timing import Timing, as_cycles, frames_of, take_when_ready
 
 __all__ = ["UpsampleNearestNeighbourSpec", "UpsampleNearestNeighbour"]

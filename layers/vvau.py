@@ -18,7 +18,7 @@ from layers.dotproduct import (DotProductUnit, UNIT_FOLDING, UnitSpec, activatio
                                finn_import_unit, lower_dot_product, unit_finn_export)
 from layers.op import Lowering, Op, divisors, divisors_of
 from layers import small
-from sim import golden
+import golden
 from layers.thresholding import ThresholdTable
 
 
@@ -133,7 +133,7 @@ class VVAU(DotProductUnit):
 
 
 def _golden(spec, xs, producer):
-    """The numpy reference (:func:`sim.golden.vvau`), the input words in the order of the depthwise SWG
+    """The numpy reference (:func:`golden.vvau`), the input words in the order of the depthwise SWG
     feeding it (SIMD = the producer's)."""
     x = xs[0]
     k, c = spec.in_elems, spec.channels

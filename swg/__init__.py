@@ -2,7 +2,7 @@
 
 from layers.op import Op, divisors_of
 from layers import small
-from sim import golden
+import golden
 from swg.default import SlidingWindowBuffer
 from swg.parallel import SlidingWindowRegisters
 from swg.spec import SWGSpec

@@ -7,7 +7,7 @@ from qonnx.core.datatype import DataType
 from qonnx.util.basic import gen_finn_dt_tensor
 
 from memstream.packing import pack_words, unpack_words
-from sim import golden
+import golden
 from sim.harness import simulate_streams
 
 

@@ -1,4 +1,4 @@
-"""ChannelwiseOp: bit-exact against sim.golden over FINN's grid, one word per cycle, clear errors."""
+"""ChannelwiseOp: bit-exact against golden over FINN's grid, one word per cycle, clear errors."""
 
 import numpy as np
 import pytest
@@ -10,7 +10,7 @@ from qonnx.util.basic import gen_finn_dt_tensor
 from layers.channelwise import ChannelwiseOp, ChannelwiseOpSpec
 from layers.datapath import dtype_for_range
 from memstream.packing import pack_words, unpack_words
-from sim import golden
+import golden
 from sim.harness import FULL_RATE, Backpressure, simulate_streams
 from tests.conftest import RANDOM_EXAMPLES, sampled_grid, simulators_under_test, verilog_once
 

@@ -10,7 +10,7 @@ from rtlgen.cli import main
 MODULES = ["layers.fifo", "layers.memcost", "layers.dwc", "layers.datapath", "layers.thresholding", "layers.dotproduct", "layers.mvau", "layers.vvau",
            "layers.maxpool", "layers.fmpadding", "layers.labelselect", "layers.streams", "layers.channelwise",
            "layers.globalaccpool", "swg", "swg.spec", "swg.default", "swg.parallel",
-           "sim.golden", "memstream", "memstream.memstream", "memstream.packing",
+           "golden", "memstream", "memstream.memstream", "memstream.packing",
            "memstream.axilite", "sim.runner", "sim.harness", "sim.axis", "sim.tb_job", "sim.compiled", "boards.yosys",
            "boards.pynq_z2", "boards.shells", "boards.zynq", "boards.driver", "rtlgen.backend.build", "rtlgen.demo",
            "rtlgen.backend.layer_verilog", "rtlgen.check.verify", "sim.stream_io", "rtlgen.backend.stitch",

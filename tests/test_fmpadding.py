@@ -1,4 +1,4 @@
-"""FMPadding: bit-exact against sim.golden (itself checked against ONNX Pad), one word per cycle."""
+"""FMPadding: bit-exact against golden (itself checked against ONNX Pad), one word per cycle."""
 
 import numpy as np
 import pytest
@@ -8,7 +8,7 @@ from qonnx.util.basic import gen_finn_dt_tensor
 
 from layers.fmpadding import FMPadding, FMPaddingSpec
 from memstream.packing import pack_words, unpack_words
-from sim import golden
+import golden
 from sim.harness import FULL_RATE, Backpressure, simulate_streams
 from tests.conftest import RANDOM_EXAMPLES, sampled_grid, simulators_under_test, verilog_once
 

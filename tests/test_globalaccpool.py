@@ -1,4 +1,4 @@
-"""GlobalAccPool: bit-exact against sim.golden, one input word per cycle, FINN's output datatype."""
+"""GlobalAccPool: bit-exact against golden, one input word per cycle, FINN's output datatype."""
 
 import numpy as np
 import pytest
@@ -9,7 +9,7 @@ from qonnx.util.basic import gen_finn_dt_tensor
 
 from layers.globalaccpool import GlobalAccPool, GlobalAccPoolSpec
 from memstream.packing import pack_words, unpack_words
-from sim import golden
+import golden
 from sim.harness import FULL_RATE, Backpressure, simulate_streams
 from tests.conftest import RANDOM_EXAMPLES, simulators_under_test
 

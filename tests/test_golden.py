@@ -3,7 +3,7 @@
 import numpy as np
 from qonnx.custom_op.general.multithreshold import multithreshold as qonnx_multithreshold
 
-from sim import golden
+import golden
 
 
 def test_multithreshold_matches_qonnx():

@@ -1,4 +1,4 @@
-"""LabelSelect: bit-exact against sim.golden (checked against ONNX TopK), FINN's ties and dtype.min quirk."""
+"""LabelSelect: bit-exact against golden (checked against ONNX TopK), FINN's ties and dtype.min quirk."""
 
 import numpy as np
 import pytest
@@ -9,7 +9,7 @@ from qonnx.util.basic import gen_finn_dt_tensor
 
 from layers.labelselect import LabelSelect, LabelSelectSpec
 from memstream.packing import pack_words, unpack_words
-from sim import golden
+import golden
 from sim.harness import FULL_RATE, Backpressure, simulate_streams
 from tests.conftest import RANDOM_EXAMPLES, sampled_grid, simulators_under_test
 

@@ -1,4 +1,4 @@
-"""StreamingMaxPool: bit-exact against sim.golden (itself checked against qonnx/ONNX MaxPool), one word per cycle."""
+"""StreamingMaxPool: bit-exact against golden (itself checked against qonnx/ONNX MaxPool), one word per cycle."""
 
 import numpy as np
 import pytest
@@ -9,7 +9,7 @@ from qonnx.util.basic import gen_finn_dt_tensor
 
 from layers.maxpool import StreamingMaxPool, StreamingMaxPoolSpec
 from memstream.packing import pack_words, unpack_words
-from sim import golden
+import golden
 from sim.harness import FULL_RATE, Backpressure, simulate_streams
 from tests.conftest import RANDOM_EXAMPLES, sampled_grid, simulators_under_test
 

@@ -1,4 +1,4 @@
-"""MVAU: bit-exact against sim.golden over FINN's grid and larger shapes, exact SF*NF cycles, clear errors."""
+"""MVAU: bit-exact against golden over FINN's grid and larger shapes, exact SF*NF cycles, clear errors."""
 
 import itertools
 from dataclasses import replace

@@ -14,7 +14,7 @@ from rtlgen.passes import insert, size_fifos as sizing
 from rtlgen.check.simulate import simulate_chain
 from rtlgen.ir.graph import HWNode, words_per_frame
 from rtlgen.report.graph import graph_report
-from sim import golden
+import golden
 from sim.harness import FULL_RATE, Backpressure
 
 VECS = 4        # vectors per frame of the MLP chain (so a frame is long enough for a 2 % throughput check)

@@ -1,4 +1,4 @@
-"""AddStreams, DuplicateStreams, StreamingConcat: bit-exact against sim.golden (itself checked against ONNX
+"""AddStreams, DuplicateStreams, StreamingConcat: bit-exact against golden (itself checked against ONNX
 Add and Concat), one word per cycle, independent backpressure on every port."""
 
 import numpy as np
@@ -15,7 +15,7 @@ from layers.fifo import FIFOSpec, StreamingFIFO
 from layers.streams import (AddStreams, AddStreamsSpec, DuplicateStreams, DuplicateStreamsSpec, StreamingConcat,
                             StreamingConcatSpec)
 from memstream.packing import pack_words, unpack_words
-from sim import golden
+import golden
 from sim.harness import FULL_RATE, Backpressure, simulate_streams
 from tests.conftest import RANDOM_EXAMPLES, sampled_grid, simulators_under_test, verilog_once
 

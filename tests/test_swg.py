@@ -8,7 +8,7 @@ from qonnx.core.datatype import DataType
 from qonnx.util.basic import gen_finn_dt_tensor, qonnx_make_model
 
 from memstream.packing import pack_words, unpack_words
-from sim import golden
+import golden
 from sim.harness import FULL_RATE, Backpressure, simulate_streams
 from swg import ConvolutionInputGenerator, SWGSpec
 from tests.conftest import RANDOM_EXAMPLES, sampled_grid, simulators_under_test, verilog_once

@@ -1,4 +1,4 @@
-"""Thresholding: bit-exact against sim.golden over FINN's grid, one word per cycle, clear errors."""
+"""Thresholding: bit-exact against golden over FINN's grid, one word per cycle, clear errors."""
 
 from math import prod
 
@@ -11,7 +11,7 @@ from qonnx.util.basic import gen_finn_dt_tensor
 
 from layers.thresholding import Thresholding, ThresholdingSpec, ThresholdTable
 from memstream.packing import pack_words, unpack_words
-from sim import golden
+import golden
 from sim.harness import FULL_RATE, Backpressure, simulate_streams
 from tests.conftest import RANDOM_EXAMPLES, sampled_grid, simulators_under_test
 

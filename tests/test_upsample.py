@@ -1,4 +1,4 @@
-"""UpsampleNearestNeighbour: bit-exact against sim.golden (itself checked against ONNX Resize), one output
+"""UpsampleNearestNeighbour: bit-exact against golden (itself checked against ONNX Resize), one output
 word per cycle, nothing lost under backpressure."""
 
 import numpy as np
@@ -11,7 +11,7 @@ from qonnx.util.basic import gen_finn_dt_tensor
 
 from layers.upsample import UpsampleNearestNeighbour, UpsampleNearestNeighbourSpec
 from memstream.packing import pack_words, unpack_words
-from sim import golden
+import golden
 from sim.harness import FULL_RATE, Backpressure, simulate_streams
 from tests.conftest import RANDOM_EXAMPLES, verilog_once
 

@@ -1,4 +1,4 @@
-"""VVAU: depthwise products bit-exact against sim.golden over FINN's grid, exact cycles, clear errors."""
+"""VVAU: depthwise products bit-exact against golden over FINN's grid, exact cycles, clear errors."""
 
 import itertools
 
@@ -10,7 +10,7 @@ from qonnx.core.datatype import DataType
 from qonnx.util.basic import gen_finn_dt_tensor
 
 from layers.vvau import VVAU, VVAUSpec
-from sim import golden
+import golden
 from sim.harness import FULL_RATE, Backpressure
 from tests.conftest import RANDOM_EXAMPLES, sampled_grid
 from tests.mvau_util import activation_args, run_unit

@@ -1,4 +1,4 @@
-"""Run a dataflow graph on numpy: each layer's independent golden model (:mod:`sim.golden`, through
+"""Run a dataflow graph on numpy: each layer's independent golden model (:mod:`golden`, through
 each op's ``golden`` hook) applied in stream order, node by node in topological order. It checks lowering
 against qonnx without building hardware, and it is what the RTL simulation of the same graph must equal."""
 

@@ -3,6 +3,8 @@
 Written independently of the hardware (no folding, no packing, no pipeline): these are what the
 simulated layers are compared against. Values are real element values (BIPOLAR as -1/+1), integers
 are exact (int64 accumulation; object arrays would be needed only beyond 63 bits).
+The independent numpy reference of FINN's semantics that the layers' ``golden`` hooks and the simulators
+compare against; it imports nothing of the project (numpy only).
 """
 
 import numpy as np
