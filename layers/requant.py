@@ -28,7 +28,7 @@ import numpy as np
 from amaranth.hdl import Const, Mux, Signal, signed, unsigned
 from amaranth.lib.memory import Memory
 
-from layers.memcost import rom_luts
+from layers.memcost import bram18_count, rom_luts
 from layers.datapath import register, shape_for_range
 from layers.op import ArrayMemo, Resources
 
@@ -44,6 +44,10 @@ ACTIVATION_STYLES = ("auto", "thresholds", "requant")
 REQUANT_STAGES = 6              # register stages of :func:`requantize`
 LEAN_REQUANT_STAGES = 2         # with ``lean`` where :func:`lean_requant` allows it
 REQUANT_MIN_STEPS = 63          # activation_style="auto" requantizes from 6-bit activations up
+# The per-lane word ROM (registered read, no rom_style): Yosys 0.70 builds it in block RAM from this many words
+# (the cost corpus: 256 x 176 bits in 5 RAMB18, the shared requantizer of a 256-channel INT8 layer; 128 and
+# 64 words stay LUTs)
+REQUANT_BRAM_MIN_DEPTH = 256
 _FITS = ArrayMemo()             # thresholds -> their exact requantizer (or None)
 
 
@@ -175,16 +179,24 @@ class RequantForm:
             lut = acc_width + (self.shift - log2m) // 4 + 3 * self.level_bits
             lut += rom_luts(self.word_width, depth) if depth > 1 else 0
             return Resources(lut=pe * lut, ff=pe * (self.z_shape.width - log2m + self.level_bits), bram18=0, dsp=0)
-        dsp = -(-acc_width // 25) * -(-self.multiplier_bits // 17)
+        dsp = dsp48_multiplier_count(acc_width, self.multiplier_bits + 1)     # x signed, M unsigned
         zbits, rbits = self.z_shape.width, self.shift
         lut = zbits + 2 * rbits + self.exception_slots * (self.level_bits // 2 + 2) + 2 * self.level_bits
         ff = acc_width + 2 * zbits + 4 * self.level_bits
         bram18 = 0
-        if depth >= 512:
-            bram18 = -(-self.word_width // 36) * -(-depth // 512)
+        if depth >= REQUANT_BRAM_MIN_DEPTH:     # the registered word ROM: Yosys makes it block RAM
+            bram18 = bram18_count(self.word_width, depth)
         elif depth > 1:
             lut += rom_luts(self.word_width, depth)
         return Resources(lut=pe * lut, ff=pe * ff, bram18=pe * bram18, dsp=pe * dsp)
+
+
+def dsp48_multiplier_count(a_bits, b_bits):
+    """DSP48E1s of a signed ``a_bits`` x ``b_bits`` multiplier as Yosys 0.70 splits it (``mul2dsp``: the
+    wider operand on the 25-bit A port, the other on the 18-bit B port, each beyond them in 17-bit slices,
+    a product per pair of slices): 23 x 33 bits takes 4, 21 x 25 bits 2 (the cost corpus' requantizers)."""
+    wide, narrow = max(a_bits, b_bits), min(a_bits, b_bits)
+    return (1 + -(-max(wide - 25, 0) // 17)) * (1 + -(-max(narrow - 18, 0) // 17))
 
 
 def _boundaries(k, shift, rounding):
