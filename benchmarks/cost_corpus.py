@@ -85,7 +85,72 @@ def configurations():
         configs.append(("MVAU", dict(mw=mw, mh=mh, simd=simd, pe=pe, idt="INT2", wdt="INT2", odt="INT2", steps=3,
                                      mem_mode=rng.choice(["internal_embedded", "internal_decoupled"]),
                                      res_type="lut", ram_style=rng.choice(["auto", "distributed", "block"]))))
+    configs += _issue33_configurations()
     return [(_key(op, params), op, params) for op, params in configs]
+
+
+def _issue33_configurations():
+    """The MVAU datapaths of issue 33 (drawn apart, after the rest, so that earlier keys stay): shapes of
+    CNV-w1a1 (binary, UINT8 x BIPOLAR), the INT8 generator (UINT8/INT8 x INT8, requantizers) and the jet
+    tagger (6-bit, constant weights at full unroll, pipeline latency). Each entry: (mw, mh, simd, pe, idt,
+    wdt, odt, steps, extra params); mem_mode, res_type lut and ram_style auto unless extra says."""
+    rng = random.Random(2028)
+    xnor = ("BIPOLAR", "BIPOLAR", "BIPOLAR", 1)
+    int8 = ("UINT8", "INT8", "UINT8", 255)
+    jet = ("UINT6", "INT6", "UINT6", 63)
+    table = [
+        # popcount="heap": XNOR terms behind block RAM or the decoupled stream, registered agreement bits
+        # (weights_in_xnor), constant weights
+        (576, 64, 32, 16, *xnor, dict(popcount="heap", mem_mode="internal_decoupled", ram_style="block")),
+        (1152, 128, 64, 16, *xnor, dict(popcount="heap", mem_mode="internal_embedded", ram_style="block")),
+        (2304, 256, 64, 8, *xnor, dict(popcount="heap", mem_mode="internal_decoupled")),
+        (288, 64, 32, 32, *xnor, dict(popcount="heap", mem_mode="internal_embedded", ram_style="distributed")),
+        (256, 64, 32, 16, *xnor, dict(popcount="heap", mem_mode="internal_embedded", ram_style="distributed")),
+        (128, 16, 128, 16, *xnor, dict(popcount="heap", mem_mode="internal_embedded")),
+        # weights_in_xnor with the adder tree: 5-32 word LUT ROMs
+        (576, 64, 64, 32, *xnor, dict(mem_mode="internal_embedded", ram_style="distributed")),
+        (256, 64, 32, 16, *xnor, dict(mem_mode="internal_embedded", ram_style="distributed")),
+        (288, 64, 48, 16, *xnor, dict(mem_mode="internal_embedded")),
+        (64, 64, 8, 16, *xnor, dict(mem_mode="internal_embedded", ram_style="distributed")),
+        # selects_bipolar_weights: CNV-w1a1's first layer (UINT8 pixels x BIPOLAR), and narrower inputs
+        (27, 64, 27, 8, "UINT8", "BIPOLAR", "BIPOLAR", 1, {}),
+        (27, 64, 9, 16, "UINT8", "BIPOLAR", "BIPOLAR", 1, {}),
+        (27, 64, 3, 32, "UINT8", "BIPOLAR", "BIPOLAR", 1, dict(mem_mode="internal_embedded")),
+        (256, 64, 16, 4, "UINT4", "BIPOLAR", "UINT4", 15, {}),
+        # shared_activation: the generator's layers (requantizers, DSP lanes), and a shared threshold search
+        (100, 256, 4, 2, "INT8", "INT8", "UINT8", 255, dict(res_type="dsp", act="requant", shared_activation=True)),
+        (256, 128, 4, 8, *int8, dict(res_type="dsp", act="requant", shared_activation=True)),
+        (512, 112, 4, 28, "UINT8", "INT8", "INT8", 255, dict(res_type="dsp", act="requant", shared_activation=True)),
+        (256, 64, 1, 16, *int8, dict(res_type="dsp", act="requant", shared_activation=True)),
+        (100, 256, 2, 4, *int8, dict(act="requant", shared_activation=True)),
+        (64, 64, 4, 16, "UINT4", "INT4", "UINT4", 15, dict(shared_activation=True)),
+        (256, 128, 8, 4, *int8, dict(res_type="dsp", act="requant")),     # the requantizer unshared
+        # csd_products: the jet tagger's layers at full unroll (75 % pruned), a dense one, no activation
+        (16, 16, 16, 16, "INT16", "INT6", "UINT6", 63, dict(pipeline="latency", act="requant", prune=0.75)),
+        (16, 32, 16, 32, "INT16", "INT6", None, 0, dict(pipeline="latency", prune=0.75)),
+        (64, 8, 64, 8, *jet, dict(pipeline="latency", act="requant", prune=0.75)),
+        (64, 16, 64, 16, "UINT6", "INT6", None, 0, dict(pipeline="latency", prune=0.75)),
+        (32, 5, 32, 5, "UINT6", "INT6", None, 0, dict(pipeline="latency", prune=0.75)),
+        (32, 8, 32, 8, *jet, dict(pipeline="latency", act="requant")),
+        # constant weights without csd (pipeline throughput, XNOR lanes)
+        (64, 32, 64, 32, *xnor, dict(mem_mode="internal_embedded")),
+        (32, 8, 32, 8, "UINT4", "INT4", "UINT4", 15, dict(mem_mode="internal_embedded")),
+        (64, 16, 64, 16, "UINT2", "INT2", "UINT2", 3, dict(mem_mode="internal_embedded", prune=0.5)),
+        # weight_lut_bits: the top bits of a block ROM's word as LUT ROM
+        (576, 64, 32, 8, *xnor, dict(mem_mode="internal_embedded", ram_style="block", weight_lut_bits=40)),
+        (512, 128, 8, 8, "UINT4", "INT4", "UINT4", 15, dict(ram_style="block", weight_lut_bits=28)),
+        (576, 64, 16, 8, "UINT2", "INT2", "UINT2", 3, dict(ram_style="block", weight_lut_bits=40)),
+    ]
+    configs = []
+    for mw, mh, simd, pe, idt, wdt, odt, steps, extra in table:
+        params = dict(mw=mw, mh=mh, simd=simd, pe=pe, idt=idt, wdt=wdt, odt=odt, steps=steps,
+                      mem_mode=rng.choice(["internal_embedded", "internal_decoupled"]), res_type="lut",
+                      ram_style="auto")
+        params.update(extra)
+        if simd == mw and pe == mh:     # constant weights: one word, embedded
+            params["mem_mode"] = "internal_embedded"
+        configs.append(("MVAU", params))
+    return configs
 
 
 def _key(op, params):
@@ -125,6 +190,20 @@ def _thresholds(lo, hi, rows, steps, seed=0):
     return np.sort(np.random.default_rng(seed).integers(lo, hi + 2, size=(rows, steps)), axis=1)
 
 
+def _affine_thresholds(lo, hi, rows, qmin, steps, seed=0):
+    """Thresholds of a float32 per-channel scale and bias, then a quantizer's rounding and clip (what an INT8
+    network's layer runs between its accumulator and its output codes): they have an exact requantizer."""
+    from rtlgen.passes.thresholds import derive_thresholds
+    rng = np.random.default_rng(seed)
+    scale = np.float32(steps * 0.1 / ((hi - lo) * rng.uniform(0.2, 0.6, size=rows)))
+    bias = np.float32(rng.normal(0, 3, size=rows))
+
+    def codes(acc):
+        y = np.asarray(acc, dtype=np.float32) * scale + bias
+        return np.clip(np.round(y / np.float32(0.1)), qmin, qmin + steps).astype(np.int64)
+    return derive_thresholds(codes, lo, hi, rows, qmin, steps)
+
+
 def _dot(op, p):
     from layers.mvau import MVAU, MVAUSpec
     from layers.vvau import VVAU, VVAUSpec
@@ -133,6 +212,10 @@ def _dot(op, p):
     common = dict(mem_mode=p["mem_mode"])
     if op == "MVAU":
         w = gen_finn_dt_tensor(wdt, (p["mw"], p["mh"])).astype(np.int64)
+        if p.get("prune"):      # the jet tagger's pruned weights: this fraction zero
+            w[np.random.default_rng(1).random(w.shape) < p["prune"]] = 0
+        # the datapath choices of issue 33, in a record's params only where not the default
+        common.update({k: p[k] for k in ("popcount", "shared_activation", "pipeline", "weight_lut_bits") if k in p})
         make = lambda **kw: MVAUSpec(p["mw"], p["mh"], p["simd"], p["pe"], idt, wdt, w, res_type=p["res_type"],
                                      ram_style=p["ram_style"], **common, **kw)
         component = MVAU
@@ -145,9 +228,13 @@ def _dot(op, p):
     if p.get("odt"):
         lo, hi = spec.acc_range()
         odt = DataType[p["odt"]]
-        act_val = 0 if spec.xnor or not odt.signed() else int(odt.min())     # BIPOLAR -1, INT2 -2
-        spec = make(thresholds=_thresholds(lo, hi, spec.mh if op == "MVAU" else p["channels"], p["steps"]),
-                    output_dtype=odt, act_val=act_val)
+        act_val = 0 if spec.xnor or not odt.signed() or odt.name == "BIPOLAR" else int(odt.min())    # INT2 -2
+        rows = spec.mh if op == "MVAU" else p["channels"]
+        if p.get("act") == "requant":       # an INT8 network's affine activation: a requantizer
+            spec = make(thresholds=_affine_thresholds(lo, hi, rows, act_val, p["steps"]), output_dtype=odt,
+                        act_val=act_val, activation_style="requant")
+        else:
+            spec = make(thresholds=_thresholds(lo, hi, rows, p["steps"]), output_dtype=odt, act_val=act_val)
     return spec, component(spec)
 
 
@@ -176,9 +263,16 @@ def main(argv=None):
     parser.add_argument("--redo-registered", action="store_true",
                         help="synthesize again the MVAU records whose datapath gained registers on 2026-11-24 "
                              "(operands behind block RAM, fabric products as rows, split DSP lanes)")
+    parser.add_argument("--issue33", action="store_true",
+                        help="only the draws of issue 33's MVAU datapaths (heap popcount, weights in the XNOR, "
+                             "bipolar weights selecting, shared activations, CSD and constant weights, "
+                             "weight_lut_bits)")
     args = parser.parse_args(argv)
     corpus = load()
     todo = [c for c in configurations() if c[0] not in corpus and (args.only is None or c[1] == args.only)]
+    if args.issue33:
+        keys = {_key(op, params) for op, params in _issue33_configurations()}
+        todo = [c for c in todo if c[0] in keys]
     if args.redo_registered:
         todo = [c for c in configurations() if c[0] in corpus and c[1] == "MVAU" and _registered(build(*c[1:])[0])]
     print(f"{len(corpus)} records, {len(todo)} to synthesize", flush=True)
