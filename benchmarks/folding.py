@@ -6,8 +6,8 @@
 For each network and budget: the best naive design (FINN's SetFolding at every ``--target-fps`` of a
 fine geometric grid, fastest first; the first whole design, DWCs and FIFOs included, whose estimate is
 within the budget) beside the optimizer's design (``rtlgen compile --budget``), both by the resource
-estimate; frames/s at 100 MHz; the optimizer's run time. The budget is the xc7z020 x 0.8 (``--fit
-pynq-z2``'s default) and half of that.
+estimate; frames/s at 100 MHz; the optimizer's run time. The budget is ``--fit pynq-z2``'s default (the
+xc7z020's LUT and FF x 0.8, BRAM36 and DSP x 0.95: ``rtlgen.fit.DEFAULT_UTILIZATION``) and x 0.4.
 
 ``--yosys``: each network compiled as a user would (``rtlgen compile --fit pynq-z2 --clock-mhz 100``),
 simulated on Verilator and compared with qonnx (bit-exact), and built with Yosys in the zynq shell (PS7,
@@ -61,7 +61,7 @@ def rows():
     table = []
     for label, file in NETWORKS:
         graph = to_hw(load_model(str(MODELS / file)), CompileOptions())
-        for share, name in ((0.8, "PYNQ-Z2 x0.8"), (0.4, "PYNQ-Z2 x0.4")):
+        for share, name in ((None, "PYNQ-Z2 (--fit)"), (0.4, "PYNQ-Z2 x0.4")):
             budget = Budget.for_board("pynq-z2", share)
             naive_ii, naive_used = best_naive(graph, budget)
             chosen = graph.copy()
@@ -101,7 +101,7 @@ def inputs(label, n):
     return (2 * np.random.default_rng(0).standard_normal((n, *shape[1:]))).astype(np.float32)
 
 
-def proof_row(label, work, target_fps=None, clock_mhz=CLOCK_MHZ, max_utilization=0.8):
+def proof_row(label, work, target_fps=None, clock_mhz=CLOCK_MHZ, max_utilization=None):
     from rtlgen import api
     from rtlgen.check.verify import verify_outputs
     start = time.perf_counter()
@@ -123,7 +123,7 @@ def proof_row(label, work, target_fps=None, clock_mhz=CLOCK_MHZ, max_utilization
     slowest = min(layers, key=lambda name: layers[name]["fmax_mhz_estimate"], default=None)
     path = layers[slowest] if slowest else synth["timing"]["design"]
     return {"network": label, "options": f"--clock-mhz {clock_mhz:g}" + (f" --target-fps {target_fps:g}" if target_fps else "")
-            + (f" --max-utilization {max_utilization:g}" if max_utilization != 0.8 else ""),
+            + (f" --max-utilization {max_utilization}" if max_utilization is not None else ""),
             "II": f"{design.report['analytic_cycles_per_frame']:,}",
             "cycles/frame": f"{run.cycles_per_frame:,.0f}", "fps": f"{clock_mhz * 1e6 / run.cycles_per_frame:,.0f}",
             "bit-exact": f"{comparison.summary()}",
@@ -144,7 +144,7 @@ def write_proofs(rows):
     write_section(
         PROOF,
         "Each network compiled as a user would: `rtlgen compile MODEL --fit pynq-z2` with the options shown (the "
-        "optimizer, budget the xc7z020 x 0.8: the fastest design that fits, or with `--target-fps` the cheapest "
+        "optimizer, budget the xc7z020's LUT and FF x 0.8, BRAM36 and DSP x 0.95 unless the row says otherwise: the fastest design that fits, or with `--target-fps` the cheapest "
         "that reaches it); frames/s at the clock given; cycles per frame measured on Verilator and the outputs compared "
         "with qonnx's execution of the model; the whole design built by Yosys `synth_xilinx` in the zynq shell "
         "(PS7, AXI-Lite control, AXI DMA). LUT includes LUTRAM/SRL. *Fmax estimate*: the slowest layer's longest "
@@ -172,7 +172,7 @@ def main():
             with tempfile.TemporaryDirectory(prefix="rtlgen-folding-") as tmp:
                 work = Path(args.keep) / item.replace(" ", "_") if args.keep else Path(tmp)
                 row = proof_row(label, work, float(fps) if fps else None, float(mhz) if mhz else CLOCK_MHZ,
-                                float(util) if util else 0.8)
+                                util or None)
             print(row, flush=True)
             write_proofs([row])
         return
@@ -181,7 +181,8 @@ def main():
         "Estimates (the layers' `resource_estimate()`, DWCs and FIFOs at their analytic depths included), "
         "frames/s at 100 MHz. *Naive*: FINN's SetFolding at every target of a 2^(1/4) grid, the fastest whole "
         "design within the budget. *Optimizer*: `rtlgen compile --budget` (`rtlgen/passes/optimize.py`). Budget: the "
-        "xc7z020 (53,200 LUT, 106,400 FF, 140 BRAM36, 220 DSP) x 0.8 and x 0.4. The next section builds the "
+        "xc7z020 (53,200 LUT, 106,400 FF, 140 BRAM36, 220 DSP) at `--fit`'s default shares (LUT and FF x 0.8, "
+        "BRAM36 and DSP x 0.95) and x 0.4. The next section builds the "
         "optimizer's PYNQ-Z2 designs with Yosys.", rows())
 
 

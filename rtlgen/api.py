@@ -99,7 +99,7 @@ def compile(model, out, *, keep_intermediate=None, force=False, say=None, warn=N
     return Design(out, compiled)
 
 
-def partition(model, out, *, devices, budget=None, board="pynq-z2", max_utilization=0.8, fixed=None,
+def partition(model, out, *, devices, budget=None, board="pynq-z2", max_utilization=None, fixed=None,
               link_gbps=1.0, flit_width=64, max_packet_bytes=1440, clock_mhz=100.0, fifo_sizing="analytic",
               plan_only=False, force=False, say=None, warn=None):
     """Split ``model`` over at most ``devices`` FPGAs linked by Galapagos (`rtlgen partition`): the plan
@@ -117,8 +117,8 @@ def partition(model, out, *, devices, budget=None, board="pynq-z2", max_utilizat
     check_out(out, force=force)         # now, not after the solve
     try:
         per_device = Budget.parse(budget) if budget is not None else Budget.for_board(board, max_utilization)
-    except ValueError as exc:
-        raise CompileError(f"--budget: {exc}") from None
+    except ValueError as exc:       # both name their option
+        raise CompileError(str(exc)) from None
     if budget is not None and not np.isfinite(per_device.as_vector()).any():     # "": no budget, not no limit
         raise CompileError(f"--budget {budget!r}: names no resource; give lut=N,ff=N,bram36=N,dsp=N (any "
                            f"subset), or leave it out for the board x --max-utilization")

@@ -598,7 +598,8 @@ def add_partition_arguments(parser):
     parser.add_argument("--board", default="pynq-z2", choices=("pynq-z2",), help="each device's board")
     parser.add_argument("--budget", default=None, help="per-device budget lut=N,ff=N,bram36=N,dsp=N (default: "
                         "the board x --max-utilization)")
-    parser.add_argument("--max-utilization", type=float, default=0.8, help="share of the board per device")
+    parser.add_argument("--max-utilization", default=None, metavar="F", help="share of the board per device: F "
+                        "for every resource, or lut=F,ff=F,bram36=F,dsp=F (default: LUT and FF 0.8, BRAM36 and DSP 0.95)")
     parser.add_argument("--partition", default=None, help="JSON {node name: device index from 0} to fix placements")
     parser.add_argument("--link-gbps", type=float, default=1.0, help="rate of each link, the host's too (default "
                         "1 Gbit/s Ethernet; Ethernet/IP/UDP header time is counted per packet)")

@@ -13,7 +13,7 @@ from dataclasses import MISSING, dataclass, field, fields
 import numpy as np
 
 from rtlgen.errors import CompileError
-from rtlgen.fit import BOARDS
+from rtlgen.fit import BOARDS, utilization_shares
 from rtlgen.passes.fold import target_cycles
 from rtlgen.passes.optimize import Budget
 from rtlgen.passes.size_fifos import FIFO_SIZINGS
@@ -50,8 +50,9 @@ class CompileOptions:
                                metavar="DTYPE")
     fit: str = _option(None, "the folding optimizer: the fastest design within BOARD's device x --max-utilization "
                        "(with --target-fps: the cheapest design reaching it)", metavar="BOARD", choices=tuple(BOARDS))
-    max_utilization: float = _option(0.8, "share of the device --fit may fill (default: %(default)s)", metavar="F",
-                                     type=float)
+    max_utilization: str = _option(None, "share of the device --fit may fill: F for every resource, or "
+                                   "lut=F,ff=F,bram36=F,dsp=F (the others at their defaults) (default: LUT and FF "
+                                   "0.8, BRAM36 and DSP 0.95)", metavar="F")
     budget: str = _option(None, "the folding optimizer within this budget (any subset of the resources)",
                           metavar="lut=N,ff=N,bram36=N,dsp=N")
     strict: bool = _option(False, "a design estimated over the board is an error (default: a warning)")
@@ -78,8 +79,10 @@ class CompileOptions:
             choices, value = f.metadata.get("choices"), getattr(self, f.name)
             if choices and value is not None and value not in choices:
                 raise CompileError(f"{_flag(f)} {value!r} is not supported; legal: {', '.join(choices)}")
-        if not (isinstance(self.max_utilization, (int, float)) and 0 < self.max_utilization <= 1):
-            raise CompileError(f"--max-utilization {self.max_utilization!r}: must be in (0, 1]")
+        try:
+            utilization_shares(self.max_utilization)
+        except ValueError as exc:
+            raise CompileError(str(exc)) from None
         if self.fit is not None and self.budget is not None:
             raise CompileError("give either --fit or --budget, not both")
         if self.folding and (self.fit is not None or self.budget is not None):

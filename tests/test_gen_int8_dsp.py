@@ -2,8 +2,9 @@
 DSP48E1s the per-lane requantizers held, and two INT8 lanes per DSP48E1 carry the last layer.
 
 Slow (the folding optimizer over ~4,000 options, a whole-design Verilator build): the optimizer's II at
-the default 0.8 cap and at --max-utilization 0.95, and the 0.95 design in RTL: bit-exact against qonnx,
-cycles per frame within 2 % of the II at full rate, the same outputs under random backpressure."""
+--fit's default shares (LUT and FF x 0.8, DSP and BRAM36 x 0.95), with every resource at 0.8 and at 0.95,
+and the default design in RTL: bit-exact against qonnx, cycles per frame within 2 % of the II at full rate,
+the same outputs under random backpressure."""
 
 from pathlib import Path
 
@@ -19,7 +20,7 @@ from tests.conftest import rtl_at_the_ii_under_backpressure
 MODEL = Path(__file__).parent / "models" / "gen_mlp_int8.onnx"
 
 
-def _optimized(share):
+def _optimized(share=None):
     graph = to_hw(load_model(str(MODEL)), CompileOptions())
     return graph, optimize_folding(graph, Budget.for_board("pynq-z2", share))
 
@@ -34,9 +35,11 @@ def test_shared_activations_lift_the_generator_past_ii_2048_under_the_cap():
 
 
 @pytest.mark.slow
-def test_two_int8_lanes_per_dsp_reach_ii_1024_at_95_percent():
-    graph, result = _optimized(0.95)
-    assert result.ii == 1024 and result.used["DSP"] <= 0.95 * 220
+@pytest.mark.parametrize("share", [None, 0.95])
+def test_two_int8_lanes_per_dsp_reach_ii_1024_with_95_percent_of_the_dsps(share):
+    # 200 MHz / 1,024 cycles = 195,312 frames/s: issue 33 asks for 150,000 at --fit pynq-z2 --clock-mhz 200
+    graph, result = _optimized(share)
+    assert result.ii == 1024 and result.used["DSP"] <= 0.95 * 220 and result.used["LUT"] <= (share or 0.8) * 53200
     last = graph.nodes[-1].spec()
     assert last.dsp_packing is not None and last.pe * last.simd == 392 and last.activation_lanes < last.pe
 
@@ -46,7 +49,7 @@ def test_two_int8_lanes_per_dsp_reach_ii_1024_at_95_percent():
 def test_generator_at_ii_1024_in_rtl_bit_exact_and_under_backpressure(tmp_path):
     from rtlgen.check.verify import verify_outputs
     x = (2 * np.random.default_rng(0).standard_normal((4, 100))).astype(np.float32)
-    options = CompileOptions.create(fit="pynq-z2", clock_mhz=200, max_utilization=0.95)
+    options = CompileOptions.create(fit="pynq-z2", clock_mhz=200)
     outputs, io = rtl_at_the_ii_under_backpressure(MODEL, x, tmp_path / "out", options=options, seed=4)
     result = verify_outputs(MODEL, x, outputs, io)
     assert result.passed, result.summary()

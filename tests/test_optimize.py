@@ -35,6 +35,10 @@ def test_budget_parsing():
     b = Budget.parse("lut=1000, bram36=4,dsp=0")
     assert (b.lut, b.bram18, b.dsp) == (1000, 8, 0) and b.ff == float("inf")
     assert Budget.for_board("pynq-z2", 0.5).as_vector().tolist() == [26600, 53200, 140, 110]
+    # --fit's default: the fabric x 0.8, the hard blocks x 0.95 (xc7z020: 53,200 LUT, 106,400 FF, 140 BRAM36, 220 DSP)
+    assert Budget.for_board("pynq-z2").as_vector().tolist() == [42560, 85120, 266, 209]
+    assert Budget.for_board("pynq-z2", "lut=0.5, dsp=1").as_vector().tolist() == [26600, 85120, 266, 220]
+    assert Budget.for_board("pynq-z2", "0.5") == Budget.for_board("pynq-z2", 0.5)
     for bad in ("lut", "lut=-1", "luts=5", "lut=x"):
         with pytest.raises(ValueError, match="is not KEY=N"):
             Budget.parse(bad)
@@ -106,6 +110,9 @@ def test_cli_errors(tmp_path, capsys):
                           (["--budget", "lut=10"], "no design fits the budget (LUT 10) at any folding"),
                           (["--budget", "lut=ten"], "is not KEY=N"),
                           (["--fit", "pynq-z2", "--max-utilization", "1.5"], "--max-utilization 1.5: must be in (0, 1]"),
+                          (["--fit", "pynq-z2", "--max-utilization", "dsp=0"], "the DSP share must be in (0, 1]"),
+                          (["--fit", "pynq-z2", "--max-utilization", "luts=0.5"],
+                           "'luts=0.5' is not KEY=F with KEY one of lut, ff, bram36, dsp"),
                           (["--fit", "pynq-z2", "--budget", "lut=5"], "give either --fit or --budget")):
         assert main(["compile", model, "-o", str(tmp_path / "o"), *args]) == 2, args
         err = capsys.readouterr().err

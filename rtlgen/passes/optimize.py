@@ -33,7 +33,7 @@ import numpy as np
 from qonnx.core.datatype import DataType
 
 from rtlgen.costmodel import estimate
-from rtlgen.fit import BOARD_NAMES, BOARDS, BRAM18_PER_BRAM36
+from rtlgen.fit import BOARD_NAMES, BOARDS, BRAM18_PER_BRAM36, utilization_shares
 from rtlgen.passes.setfolding import FoldingContext, folded_with, set_folding
 
 __all__ = ["Budget", "optimize_folding", "OptimizerResult", "NoFit", "RESOURCES", "MAX_ROUNDS", "Option", "fold_groups",
@@ -62,11 +62,12 @@ class Budget:
         return np.array([self.lut, self.ff, self.bram18, self.dsp], dtype=float)
 
     @classmethod
-    def for_board(cls, board, max_utilization=0.8):
-        """The board's device capacity times ``max_utilization``."""
-        capacity = BOARDS[board][1]
-        return cls(capacity["LUT"] * max_utilization, capacity["FF"] * max_utilization,
-                   BRAM18_PER_BRAM36 * capacity["BRAM36"] * max_utilization, capacity["DSP"] * max_utilization)
+    def for_board(cls, board, max_utilization=None):
+        """The board's device capacity times ``max_utilization`` (one share, per-resource shares as
+        ``--max-utilization`` takes them, or None: :data:`rtlgen.fit.DEFAULT_UTILIZATION`)."""
+        capacity, share = BOARDS[board][1], utilization_shares(max_utilization)
+        return cls(capacity["LUT"] * share["LUT"], capacity["FF"] * share["FF"],
+                   BRAM18_PER_BRAM36 * capacity["BRAM36"] * share["BRAM36"], capacity["DSP"] * share["DSP"])
 
     @classmethod
     def parse(cls, text):

@@ -1,11 +1,11 @@
 """The ``place_memories`` pass: weights left at ``ram_style`` auto that auto would build as LUT ROM move to
-block RAM, the most LUTs saved per RAMB18 first, while the layers' BRAM stays within ``max_utilization`` of
-the board's: BRAM left unused is wasted, while LUTs are what every datapath and the glue need. A folding
+block RAM, the most LUTs saved per RAMB18 first, while the layers' BRAM stays within ``max_utilization``'s
+BRAM36 share of the board's: BRAM left unused is wasted, while LUTs are what every datapath and the glue need. A folding
 that names the style keeps it; after the optimizer (which chose every style under its budget) nothing
 moves."""
 
 from rtlgen.costmodel import estimate
-from rtlgen.fit import BOARDS, BRAM18_PER_BRAM36
+from rtlgen.fit import BOARDS, BRAM18_PER_BRAM36, utilization_shares
 
 __all__ = ["place_memories"]
 
@@ -14,7 +14,8 @@ def place_memories(graph, options):
     if graph.optimizer is not None:
         return graph
     _, capacity = BOARDS[options.board]
-    room = BRAM18_PER_BRAM36 * capacity["BRAM36"] * options.max_utilization - sum(estimate(n.spec()).bram18 for n in graph.nodes)
+    share = utilization_shares(options.max_utilization)["BRAM36"]
+    room = BRAM18_PER_BRAM36 * capacity["BRAM36"] * share - sum(estimate(n.spec()).bram18 for n in graph.nodes)
     moves = []
     for node in graph.nodes:
         if node.folding.get("ram_style", "auto") != "auto" or "ram_style" not in node.op.folding:
