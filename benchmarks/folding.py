@@ -122,7 +122,7 @@ def proof_row(label, work, target_fps=None, clock_mhz=CLOCK_MHZ, max_utilization
     layers = synth["timing"]["layers"]
     slowest = min(layers, key=lambda name: layers[name]["fmax_mhz_estimate"], default=None)
     path = layers[slowest] if slowest else synth["timing"]["design"]
-    return {"network": label, "options": f"--clock-mhz {clock_mhz:g}" + (f" --target-fps {target_fps:g}" if target_fps else "")
+    return synth, {"network": label, "options": f"--clock-mhz {clock_mhz:g}" + (f" --target-fps {target_fps:g}" if target_fps else "")
             + (f" --max-utilization {max_utilization}" if max_utilization is not None else ""),
             "II": f"{design.report['analytic_cycles_per_frame']:,}",
             "cycles/frame": f"{run.cycles_per_frame:,.0f}", "fps": f"{clock_mhz * 1e6 / run.cycles_per_frame:,.0f}",
@@ -134,6 +134,17 @@ def proof_row(label, work, target_fps=None, clock_mhz=CLOCK_MHZ, max_utilization
             "highest use": f"{binds} {use[binds]:.0%}",
             "Fmax estimate": (f"~{path['fmax_mhz_estimate']:.0f} MHz ({slowest or 'design'}: {path['through']})"
                               if path else "-"), "compile s": f"{compile_s:.1f}"}
+
+
+def write_layers(row, synth):
+    """The row's build layer by layer: Yosys beside the estimate, DSPs, and each layer's longest path."""
+    from benchmarks.gan import layer_rows
+    write_section(
+        f"Folding: {row['network']} {row['options']} per layer by Yosys",
+        f"The design of the row `{row['network']}`, `{row['options']}` of \"{PROOF}\" (the same build), per layer "
+        "(FIFOs and width converters their own rows): Yosys cells beside the estimate, and each layer's longest "
+        "register-to-register path from Yosys `sta` with the delay model of `boards/timing.py` (an estimate; "
+        "Vivado's timing report is the real figure).", layer_rows(synth))
 
 
 def write_proofs(rows):
@@ -162,6 +173,7 @@ def write_proofs(rows):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--yosys", nargs="+", metavar="NAME[@FPS[@MHZ]]")
+    parser.add_argument("--layers", action="store_true", help="with --yosys: also a table per layer of each design")
     parser.add_argument("--keep", metavar="DIR", help="with --yosys: keep each design and its build in DIR/NAME")
     args = parser.parse_args()
     if args.yosys:
@@ -171,10 +183,12 @@ def main():
                 parser.error(f"--yosys {item}: unknown network; known: {', '.join(n for n, _ in NETWORKS)}")
             with tempfile.TemporaryDirectory(prefix="rtlgen-folding-") as tmp:
                 work = Path(args.keep) / item.replace(" ", "_") if args.keep else Path(tmp)
-                row = proof_row(label, work, float(fps) if fps else None, float(mhz) if mhz else CLOCK_MHZ,
-                                util or None)
+                synth, row = proof_row(label, work, float(fps) if fps else None, float(mhz) if mhz else CLOCK_MHZ,
+                                       util or None)
             print(row, flush=True)
             write_proofs([row])
+            if args.layers:
+                write_layers(row, synth)
         return
     write_section(
         "Folding: the optimizer against FINN's naive folding",
