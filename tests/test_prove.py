@@ -7,8 +7,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from amaranth.hdl import Module, Mux, ResetSignal, Signal
-from amaranth.lib import wiring
 
 from layers.channelwise import ChannelwiseOp, ChannelwiseOpSpec
 from layers.dwc import DWCSpec, StreamingDataWidthConverter
@@ -26,6 +24,7 @@ from layers.vvau import VVAU, VVAUSpec
 from rtlgen.check.prove import prove_spec
 from swg import ConvolutionInputGenerator
 from swg.spec import SWGSpec
+from tests.mutants import mutant
 
 RNG = np.random.default_rng(31)
 
@@ -77,65 +76,7 @@ def test_small_configuration_holds(case, tmp_path):
     assert outcome.status == ("proven" if case in PROVEN else "bounded"), outcome.line()
 
 
-# --- mutants ---------------------------------------------------------------------------------------
-
-class Mutant(wiring.Component):
-    """``inner`` with one fault on its output stream ``o`` (``kind``):
-
-    drop        the second output word is taken from ``inner`` but never offered (only that one)
-    duplicate   the first output word is offered twice (``inner`` is not told it was taken the first time)
-    unstable    the payload changes (its bit 0 flips) while ``valid`` waits for ``ready``
-    retract     ``valid`` falls while a word waits for ``ready``, for one cycle
-    reset       ``valid`` is high in the reset cycle
-    """
-
-    def __init__(self, inner, kind):
-        self.inner, self.kind = inner, kind
-        inner._MustUse__silence = True      # elaborated with the mutant (a probe built for its signature is not)
-        members = {n: m for n, m in inner.signature.members.items() if m.is_signature}
-        super().__init__(members)
-
-    def elaborate(self, platform):
-        m = Module()
-        m.submodules.inner = inner = self.inner
-        for name, member in self.signature.members.items():
-            if member.flow == wiring.In:
-                wiring.connect(m, wiring.flipped(getattr(self, name)), getattr(inner, name))
-        o, io = self.o, inner.o
-        given = Signal(4)
-        stalled = Signal()
-        m.d.sync += stalled.eq(io.valid & ~o.ready)
-        with m.If(o.valid & o.ready):
-            m.d.sync += given.eq(given + (given != 15))
-        m.d.comb += [o.valid.eq(io.valid), o.payload.eq(io.payload), io.ready.eq(o.ready)]
-        if self.kind == "drop":
-            dropped = Signal()
-            with m.If((given == 1) & ~dropped):
-                m.d.comb += [o.valid.eq(0), io.ready.eq(1)]
-                with m.If(io.valid):
-                    m.d.sync += dropped.eq(1)
-        elif self.kind == "duplicate":
-            repeat = Signal()
-            with m.If((given == 0) & ~repeat & o.valid & o.ready):
-                m.d.sync += repeat.eq(1)
-            m.d.comb += io.ready.eq(o.ready & (given != 0))
-        elif self.kind == "unstable":
-            flip = Signal()
-            m.d.sync += flip.eq(~flip)
-            m.d.comb += o.payload.eq(io.payload ^ Mux(stalled, flip, 0))
-        elif self.kind == "retract":
-            m.d.comb += o.valid.eq(io.valid & ~(stalled & (given == 0)))
-            m.d.comb += io.ready.eq(o.ready & o.valid)
-        elif self.kind == "reset":
-            m.d.comb += o.valid.eq(io.valid | ResetSignal())
-        return m
-
-
-def _mutant(cls, kind):
-    def build(spec):
-        return Mutant(cls(spec), kind)
-    return build
-
+# --- mutants (tests/mutants.py) ------------------------------------------------------------
 
 MUTANTS = [
     # (case, kind, the properties of which one must fail: the solver reports the first it breaks, default?)
@@ -161,7 +102,7 @@ MUTANTS = [
                                             for c, k, p, d in MUTANTS])
 def test_mutant_fails(case, kind, prop, tmp_path):
     spec, cls, track = SMALL[case]
-    outcome = prove_spec(spec, _mutant(cls, kind), name=f"{case}-{kind}", track=track,
+    outcome = prove_spec(spec, mutant(cls, kind), name=f"{case}-{kind}", track=track,
                          keep=tmp_path, use_cache=False)
     assert outcome.status == "failed", outcome.line()
     assert set(prop.split()) & set(outcome.failed), outcome.line()

@@ -9,11 +9,10 @@ import json
 from pathlib import Path
 
 import pytest
-from amaranth.hdl import Module, Signal, Value
-from amaranth.lib import wiring
 
 from galapagos.bridges import FromGalapagos, FromGalapagosSpec, ToGalapagos, ToGalapagosSpec
 from rtlgen.check.prove import cluster_nodes, prove_spec
+from tests.mutants import mutant
 
 MODELS = Path(__file__).parent / "models"
 
@@ -28,59 +27,6 @@ def test_bridge_holds(case, tmp_path):
     spec, cls, track = CASES[case]
     outcome = prove_spec(spec, cls, name=case, track=track, keep=tmp_path)
     assert outcome.status == "proven", outcome.line()       # sim.formal's bridge invariants close the induction
-
-
-class BridgeMutant(wiring.Component):
-    """``inner`` (a bridge) with one fault on its output stream ``o`` (``kind``):
-
-    drop        the second output transfer is taken from ``inner`` but never offered
-    unstable    bit 0 of the payload (tdata bit 0 of a flit) flips every cycle while ``valid`` waits
-    corrupt     bit 0 of the payload inverted on the second transfer (stable, so only the tracking sees it)
-    pad         (ToGalapagos) the top bit of the third flit set: with TO's geometry, a padding bit
-    tlast       (ToGalapagos) TLAST inverted on the first flit
-    """
-
-    def __init__(self, inner, kind):
-        self.inner, self.kind = inner, kind
-        inner._MustUse__silence = True
-        super().__init__({n: m for n, m in inner.signature.members.items() if m.is_signature})
-
-    @property
-    def spec(self):
-        return self.inner.spec
-
-    def elaborate(self, platform):
-        m = Module()
-        m.submodules.inner = inner = self.inner
-        wiring.connect(m, wiring.flipped(self.i), inner.i)
-        o, io = self.o, inner.o
-        given, stalled = Signal(2), Signal()
-        m.d.sync += stalled.eq(io.valid & ~o.ready)
-        with m.If(o.valid & o.ready):
-            m.d.sync += given.eq(given + (given != 3))
-        m.d.comb += [o.valid.eq(io.valid), o.payload.eq(io.payload), io.ready.eq(o.ready)]
-        if self.kind == "drop":
-            dropped = Signal()
-            with m.If((given == 1) & ~dropped):
-                m.d.comb += [o.valid.eq(0), io.ready.eq(1)]
-                with m.If(io.valid):
-                    m.d.sync += dropped.eq(1)
-        elif self.kind == "unstable":
-            flip = Signal()
-            m.d.sync += flip.eq(~flip)
-            bits = Value.cast(io.payload)
-            m.d.comb += Value.cast(o.payload).eq(bits ^ (stalled & flip))
-        elif self.kind == "corrupt":
-            m.d.comb += Value.cast(o.payload).eq(Value.cast(io.payload) ^ (given == 1))
-        elif self.kind == "pad":
-            m.d.comb += o.payload.tdata.eq(io.payload.tdata | ((given == 2) << (self.spec.flit_width - 1)))
-        elif self.kind == "tlast":
-            m.d.comb += o.payload.tlast.eq(io.payload.tlast ^ (given == 0))
-        return m
-
-
-def _mutant(cls, kind):
-    return lambda spec: BridgeMutant(cls(spec), kind)
 
 
 MUTANTS = [
@@ -99,7 +45,7 @@ MUTANTS = [
 @pytest.mark.parametrize("case,kind,props", MUTANTS, ids=[f"{c}-{k}" for c, k, _ in MUTANTS])
 def test_bridge_mutant_fails(case, kind, props, tmp_path):
     spec, cls, track = CASES[case]
-    outcome = prove_spec(spec, _mutant(cls, kind), name=f"{case}-{kind}", track=track, keep=tmp_path,
+    outcome = prove_spec(spec, mutant(cls, kind), name=f"{case}-{kind}", track=track, keep=tmp_path,
                          use_cache=False)
     assert outcome.status == "failed", outcome.line()
     assert set(props.split()) & set(outcome.failed), outcome.line()
