@@ -28,7 +28,7 @@ import numpy as np
 from amaranth.hdl import Const, Mux, Signal, signed, unsigned
 from amaranth.lib.memory import Memory
 
-from layers.memcost import bram18_count, rom_luts
+from layers.memcost import bram18_count, rom_bram_cost, rom_luts
 from layers.datapath import register, shape_for_range
 from layers.op import ArrayMemo, Resources
 
@@ -49,6 +49,7 @@ REQUANT_MIN_STEPS = 63          # activation_style="auto" requantizes from 6-bit
 # 64 words stay LUTs)
 REQUANT_BRAM_MIN_DEPTH = 256
 _FITS = ArrayMemo()             # thresholds -> their exact requantizer (or None)
+_WORD_BITS = ArrayMemo()        # offsets -> {("varying", pe): the bits of the lanes' words that vary}
 
 
 @dataclass(frozen=True, eq=False)
@@ -184,11 +185,37 @@ class RequantForm:
         lut = zbits + 2 * rbits + self.exception_slots * (self.level_bits // 2 + 2) + 2 * self.level_bits
         ff = acc_width + 2 * zbits + 4 * self.level_bits
         bram18 = 0
-        if depth >= REQUANT_BRAM_MIN_DEPTH:     # the registered word ROM: Yosys makes it block RAM
-            bram18 = bram18_count(self.word_width, depth)
+        if depth >= REQUANT_BRAM_MIN_DEPTH:     # the registered word ROM: Yosys makes it block RAM, of the
+            # bits that vary (the 256 x 264 bit words of a UINT8 layer's shared requantizer: 230, 7 RAMB18)
+            bram18 = sum(rom_bram_cost(bits, depth)[0] for bits in self._varying_word_bits(pe) if bits) / pe
         elif depth > 1:
-            lut += rom_luts(self.word_width, depth)
-        return Resources(lut=pe * lut, ff=pe * ff, bram18=pe * bram18, dsp=pe * dsp)
+            lut += self._word_rom_luts(pe) / pe
+        return Resources(lut=int(round(pe * lut)), ff=pe * ff, bram18=int(round(pe * bram18)), dsp=pe * dsp)
+
+    def _word_rom_luts(self, pe):
+        """LUTs of the ``pe`` lanes' registered word ROMs in logic (read enable: held while the pipeline
+        stalls), as Yosys 0.70 maps them: per bit that varies over a lane's channels, about one LUT up to 32
+        words, then depth / 19: abc9 decomposes the 64- and 128-word functions into small shared LUTs, no
+        LUT6 + MUXF7 per 64 words (:func:`layers.memcost.rom_luts`, 1 and 2). Measured, a counter-addressed
+        ROM of 397-bit words, requantizer and random contents: 16 words 1.0 LUT a varying bit, 32 words 1.2
+        and 1.4, 64 words 3.1 and 3.4, 128 words 6.8; the cost corpus' shared requantizers (64, 112 and
+        128 words: 1.0k, 1.8k and 2.0k LUTs) were -33 to -45 % LUT with the LUT6 count."""
+        depth = self.channels // pe
+        return sum(self._varying_word_bits(pe)) * (1.0 if depth <= 32 else depth / 19)
+
+    def _varying_word_bits(self, pe):
+        """Per lane of ``pe``, the bits of its words that are not the same in every channel it serves
+        (the others are constants, no ROM)."""
+        def varying():
+            fields, lanes = self.word_fields(), []
+            for p in range(pe):
+                words = [_pack(self, f * pe + p, fields) for f in range(self.channels // pe)]
+                changed = 0
+                for w in words:
+                    changed |= w ^ words[0]
+                lanes.append(changed.bit_count())
+            return tuple(lanes)
+        return _WORD_BITS.get(self.offsets, ("varying", pe), varying)
 
 
 def dsp48_multiplier_count(a_bits, b_bits):

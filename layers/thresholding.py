@@ -19,7 +19,7 @@ from layers.datapath import (ChannelFolded, check_dtype, check_fits, ceil_thresh
                              legal_divisors, output_stage, register, shape_for_range, wrapping_increment)
 from memstream.axilite import AXILiteSignature, accept_writes, refuse_reads
 from memstream.memstream import BRAM_OR_LUT_STYLES
-from layers.memcost import bram18_count, rom_luts
+from layers.memcost import bram18_count, rom_bram_cost, rom_luts
 from layers.timing import one_to_one
 from layers.op import ArrayMemo, Lowering, Op, Resources, divisors_of
 from layers.small import shrink_channels
@@ -98,7 +98,12 @@ class ThresholdTable:
         width, lut, bram18 = self.storage_shape.width, 0, 0
         for s in range(self.stages):
             depth = self.cf << s
-            if self.stage_ram_style(s, ram_style) == "block":
+            if self.stage_ram_style(s, ram_style) == "block" and self.writable_range is None:
+                # a ROM: Yosys folds it into a block's depth (UINT8 thresholds of 64 channels, PE 1:
+                # the 8,192 x 24 stage in 11 RAMB18 with a 4:1 mux, where 12 would tile it)
+                blocks, mux = rom_bram_cost(width, depth)
+                bram18, lut = bram18 + self.pe * blocks, lut + self.pe * mux
+            elif self.stage_ram_style(s, ram_style) == "block":
                 bram18 += self.pe * bram18_count(width, depth)
             else:
                 lut += sum(n * rom_luts(bits, depth) for bits, n in Counter(self._varying_bits(s)).items())
