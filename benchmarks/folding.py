@@ -17,12 +17,13 @@ AXI-Lite control, AXI DMA): whether it fits the xc7z020, Yosys beside the estima
 import argparse
 import tempfile
 import time
+from datetime import date
 from pathlib import Path
 
 import numpy as np
 
 from benchmarks.finn_compare import cifar, mnist
-from benchmarks.tables import section_rows, write_section
+from benchmarks.tables import command_line, section_provenance, section_rows, write_section
 from boards.yosys import XC7Z020
 from rtlgen.options import CompileOptions
 from rtlgen.passes.to_hw import to_hw
@@ -148,6 +149,12 @@ def write_layers(row, synth):
 
 
 def write_proofs(rows):
+    """Rewrite the rows given, keep the others and the section's account of their runs (each run adds its
+    command and date for its row)."""
+    runs = "; ".join(f"`{r['network']} | {r['options']}`" for r in rows)
+    provenance = section_provenance(PROOF) or "Produced by `RTLGEN_YOSYS=native python -m benchmarks.folding " \
+                                              "--yosys NAME --keep DIR`, one run per row."
+    provenance += f" The row {runs}: `{command_line()}` on {date.today().isoformat()}."
     order = [n for n, _ in NETWORKS]
     done = {(r["network"], r["options"]) for r in rows}
     rows = sorted([r for r in section_rows(PROOF) if (r["network"], r["options"]) not in done] + rows,
@@ -167,7 +174,8 @@ def write_proofs(rows):
         "NAME@@MHZ@F for --max-utilization F). "
         "TFC-w1a1's fastest design (II 4) was built by the native Yosys (`RTLGEN_YOSYS=native`, the pyosys "
         "wheel): the WebAssembly one runs out of its 4 GB on it. Each row is the design the optimizer returned "
-        "on the day of its run (the estimates, and so the choice, move as the cost model improves).", rows)
+        "on the day of its run (the estimates, and so the choice, move as the cost model improves).", rows,
+        provenance)
 
 
 def main():

@@ -16,15 +16,30 @@ def markdown_table(rows):
     return "\n".join(lines)
 
 
-def write_section(name, intro, rows):
-    """Replace section ``## name`` of BENCHMARKS.md (or append it) with ``rows`` and the command used."""
-    command = "python -m benchmarks." + Path(sys.argv[0]).stem + "".join(" " + shlex.quote(a) for a in sys.argv[1:])
-    body = (f"## {name}\n\n{intro}\n\nProduced by `{command}` on {date.today().isoformat()}.\n\n"
+def command_line():
+    """This run's command, as a reader would type it."""
+    return "python -m benchmarks." + Path(sys.argv[0]).stem + "".join(" " + shlex.quote(a) for a in sys.argv[1:])
+
+
+def write_section(name, intro, rows, provenance=None):
+    """Replace section ``## name`` of BENCHMARKS.md (or append it) with ``rows`` and the command used
+    (``provenance``: the whole "Produced by ..." sentence instead, for a section whose rows come from
+    several runs)."""
+    provenance = provenance or f"Produced by `{command_line()}` on {date.today().isoformat()}."
+    body = (f"## {name}\n\n{intro}\n\n{provenance}\n\n"
             f"{markdown_table(rows)}\n")
     text = BENCHMARKS.read_text() if BENCHMARKS.exists() else "# rtlgen benchmarks\n\nTables written by the scripts in `benchmarks/`; rerun them to refresh.\n"
     pattern = re.compile(rf"^## {re.escape(name)}\n.*?(?=^## |\Z)", re.S | re.M)
     text = pattern.sub(lambda _: body + "\n", text) if pattern.search(text) else text.rstrip("\n") + "\n\n" + body
     BENCHMARKS.write_text(text)
+
+
+def section_provenance(name):
+    """The "Produced by ..." sentence of section ``## name`` of BENCHMARKS.md, or None."""
+    match = re.search(rf"^## {re.escape(name)}\n(.*?)(?=^## |\Z)", BENCHMARKS.read_text(), re.S | re.M) \
+        if BENCHMARKS.exists() else None
+    lines = [line for line in (match.group(1).splitlines() if match else []) if line.startswith("Produced by")]
+    return lines[0] if lines else None
 
 
 def section_rows(name):
