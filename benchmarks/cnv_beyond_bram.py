@@ -7,7 +7,7 @@ bits a cycle, so a design that streams all its weights from block RAM cannot bea
 below; past it weights must be LUT ROM (one LUT6 a bit up to 64 words), read inside the XNOR's LUT6
 (``weights_in_xnor``, 5-32 words), folded away (up to 4 words, or constants at one word), while the
 lane sums get cheaper (``popcount="heap"``). Table 1: per target II, the cheapest design the optimizer
-finds (``optimize_folding`` with the target) within the PYNQ-Z2 budget (``--fit``: the xc7z020 x 0.8),
+finds (``optimize_folding`` with the target) within the PYNQ-Z2 budget (``--fit``: the xc7z020's LUT and FF x 0.8, BRAM36 and DSP x 0.95),
 and the fewest LUTs its layers alone can take at that II with their block RAM within the whole chip's 140
 RAMB36 (a 0/1 program over every layer's options, FIFOs, width converters and the shell not counted: a
 lower bound on what the II needs). Table 2:
