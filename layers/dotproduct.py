@@ -372,17 +372,19 @@ class UnitSpec(StreamContract):
     def _constant_weight_lut(self):
         """LUTs of the products and sums of constant weights. A lane sums one row of input bits per
         non-zero canonical signed digit of its weights (a zero weight costs nothing, a power of two is
-        a wire), at about ``ib + wb/2 + log2(rows)/2`` LUTs a row; an XNOR lane is a popcount of inputs,
-        some inverted, about 1.35 LUTs a term. Fitted to Yosys on random weights (INT2/INT4 x UINT/INT,
-        BINARY: 8 lanes of 16-64 terms, within 10 %)."""
+        a wire), at about ``ib + wb/2 + log2(rows)/2`` LUTs a row (Yosys: UINT2 x INT2, INT4 x UINT2/4,
+        24-49 rows a lane: -30 to +35 %, no better simple form found yet); an XNOR lane is a popcount of
+        inputs, some inverted, about 1.06 LUTs a term (the cost corpus' two such layers: 1.05, 1.07)."""
         if self.xnor:
-            return 1.35 * self.pe * self.simd
+            return 1.06 * self.pe * self.simd
         wb, ib = self.weight_dtype.bitwidth(), self.input_dtype.bitwidth()
         if self.csd_products:
-            # a term is the input shifted, no partial-product row: about 0.75 (ib + log2(terms)/2) LUTs each,
-            # Yosys on the 75 %-pruned jet tagger's four layers at full unroll (INT16 and UINT6 x INT6, 19-55
-            # terms a lane: 29.0k LUT by Yosys, 28.4k by this with the requantizers; BENCHMARKS.md)
-            return 0.75 * float(sum(r * (ib + math.log2(r) / 2) for r in self.csd_lane_terms() if r > 0))
+            # a term is the input shifted, no partial-product row: about 0.87 (ib + log2(terms)/2) + 1.3 LUTs
+            # each (the cost corpus' CSD records synthesized without their activation, INT16 and UINT6 x
+            # INT6, 8-70 terms a lane, 8.5-16.5 LUTs a term: within 3 %; a UINT4 x INT4 layer, 50 % pruned,
+            # not fitted: +15 %; the former 0.75 (ib + ...) was 20-38 % low, offset on the whole jet tagger
+            # by a requantizer estimate as much too high)
+            return float(sum(r * (0.87 * (ib + math.log2(r) / 2) + 1.3) for r in self.csd_lane_terms() if r > 0))
         rows = _CONST_ROWS.get(self.weights, (type(self).__name__, "rows"),
                                lambda: canonical_digits(self.weight_matrix()).sum(axis=1))
         return float(sum(r * (ib + wb / 2 + math.log2(r) / 2) for r in rows if r > 0))

@@ -167,13 +167,15 @@ class RequantForm:
     def lane_cost(self, acc_width):
         """What one lane costs per channel, to choose between forms: its multiplier, rounding and compares
         (:func:`_score` of one lane with its constants fixed) plus the bits of one channel's word."""
-        return _score(self.resource_estimate(self.channels, acc_width)) / self.channels + self.word_width
+        return _score(self.resource_estimate(self.channels, acc_width, constant_words=False)) / self.channels \
+            + self.word_width
 
-    def resource_estimate(self, pe, acc_width, lean=False):
+    def resource_estimate(self, pe, acc_width, lean=False, *, constant_words=None):
         """(Resources) of ``pe`` lanes: the multiplier in DSP48E1s (25 x 18 signed each), the rounding,
         flags and exception compares in LUTs, the per-channel words in LUT ROM (BRAM18 when deep).
         ``lean`` (where :func:`lean_requant` allows): no multiplier (M is a shift), z = x + B on a carry
-        chain, the rounding's zero test over the bits between M's shift and the level's, the clip."""
+        chain, the rounding's zero test over the bits between M's shift and the level's, the clip.
+        ``constant_words`` (default: one channel per lane): the words are constants Yosys folds in."""
         depth = self.channels // pe
         if lean and lean_requant(self, pe):
             log2m = int(self.multipliers[0]).bit_length() - 1
@@ -182,6 +184,15 @@ class RequantForm:
             return Resources(lut=pe * lut, ff=pe * (self.z_shape.width - log2m + self.level_bits), bram18=0, dsp=0)
         dsp = dsp48_multiplier_count(acc_width, self.multiplier_bits + 1)     # x signed, M unsigned
         zbits, rbits = self.z_shape.width, self.shift
+        if depth == 1 if constant_words is None else constant_words:
+            # constant words (a lane per channel): Yosys folds M, B and the listed levels in; the first/last
+            # flags and a level compare remain only for the valid exceptions. The cost
+            # corpus' three such layers (8 and 16 lanes, 0.1-4 valid exceptions a channel) without their
+            # activation: 12-43 LUT a lane (this: 15-44; the general form below said 131-192)
+            valid = float(self.exceptions[..., 0].sum()) / self.channels
+            lut = 2 * self.level_bits + 7.4 * valid + (0 if self.rounding == "floor" else rbits / 4)
+            ff = acc_width + zbits + 2 * self.level_bits
+            return Resources(lut=int(round(pe * lut)), ff=pe * ff, bram18=0, dsp=pe * dsp)
         lut = zbits + 2 * rbits + self.exception_slots * (self.level_bits // 2 + 2) + 2 * self.level_bits
         ff = acc_width + 2 * zbits + 4 * self.level_bits
         bram18 = 0
