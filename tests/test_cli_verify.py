@@ -38,7 +38,8 @@ def verify(capsys, model, x_path, *extra):
 # ---------------------------------------------------------------------------------------------- verify
 
 @pytest.mark.sim
-@pytest.mark.parametrize("name", ["TFC_1W1A", "TFC_1W2A", "TFC_2W2A"])
+@pytest.mark.parametrize("name", ["TFC_1W1A", pytest.param("TFC_1W2A", marks=pytest.mark.slow),     # CI time: one
+                                  pytest.param("TFC_2W2A", marks=pytest.mark.slow)])               # by default
 def test_verify_zoo_tfc_on_100_mnist_images(tmp_path, capsys, name):
     code, out = verify(capsys, MODELS / f"{name}.onnx", save(tmp_path, "x.npy", mnist(100)))
     assert code == 0, out

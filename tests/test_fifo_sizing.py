@@ -47,7 +47,8 @@ def _folded(name, cache={}):
 
 
 @pytest.mark.sim
-@pytest.mark.parametrize("name", EXACTNESS)
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow) if n == "concat" else n   # CI time: concat
+                                  for n in EXACTNESS])                        # runs at the II below
 def test_composed_model_is_the_designs_timing(name):
     compiled = _folded(name)
     graph = insert.insert_duplicates(compiled.folded)
@@ -63,7 +64,8 @@ def test_composed_model_is_the_designs_timing(name):
 
 
 @pytest.mark.sim
-@pytest.mark.parametrize("name", sorted(NETWORKS))
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow) if n == "resnet-block" else n  # CI time:
+                                  for n in sorted(NETWORKS)])    # its timing model is checked above
 def test_analytic_depths_run_at_the_ii(name):
     compiled = _folded(name)
     graph = insert.insert_dwcs_and_fifos(insert.insert_duplicates(compiled.folded))

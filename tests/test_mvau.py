@@ -111,7 +111,7 @@ def test_w1a1_784x64():
 
 
 @pytest.mark.sim
-@pytest.mark.parametrize("res_type", ["lut", "dsp"])
+@pytest.mark.parametrize("res_type", ["lut", pytest.param("dsp", marks=pytest.mark.slow)])     # dsp: CI time
 def test_int8_batch_of_vectors(res_type):
     # A lowered convolution: numInputVectors (1, 3, 3), INT8 operands, raw accumulator output.
     spec = make_spec(36, 12, 6, 3, "INT8", "INT8", None, num_input_vectors=(1, 3, 3), res_type=res_type,
@@ -137,7 +137,8 @@ def test_dsp_packing_is_bit_exact(idt, wdt, pe, simd):
 
 
 @pytest.mark.sim
-@pytest.mark.parametrize("mw, weights", [(512, "random"), (512, "extreme"), (1, "random")])
+@pytest.mark.parametrize("mw, weights", [pytest.param(512, "random", marks=pytest.mark.slow),     # CI time
+                                         (512, "extreme"), (1, "random")])
 def test_dsp_accumulation_over_a_long_fold(mw, weights):
     # INT8 x UINT8 over a 512-step fold: the low lane's sum needs 24 bits against its 16-bit field,
     # so the canaries carry hundreds of times; the extreme case drives every product to a corner. A
