@@ -99,7 +99,7 @@ def target_rows(g, binary_bits):
         except NoFit:
             fits, design = "no", ("-", "-", "-")
         layers_lut, layers_bram = least_layer_luts(g, target)
-        rows.append({"target II": f"{target:,}", "fits --fit pynq-z2 (x0.8)": fits,
+        rows.append({"target II": f"{target:,}", "fits --fit pynq-z2": fits,
                      "frames/s at 100 MHz": design[2], "LUT / FF / BRAM36 (estimate)": design[0],
                      "LUT per binary MAC per cycle": design[1],
                      "fewest layer LUTs, BRAM36 <= 140": f"{layers_lut:,.0f} ({layers_lut / 53200:.0%} of 53,200; "
