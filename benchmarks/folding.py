@@ -143,7 +143,8 @@ def write_layers(row, synth):
     write_section(
         f"Folding: {row['network']} {row['options']} per layer by Yosys",
         f"The design of the row `{row['network']}`, `{row['options']}` of \"{PROOF}\" (the same build), per layer "
-        "(FIFOs and width converters their own rows): Yosys cells beside the estimate, and each layer's longest "
+        "(FIFOs and width converters their own rows): Yosys cells beside the estimate (LUT includes LUTRAM/SRL, "
+        "as the estimate does), and each layer's longest "
         "register-to-register path from Yosys `sta` with the delay model of `boards/timing.py` (an estimate; "
         "Vivado's timing report is the real figure).", layer_rows(synth))
 

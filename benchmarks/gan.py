@@ -43,7 +43,7 @@ def whole_design(work):
     assert comparison.passed, comparison.summary()
     synth = design.build(shell="zynq", say=lambda line: None)
     totals = synth["totals"]
-    used = {"LUT": totals["lut"], "FF": totals["ff"], "BRAM36": totals["bram36"] + totals["bram18"] / 2,
+    used = {"LUT": synth["lut_including_memory"], "FF": totals["ff"], "BRAM36": totals["bram36"] + totals["bram18"] / 2,
             "DSP": totals["dsp"]}
     share = {k: used[k] / CAPACITY[k] for k in used}
     ii = design.report["analytic_cycles_per_frame"]
@@ -68,7 +68,7 @@ def layer_rows(synth):
     rows = []
     for name, r in synth["layers"].items():
         est, path = r["estimate"], synth["timing"]["layers"].get(name)
-        rows.append({"layer": name, "LUT": f"{r['lut']:,}", "est LUT": f"{est.get('LUT', 0):,}", "FF": f"{r['ff']:,}",
+        rows.append({"layer": name, "LUT": f"{r['lut'] + r['lut_as_memory']:,}", "est LUT": f"{est.get('LUT', 0):,}", "FF": f"{r['ff']:,}",
                      "BRAM36": f"{r['bram36'] + r['bram18'] / 2:g}", "est BRAM36": f"{est.get('BRAM18', 0) / 2:g}",
                      "DSP": r["dsp"], "est DSP": est.get("DSP", 0),
                      "levels": path["levels"] if path else "-",

@@ -73,7 +73,7 @@ def measure(name, tmp, yosys=False):
             r = json.loads(built.read_text())
             tt = r["totals"]
             row["Yosys LUT / FF / BRAM36 / DSP (standalone)"] = (
-                f"{tt['lut']:,} / {tt['ff']:,} / {tt['bram36'] + tt['bram18'] / 2:g} / {tt['dsp']} "
+                f"{r['lut_including_memory']:,} / {tt['ff']:,} / {tt['bram36'] + tt['bram18'] / 2:g} / {tt['dsp']} "
                 f"({r['lut_including_memory'] / r['capacity']['LUT']:.0%} of the LUTs)")
             design = r["timing"]["design"]
             row["Fmax estimate"] = "-" if design is None else f"~{design['fmax_mhz_estimate']:.0f} MHz"

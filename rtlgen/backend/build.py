@@ -138,14 +138,22 @@ def _zynq(verilog, io, report, say):
 
 
 def _report_dict(synth, report):
-    row = synth.as_row()
+    # "lut" is Yosys' logic LUTs; "lut_including_memory" adds LUTRAM and SRLs, as the estimates count them
+    # and as the device's LUT capacity does: compare that one with an estimate or a budget.
+    row = _with_memory_luts(synth.as_row())
     estimates = {layer["name"]: layer["resources"] for layer in report["layers"]}
-    layers = {name: dict(sub.as_row(), estimate=estimates.get(name, {})) for name, sub in (synth.modules or {}).items()}
-    shell = {k: row[k] - sum(r[k] for r in layers.values()) for k in ("lut", "ff", "bram36", "bram18", "dsp")}
+    layers = {name: dict(_with_memory_luts(sub.as_row()), estimate=estimates.get(name, {}))
+              for name, sub in (synth.modules or {}).items()}
+    shell = {k: row[k] - sum(r[k] for r in layers.values())
+             for k in ("lut", "lut_including_memory", "ff", "bram36", "bram18", "dsp")}
     return {"top": synth.top, "device": "xc7z020", "capacity": XC7Z020, "totals": row, "shell": shell,
-            "lut_including_memory": synth.lut + synth.lut_as_memory,
+            "lut_including_memory": row["lut_including_memory"],
             "layers": layers, "estimate": report["totals"], "yosys_seconds": round(synth.seconds, 1),
             "timing": _timing(synth, report)}
+
+
+def _with_memory_luts(row):
+    return dict(row, lut_including_memory=row["lut"] + row["lut_as_memory"])
 
 
 def _timing(synth, report):
@@ -168,15 +176,14 @@ def _table(result):
     timing = result["timing"]
     for name, r in result["layers"].items():
         est, path = r["estimate"], timing["layers"].get(name)
-        lines.append(f"{name:34s} {r['lut']:7d} {est.get('LUT', 0):7d} {r['ff']:7d} {est.get('FF', 0):7d} "
+        lines.append(f"{name:34s} {r['lut_including_memory']:7d} {est.get('LUT', 0):7d} {r['ff']:7d} {est.get('FF', 0):7d} "
                      f"{r['bram36']:6d} {r['bram18']:6d} {est.get('BRAM18', 0):6d} {r['dsp']:4d} "
                      f"{path['levels'] if path else '-':>6} {round(path['fmax_mhz_estimate']) if path else '-':>6}")
     t, sh = result["totals"], result["shell"]
     cap = result["capacity"]
-    lines.append(f"{'shell (ROMs / DMA, control, glue)':34s} {sh['lut']:7d} {sh['ff']:7d} {sh['bram36']:6d} "
-                 f"{sh['bram18']:6d} {sh['dsp']:4d}")
-    lines.append(f"{'total (' + result['top'] + ')':34s} {t['lut']:7d} {t['ff']:7d} {t['bram36']:6d} "
-                 f"{t['bram18']:6d} {t['dsp']:4d}")
+    for label, r in (("shell (ROMs / DMA, control, glue)", sh), (f"total ({result['top']})", t)):
+        lines.append(f"{label:34s} {r['lut_including_memory']:7d} {'':7s} {r['ff']:7d} {'':7s} {r['bram36']:6d} "
+                     f"{r['bram18']:6d} {'':6s} {r['dsp']:4d}")
     lines.append(f"xc7z020: LUT {result['lut_including_memory'] / cap['LUT']:.1%} (incl. LUTRAM/SRL), "
                  f"FF {t['ff'] / cap['FF']:.1%}, BRAM36 {(t['bram36'] + t['bram18'] / BRAM18_PER_BRAM36) / cap['BRAM36']:.1%}, "
                  f"DSP {t['dsp'] / cap['DSP']:.1%}")

@@ -329,9 +329,12 @@ def _resources(report):
 
 
 def _yosys(synth):
-    pairs = (("LUT", "lut"), ("FF", "ff"), ("BRAM18", None), ("DSP", "dsp"))     # (estimate, Yosys) keys
+    pairs = (("LUT", "lut_including_memory"), ("FF", "ff"), ("BRAM18", None), ("DSP", "dsp"))  # (estimate, Yosys)
     timing = synth.get("timing") or {}
     paths = timing.get("layers") or {}
+    for row in (*synth["layers"].values(), synth["totals"], synth.get("shell") or {}):  # a build of an older rtlgen
+        if "lut" in row:
+            row.setdefault("lut_including_memory", row["lut"] + row.get("lut_as_memory", 0))
     head = "".join(f'<th>{k} Yosys</th><th>est.</th>' for k, _ in pairs)
     rows = ""
     for name, row in synth["layers"].items():
