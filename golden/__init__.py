@@ -9,7 +9,8 @@ compare against; it imports nothing of the project (numpy only).
 
 import numpy as np
 
-__all__ = ["matmul", "xnor_popcount", "multithreshold", "mvau", "depthwise_dot", "vvau", "fm_padding", "add_streams",
+__all__ = ["matmul", "xnor_popcount", "multithreshold", "mvau", "depthwise_dot", "vvau", "fm_padding", "pixel_padding",
+           "add_streams",
            "concat_channels", "channelwise", "maxpool_nhwc", "label_select", "global_acc_pool", "im2col",
            "depthwise_windows"]
 
@@ -88,6 +89,17 @@ def fm_padding(x, padding, value=0):
     out = np.full((x.shape[0], x.shape[1] + top + bottom, x.shape[2] + left + right, *x.shape[3:]), value,
                   dtype=x.dtype)
     out[:, top:top + x.shape[1], left:left + x.shape[2]] = x
+    return out
+
+
+def pixel_padding(x, stride):
+    """FINN's FMPadding_Pixel on x (N, H, W, C): stride - 1 zero pixels between neighbouring pixels along each
+    spatial axis, stride = (sy, sx); out[:, y * sy, x * sx] = x[:, y, x], zero elsewhere, shape
+    (N, (H - 1) * sy + 1, (W - 1) * sx + 1, C)."""
+    sy, sx = (int(s) for s in stride)
+    x = np.asarray(x)
+    out = np.zeros((x.shape[0], (x.shape[1] - 1) * sy + 1, (x.shape[2] - 1) * sx + 1, *x.shape[3:]), dtype=x.dtype)
+    out[:, ::sy, ::sx] = x
     return out
 
 

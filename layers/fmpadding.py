@@ -15,7 +15,7 @@ import golden
 from layers.timing import Timing, as_cycles, frames_of, take_when_ready
 
 
-__all__ = ["FMPaddingSpec", "FMPadding"]
+__all__ = ["FMPaddingSpec", "FMPadding", "PaddingWalk"]
 
 
 def _positive(owner, attr, value):
@@ -24,8 +24,37 @@ def _positive(owner, attr, value):
     return value
 
 
+class PaddingWalk:
+    """Timing of a padding layer (FMPadding, FMPadding_Pixel): a walker over the output words that forwards
+    the next input word where ``inside()`` says so and pads elsewhere. For specs with ``inside()`` (per
+    output word of a frame: whether it forwards an input word), ``in_words``, ``out_words``, ``latency``."""
+
+    @property
+    def words_before_lead(self):
+        """The pad words before the first input word (FMPadding's top rows, then the left pads of the first
+        image row) may leave before that word is taken: once it is offered (see :meth:`timing`)."""
+        return int(np.argmax(self.inside()))
+
+    def timing(self, arrivals):
+        """A walker steps through the output words, one a cycle with the output never stalled: a word
+        inside the image waits until the next input word is offered and takes it; a frame's first word,
+        if padding, waits until the frame's first input word is offered (without taking it); other pads
+        go at once. ``step[j] = max(offered[j], step[j - 1] + 1)``, :func:`take_when_ready` over the
+        output words; each is offered ``latency`` cycles after its step (:mod:`layers.timing`)."""
+        arrivals = as_cycles(arrivals[0])
+        frames = frames_of(arrivals, self.in_words)
+        inside = np.tile(self.inside(), frames)
+        word = np.cumsum(inside) - inside                   # the input word next in line at each output word
+        waits = inside.copy()
+        waits[::self.out_words] = True                      # a frame's first word
+        word = np.minimum(word, arrivals.size - 1)          # (the last frame's bottom pads wait for none)
+        offered = np.where(waits, arrivals[word], np.iinfo(np.int64).min // 4)
+        steps = take_when_ready(offered)
+        return Timing((steps[inside],), steps + self.latency)
+
+
 @dataclass(frozen=True)
-class FMPaddingSpec(PixelFolded, OneDatatype, OneWidth):
+class FMPaddingSpec(PaddingWalk, PixelFolded, OneDatatype, OneWidth):
     """Contract of a padding layer (FINN ``FMPadding``: ImgDim, Padding, NumChannels, SIMD, inputDataType).
 
     ``padding`` is FINN's order [top, left, bottom, right]; any non-negative amounts, asymmetric
@@ -74,35 +103,12 @@ class FMPaddingSpec(PixelFolded, OneDatatype, OneWidth):
         """Cycles from an input transfer (or a pad position's turn) to the word being offered (output FIFO)."""
         return 2
 
-    @property
-    def words_before_lead(self):
-        """The padding before the first input word (top rows, then the left pads of the first image row)
-        may leave before that word is taken: once it is offered (see :meth:`timing`)."""
-        return int(np.argmax(self.inside()))
-
     def inside(self):
         """Per output word of a frame (output order): whether it forwards an input word (else it pads)."""
         (h, w), (oh, ow) = self.img_dim, self.out_dim
         top, left, _, _ = self.padding
         y, x, _ = np.indices((oh, ow, self.cf)).reshape(3, -1)
         return (y >= top) & (y < top + h) & (x >= left) & (x < left + w)
-
-    def timing(self, arrivals):
-        """A walker steps through the output words, one a cycle with the output never stalled: a word
-        inside the image waits until the next input word is offered and takes it; a frame's first word,
-        if padding, waits until the frame's first input word is offered (without taking it); other pads
-        go at once. ``step[j] = max(offered[j], step[j - 1] + 1)``, :func:`take_when_ready` over the
-        output words; each is offered ``latency`` cycles after its step (:mod:`layers.timing`)."""
-        arrivals = as_cycles(arrivals[0])
-        frames = frames_of(arrivals, self.in_words)
-        inside = np.tile(self.inside(), frames)
-        word = np.cumsum(inside) - inside                   # the input word next in line at each output word
-        waits = inside.copy()
-        waits[::self.out_words] = True                      # a frame's first word
-        word = np.minimum(word, arrivals.size - 1)          # (the last frame's bottom pads wait for none)
-        offered = np.where(waits, arrivals[word], np.iinfo(np.int64).min // 4)
-        steps = take_when_ready(offered)
-        return Timing((steps[inside],), steps + self.latency)
 
     def resource_estimate(self):
         """The zero-select per bit, three position counters with their compares, and the output FIFO."""

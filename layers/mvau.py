@@ -22,7 +22,7 @@ from memstream.memstream import BRAM_OR_LUT_STYLES
 import golden
 
 
-__all__ = ["MVAUSpec", "MVAU"]
+__all__ = ["MVAUSpec", "MVAU", "conv_bias", "pad_borders", "lower_conv_windows"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -206,30 +206,51 @@ def _lower_conv(ctx, node):
     oc, icg, kh, kw = codes.shape
     c, h, w = t.shape[1:]
     group = attrs.get("group", 1)
-    pads = list(attrs.get("pads", [0, 0, 0, 0]))
-    strides = tuple(attrs.get("strides", [1, 1]))
-    dil = tuple(attrs.get("dilations", [1, 1]))
     depthwise = group > 1 and group == c == oc and icg == 1
     if group > 1 and not depthwise:
         codes = ctx.dense_grouped_weights(codes, group, c, node)
         ctx.warn(f"node {node.name} (Conv): group={group} of {c} input and {oc} output channels runs as a dense "
                  f"convolution with block-diagonal weights ({group}x its multiply-accumulates; only group=1 and "
                  f"depthwise with one output channel per input channel have their own datapath)")
-    bias = None
-    if len(node.input) > 2 and node.input[2]:
-        bias = ctx.initializer(node.input[2])
-        if bias is None:
-            raise ctx.error(f"node {node.name} (Conv): the bias must be a constant")
-    if any(pads):
-        if t.dtype == DataType["BIPOLAR"]:
-            raise ctx.error(f"node {node.name} (Conv): zero padding of BIPOLAR data has no code for 0; "
-                            f"legal: pads=0 for bipolar inputs")
-        ctx.add("FMPadding", dict(img_dim=(h, w), padding=(pads[0], pads[1], pads[2], pads[3]), num_channels=c,
-                                  dtype=t.dtype), [node])
-        h, w = h + pads[0] + pads[2], w + pads[1] + pads[3]
+    bias = conv_bias(ctx, node)
+    dim = pad_borders(ctx, node, t, (h, w), tuple(attrs.get("pads", [0, 0, 0, 0])))
+    return lower_conv_windows(ctx, node, t, codes, wscale, wdtype, bias, dim, tuple(attrs.get("strides", [1, 1])),
+                              tuple(attrs.get("dilations", [1, 1])), depthwise)
+
+
+def conv_bias(ctx, node):
+    """The bias of a Conv or ConvTranspose (per output channel, on input 2), or None."""
+    if len(node.input) <= 2 or not node.input[2]:
+        return None
+    bias = ctx.initializer(node.input[2])
+    if bias is None:
+        raise ctx.error(f"node {node.name} ({node.op_type}): the bias must be a constant")
+    return bias
+
+
+def pad_borders(ctx, node, t, dim, pads):
+    """FMPadding of the (h, w) = ``dim`` image on the current stream (of stream tensor ``t``'s datatype) by
+    ``pads`` (top, left, bottom, right) zero pixels, if any; returns the padded (h, w)."""
+    (h, w), (top, left, bottom, right) = dim, pads
+    if not any(pads):
+        return dim
+    if t.dtype == DataType["BIPOLAR"]:
+        raise ctx.error(f"node {node.name} ({node.op_type}): zero padding of BIPOLAR data has no code for 0; "
+                        f"legal: pads=0 for bipolar inputs")
+    ctx.add("FMPadding", dict(img_dim=(h, w), padding=(top, left, bottom, right), num_channels=t.shape[1],
+                              dtype=t.dtype), [node])
+    return h + top + bottom, w + left + right
+
+
+def lower_conv_windows(ctx, node, t, codes, wscale, wdtype, bias, dim, strides, dilation, depthwise):
+    """ConvolutionInputGenerator + MVAU (VVAU if ``depthwise``) for ``node``: a convolution by Conv weights
+    ``codes`` (OC, C/group, KH, KW) of the already padded (h, w) = ``dim`` image of stream tensor ``t``'s
+    channels and datatype, arriving on the current stream; ``bias`` per output channel or None."""
+    oc, _, kh, kw = codes.shape
+    c = t.shape[1]
     swg = ctx.add("ConvolutionInputGenerator",
-                  dict(ifm_dim=(h, w), ifm_channels=c, kernel=(kh, kw), input_dtype=t.dtype, stride=strides,
-                       dilation=dil, depthwise=depthwise), [node])
+                  dict(ifm_dim=dim, ifm_channels=c, kernel=(kh, kw), input_dtype=t.dtype, stride=strides,
+                       dilation=dilation, depthwise=depthwise), [node])
     ofm = swg.spec().ofm_dim
     wscale = ctx.per_channel(wscale, oc, node)
     if depthwise:

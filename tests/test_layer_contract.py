@@ -32,6 +32,7 @@ EXAMPLES = {
     "ConvolutionInputGenerator": (dict(ifm_dim=(4, 4), ifm_channels=4, kernel=(2, 2), input_dtype="INT2"),
                                   {"SIMD": 2}),
     "FMPadding": (dict(img_dim=(3, 3), padding=(1, 1, 1, 1), num_channels=4, dtype="INT2"), {"SIMD": 2}),
+    "FMPadding_Pixel": (dict(img_dim=(2, 3), stride=(2, 3), num_channels=4, dtype="INT2"), {"SIMD": 2}),
     "StreamingMaxPool": (dict(img_dim=(4, 4), pool_dim=(2, 2), num_channels=4, dtype="INT2"), {}),
     "UpsampleNearestNeighbour": (dict(ifm_dim=(2, 3), ofm_dim=(4, 6), num_channels=4, dtype="INT2"),
                                  {"SIMD": 2}),
