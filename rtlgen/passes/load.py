@@ -172,10 +172,11 @@ def _bias_free_gemms_to_matmul(model):
 
 def _fold_quantized_constants(model):
     """A Quant of a constant read only by elementwise Add/Sub/Mul/Div (a bias quantized on its own, as
-    QKeras and Brevitas' bias quantizers export it: MatMul -> Add(Quant(bias))) -> its value as an
-    initializer, so the Add is a float op with a constant like any other: it joins the activation after
-    the MatMul, or runs on the host after the last one. Weights keep their Quant: the lowering reads
-    their codes from it."""
+    QKeras and Brevitas' bias quantizers export it: MatMul -> Add(Quant(bias))), or as a Conv's bias
+    input, -> its value as an initializer, so the Add is a float op with a constant like any other: it
+    joins the activation after the MatMul, or runs on the host after the last one (a Conv's bias too:
+    :func:`_unquantized_conv_bias_to_add`). Weights keep their Quant: the lowering reads their codes
+    from it."""
     graph = model.graph
     opset = next((o.version for o in model.model.opset_import if o.domain in ("", "ai.onnx")), 13)
     for node in list(graph.node):
@@ -185,7 +186,9 @@ def _fold_quantized_constants(model):
         consumers = model.find_consumers(node.output[0]) or []
         # only a constant added to (or scaling) activations; weights may reach their MatMul through a
         # Transpose or Reshape, and keep their Quant
-        if not consumers or any(c.op_type not in ("Add", "Sub", "Mul", "Div") for c in consumers):
+        if not consumers or any(c.op_type not in ("Add", "Sub", "Mul", "Div") and not
+                                (c.op_type == "Conv" and list(c.input).index(node.output[0]) == 2)
+                                for c in consumers):
             continue
         context = {i: model.get_initializer(i) for i in node.input if i}
         execute_node(node, context, graph, opset)

@@ -45,6 +45,7 @@ MAX_SUM_CHECK = 1 << 22             # code pairs checked one by one to find a re
 MAX_AFFINE_CHECK = 1 << 16         # input codes checked one by one to absorb float ops before a MatMul
 AFFINE_OPS = {"Add", "Sub", "Mul", "Div"}
 MAX_RESCALE = 1 << 8                # largest integer factor a branch's codes are multiplied by
+OFFSET_RTOL = 2.0 ** -22            # a bias on an integer grid up to float32 rounding (relative)
 
 
 def lower(model):
@@ -98,6 +99,7 @@ class Accumulator:
     lo: int                 # accumulator range
     hi: int
     bias: np.ndarray        # per output channel, or None
+    channel_axis: int = 1   # the output channels' axis of ``codes``
 
 
 @dataclass
@@ -441,7 +443,8 @@ class _Lowering:
         chain_nodes, quantizer, after = self._chain(out_name)
         out_shape = tuple(model.get_tensor_shape(out_name))
         if quantizer is None:
-            acc = Accumulator(node, t, op_type, params, codes, wdtype, plain, chain_nodes, wscale, lo, hi, bias)
+            acc = Accumulator(node, t, op_type, params, codes, wdtype, plain, chain_nodes, wscale, lo, hi, bias,
+                              channel_axis)
             tail = self._rule(after, "tail", ()) if after is not None else None
             if tail is not None:
                 new = tail.rule(self, after, acc)
@@ -480,16 +483,123 @@ class _Lowering:
         return StreamTensor(shift.tensor, shift.dtype, shift.scale, tuple(model.get_tensor_shape(shift.tensor)))
 
     def _no_activation(self, acc, out_name, out_shape, odt=None):
+        """The dot product without an activation: its accumulators leave the accelerator for the host, which
+        runs the float ops after them; or, where hardware work follows with no quantizer between, they
+        travel on as a wide integer stream (:meth:`_carry`)."""
         node, t = acc.node, acc.t
+        if odt is None and self._hardware_follows(acc):
+            return self._carry(acc)
         if acc.bias is not None:
             raise CompileError(f"node {node.name} ({node.op_type}): a bias (of a convolution, or an offset on "
-                               f"its input) without a quantizer after it is not supported")
+                               f"its input) with no quantizer after it and no hardware layer after it is not "
+                               f"supported; legal: the bias as an Add node after it (the host adds it), or a "
+                               f"quantizer after it")
         self.add(acc.op_type, acc.params(acc.codes, acc.wdtype, output_dtype=odt), [node])
         spec = self.nodes[-1].spec()
         xnor = dict(gain=2, offset=-spec.in_elems) if spec.xnor else {}
         rounding = not all(_power_of_two(s) for s in (float(t.scale), *np.ravel(acc.wscale)))
         return StreamTensor(out_name, spec.output_dtype, float(t.scale) * acc.wscale, out_shape, rounding=rounding,
                             **xnor)
+
+    # ---- a dot product without activation, carried into the next layer ----
+    def _hardware_follows(self, acc):
+        """Whether a dot product or a quantizer reads what the float ops after ``acc`` compute (then the
+        accumulators cannot leave for the host: hardware work would follow host work)."""
+        seen, todo = set(), [acc.chain[-1].output[0] if acc.chain else acc.node.output[0]]
+        while todo:
+            for node in self.model.find_consumers(todo.pop()) or []:
+                if node.op_type in COMPUTE_OPS | QUANTIZERS:
+                    return True
+                if node.name not in seen:
+                    seen.add(node.name)
+                    todo.extend(node.output)
+        return False
+
+    def _carry(self, acc):
+        """hls4ml's way with linear layers that have no activation quantizer between them: the exact
+        accumulator (its true width: the spec's acc_range) travels into the next layer as a wide integer
+        stream, with the constant Add/Sub/Mul/Div after it (a bias, a scale) applied exactly: the stream is
+        ``F[c] * acc[c] + B[c]`` at one scale, ``F`` folded into this layer's weights (1 where the bias lies
+        on the accumulator's grid) and ``B`` added by a ChannelwiseOp. The next layer reads the stream as
+        its integer input. A bias or scale that puts the result on no common integer grid is refused,
+        naming the node that reads it."""
+        node, t = acc.node, acc.t
+        affine = []
+        for n in acc.chain:
+            if n.op_type not in AFFINE_OPS:
+                break
+            affine.append(n)
+        end = affine[-1].output[0] if affine else node.output[0]
+        rest = acc.chain[len(affine):]
+        reader = rest[0] if rest else next(iter(self.model.find_consumers(end) or []), None)
+        source = affine[-1].name if affine else node.name
+        ops = f" through {', '.join(n.name for n in affine)}" if affine else \
+            " with its bias" if acc.bias is not None else ""
+        reads = (f"node {reader.name} ({reader.op_type}) reads {source}'s output, the unquantized accumulator of "
+                 f"{node.name} ({node.op_type}){ops}, with no activation quantizer between them")
+        if rest and rest[0].op_type not in SHAPE_OPS:
+            raise CompileError(f"{reads}: only constant Add, Sub, Mul and Div are carried exactly into the next "
+                               f"layer as integers, not {rest[0].op_type}; legal: a quantizer before "
+                               f"{rest[0].name}")
+        if acc.spec.xnor:
+            raise CompileError(f"{reads}: a binary (XNOR-popcount) dot product is only carried into the next layer "
+                               f"through a quantizer; legal: a quantizer after {node.name}")
+        gain, offset = self._affine_of(acc, affine, reads)
+        scale, factors, codes_bias = _integer_grid(gain, offset, reads)
+        along = [1] * acc.codes.ndim
+        along[acc.channel_axis] = -1
+        weights, wdtype = acc.codes, acc.wdtype
+        if np.any(factors != 1):        # acc * F[c] exactly: the weights of channel c times F[c]
+            weights = acc.codes * factors.reshape(along)
+            wdtype = dtype_for_range(int(min(weights.min(), 0)), int(max(weights.max(), 0)))
+        dot = self.add(acc.op_type, acc.params(weights, wdtype), [node] + ([] if codes_bias.any() else affine))
+        dtype = dot.spec().output_dtype
+        shape = tuple(self.model.get_tensor_shape(end))
+        if codes_bias.any():
+            lo, hi = int(dtype.min()), int(dtype.max())
+            b_lo, b_hi = int(codes_bias.min()), int(codes_bias.max())
+            dtype = dtype_for_range(lo + b_lo, hi + b_hi)
+            vecs = (1, *shape[2:]) if len(shape) == 4 else tuple(shape[:-1]) if len(shape) > 2 else (1,)
+            self.add("ChannelwiseOp", dict(func="add", num_channels=len(codes_bias), input_dtype=dot.spec().output_dtype,
+                                           param_dtype=dtype_for_range(min(b_lo, 0), max(b_hi, 0)),
+                                           output_dtype=dtype, params=codes_bias, num_input_vectors=vecs),
+                     affine or [node])
+        self.done.update(n.name for n in affine)
+        rounding = not all(_power_of_two(abs(float(g))) for g in (*gain, scale))
+        return StreamTensor(end, dtype, scale, shape, rounding=rounding)
+
+    def _affine_of(self, acc, nodes, reads):
+        """(gain, offset) per output channel: the real value of ``nodes`` applied to the dot product is
+        ``gain[c] * acc[c] + offset[c]`` (a Conv's own bias included), in float64."""
+        channels = len(acc.wscale)
+        gain = float(acc.t.scale) * np.asarray(acc.wscale, dtype=np.float64)
+        offset = np.zeros(channels) if acc.bias is None else np.asarray(acc.bias, dtype=np.float64).reshape(-1)
+        tensor = acc.node.output[0]
+        for n in nodes:
+            shape = tuple(self.model.get_tensor_shape(n.output[0]))
+            data = list(n.input).index(tensor)
+            value = self.model.get_initializer(n.input[1 - data])
+            full = np.broadcast_to(np.asarray(value, dtype=np.float64), shape)
+            per_channel = np.moveaxis(full, 1, 0).reshape(shape[1], -1)
+            if shape[1] != channels or not np.all(per_channel == per_channel[:, :1]):
+                raise CompileError(f"{reads}: the constant of node {n.name} ({n.op_type}) of shape {np.shape(value)} "
+                                   f"is neither one number nor one per channel")
+            c = per_channel[:, 0]
+            if n.op_type == "Add":
+                offset = offset + c
+            elif n.op_type == "Sub" and data == 0:
+                offset = offset - c
+            elif n.op_type == "Sub":
+                gain, offset = -gain, c - offset
+            elif n.op_type == "Mul":
+                gain, offset = gain * c, offset * c
+            elif data == 0 and np.all(c != 0):
+                gain, offset = gain / c, offset / c
+            else:
+                raise CompileError(f"{reads}: node {n.name} (Div) divides by the accumulator (or by 0), which is "
+                                   f"not linear; legal: a quantizer before it")
+            tensor = n.output[0]
+        return gain, offset
 
     def accumulator_output(self, acc, output_dtype):
         self._no_activation(acc, acc.node.output[0], (), odt=output_dtype)
@@ -670,6 +780,38 @@ def _common_scale(scales, where):
                            f"quantize the inputs onto scales whose ratio is an integer up to {MAX_RESCALE} "
                            f"(e.g. powers of two, or one shared quantizer)")
     return s, factors
+
+
+def _integer_grid(gain, offset, reads):
+    """(scale, F, B): ``gain[c] * acc + offset[c] == scale * (F[c] * acc + B[c])`` with small integers F
+    (gain's ratios to one common scale, times the factor f that puts the offsets on a grid) and integers B.
+    The offsets must lie on that grid up to float32 rounding (a bias quantized on the accumulator's scale,
+    Brevitas' Int32Bias, or on a power-of-two one, as QKeras' quantized_bits); a float bias does not."""
+    if np.any(gain == 0):
+        raise CompileError(f"{reads}: a channel is multiplied by 0; legal: a quantizer between the layers")
+    try:
+        s, ks = _common_scale([abs(float(g)) for g in gain], reads)
+    except CompileError:
+        raise CompileError(f"{reads}: its channels have the scales {sorted(set(np.abs(gain).tolist()))[:4]}"
+                           f"{'...' if len(set(gain.tolist())) > 4 else ''}, which are not small integer multiples "
+                           f"(up to {MAX_RESCALE}) of one common scale, so no integer stream carries them exactly; "
+                           f"legal: per-tensor (or power-of-two) weight scales, or an activation quantizer between "
+                           f"the layers") from None
+    ks = np.asarray(ks, dtype=np.int64) * np.sign(gain).astype(np.int64)
+    steps = np.asarray(offset, dtype=np.float64) / s
+    for f in range(1, MAX_RESCALE + 1):         # the coarsest grid that holds every offset
+        codes = np.round(steps * f)
+        off = np.abs(steps * f - codes) > OFFSET_RTOL * np.abs(steps * f)
+        if not off.any():
+            break
+    else:
+        c = int(np.flatnonzero(np.abs(steps - np.round(steps)) > OFFSET_RTOL * np.abs(steps))[0])
+        raise CompileError(f"{reads}: its float bias {float(offset[c]):.9g} (channel {c}) is not on the "
+                           f"accumulator's integer grid (scale {s:.9g}) nor on one up to {MAX_RESCALE}x finer, "
+                           f"so no integer stream carries it exactly; legal: quantize the bias on the "
+                           f"accumulator's scale (input scale x weight scale, as Brevitas' Int32Bias does) or on a "
+                           f"power-of-two scale, or put an activation quantizer between the layers")
+    return s / f, ks * f, codes.astype(np.int64)
 
 
 def _pair_grid(a, b, factors):
