@@ -11,7 +11,10 @@ difference then travels through the rest of the network.
 :func:`exact_reference` evaluates the model node by node with the accelerator's semantics: quantizer
 outputs are kept exactly (``code * scale`` in float64) for the linear ops that consume them; MatMul,
 Conv and Gemm, an Add of two such tensors (and ops that only move values: reshapes, pooling by max,
-padding...) are evaluated in float64 and rounded once to float32; every other node runs as qonnx runs it, in float32. Its
+padding...) are evaluated in float64 and rounded once to float32; every other node runs as qonnx runs it, in float32.
+A dot product's exact value, and constant scales and biases on it, are kept as well for a next dot
+product that reads them with no quantizer between (the accelerator carries such an accumulator into the
+next layer as an exact integer stream). Its
 :class:`TieReport` compares the two executions quantizer by quantizer: an output code that differs
 while the quantizer's input differs by no more than float32 rounding (``rtol`` of the tensor's largest
 value) is a *tie*; a differing code whose input differs by more is *downstream* of a tie, legal only if
@@ -37,6 +40,8 @@ LINEAR_OPS = {"MatMul", "Conv", "Gemm"}             # float64 from exact inputs,
 MOVING_OPS = {"Reshape", "Flatten", "Transpose", "Squeeze", "Unsqueeze", "Identity", "MaxPool", "Relu", "Pad",
               "Concat", "Slice", "Split", "Gather"}
 QUANTIZER_OPS = {"Quant", "BipolarQuant", "MultiThreshold", "Trunc"}
+# constant ops on an exact value that stay exact (in float64): a scale, a bias
+CONSTANT_OPS = {"Mul": np.multiply, "Div": np.divide, "Add": np.add, "Sub": np.subtract}
 TIE_RTOL = 1e-5         # a float32 dot product's rounding, relative to the tensor's largest magnitude
 
 
@@ -97,7 +102,7 @@ def _run(model, opset, inputs, *, exact):
         if node.op_type in QUANTIZER_OPS:
             pre[node.name] = np.asarray(ctx[node.input[0]], np.float32).copy()
         if exact and node.op_type in LINEAR_OPS and not _scaled_gemm(node):
-            ctx[node.output[0]] = _linear(node, ctx, exact_of, opset).astype(np.float32)
+            exact_of[node.output[0]], ctx[node.output[0]] = _linear(node, ctx, exact_of, opset)
             continue
         if exact and node.op_type == "Add" and all(i in exact_of for i in node.input):
             # a residual sum: the accelerator adds the codes exactly (AddStreams), qonnx in float32
@@ -111,9 +116,12 @@ def _run(model, opset, inputs, *, exact):
             exact_of[node.output[0]] = _exact_codes(node, ctx, model)
         elif node.op_type in MOVING_OPS and node.input[0] in exact_of:
             exact_of[node.output[0]] = _float64(node, [exact_of.get(i, ctx.get(i)) for i in node.input], opset)[0]
-        elif node.op_type == "Mul" and node.input[0] in exact_of and model.get_initializer(node.input[1]) is not None:
-            # a scale after integer codes (FINN-ONNX: MultiThreshold, then Mul): the accelerator's code x scale
-            exact_of[node.output[0]] = exact_of[node.input[0]] * model.get_initializer(node.input[1]).astype(np.float64)
+        elif node.op_type in CONSTANT_OPS and node.input[0] in exact_of and model.get_initializer(node.input[1]) is not None:
+            # a scale after integer codes (FINN-ONNX: MultiThreshold, then Mul): the accelerator's code x scale;
+            # a bias or scale after a dot product with no quantizer: the integer stream the accelerator
+            # carries into the next dot product (what the node's own consumers read stays qonnx's float32)
+            exact_of[node.output[0]] = CONSTANT_OPS[node.op_type](
+                exact_of[node.input[0]], model.get_initializer(node.input[1]).astype(np.float64))
     return ctx, pre
 
 
@@ -131,14 +139,17 @@ def _exact_codes(node, ctx, model):
 
 
 def _linear(node, ctx, exact_of, opset):
-    """MatMul/Conv/Gemm in float64 on exact inputs, rounded once to float32; a bias (Conv's third input,
-    Gemm's C) added afterwards in float32, as the accelerator's activation chain adds it."""
+    """MatMul/Conv/Gemm in float64 on exact inputs: (the exact value, kept for a next dot product the
+    accelerator carries it into; the value rounded once to float32, with a bias (Conv's third input,
+    Gemm's C) added afterwards in float32, as the accelerator's activation chain adds it)."""
     data = [exact_of.get(i, np.asarray(ctx[i], np.float64)) for i in node.input[:2]]
-    y = _float64(node, data, opset, inputs=node.input[:2])[0].astype(np.float32)
+    exact = _float64(node, data, opset, inputs=node.input[:2])[0]
+    y = exact.astype(np.float32)
     if len(node.input) > 2 and node.input[2]:
         bias = np.asarray(ctx[node.input[2]], np.float32)
-        y = y + (bias.reshape(1, -1, *([1] * (y.ndim - 2))) if node.op_type == "Conv" else bias)
-    return y
+        bias = bias.reshape(1, -1, *([1] * (y.ndim - 2))) if node.op_type == "Conv" else bias
+        exact, y = exact + bias.astype(np.float64), y + bias
+    return exact, y
 
 
 def _scaled_gemm(node):
