@@ -7,12 +7,12 @@ from amaranth.hdl import Cat, Const, Module, Signal
 from amaranth.lib import data
 from amaranth.lib.memory import Memory
 
-from layers.datapath import (StreamLayer, ChannelFolded, check_dtype, check_fits, dtype_range, element_value, legal_divisors, output_stage,
-                             register, wrapping_increment)
+from layers.datapath import (StreamLayer, ChannelFolded, check_dtype, check_fits, dtype_for_range, dtype_range, element_value,
+                             legal_divisors, output_stage, register, wrapping_increment)
 from memstream.packing import pack_words
 from layers.memcost import rom_luts
 from layers.timing import one_to_one
-from layers.op import Op, Resources, divisors_of
+from layers.op import Lowering, Op, Resources, divisors_of
 from layers.small import shrink_channels
 import golden
 
@@ -186,10 +186,25 @@ def _golden(spec, xs, producer):
     return golden.channelwise(xs[0], spec.params, spec.func)
 
 
+def _lower_bias(ctx, sources, t, bias):
+    """A bias of integers, one per channel, added to stream ``t`` (FINN's ChannelwiseOp with Func add): where
+    the lowering carries a dot product's accumulator into the next layer with no quantizer between, the
+    bias on the accumulator's grid. The output holds every sum over ``t``'s datatype."""
+    bias = np.asarray(bias, dtype=np.int64)
+    lo, hi = dtype_range(t.dtype)
+    b_lo, b_hi = int(bias.min()), int(bias.max())
+    vecs = (1, *t.shape[2:]) if t.spatial else tuple(t.shape[:-1]) if len(t.shape) > 2 else (1,)
+    return ctx.add("ChannelwiseOp", dict(func="add", num_channels=len(bias), input_dtype=t.dtype,
+                                         param_dtype=dtype_for_range(min(b_lo, 0), max(b_hi, 0)),
+                                         output_dtype=dtype_for_range(lo + b_lo, hi + b_hi), params=bias,
+                                         num_input_vectors=vecs), sources)
+
+
 OP = Op("ChannelwiseOp", ChannelwiseOpSpec, ChannelwiseOp, folding={"PE": "pe"},
         parallelism={"PE": divisors_of("num_channels")},
         finn_names={"func": "Func", "num_channels": "NumChannels", "input_dtype": "inputDataType",
                     "param_dtype": "paramDataType", "output_dtype": "outputDataType",
                     "num_input_vectors": "numInputVectors"},
         old_names=("ChannelwiseOp_Batch",), golden=_golden, finn_arrays=("params",),
+        lowers=(Lowering(rule=_lower_bias, at="bias"),),
         small_instance=shrink_channels("num_channels", "pe", ("params",)))

@@ -142,14 +142,19 @@ class Lowering:
     onnx_ops: tuple = ()            # ONNX op types of the node the rule starts at (at="node" and "tail")
     rule: Callable = None           # rule(ctx, node) -> the stream tensor (ctx.tensor) of the model tensor
                                     # the lowering ends at, or None: the node runs on the host.
-                                    # at="tail": rule(ctx, node, acc), see below
+                                    # at="tail": rule(ctx, node, acc), see below; at="bias":
+                                    # rule(ctx, sources, t, bias) -> the graph node (ctx.add) adding
+                                    # the integers ``bias`` (one per channel) to stream t
     streams: object = 1             # inputs of the node that must be streams: a count, or "all"
     when: Callable = None           # when(ctx, node) -> bool: the rule applies (e.g. only depthwise Conv);
                                     # none: always. At most one rule may apply to a node
     at: str = "node"                # "node": a node of onnx_ops; "activation": a node starting the float ops
                                     # up to a quantizer on integer data (ctx.activation finds them);
                                     # "tail": a node of onnx_ops ending the float ops after a dot product
-                                    # without quantizer; the rule gets that dot product's ctx.Accumulator
+                                    # without quantizer; the rule gets that dot product's ctx.Accumulator;
+                                    # "bias": the one op that adds a constant per channel to a stream (where
+                                    # the lowering carries a dot product's accumulator and its bias into
+                                    # the next layer with no quantizer between); onnx_ops unused
     legal: str = ""                 # how the legal-ops message names what this rule maps to hardware
 
 

@@ -12,6 +12,8 @@ MatMul that consumes it) and float ops with constants from an integer input into
 (absorbed as that MatMul's bias). A tensor read by several nodes is an ordinary edge with several
 consumers (:func:`rtlgen.passes.insert_duplicates` adds the fan-out later). What cannot be matched runs
 on the host: allowed at the graph's edge, an error naming the node if hardware work would follow it.
+A dot product with no quantizer after it whose result another layer reads travels on, as hls4ml carries
+it, as an exact wide integer stream (its bias added by the registry's ``at="bias"`` op).
 
 Stream layout: 4D tensors (NCHW in the model) stream as NHWC, channel fastest.
 """
@@ -553,17 +555,12 @@ class _Lowering:
             weights = acc.codes * factors.reshape(along)
             wdtype = dtype_for_range(int(min(weights.min(), 0)), int(max(weights.max(), 0)))
         dot = self.add(acc.op_type, acc.params(weights, wdtype), [node] + ([] if codes_bias.any() else affine))
-        dtype = dot.spec().output_dtype
         shape = tuple(self.model.get_tensor_shape(end))
-        if codes_bias.any():
-            lo, hi = int(dtype.min()), int(dtype.max())
-            b_lo, b_hi = int(codes_bias.min()), int(codes_bias.max())
-            dtype = dtype_for_range(lo + b_lo, hi + b_hi)
-            vecs = (1, *shape[2:]) if len(shape) == 4 else tuple(shape[:-1]) if len(shape) > 2 else (1,)
-            self.add("ChannelwiseOp", dict(func="add", num_channels=len(codes_bias), input_dtype=dot.spec().output_dtype,
-                                           param_dtype=dtype_for_range(min(b_lo, 0), max(b_hi, 0)),
-                                           output_dtype=dtype, params=codes_bias, num_input_vectors=vecs),
-                     affine or [node])
+        dtype = dot.spec().output_dtype
+        if codes_bias.any():            # the op of the registry that adds a constant per channel
+            (_, lowering), = _lowerings("bias")
+            dtype = lowering.rule(self, affine or [node], StreamTensor(end, dtype, scale, shape), codes_bias) \
+                .spec().output_dtype
         self.done.update(n.name for n in affine)
         rounding = not all(_power_of_two(abs(float(g))) for g in (*gain, scale))
         return StreamTensor(end, dtype, scale, shape, rounding=rounding)
