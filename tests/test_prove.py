@@ -12,6 +12,7 @@ from layers.channelwise import ChannelwiseOp, ChannelwiseOpSpec
 from layers.dwc import DWCSpec, StreamingDataWidthConverter
 from layers.fifo import FIFOSpec, StreamingFIFO
 from layers.fmpadding import FMPadding, FMPaddingSpec
+from layers.fmpadding_pixel import FMPaddingPixel, FMPaddingPixelSpec
 from layers.globalaccpool import GlobalAccPool, GlobalAccPoolSpec
 from layers.labelselect import LabelSelect, LabelSelectSpec
 from layers.maxpool import StreamingMaxPool, StreamingMaxPoolSpec
@@ -45,6 +46,7 @@ SMALL = {
     "channelwise": (ChannelwiseOpSpec("mul", 2, 1, "INT2", "INT2", "INT4", np.array([-1, 1]), (1, 2)),
                     ChannelwiseOp, None),
     "fmpadding": (FMPaddingSpec((2, 2), (1, 0, 0, 1), 2, 1, "UINT2"), FMPadding, None),
+    "fmpadding-pixel": (FMPaddingPixelSpec((2, 2), (2, 3), 2, 1, "INT2"), FMPaddingPixel, None),
     "globalaccpool": (GlobalAccPoolSpec(2, 1, "UINT2", (1, 2, 1)), GlobalAccPool, None),
     "labelselect": (LabelSelectSpec(4, 2, 2, "UINT3", (1,)), LabelSelect, None),
     "maxpool": (StreamingMaxPoolSpec((2, 4), (2, 2), 2, 1, False, "UINT2"), StreamingMaxPool, None),
@@ -113,7 +115,8 @@ def test_mutant_fails(case, kind, prop, tmp_path):
 # many of its input words were taken. FMPadding (its top padding goes once the first input word is offered)
 # and the default window generator (each word of the first window as soon as it arrived) use the allowance.
 @pytest.mark.parametrize("case", [pytest.param(c, marks=pytest.mark.slow)
-                                  for c in ("fmpadding", "swg-default", "mvau", "maxpool", "swg-parallel")])
+                                  for c in ("fmpadding", "fmpadding-pixel", "swg-default", "mvau", "maxpool",
+                                            "swg-parallel")])
 def test_lead_words(case, tmp_path):
     spec, cls, track = SMALL[case]
     outcome = prove_spec(spec, cls, name=case, track=track, keep=tmp_path, leads=True)

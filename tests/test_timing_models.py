@@ -70,6 +70,8 @@ CASES = [(op_type, {}) for op_type in sorted(OPS)] + [
     ("FMPadding", {"params": dict(padding=(1, 0, 0, 2))}),
     ("FMPadding", {"SIMD": 1, "params": dict(padding=(2, 0, 0, 1))}),
     ("FMPadding", {"params": dict(padding=(0, 2, 1, 0))}), ("FMPadding", {"params": dict(padding=(0, 0, 0, 0))}),
+    # pixel padding: rows only, one channel per word (the example: both axes, two words per pixel)
+    ("FMPadding_Pixel", {"SIMD": 1, "params": dict(img_dim=(3, 2), stride=(2, 1))}),
     # upsampling: columns only, rows only, factor 1, one channel fold per word
     ("UpsampleNearestNeighbour", {"params": dict(ifm_dim=(2, 2), ofm_dim=(2, 4))}),
     ("UpsampleNearestNeighbour", {"params": dict(ifm_dim=(2, 2), ofm_dim=(6, 2))}),
