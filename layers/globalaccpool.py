@@ -201,7 +201,7 @@ def _lower(ctx, node):
         raise ctx.error(f"node {node.name} ({node.op_type}) needs a feature map (N, C, H, W), not shape {t.shape}")
     c, h, w = t.shape[1:]
     pool = ctx.add("GlobalAccPool", dict(num_channels=c, input_dtype=t.dtype, num_input_vectors=(1, h, w)), [node])
-    return ctx.tensor(node.output[0], pool.spec().output_dtype, float(t.scale) / (h * w))
+    return ctx.tensor(node.output[0], pool.spec().output_dtype, t.scale / (h * w))     # (per channel too)
 
 
 OP = Op("GlobalAccPool", GlobalAccPoolSpec, GlobalAccPool, folding={"PE": "pe"},

@@ -283,6 +283,9 @@ def _lower(ctx, node):
             any(d != 1 for d in attrs.get("dilations", [1])) or not t.spatial:
         raise ctx.error(f"node {node.name} (MaxPool): only kernel = stride, no padding, no ceil mode, "
                         f"no dilation on a feature map is supported; got kernel {kernel}, strides {strides}")
+    if np.any(np.asarray(t.scale) <= 0):
+        raise ctx.error(f"node {node.name} (MaxPool) reads {t.name}, whose scale is not positive in every channel; "
+                        f"the max of the codes is the max of the values only where it is (legal: positive scales)")
     c, h, w = t.shape[1:]
     ctx.add("StreamingMaxPool", dict(img_dim=(h, w), pool_dim=kernel, num_channels=c, dtype=t.dtype), [node])
     return ctx.tensor(node.output[0], t.dtype, t.scale)

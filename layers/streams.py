@@ -406,9 +406,9 @@ def _check_join_input(ctx, t, node):
     if t.values is not None:
         raise ctx.error(f"node {node.name} ({node.op_type}): input {t.name} is a residual sum of branches "
                         f"with unrelated float scales; quantize it before another join")
-    if t.kind != "codes" or np.ndim(t.scale) != 0 or t.gain != 1 or t.offset != 0:
-        raise ctx.error(f"node {node.name} ({node.op_type}): input {t.name} must be a per-tensor quantized "
-                        f"stream (the output of a quantizer)")
+    if t.kind != "codes" or np.ndim(t.scale) > 1 or t.gain != 1 or t.offset != 0:
+        raise ctx.error(f"node {node.name} ({node.op_type}): input {t.name} must be a quantized stream (the "
+                        f"output of a quantizer, per tensor or per channel)")
     if t.dtype == DataType["BIPOLAR"]:
         raise ctx.error(f"node {node.name} ({node.op_type}): input {t.name} is BIPOLAR; joins of bipolar "
                         f"streams are not supported (legal: INTn, UINTn inputs)")
@@ -418,15 +418,17 @@ def _check_join_input(ctx, t, node):
 
 
 def _rescaled(ctx, t, factor, dtype, node):
-    """The wire of ``t`` with its codes multiplied by ``factor`` and held as ``dtype`` (a ChannelwiseOp,
-    or ``t``'s own wire when nothing changes)."""
-    if factor == 1 and t.dtype == dtype:
-        return ctx.wire(t)
+    """The wire of ``t`` with its codes multiplied by ``factor`` (a number, or one per channel) and held as
+    ``dtype`` (a ChannelwiseOp, or ``t``'s own wire when nothing changes)."""
     channels, vecs = _channels_and_vectors(t)
-    func, param = ("mul", factor) if factor != 1 else ("add", 0)
+    factor = np.broadcast_to(np.asarray(factor, dtype=np.int64), (channels,))
+    unit = bool((factor == 1).all())
+    if unit and t.dtype == dtype:
+        return ctx.wire(t)
+    func, param = ("mul", factor) if not unit else ("add", np.zeros(channels, dtype=np.int64))
     op = ctx.add("ChannelwiseOp", dict(func=func, num_channels=channels, input_dtype=t.dtype,
-                                       param_dtype=dtype_for_range(param, param), output_dtype=dtype,
-                                       params=np.full(channels, param), num_input_vectors=vecs),
+                                       param_dtype=dtype_for_range(int(param.min()), int(param.max())),
+                                       output_dtype=dtype, params=np.array(param), num_input_vectors=vecs),
                  [], inputs=(ctx.wire(t),))
     op.sources = (node.name,)
     return op.outputs[0]
@@ -435,7 +437,8 @@ def _rescaled(ctx, t, factor, dtype, node):
 def _lower_add(ctx, node):
     """Add of two streams -> AddStreams on a common scale; a branch whose codes are on a coarser scale (or
     of another datatype) goes through a ChannelwiseOp multiply first. The hardware adds the integer codes
-    exactly (see ``ctx.sum_grid`` for how that compares with the model's float32 sum)."""
+    exactly (see ``ctx.sum_grid`` for how that compares with the model's float32 sum). Per-channel scales
+    add on a common scale per channel (the factors, and the sum's scale, per channel)."""
     where = f"node {node.name} (Add)"
     a, b = (ctx.stream(i) for i in node.input)
     for t in (a, b):
@@ -444,7 +447,7 @@ def _lower_add(ctx, node):
         raise ctx.error(f"{where}: both inputs must have the same shape (no broadcasting of streams), "
                         f"got {a.shape} and {b.shape}")
     s, factors, grid, rounding = ctx.sum_grid(a, b, where)
-    ranges = [(f * int(t.dtype.min()), f * int(t.dtype.max())) for t, f in zip((a, b), factors)]
+    ranges = [(int(np.min(f)) * int(t.dtype.min()), int(np.max(f)) * int(t.dtype.max())) for t, f in zip((a, b), factors)]
     common = dtype_for_range(min(r[0] for r in ranges), max(r[1] for r in ranges))
     channels, vecs = _channels_and_vectors(a)
     wires = [_rescaled(ctx, t, f, common, node) for t, f in zip((a, b), factors)]
@@ -467,9 +470,15 @@ def _lower_concat(ctx, node):
                                ins[0].shape[2:] for t in ins):
         raise ctx.error(f"{where}: only a concatenation along channels (axis 1) of tensors of the same "
                         f"other dimensions is supported; got axis {axis} of {[t.shape for t in ins]}")
-    s, factors = ctx.common_scale([float(t.scale) for t in ins], where)
-    if any(float(np.float32(s * f)) != float(np.float32(t.scale)) for t, f in zip(ins, factors)):
-        raise ctx.error(f"{where}: input scales {[float(t.scale) for t in ins]} have no exact common scale")
+    if any(np.ndim(t.scale) for t in ins):
+        # codes keep their own scale per channel: the output's scales are the inputs' scales side by side
+        s = np.concatenate([np.broadcast_to(np.asarray(t.scale, dtype=np.float64).reshape(-1), (t.shape[1],))
+                            for t in ins])
+        factors = [1] * len(ins)
+    else:
+        s, factors = ctx.common_scale([float(t.scale) for t in ins], where)
+        if any(float(np.float32(s * f)) != float(np.float32(t.scale)) for t, f in zip(ins, factors)):
+            raise ctx.error(f"{where}: input scales {[float(t.scale) for t in ins]} have no exact common scale")
     common = dtype_for_range(min(f * int(t.dtype.min()) for t, f in zip(ins, factors)),
                              max(f * int(t.dtype.max()) for t, f in zip(ins, factors)))
     if all(t.dtype == ins[0].dtype for t in ins) and set(factors) == {1}:

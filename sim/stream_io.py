@@ -74,9 +74,7 @@ class StreamEnd:
     def real(self, codes):
         if self.kind == "indices":
             return codes.astype(np.int64)
-        scale = np.asarray(self.scale, dtype=np.float64)
-        if scale.ndim:
-            scale = scale.reshape((1, -1) + (1,) * (codes.ndim - 2))
+        scale = channel_scale(self.scale, codes.shape)
         return ((self.gain * codes + self.offset).astype(np.float64) * scale).astype(np.float32)
 
     def to_json(self):
@@ -89,6 +87,19 @@ class StreamEnd:
     def from_json(cls, d):
         return cls(d["tensor"], tuple(d["shape"]), DataType[d["dtype"]], d["scale"], d["lanes"], d["kind"],
                    d["gain"], d["offset"], d.get("rounding", False), d.get("fixed"))
+
+
+def channel_scale(scale, shape):
+    """A stream end's scale (a number, or one per channel) shaped to multiply a batch of ``shape`` in the
+    model's layout: channels on axis 1; a flattened feature map (N, C*H*W) holds each channel's H*W values
+    together."""
+    scale = np.asarray(scale, dtype=np.float64)
+    if not scale.ndim or scale.size == 1:
+        return float(scale.reshape(-1)[0])
+    scale = scale.reshape(-1)
+    if len(shape) > 1 and shape[1] != scale.size and shape[1] % scale.size == 0:
+        scale = np.repeat(scale, shape[1] // scale.size)
+    return scale.reshape((1, -1) + (1,) * (len(shape) - 2))
 
 
 def input_batch(x, name, shape):
@@ -137,7 +148,7 @@ class StreamIO:
         if self.input.fixed:
             return self.input.to_stream(self._fixed_codes(self.check_input(x))).astype(np.int64)
         real = run_submodel(self.host_pre, self.check_input(x))
-        scale = float(np.asarray(self.input.scale).reshape(-1)[0])
+        scale = channel_scale(self.input.scale, real.shape)
         codes = np.round(real.astype(np.float64) / scale)
         # the host's quantizer computes scale * code in float32: off by its rounding (relative 2^-24 of the
         # value), never by a sizable part of a step, which only a value that is not a code can be

@@ -6,7 +6,7 @@ from math import prod
 
 import numpy as np
 
-from rtlgen.ir.graph import DataflowGraph
+from rtlgen.ir.graph import INSERTED_ROLES, DataflowGraph
 
 __all__ = ["run_golden"]
 
@@ -20,12 +20,22 @@ def run_golden(graph, codes):
     for node in graph.nodes:
         spec = node.spec()
         ins = [_shaped(values[t], shape) for t, shape in zip(node.inputs, spec.folded_input_shapes)]
-        first = graph.predecessors(node)[0] if node.inputs else None
+        first = _layer_before(graph, node)
         outs = node.op.golden(spec, ins, first.spec() if first is not None else None)
         outs = outs if isinstance(outs, list) else [outs] * len(node.outputs)
         for t, x in zip(node.outputs, outs):
             values[t] = x.reshape(x.shape[0], -1)
     return values[graph.output]
+
+
+def _layer_before(graph, node):
+    """The layer producing ``node``'s first input, through the FIFOs, width converters and fan-outs the
+    compiler inserted (they move words, not elements: a VVAU's golden reads the element order of the
+    window generator before its width converter)."""
+    first = graph.predecessors(node)[0] if node.inputs else None
+    while first is not None and first.op.role in INSERTED_ROLES and first.inputs:
+        first = graph.predecessors(first)[0]
+    return first
 
 
 def _shaped(x, folded):

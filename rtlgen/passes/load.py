@@ -342,26 +342,38 @@ def _first_line(exc):
 
 def quantizer_output_codes(model, node):
     """(dtype, scale, qmin, levels) of an activation quantizer: its output is ``scale * code`` with
-    integer codes qmin .. qmin + levels of ``dtype`` (BIPOLAR: codes -1, +1)."""
+    integer codes qmin .. qmin + levels of ``dtype`` (BIPOLAR: codes -1, +1).
+
+    ``scale`` is a number, or a (C,) array where Quant or BipolarQuant has one scale per channel (axis 1 of
+    its input, as Brevitas' per-channel activations export it). A Quant's integer zero point z (one, or one
+    per channel) moves channel c's codes to q - z[c] (its output is (q - z) * s): qmin .. qmin + levels is
+    then the union of the channels' ranges, each channel using a sub-range of it."""
     where = f"node {node.name} ({node.op_type})"
     if node.op_type == "BipolarQuant":
-        scale = _scalar_initializer(model, node.input[1], where, "scale")
+        scale = _channel_initializer(model, node, 1, where, "scale")
         return DataType["BIPOLAR"], scale, -1, 1
     if node.op_type == "Quant":
-        scale = _scalar_initializer(model, node.input[1], where, "scale")
-        zero = _scalar_initializer(model, node.input[2], where, "zero point", positive=False)
+        scale = _channel_initializer(model, node, 1, where, "scale")
+        zero = _channel_initializer(model, node, 2, where, "zero point", positive=False)
         bits = _scalar_initializer(model, node.input[3], where, "bit width")
-        if zero != 0:
-            raise CompileError(f"{where}: zero point must be 0 for hardware, not {zero}")
+        if np.any(np.asarray(zero) != np.round(zero)):
+            raise CompileError(f"{where}: zero point must be an integer (one, or one per channel) for hardware, "
+                               f"not {_shown(zero)}")
         if bits != int(bits) or not 1 <= bits <= 32:
             raise CompileError(f"{where}: bit width must be an integer in 1..32, not {bits}")
         attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
         signed, narrow, bits = bool(attrs.get("signed", 1)), bool(attrs.get("narrow", 0)), int(bits)
         if bits == 1 and signed:
+            if np.any(np.asarray(zero) != 0):
+                raise CompileError(f"{where}: a 1-bit signed (bipolar) quantizer needs zero point 0, not "
+                                   f"{_shown(zero)}")
             return DataType["BIPOLAR"], scale, -1, 1
         lo = -(1 << (bits - 1)) + narrow if signed else 0
         hi = (1 << (bits - 1)) - 1 if signed else (1 << bits) - 1 - narrow
-        return DataType[f"{'INT' if signed else 'UINT'}{bits}"], scale, lo, hi - lo
+        if np.all(np.asarray(zero) == 0):
+            return DataType[f"{'INT' if signed else 'UINT'}{bits}"], scale, lo, hi - lo
+        codes_lo, codes_hi = lo - int(np.max(zero)), hi - int(np.min(zero))
+        return dtype_for_range(codes_lo, codes_hi), scale, codes_lo, codes_hi - codes_lo
     if node.op_type == "Trunc":
         return _trunc_output_codes(model, node, where)
     if node.op_type == "MultiThreshold":
@@ -412,3 +424,35 @@ def _scalar_initializer(model, name, where, what, positive=True):
     if positive and not value > 0:
         raise CompileError(f"{where}: {what} must be positive, not {value}")
     return value
+
+
+def _channel_initializer(model, node, index, where, what, positive=True):
+    """Input ``index`` of quantizer ``node``, a constant: one number (a float), or one per channel of its
+    data input (a (C,) array), the channel being axis 1 under ONNX broadcasting (shape (1, C, 1, 1) for a
+    feature map, (1, C) for features); channels that all hold the same number give that number."""
+    value = model.get_initializer(node.input[index])
+    if value is None:
+        raise CompileError(f"{where}: {what} must be a constant")
+    value = np.asarray(value, dtype=np.float64)
+    if value.size != 1:
+        shape = model.get_tensor_shape(node.input[0])
+        padded = (1,) * (len(shape or ()) - value.ndim) + value.shape
+        if shape is None or len(shape) < 2 or len(padded) != len(shape) or padded[1] != shape[1] or \
+                any(d != 1 for k, d in enumerate(padded) if k != 1):
+            raise CompileError(f"{where}: {what} of shape {value.shape} is neither one number (per tensor) nor one "
+                               f"per channel of its input of shape {tuple(shape or ())} (legal: shape (1, C, 1, 1) "
+                               f"or (1, C), the channels on axis 1)")
+        value = value.reshape(-1)
+        if np.all(value == value[0]):
+            value = value[:1]
+    if positive and not np.all(value > 0):
+        raise CompileError(f"{where}: {what} must be positive, not {_shown(value)}")
+    return float(value.reshape(-1)[0]) if value.size == 1 else value
+
+
+def _shown(value):
+    """A number, or a per-channel array in a message (its first values)."""
+    value = np.asarray(value, dtype=np.float64).reshape(-1)
+    if value.size == 1:
+        return f"{value[0]:g}"
+    return f"[{', '.join(f'{v:g}' for v in value[:4])}{', ...' if value.size > 4 else ''}] (per channel)"

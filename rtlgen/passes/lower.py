@@ -20,7 +20,7 @@ Stream layout: 4D tensors (NCHW in the model) stream as NHWC, channel fastest.
 
 import copy
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from fractions import Fraction
 from math import gcd, lcm
 
@@ -387,8 +387,11 @@ class _Lowering:
         return StreamTensor(name, dtype, scale, self.shape(name) if shape is None else tuple(shape), **fields)
 
     def require_codes(self, t, node):
-        if t.kind != "codes" or np.ndim(t.scale) != 0:
-            raise CompileError(f"node {node.name} ({node.op_type}) needs per-tensor quantized input")
+        """Quantized codes, with a scale per tensor or per channel (the dot products check that they can
+        read a per-channel one: :func:`input_scale_per_output_channel`)."""
+        if t.kind != "codes" or np.ndim(t.scale) > 1:
+            raise CompileError(f"node {node.name} ({node.op_type}) needs quantized input (codes with a scale per "
+                               f"tensor or per channel)")
 
     # ---- LoweringContext: weights ----
     def weights(self, node, index):
@@ -438,6 +441,11 @@ class _Lowering:
         """``op_type`` for ``node`` and the elementwise chain behind it, up to its quantizer if any."""
         model, out_name = self.model, node.output[0]
         channels = codes.shape[channel_axis]
+        # a per-channel input scale: real scale per output channel, integer factors folded into the weights
+        codes, wdtype, in_scale = input_scale_per_output_channel(node, t, codes, wdtype, channel_axis)
+        if np.ndim(t.scale):
+            t, wscale = replace(t, scale=1.0), in_scale * wscale
+            in_scale = np.ones(channels)
         plain = self.spec(op_type, params(codes, wdtype))
         lo, hi = plain.acc_range()
         in_elems = plain.in_elems
@@ -456,7 +464,7 @@ class _Lowering:
         dtype, s_out, qmin, levels = quantizer_output_codes(model, quantizer)
         chain = ActivationChain(model, chain_nodes + [quantizer], out_name, quantizer.output[0], channels,
                                 spatial, extra_bias=bias)
-        real_scale = float(t.scale) * wscale
+        real_scale = in_scale * wscale
 
         def codes_of(acc, sign):
             return np.round(chain(real_scale[None, :] * sign[None, :] * dot(acc)) / s_out).astype(np.int64)
@@ -611,8 +619,9 @@ class _Lowering:
         return _per_tensor_node(self.model, node)
 
     def activation(self, t, node):
-        """A quantizer on integer data (through elementwise ops) as thresholds, or None."""
-        if t.kind != "codes" or np.ndim(t.scale) != 0:
+        """A quantizer on integer data (through elementwise ops) as thresholds, or None. A per-channel
+        input scale (and a per-channel quantizer) gives per-channel thresholds."""
+        if t.kind != "codes" or np.ndim(t.scale) > 1:
             return None                 # e.g. float ops after a last MatMul: the host's
         if node.op_type not in QUANTIZERS and not self._absorbable(node):
             return None
@@ -625,8 +634,12 @@ class _Lowering:
         if len(out_shape) == 4 and out_shape != t.shape or len(out_shape) == 2 and t.spatial and \
                 t.shape[1] > 1 and t.shape[2] * t.shape[3] > 1:
             raise CompileError(f"node {node.name}: the ops before quantizer {quantizer.name} change the layout")
-        per_tensor = all(_per_tensor_node(model, n) for n in chain_nodes + [quantizer])
+        per_tensor = np.ndim(t.scale) == 0 and all(_per_tensor_node(model, n) for n in chain_nodes + [quantizer])
         channels = out_shape[1]
+        if np.ndim(t.scale) and np.size(t.scale) != channels:
+            raise CompileError(f"node {quantizer.name} ({quantizer.op_type}) reads {t.name} of shape {t.shape}, whose "
+                               f"scale has {np.size(t.scale)} values per channel, not one for each of its "
+                               f"{channels} channels; legal: a per-tensor quantizer before a flatten")
         eval_channels = 1 if per_tensor else channels
         spatial = len(out_shape) == 4
         chain = ActivationChain(model, chain_nodes + [quantizer], t.name, q_out, eval_channels,
@@ -636,7 +649,8 @@ class _Lowering:
         lo, hi = int(t.dtype.min()), int(t.dtype.max())
 
         def codes_of(x):
-            real = t.values[x - lo] if t.values is not None else float(t.scale) * x.astype(np.float64)
+            real = t.values[x - lo] if t.values is not None else \
+                np.asarray(t.scale, dtype=np.float64) * x.astype(np.float64)
             codes = np.round(chain(real) / s_out).astype(np.int64)
             return (codes + 1) // 2 if bipolar else codes
 
@@ -657,7 +671,10 @@ class _Lowering:
         pick neighbouring codes. ``rtlgen verify`` compares against the exact semantics
         (:mod:`rtlgen.check.exact`, which adds exactly too) and names those ties, as for the float32 dot
         products of MatMul and Conv. Scales with no common integer grid get an order-preserving one
-        (``grid``: the sum's real values are :meth:`sum_values`)."""
+        (``grid``: the sum's real values are :meth:`sum_values`). Per-channel scales: :func:`per_channel_sum_grid`
+        (``s`` and the factors per channel)."""
+        if np.ndim(a.scale) or np.ndim(b.scale):
+            return per_channel_sum_grid(a, b, where)
         try:
             s, factors = _common_scale([float(a.scale), float(b.scale)], where)
             grid = False
@@ -722,10 +739,10 @@ class _Lowering:
                 break
             c = float(np.asarray(const).reshape(-1)[0])
             if node.op_type in ("Add", "Sub"):
-                steps = (c if node.op_type == "Add" else -c) / scale
-                if steps != round(steps):
-                    break
-                shift += int(round(steps))
+                steps = np.unique((c if node.op_type == "Add" else -c) / np.asarray(scale, dtype=np.float64))
+                if len(steps) != 1 or steps[0] != round(steps[0]):
+                    break               # (per channel: the same whole number of steps in every channel)
+                shift += int(round(steps[0]))
             elif c <= 0:
                 break
             else:
@@ -735,7 +752,7 @@ class _Lowering:
             tensor = node.output[0]
         if shift:
             dtype = dtype_for_range(qmin + shift, qmin + shift + levels)
-        return _Shifted(tensor, dtype, float(scale), qmin + shift, names, nodes)
+        return _Shifted(tensor, dtype, scale if np.ndim(scale) else float(scale), qmin + shift, names, nodes)
 
     def _absorbable(self, node):
         """An elementwise node whose other inputs are constants (not a second stream: that is a join)."""
@@ -746,7 +763,7 @@ class _Lowering:
 class _Shifted:
     tensor: str             # the model tensor the codes now stand for
     dtype: DataType
-    scale: float
+    scale: object           # a number, or (C,) per channel
     qmin: int               # the code of the lowest level (the layer's ActVal)
     names: list             # the absorbed nodes' names, and the nodes
     nodes: list
@@ -874,8 +891,6 @@ def float32_sum_is_exact(a, b, factors, s):
 
 def _per_tensor_node(model, node):
     """True if every constant of ``node`` is one number (MultiThreshold: one row of thresholds)."""
-    if node.op_type in ("Quant", "BipolarQuant"):
-        return True
     consts = [model.get_initializer(i) for i in node.input[1:] if model.get_initializer(i) is not None]
     if node.op_type == "MultiThreshold":
         return np.asarray(consts[0]).shape[0] == 1
@@ -980,3 +995,91 @@ def _weight_dtype(model, node):
     if int(bits) == 1 and signed:
         return DataType["BIPOLAR"], None, None, None
     return DataType[f"{'INT' if signed else 'UINT'}{int(bits)}"], None, None, None
+
+
+def input_scale_per_output_channel(node, t, codes, wdtype, channel_axis):
+    """(weights, weight datatype, the input's scale per output channel) of a dot product over stream ``t``.
+
+    A per-tensor ``t`` changes nothing. A per-channel one (real = scale[c] * code) is exact when every
+    output channel's sum reads channels whose scales are integer multiples k[c] * s of one scale s (its
+    own): the real sum is then s * sum(w * k[c] * code), so the factors k join the weights (wider weights)
+    and s is the scale of the output channel. A depthwise layer (weights (C, 1, kh, kw): output channel c
+    reads input channel c only) needs no factor; a dense one (a weight matrix whose rows are in stream
+    order, the channel fastest: a convolution's (ky, kx, c) windows, a flattened map's (h, w, c) pixels)
+    does unless its channels share one scale. Anything else is refused, naming the node."""
+    channels = codes.shape[channel_axis]
+    if np.ndim(t.scale) == 0:
+        return codes, wdtype, np.full(channels, float(t.scale))
+    scale = np.asarray(t.scale, dtype=np.float64).reshape(-1)
+    where = f"node {node.name} ({node.op_type})"
+    if codes.ndim == 4 and channel_axis == 0 and codes.shape[1] == 1 and channels == scale.size:
+        return codes, wdtype, scale.copy()
+    if codes.ndim != 2 or codes.shape[0] % scale.size or len(t.shape) not in (2, 4):
+        raise CompileError(f"{where} reads {t.name}, whose scale is per channel ({scale.size} scales), with weights "
+                           f"of shape {codes.shape}; legal readers of per-channel scaled data: a depthwise "
+                           f"convolution, or a MatMul/Conv when the scales are integer multiples of one scale")
+    row_channel = np.arange(codes.shape[0]) % scale.size
+    reads = np.zeros((scale.size, channels), dtype=bool)            # input channel c feeds output channel o
+    np.logical_or.at(reads, row_channel, codes != 0)
+    factors = np.ones((scale.size, channels), dtype=np.int64)
+    base = np.full(channels, scale[0])
+    patterns, group = np.unique(reads, axis=1, return_inverse=True)
+    for k, pattern in enumerate(patterns.T):
+        used = np.flatnonzero(pattern)
+        if not len(used):
+            continue                                    # an all-zero output channel: any scale will do
+        try:
+            s, ks = _common_scale([float(x) for x in scale[used]], where)
+        except CompileError:
+            shown = ", ".join(f"{x:.6g}" for x in scale[used][:4]) + (", ..." if len(used) > 4 else "")
+            raise CompileError(f"{where} reads {t.name}, whose scale is per channel ({shown}), and adds channels "
+                               f"whose scales are not small integer multiples (up to {MAX_RESCALE}) of one scale, "
+                               f"so the sum has no exact integer form; legal: a depthwise convolution reading it, "
+                               f"per-channel scales that are integer multiples of one scale (e.g. powers of two), "
+                               f"or a per-tensor quantizer before this layer") from None
+        columns = np.flatnonzero(group.reshape(-1) == k)
+        factors[np.ix_(used, columns)] = np.asarray(ks, dtype=np.int64)[:, None]
+        base[columns] = s
+    if (factors == 1).all():
+        return codes, wdtype, base
+    weights = codes * factors[row_channel, :]
+    return weights, dtype_for_range(int(weights.min()), int(weights.max())), base
+
+
+def per_channel_sum_grid(a, b, where):
+    """(s, factors, grid, rounding) of :meth:`_Lowering.sum_grid` for streams of which one or both have a scale
+    per channel: channel c's codes add exactly on scale s[c] where sa[c] = fa * s[c] and sb[c] = fb * s[c]
+    with small integer factors; ``factors`` is (fa, fb) as numbers when every channel has the same pair (one
+    quantizer shared by both branches: (1, 1)), else as (C,) arrays (a per-channel multiply of a branch).
+    A channel whose two scales have no such common scale is refused: the order-preserving grid of
+    unrelated per-tensor scales has no per-channel form."""
+    channels = a.shape[1]
+    sa, sb = (np.broadcast_to(np.asarray(t.scale, dtype=np.float64).reshape(-1), (channels,)) for t in (a, b))
+    s, fa, fb = np.empty(channels), np.empty(channels, np.int64), np.empty(channels, np.int64)
+    for c in range(channels):
+        try:
+            s[c], (fa[c], fb[c]) = _common_scale([float(sa[c]), float(sb[c])], where)
+        except CompileError:
+            raise CompileError(f"{where}: in channel {c} the inputs' scales {sa[c]:.6g} and {sb[c]:.6g} are not small "
+                               f"integer multiples (up to {MAX_RESCALE}) of one scale; per-channel scaled inputs "
+                               f"add exactly only when each channel's scales are; legal: one (shared) quantizer on "
+                               f"both branches, or scales whose ratio per channel is an integer (e.g. powers of "
+                               f"two)") from None
+    same = len(set(fa.tolist())) == 1 and len(set(fb.tolist())) == 1
+    factors = [int(fa[0]), int(fb[0])] if same else [fa, fb]
+    rounding = a.rounding or b.rounding or not _float32_sums_exact_per_channel(a, b, sa, sb, fa, fb, s)
+    return s, factors, False, rounding
+
+
+def _float32_sums_exact_per_channel(a, b, sa, sb, fa, fb, s):
+    """:func:`float32_sum_is_exact` for every distinct channel (its scales and factors)."""
+    seen = set()
+    for c in range(len(s)):
+        key = (sa[c], sb[c], fa[c], fb[c])
+        if key in seen:
+            continue
+        seen.add(key)
+        if not float32_sum_is_exact(replace(a, scale=float(sa[c])), replace(b, scale=float(sb[c])),
+                                    (int(fa[c]), int(fb[c])), float(s[c])):
+            return False
+    return True

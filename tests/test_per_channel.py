@@ -1,0 +1,177 @@
+"""Per-channel activation scales (issue 46 item 2): a quantizer with one scale (and zero point) per channel
+becomes per-channel thresholds, and the layers reading such a stream stay exact.
+
+Models (tests/models/per_channel, made by make_per_channel.py with Brevitas, random weights, BatchNorms
+calibrated on random inputs): a tiny MobileNet (per-channel QuantReLUs after the first conv and the
+pointwise convs, read by depthwise convs), a residual block whose Add is fed by one per-channel quantizer
+shared by both branches (read by a Thresholding, a MaxPool and a global pool), and a dense conv reading a
+per-channel stream (float scales: refused; power-of-two scales: the integer factors join its weights).
+Golden: qonnx ``execute_onnx`` on the original model (run_golden on the lowered graph, verify_outputs).
+A model made here with onnx.helper adds per-channel zero points.
+"""
+
+import json
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from rtlgen.check.execute import run_golden
+from rtlgen.check.verify import verify_outputs
+from rtlgen.flows import COMPILE, Runner
+from rtlgen.options import CompileOptions
+from rtlgen.passes.load import CompileError, load_model, quantizer_output_codes
+from rtlgen.passes.lower import lower
+from rtlgen.passes.to_hw import stream_io
+from tests.conftest import rtl_at_the_ii_under_backpressure
+
+MODELS = Path(__file__).parent / "models" / "per_channel"
+
+
+def inputs(name, n, seed):
+    """n random inputs in the calibration range [-1, 1], in the model's input shape."""
+    shape = np.load(MODELS / f"{name}_inputs.npy").shape[1:]
+    return np.random.default_rng(seed).uniform(-1, 1, (n, *shape)).astype(np.float32)
+
+
+def golden_check(path, x, input_dtype=None):
+    """The lowered graph's layer goldens against qonnx on ``x``; returns the graph."""
+    model = load_model(path, input_dtype)
+    graph = lower(model)
+    io = stream_io(model, graph)
+    ours = io.output_from_codes(run_golden(graph, io.input_codes(x)))
+    result = verify_outputs(path, x, ours, io)
+    assert result.passed, result.summary()
+    return graph
+
+
+def per_channel_scales(graph):
+    """The graph's stream tensors whose scale is per channel."""
+    return [t for t in graph.tensors.values() if np.ndim(t.scale) and np.ptp(np.asarray(t.scale)) > 0]
+
+
+def test_tiny_mobilenet_matches_qonnx():
+    """Per-channel QuantReLUs after the first conv and a pointwise conv, each read by a depthwise conv (a
+    VVAU whose real scale per channel is s_in[c] * w_scale[c]): every layer in hardware, exact."""
+    graph = golden_check(MODELS / "tiny_mobilenet.onnx", inputs("tiny_mobilenet", 32, seed=3))
+    counts = Counter(n.op_type for n in graph.nodes)
+    assert {op: counts[op] for op in ("MVAU", "VVAU", "GlobalAccPool")} == {"MVAU": 4, "VVAU": 2, "GlobalAccPool": 1}
+    assert len(per_channel_scales(graph)) >= 2
+
+
+def test_residual_add_of_one_shared_per_channel_quantizer_matches_qonnx():
+    """Both branches of the Add quantized by one per-channel QuantIdentity: ratio 1 in every channel, so the
+    codes add as they are (no ChannelwiseOp), on a per-channel scale; a Thresholding reads the per-channel
+    stream (the shortcut's requantizer), the sum's per-channel QuantReLU feeds a MaxPool and a global pool."""
+    graph = golden_check(MODELS / "residual_per_channel.onnx", inputs("residual_per_channel", 32, seed=4))
+    counts = Counter(n.op_type for n in graph.nodes)
+    assert counts["AddStreams"] == 1 and counts["ChannelwiseOp"] == 0 and counts["StreamingMaxPool"] == 1
+    add = next(n for n in graph.nodes if n.op_type == "AddStreams")
+    assert np.ndim(graph.tensors[add.outputs[0]].scale) == 1
+
+
+def test_dense_conv_folds_power_of_two_channel_scales_into_its_weights():
+    """Per-channel power-of-two scales are integer multiples of the smallest: a dense conv reading them takes
+    the factors into its (wider) weights and stays exact."""
+    graph = golden_check(MODELS / "dense_after_per_channel_po2.onnx", inputs("dense_after_per_channel_po2", 16, 5))
+    mvaus = [n for n in graph.nodes if n.op_type == "MVAU"]
+    assert mvaus[1].params["weight_dtype"].bitwidth() > mvaus[0].params["weight_dtype"].bitwidth() == 4
+
+
+def test_dense_conv_reading_unrelated_per_channel_scales_is_refused():
+    with pytest.raises(CompileError, match=r"\(Conv\) reads .*whose scale is per channel .* not small integer "
+                                           r"multiples .*legal: a depthwise convolution reading it"):
+        lower(load_model(MODELS / "dense_after_per_channel.onnx"))
+
+
+# ---- per-channel zero points, on a model made here ----
+
+def _quant(name, x, out, scale, zero, bits, signed, narrow=0):
+    inits = [numpy_helper.from_array(np.asarray(v, dtype=np.float32), f"{name}_{k}")
+             for k, v in (("scale", scale), ("zero", zero), ("bits", bits))]
+    node = helper.make_node("Quant", [x, *(i.name for i in inits)], [out], name=name,
+                            domain="qonnx.custom_op.general", signed=signed, narrow=narrow, rounding_mode="ROUND")
+    return node, inits
+
+
+def zero_point_model(path):
+    """INT8 input quantizer -> depthwise 3x3 conv -> 4-bit unsigned Quant with a scale AND a zero point per
+    channel (codes q - z: a channel's output is (q - z) * s; the scales are 1, 2, 4, 3 times 1/16) ->
+    MaxPool 2x2 -> dense 1x1 conv (those factors join its weights) -> signed Quant with float scales and
+    zero points per channel -> per-tensor 4-bit Quant (a Thresholding reading a per-channel stream)."""
+    rng = np.random.default_rng(11)
+    c = 4
+    nodes, inits = [], []
+    for node, consts in (_quant("q_in", "x", "xq", 0.02, 0, 8, 1),
+                         _quant("q_dw_w", "w_dw", "w_dwq", np.full((c, 1, 1, 1), 0.02), 0, 4, 1, 1),
+                         _quant("q_a", "dw", "a", (np.array([1, 2, 4, 3]) / 16).reshape(1, c, 1, 1),
+                                np.array([0, 1, 3, -2]).reshape(1, c, 1, 1), 4, 0),
+                         _quant("q_pw_w", "w_pw", "w_pwq", np.array([0.5, 0.25, 0.125, 0.5]).reshape(c, 1, 1, 1), 0,
+                                4, 1, 1),
+                         _quant("q_b", "pw", "b", np.array([1.5, 0.5, 0.35, 0.3]).reshape(1, c, 1, 1),
+                                np.array([2, 0, -1, 5]).reshape(1, c, 1, 1), 4, 1),
+                         _quant("q_out", "b", "y", 0.7, 0, 4, 1)):
+        nodes.append(node)
+        inits += consts
+    inits += [numpy_helper.from_array(rng.integers(-7, 8, (c, 1, 3, 3)).astype(np.float32), "w_dw"),
+              numpy_helper.from_array(rng.integers(-7, 8, (c, c, 1, 1)).astype(np.float32), "w_pw")]
+    nodes.insert(2, helper.make_node("Conv", ["xq", "w_dwq"], ["dw"], name="dw_conv", group=c, pads=[1, 1, 1, 1],
+                                     kernel_shape=[3, 3]))
+    nodes.insert(4, helper.make_node("MaxPool", ["a"], ["pooled"], name="pool", kernel_shape=[2, 2], strides=[2, 2]))
+    nodes.insert(6, helper.make_node("Conv", ["pooled", "w_pwq"], ["pw"], name="pw_conv", kernel_shape=[1, 1]))
+    graph = helper.make_graph(nodes, "zero_points", [helper.make_tensor_value_info("x", TensorProto.FLOAT, (1, c, 6, 6))],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, (1, c, 3, 3))], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13),
+                                                    helper.make_opsetid("qonnx.custom_op.general", 1)])
+    model.ir_version = 8
+    onnx.save(model, str(path))
+    return path
+
+
+def test_per_channel_zero_points_match_qonnx(tmp_path):
+    path = zero_point_model(tmp_path / "zero_points.onnx")
+    model = load_model(path)
+    q_a = next(n for n in model.graph.node if model.original_names.get(n.name) == "q_a")
+    dtype, scale, qmin, levels = quantizer_output_codes(model, q_a)
+    # UINT4 codes 0..15 moved by z = 0, 1, 3, -2: the union -3..17
+    assert (dtype.name, qmin, levels) == ("INT6", -3, 20) and np.shape(scale) == (4,)
+    x = np.random.default_rng(12).uniform(-3, 3, (32, 1, 4, 6, 6)).astype(np.float32)
+    graph = golden_check(path, x)
+    assert Counter(n.op_type for n in graph.nodes)["Thresholding"] == 1
+
+
+def test_a_scale_along_another_axis_is_refused(tmp_path):
+    path = zero_point_model(tmp_path / "zero_points.onnx")
+    model = onnx.load(str(path))
+    scale = next(i for i in model.graph.initializer if i.name == "q_a_scale")
+    scale.CopyFrom(numpy_helper.from_array(np.full((1, 1, 1, 6), 0.05, dtype=np.float32), "q_a_scale"))
+    onnx.save(model, str(path))
+    with pytest.raises(CompileError, match=r"scale of shape \(1, 1, 1, 6\) is neither one number \(per tensor\) "
+                                           r"nor one per channel"):
+        lower(load_model(path))
+
+
+# ---- compiled ----
+
+def test_tiny_mobilenet_fit_pynq_z2_golden():
+    """``--fit pynq-z2``: the folded, stitched graph (width converters, FIFOs) on the layers' goldens."""
+    path = MODELS / "tiny_mobilenet.onnx"
+    runner = Runner()
+    stitched = runner.run(COMPILE, path, CompileOptions(fit="pynq-z2"), stop="insert_fifos")
+    assert runner.results["fold"].optimizer is not None
+    io = stream_io(runner.results["load"], stitched)
+    x = inputs("tiny_mobilenet", 16, seed=6)
+    result = verify_outputs(path, x, io.output_from_codes(run_golden(stitched, io.input_codes(x))), io)
+    assert result.passed, result.summary()
+
+
+@pytest.mark.sim
+def test_residual_per_channel_rtl_at_the_ii_under_backpressure(tmp_path):
+    path = MODELS / "residual_per_channel.onnx"
+    x = inputs("residual_per_channel", 6, seed=7)
+    outputs, io = rtl_at_the_ii_under_backpressure(path, x, tmp_path, seed=3)
+    result = verify_outputs(path, x, outputs, io)
+    assert result.passed, result.summary()
