@@ -114,6 +114,17 @@ def test_qkeras_dense_rtl_at_the_ii_under_backpressure(tmp_path):
     assert result.exact, result.summary()
 
 
+@pytest.mark.slow
+@pytest.mark.sim
+@pytest.mark.parametrize("name", ["brevitas_linear", "unet_head"])
+def test_fit_rtl_at_the_ii_under_backpressure(name, tmp_path):
+    path = MODELS / f"{name}.onnx"
+    x = inputs(name, 6)
+    outputs, io = rtl_at_the_ii_under_backpressure(path, x, tmp_path, CompileOptions(fit="pynq-z2"), seed=6)
+    result = verify_outputs(path, x, outputs, io)
+    assert result.passed, result.summary()
+
+
 # ---- grids ---------------------------------------------------------------------------------------------
 def dense_pair(path, *, w1_scale, b1_scale, b1, between=(), in_scale=1.0, in_bits=8, seed=0):
     """x -> Quant(in_scale, in_bits) -> MatMul(4 -> 3, Quant(W1, w1_scale)) -> Add(Quant(b1, b1_scale))
