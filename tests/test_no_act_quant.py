@@ -167,6 +167,60 @@ def dense_pair(path, *, w1_scale, b1_scale, b1, between=(), in_scale=1.0, in_bit
     return path, w1
 
 
+def conv_pool(path, residual):
+    """x (3x6x6) -> Quant -> Conv 3x3 (4 channels, a float bias on 2^-5, no quantizer) -> MaxPool 2x2
+    [+ a quantized 1x1 conv branch, pooled: a residual Add] -> Relu -> Quant."""
+    rng = np.random.default_rng(3)
+    nodes, inits = [], []
+
+    def const(name, value):
+        inits.append(numpy_helper.from_array(np.asarray(value, np.float32), name))
+        return name
+
+    def quant(name, x, scale, bits, signed=1):
+        ins = [x, const(f"{name}_s", scale), const(f"{name}_z", 0.0), const(f"{name}_b", bits)]
+        nodes.append(helper.make_node("Quant", ins, [name], name=name, domain="qonnx.custom_op.general",
+                                      signed=signed, narrow=0, rounding_mode="ROUND"))
+        return name
+
+    quant("xq", "x", 0.25, 4)
+    quant("w1q", const("w1", rng.integers(-7, 8, (4, 3, 3, 3)) * 0.125), 0.125, 4)
+    nodes.append(helper.make_node("Conv", ["xq", "w1q", const("b1", rng.integers(-20, 20, 4) * 2.0 ** -5)], ["c1"],
+                                  kernel_shape=[3, 3], pads=[1, 1, 1, 1], name="conv1"))
+    nodes.append(helper.make_node("MaxPool", ["c1"], ["p1"], kernel_shape=[2, 2], strides=[2, 2], name="pool1"))
+    last = "p1"
+    if residual:
+        quant("w2q", const("w2", rng.integers(-7, 8, (4, 3, 1, 1)) * 0.125), 0.125, 4)
+        nodes.append(helper.make_node("Conv", ["xq", "w2q"], ["c2"], kernel_shape=[1, 1], name="conv2"))
+        nodes.append(helper.make_node("Relu", ["c2"], ["r2"], name="relu2"))
+        quant("q2", "r2", 0.5, 4, 0)
+        nodes.append(helper.make_node("MaxPool", ["q2"], ["p2"], kernel_shape=[2, 2], strides=[2, 2], name="pool2"))
+        nodes.append(helper.make_node("Add", ["p1", "p2"], ["s"], name="residual"))
+        last = "s"
+    nodes.append(helper.make_node("Relu", [last], ["r"], name="relu"))
+    quant("y", "r", 0.5, 4, 0)
+    graph = helper.make_graph(nodes, "pool", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 6, 6])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 3, 3])], initializer=inits)
+    ModelWrapper(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13), helper.make_opsetid(
+        "qonnx.custom_op.general", 1)])).save(str(path))
+    return path
+
+
+@pytest.mark.parametrize("residual", [False, True])
+def test_a_carried_conv_accumulator_into_maxpool_and_a_residual_add(residual, tmp_path):
+    path = conv_pool(tmp_path / "pool.onnx", residual)
+    model = load_model(path)
+    graph = lower(model)
+    ops = [n.op_type for n in graph.nodes]
+    producers = {t: n.op_type for n in graph.nodes for t in n.outputs}
+    pools = [n for n in graph.nodes if n.op_type == "StreamingMaxPool"]
+    assert "ChannelwiseOp" in [producers[n.inputs[0]] for n in pools]        # conv1's bias, then its pool
+    assert ("AddStreams" in ops) == residual
+    x = np.random.default_rng(4).standard_normal((16, 1, 3, 6, 6)).astype(np.float32)
+    result = golden_check(path, model, graph, x)
+    assert result.exact, result.summary()
+
+
 def pair_inputs(n=64, seed=1):
     return np.random.default_rng(seed).integers(-128, 128, (n, 1, 4)).astype(np.float32)
 
