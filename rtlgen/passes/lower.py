@@ -498,7 +498,13 @@ class _Lowering:
         travel on as a wide integer stream (:meth:`_carry`)."""
         node, t = acc.node, acc.t
         if odt is None and self._hardware_follows(acc):
-            return self._carry(acc)
+            affine, rest, reader = self._carried_part(acc)
+            if rest or self._lowerable(reader):
+                return self._carry(acc, affine, rest, reader)
+            if acc.bias is not None:    # else the check of the host's nodes names the reader
+                raise CompileError(f"node {reader.name} ({reader.op_type}) cannot be mapped to hardware and is not "
+                                   f"at the graph's edge: it reads the unquantized accumulator of {node.name} "
+                                   f"({node.op_type}) and hardware work follows it; {supported_ops()}")
         if acc.bias is not None:
             raise CompileError(f"node {node.name} ({node.op_type}): a bias (of a convolution, or an offset on "
                                f"its input) with no quantizer after it and no hardware layer after it is not "
@@ -525,7 +531,24 @@ class _Lowering:
                     todo.extend(node.output)
         return False
 
-    def _carry(self, acc):
+    def _carried_part(self, acc):
+        """(the constant Add/Sub/Mul/Div after ``acc``, which the carried stream applies; the rest of its float
+        ops; the node reading the stream)."""
+        affine = []
+        for n in acc.chain:
+            if n.op_type not in AFFINE_OPS:
+                break
+            affine.append(n)
+        rest = acc.chain[len(affine):]
+        end = affine[-1].output[0] if affine else acc.node.output[0]
+        return affine, rest, rest[0] if rest else next(iter(self.model.find_consumers(end) or []))
+
+    def _lowerable(self, node):
+        """Whether some lowering of the registry may take ``node`` (a reshape, a quantizer, an op of a rule)."""
+        return node.op_type in SHAPE_OPS | QUANTIZERS or \
+            any(node.op_type in lowering.onnx_ops for _, lowering in _lowerings("node"))
+
+    def _carry(self, acc, affine, rest, reader):
         """hls4ml's way with linear layers that have no activation quantizer between them: the exact
         accumulator (its true width: the spec's acc_range) travels into the next layer as a wide integer
         stream, with the constant Add/Sub/Mul/Div after it (a bias, a scale) applied exactly: the stream is
@@ -533,15 +556,8 @@ class _Lowering:
         on the accumulator's grid) and ``B`` added by a ChannelwiseOp. The next layer reads the stream as
         its integer input. A bias or scale that puts the result on no common integer grid is refused,
         naming the node that reads it."""
-        node, t = acc.node, acc.t
-        affine = []
-        for n in acc.chain:
-            if n.op_type not in AFFINE_OPS:
-                break
-            affine.append(n)
+        node = acc.node
         end = affine[-1].output[0] if affine else node.output[0]
-        rest = acc.chain[len(affine):]
-        reader = rest[0] if rest else next(iter(self.model.find_consumers(end) or []), None)
         source = affine[-1].name if affine else node.name
         ops = f" through {', '.join(n.name for n in affine)}" if affine else \
             " with its bias" if acc.bias is not None else ""
