@@ -12,7 +12,8 @@ those semantics alone (it shares no code with the hardware layers in ``layers`` 
   ``2 * count - 1``). VVAU: the same per channel on its (kh, kw, C) window.
 - Thresholding: the multi-thresholding above on the last axis.
 - ConvolutionInputGenerator: im2col, each output pixel's window in (kh, kw, C) order (no padding).
-- FMPadding: zeros, [top, left, bottom, right]. StreamingMaxPool: max over PoolDim windows (stride =
+- FMPadding: zeros, [top, left, bottom, right]. FMPadding_Pixel: Stride - 1 zero pixels between the input
+  pixels, input pixel (y, x) at (y * sy, x * sx). StreamingMaxPool: max over PoolDim windows (stride =
   PoolDim). GlobalAccPool: sum over H, W. AddStreams: sum. DuplicateStreams: copies. ChannelwiseOp:
   ``Func`` (add, mul, cmp_le, cmp_ge) with one parameter per channel. StreamingConcat: concat on the
   channels. LabelSelect: the K largest indices, larger first, ties to the lower index (ONNX TopK).
@@ -151,6 +152,16 @@ def _fmpadding(node, a, ins):
     return np.pad(ins[0], ((0, 0), (top, bottom), (left, right), (0, 0)))
 
 
+def _fmpadding_pixel(node, a, ins):
+    x = ins[0]
+    (sy, sx), (n, h, w, c) = _pair(a["Stride"]), x.shape
+    out = np.zeros((n, (h - 1) * sy + 1, (w - 1) * sx + 1, c), dtype=x.dtype)
+    for y in range(h):
+        for xx in range(w):
+            out[:, y * sy, xx * sx, :] = x[:, y, xx, :]
+    return out
+
+
 def _maxpool(node, a, ins):
     x = ins[0].astype(np.float64)
     n, h, w, c = x.shape
@@ -194,7 +205,7 @@ def _labelselect(node, a, ins):
 
 EXECUTORS = {
     "MVAU": _mvau, "VVAU": _vvau, "Thresholding": _thresholding, "ConvolutionInputGenerator": _swg,
-    "FMPadding": _fmpadding, "StreamingMaxPool": _maxpool, "GlobalAccPool": _globalaccpool,
+    "FMPadding": _fmpadding, "FMPadding_Pixel": _fmpadding_pixel, "StreamingMaxPool": _maxpool, "GlobalAccPool": _globalaccpool,
     "ChannelwiseOp": _channelwise, "LabelSelect": _labelselect, "UpsampleNearestNeighbour": _upsample,
     "AddStreams": lambda node, a, ins: ins[0].astype(np.float64) + ins[1],
     "StreamingConcat": lambda node, a, ins: np.concatenate(ins, axis=-1),
@@ -226,6 +237,9 @@ def normal_shapes(node, a):
         (h, w), c = _pair(a["ImgDim"]), int(a["NumChannels"])
         top, left, bottom, right = (int(p) for p in a["Padding"])
         return (1, h, w, c), (1, h + top + bottom, w + left + right, c)
+    if op == "FMPadding_Pixel":
+        (h, w), (sy, sx), c = _pair(a["ImgDim"]), _pair(a["Stride"]), int(a["NumChannels"])
+        return (1, h, w, c), (1, (h - 1) * sy + 1, (w - 1) * sx + 1, c)
     if op == "StreamingMaxPool":
         (h, w), (ph, pw), c = _pair(a["ImgDim"]), _pair(a["PoolDim"]), int(a["NumChannels"])
         div = (lambda u, v: -(-u // v)) if a.get("CeilMode", 0) else (lambda u, v: u // v)
