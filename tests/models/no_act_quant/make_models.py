@@ -145,6 +145,8 @@ def brevitas_models():
             raw = os.path.join(tmp, "raw.onnx")
             export_qonnx(net, torch.randn(*shape), raw)
             model = cleanup_model(ModelWrapper(raw))
+        for node in model.graph.node:   # the exporter's stack traces: paths of this machine, and bulk
+            del node.metadata_props[:]
         model.save(os.path.join(HERE, f"{name}.onnx"))
         samples = np.random.default_rng(seed).normal(0, 2, (32, *shape)).astype(np.float32)
         if save_inputs:
