@@ -83,11 +83,12 @@ class FMPaddingPixelSpec(PaddingWalk, PixelFolded, OneDatatype, OneWidth):
         return (y % sy == 0) & (x % sx == 0)
 
     def resource_estimate(self):
-        """The zero-select per bit, five position counters (row, column, fold and the two stride phases)
-        with their compares, and the output FIFO."""
+        """Five position counters (row, column, fold and the two stride phases), about a LUT per bit with
+        their compares, and the output FIFO; the zero-select folds into the FIFO's input LUTs as Yosys maps
+        it (Yosys 0.70: 31, 40, 60 LUT for INT8 x 1, UINT4 x 5, UINT4 x 8 lanes; this gives 28, 41, 58)."""
         counter_bits = sum(max(1, (n - 1).bit_length()) for n in (*self.out_dim, self.cf, *self.stride))
         fifo = output_fifo_spec(self.width).resource_estimate()
-        return Resources(lut=self.width + 3 * counter_bits + fifo.lut, ff=counter_bits + fifo.ff, bram18=0)
+        return Resources(lut=counter_bits + fifo.lut, ff=counter_bits + fifo.ff, bram18=0)
 
 
 class FMPaddingPixel(StreamLayer):
