@@ -136,20 +136,36 @@ def _compile(model, out, args):
     compiled, report = design.compiled, design.report
     if as_json:
         print(json.dumps(report, indent=2), flush=True)
+    over = _over_the_board(report, options)
     if not quiet:
         _say(f"compiled {model} -> {out} in {time.perf_counter() - start:.1f} s: {len(compiled.nodes)} layers")
+        if over:
+            _warn(args.command, over)           # first, before a table that may scroll it away
         print_summary(report, console())
         host = compiled.host_ops
         if host["pre"] or host["post"]:
             _say(f"host ops: before {host['pre'] or '-'}, after {host['post'] or '-'}")
-    fit = report["fit"]
-    if not fit["fits"]:
-        used = [Usage(k, v["used"], v["available"]) for k, v in fit["resources"].items()]
-        _warn(args.command, f"{fit_line(used, fit['board'])}; lower the folding (--target-fps, --folding)")
+    if over:
+        _warn(args.command, over)
     if args.target_fps is not None and report["frames_per_second"] < args.target_fps * (1 - 1e-9):
         _warn(args.command, f"--target-fps {args.target_fps:,.0f} is out of reach: the most parallel folding "
                             f"gives {report['frames_per_second']:,.0f} frames/s at {args.clock_mhz:g} MHz")
     return design
+
+
+def _over_the_board(report, options):
+    """The warning for a design estimated over its board (None when it fits), with what to do: --fit
+    finds the fastest folding that fits, unless the compile already asked for a budget."""
+    fit = report["fit"]
+    if fit["fits"]:
+        return None
+    used = [Usage(k, v["used"], v["available"]) for k, v in fit["resources"].items()]
+    if options.fit is None and options.budget is None:
+        hint = (f"compile with --fit {fit['board']} for the fastest folding that fits (or lower it: --target-fps, "
+                f"--folding)")
+    else:
+        hint = "the budget's folding is over the board: lower --max-utilization, or split the network across devices (rtlgen partition)"
+    return f"{fit_line(used, fit['board'])}; {hint}"
 
 
 def _load_input(path, flag="--input"):

@@ -108,3 +108,17 @@ def rtl_at_the_ii_under_backpressure(model, x, out, options=None, seed=7):
                              backpressure=Backpressure(seed=seed, valid_prob=0.6, ready_prob=0.5))
     np.testing.assert_array_equal(stalled.outputs, full.outputs)
     return full.outputs, compiled.io
+
+
+def golden_matches_qonnx(path, model, graph, x):
+    """``graph``'s layer goldens (rtlgen.check.execute) on the batch ``x`` against qonnx's execute_onnx on
+    the original model at ``path`` (equal, or equal up to float32 rounding where the model ends in float
+    ops); returns the comparison."""
+    from rtlgen.check.execute import run_golden
+    from rtlgen.check.verify import verify_outputs
+    from rtlgen.passes.to_hw import stream_io
+
+    io = stream_io(model, graph)
+    result = verify_outputs(path, x, io.output_from_codes(run_golden(graph, io.input_codes(x))), io)
+    assert result.passed, result.summary()
+    return result

@@ -19,6 +19,8 @@ def check_fit(graph, options):
             warnings.warn(f"{node.name}: {note}", CompileWarning, stacklevel=2)
     used = usage(sum(estimate(n.spec()) for n in graph.nodes), options.board)
     if options.strict and not fits(used):
-        raise CompileError(f"{fit_line(used, options.board)}; lower the folding (--target-fps, --folding) or "
-                           f"compile without --strict")
+        fix = f"compile with --fit {options.board} for the fastest folding that fits, lower the folding " \
+              f"(--target-fps, --folding)" if options.fit is None and options.budget is None else \
+              "lower --max-utilization, split the network across devices (rtlgen partition)"
+        raise CompileError(f"{fit_line(used, options.board)}; {fix}, or compile without --strict")
     return graph

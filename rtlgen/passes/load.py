@@ -54,6 +54,8 @@ def load_model(path, input_dtype=None):
     originals = _mark_node_names(proto)
     try:
         model = cleanup_model(ModelWrapper(proto))
+        if _is_one_d(model):
+            model = cleanup_model(_one_d_as_two_d(model))
         if is_channels_last(model):
             model = cleanup_model(to_channels_first(model))
         _bias_free_gemms_to_matmul(model)
@@ -218,6 +220,111 @@ def _unquantized_conv_bias_to_add(model):
         del node.input[2]
         graph.node.insert(list(graph.node).index(node) + 1,
                           helper.make_node("Add", [summed, shaped], [out], name=f"{node.name}_bias"))
+
+
+_WINDOW_OPS = ("Conv", "ConvTranspose", "MaxPool", "AveragePool")
+_WINDOW_ATTRS = ("kernel_shape", "strides", "dilations", "output_padding")
+_BROADCASTING_OPS = ("Add", "Sub", "Mul", "Div", "PRelu", "Max", "Min", "Quant", "BipolarQuant", "Trunc")
+
+
+def _is_one_d(model):
+    return any(n.op_type in _WINDOW_OPS and len(model.get_tensor_shape(n.input[0]) or ()) == 3
+               for n in model.graph.node)
+
+
+def _one_d_as_two_d(model):
+    """A 1-D network (Conv1d, MaxPool1d, AvgPool1d, BatchNorm1d on (N, C, L) tensors) as the 2-D one FINN
+    builds from it: every 3-D tensor (N, C, L) becomes (N, C, L, 1), every window (k) becomes (k, 1). This
+    is qonnx's Change3DTo4DTensors convention; that transformation itself is not used because it refuses
+    any graph with a Quant node (it accepts a fixed list of op types) and leaves the weights under a Quant
+    3-D. The model's own input and output keep their shapes: a Reshape at each 3-D edge, which the host
+    runs. Constants broadcast against 3-D tensors are re-aligned ((1, C, 1) -> (1, C, 1, 1))."""
+    graph = model.graph
+    three_d = {vi.name for vi in list(graph.value_info) if len(model.get_tensor_shape(vi.name) or ()) == 3}
+    for node in graph.node:
+        if node.op_type in _WINDOW_OPS and len(model.get_tensor_shape(node.input[0]) or ()) == 3:
+            _window_attrs_as_two_d(node)
+            if node.op_type in ("Conv", "ConvTranspose"):
+                _weights_as_two_d(model, node.input[1])
+        elif node.op_type == "ReduceMean" and len(model.get_tensor_shape(node.input[0]) or ()) == 3:
+            _reduce_axes_as_two_d(node)
+        if node.op_type in _BROADCASTING_OPS and (node.input[0] in three_d or _is_edge_3d(model, node.input[0])):
+            for name in node.input[1:]:
+                _constant_as_two_d(model, name)
+    for vi in list(graph.value_info):
+        if vi.name in three_d:
+            graph.value_info.remove(vi)
+    _edge_reshapes(model)
+    return model
+
+
+def _is_edge_3d(model, name):
+    return name == model.graph.input[0].name and len(model.get_tensor_shape(name) or ()) == 3
+
+
+def _window_attrs_as_two_d(node):
+    for attr in node.attribute:
+        if attr.name in _WINDOW_ATTRS and len(attr.ints) == 1:
+            extra = 0 if attr.name == "output_padding" else 1
+            attr.ints.append(extra)
+        elif attr.name == "pads" and len(attr.ints) == 2:
+            begin, end = attr.ints
+            del attr.ints[:]
+            attr.ints.extend([begin, 0, end, 0])
+
+
+def _reduce_axes_as_two_d(node):
+    for attr in node.attribute:
+        if attr.name == "axes" and sorted(a % 3 for a in attr.ints) == [2]:
+            del attr.ints[:]
+            attr.ints.extend([2, 3])
+
+
+def _weights_as_two_d(model, name):
+    """Conv weights (OC, IC, k) -> (OC, IC, k, 1): the initializer, or the ones under its Quant."""
+    value = model.get_initializer(name)
+    if value is not None:
+        if value.ndim == 3:
+            model.set_initializer(name, value[..., None])
+        return
+    producer = model.find_producer(name)
+    if producer is not None and producer.op_type in ("Quant", "BipolarQuant"):
+        for i in producer.input:
+            value = model.get_initializer(i)
+            if value is not None and value.ndim == 3:
+                model.set_initializer(i, value[..., None])
+
+
+def _constant_as_two_d(model, name):
+    """A constant broadcast against a 3-D tensor, re-aligned for its 4-D form: (1, C, 1) -> (1, C, 1, 1),
+    (C, 1) -> (1, C, 1, 1), (L,) -> (1, 1, L, 1); one number stays as it is."""
+    value = model.get_initializer(name) if name else None
+    if value is None or value.size == 1 or value.ndim > 3 or value.dtype.kind in "iu":
+        return
+    model.set_initializer(name, value.reshape((1,) * (3 - value.ndim) + value.shape + (1,)))
+
+
+def _edge_reshapes(model):
+    """The model's 3-D input and output keep their shapes: Reshapes into and out of the 4-D graph."""
+    graph = model.graph
+    name = graph.input[0].name
+    shape = model.get_tensor_shape(name)
+    if len(shape) == 3:
+        inside = model.make_new_valueinfo_name()
+        for node in graph.node:
+            node.input[:] = [inside if i == name else i for i in node.input]
+        target = model.make_new_valueinfo_name()
+        model.set_initializer(target, np.array([*shape, 1], dtype=np.int64))
+        graph.node.insert(0, helper.make_node("Reshape", [name, target], [inside], name="input_as_2d"))
+    name = graph.output[0].name
+    shape = model.get_tensor_shape(name)
+    if len(shape) == 3:
+        inside = model.make_new_valueinfo_name()
+        for node in graph.node:
+            node.output[:] = [inside if o == name else o for o in node.output]
+        target = model.make_new_valueinfo_name()
+        model.set_initializer(target, np.array(shape, dtype=np.int64))
+        graph.node.append(helper.make_node("Reshape", [inside, target], [name], name="output_as_1d"))
 
 
 def _reaches(model, tensor, op_types):

@@ -43,6 +43,7 @@ __all__ = ["StreamTensor", "lower", "supported_ops", "Accumulator", "Activation"
            "order_preserving_factors", "dense_grouped_weights"]
 
 COMPUTE_OPS = {"MatMul", "Conv"}
+LAYOUT_OPS = SHAPE_OPS | {"Transpose"}
 MAX_SUM_CHECK = 1 << 22             # code pairs checked one by one to find a residual sum exact
 MAX_AFFINE_CHECK = 1 << 16         # input codes checked one by one to absorb float ops before a MatMul
 AFFINE_OPS = {"Add", "Sub", "Mul", "Div"}
@@ -161,9 +162,14 @@ class _Lowering:
                 continue
             for t in mapped:
                 self.streams[t.name] = t
+        if not self.nodes and host:
+            first = host[0]
+            raise CompileError(f"nothing to put in hardware: node {first.name} ({first.op_type}) reads the "
+                               f"quantized input and cannot be mapped to hardware{self._why_not(first)}; "
+                               f"{supported_ops()}")
         if not self.nodes:
-            raise CompileError("nothing to put in hardware: no MatMul, Conv, MaxPool or quantizer on integer "
-                               "data follows the model's input quantizer")
+            raise CompileError("nothing to put in hardware: no node reads the output of the model's input "
+                               "quantizer")
         self._check_host(host)
         out = self._accelerator_output(host)
         graph = DataflowGraph(self.nodes, start.name, self.wires[out.name], model=self.model, host_pre=pre,
@@ -253,9 +259,22 @@ class _Lowering:
         first = host[0]
         for node in host:
             if node.op_type in COMPUTE_OPS:
-                raise CompileError(f"node {first.name} ({first.op_type}) cannot be mapped to hardware and is not "
-                                   f"at the graph's edge: {node.name} ({node.op_type}) comes after it; "
-                                   f"{supported_ops()}")
+                raise CompileError(f"node {first.name} ({first.op_type}) cannot be mapped to hardware"
+                                   f"{self._why_not(first)} and is not at the graph's edge: {node.name} "
+                                   f"({node.op_type}) comes after it; {supported_ops()}")
+
+    def _why_not(self, node):
+        """Why ``node`` was left to the host, where a reason more precise than the list of ops is known."""
+        streams = [i for i in node.input if i in self.streams]
+        if node.op_type in COMPUTE_OPS and len(streams) > 1:
+            return (f": it multiplies {len(streams)} streams ({', '.join(streams)}), an activation by an activation "
+                    f"as attention's Q.K^T; only a product by constant weights maps")
+        if node.op_type in COMPUTE_OPS:
+            return ""
+        if any(i not in self.streams and self.model.get_initializer(i) is None for i in node.input[1:] if i) \
+                and node.op_type in ELEMENTWISE_OPS:
+            return ": one of its inputs is neither a stream nor a constant"
+        return ""
 
     def _accelerator_output(self, host):
         """The one stream tensor that leaves the accelerator (read by the host, or a graph output)."""
@@ -283,11 +302,14 @@ class _Lowering:
         name = model.graph.input[0].name
         shape = tuple(model.get_tensor_shape(name))
         dtype = model.get_tensor_datatype(name)
-        if dtype.is_integer():
-            return StreamTensor(name, dtype, 1.0, shape), []
-        if dtype.is_fixed_point():      # --input-dtype FIXED<w,i>: w-bit signed codes at scale 2^-(w-i)
+        if dtype.is_integer() or dtype.is_fixed_point():
+            layout, tensor = self._input_layout(name)
+            shape = tuple(model.get_tensor_shape(tensor))
+            if dtype.is_integer():
+                return StreamTensor(tensor, dtype, 1.0, shape), layout
+            # --input-dtype FIXED<w,i>: w-bit signed codes at scale 2^-(w-i)
             codes = DataType[f"INT{dtype.bitwidth()}"]
-            return StreamTensor(name, codes, float(dtype.scale_factor()), shape, fixed=dtype.name), []
+            return StreamTensor(tensor, codes, float(dtype.scale_factor()), shape, fixed=dtype.name), layout
         # float input: the host runs everything up to and including the first activation quantizer
         t, pre = name, []
         while True:
@@ -305,10 +327,27 @@ class _Lowering:
             if node.op_type in QUANTIZERS:
                 dtype, scale, qmin, levels = quantizer_output_codes(model, node)
                 shift = self._shift_after(node, dtype, scale, qmin, levels)
-                pre.extend(shift.names)
-                return StreamTensor(shift.tensor, shift.dtype, shift.scale,
-                                    tuple(model.get_tensor_shape(shift.tensor))), pre
+                layout, tensor = self._input_layout(shift.tensor)
+                pre.extend(shift.names + layout)
+                return StreamTensor(tensor, shift.dtype, shift.scale, tuple(model.get_tensor_shape(tensor))), pre
             t = node.output[0]
+
+    def _input_layout(self, tensor):
+        """(node names, the tensor after them): the Reshapes and Transposes from the model's input (or its
+        input quantizer) into the first feature map, as exporters write them (QKeras' converter reshapes
+        (1, 28, 28, 1) to (1, 1, 28, 28); a channels-last model transposes NHWC to NCHW). The host runs
+        them: it packs the input in the order the hardware reads it. A reshape that does not end in a
+        feature map (a flatten into a MatMul) stays what it was: a stream order."""
+        model, names, end = self.model, [], tensor
+        while end not in self._graph_outputs():
+            consumers = model.find_consumers(end) or []
+            if len(consumers) != 1 or consumers[0].op_type not in LAYOUT_OPS:
+                break
+            names.append(consumers[0].name)
+            end = consumers[0].output[0]
+        if not names or len(model.get_tensor_shape(end) or ()) != 4:
+            return [], tensor
+        return names, end
 
     # ---- what adds no hardware ----
     def _reshape(self, t, node):

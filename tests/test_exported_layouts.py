@@ -1,0 +1,152 @@
+"""The layouts exporters write (issue 46): 1-D networks (finn-examples' VGG10 for RadioML: Conv1d,
+BatchNorm1d, MaxPool1d, AvgPool1d) run as the (k, 1) 2-D networks FINN builds from them; hls4ml's
+channels-last QONNX test models (NHWC input, qonnx's channels_last Conv/MaxPool/BatchNormalization,
+LeakyReLU, nearest Resize, Concat); the Reshape or Transpose between an NHWC input and the first layer
+(QKeras' converter), which the host runs while it packs the input. The models are tests/models/user_zoo
+(Brevitas, random weights; make_models.py). Golden: qonnx execute_onnx on the original model."""
+
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper
+
+from tests.conftest import golden_matches_qonnx, rtl_at_the_ii_under_backpressure
+from rtlgen.errors import CompileError
+from rtlgen.flows import COMPILE, Runner
+from rtlgen.options import CompileOptions
+from rtlgen.passes.load import load_model
+from rtlgen.passes.lower import lower
+
+MODELS = Path(__file__).parent / "models" / "user_zoo"
+SMALL = {       # model: the hardware ops it must lower to (every layer but the input quantizer)
+    "vgg10_small": {"MVAU": 5, "StreamingMaxPool": 2, "VVAU": 1},
+    "branched_cl_16": {"StreamingConcat": 1, "StreamingMaxPool": 1},
+    "sepconv_cl_16": {"VVAU": 2, "StreamingMaxPool": 2},
+    "unet_cl_16": {"UpsampleNearestNeighbour": 1, "StreamingConcat": 1, "StreamingMaxPool": 1},
+    "nhwc_reshape": {"MVAU": 2},
+    "nhwc_transpose": {"MVAU": 2},
+}
+
+
+def model_input(name):
+    shape = [d.dim_value for d in onnx.load(str(MODELS / f"{name}.onnx")).graph.input[0].type.tensor_type.shape.dim]
+    return tuple(shape)
+
+
+def inputs(name, n, seed=1):
+    return np.random.default_rng(seed).uniform(-2, 2, (n, *model_input(name))).astype(np.float32)
+
+
+def counts(graph):
+    found = {}
+    for node in graph.nodes:
+        found[node.op_type] = found.get(node.op_type, 0) + 1
+    return found
+
+
+@pytest.mark.parametrize("name", sorted(SMALL))
+def test_every_layer_in_hardware_and_bit_exact(name):
+    path = MODELS / f"{name}.onnx"
+    model = load_model(path)
+    graph = lower(model)
+    found = counts(graph)
+    assert all(found.get(op, 0) == k for op, k in SMALL[name].items()), found
+    golden_matches_qonnx(path, model, graph, inputs(name, 8))
+
+
+def test_one_d_keeps_the_models_shapes():
+    """The user feeds (N, 2, 32) as the model says; the host reshapes it to (N, 2, 32, 1), quantizes it and
+    packs it as the hardware reads it (length steps outer, channels inner)."""
+    model = load_model(MODELS / "vgg10_small.onnx")
+    graph = lower(model)
+    first = graph.nodes[0].spec()
+    assert graph.tensors[graph.input].shape == (1, 2, 32, 1)
+    assert first.img_dim == (32, 1) and first.padding == (1, 0, 1, 0)
+    assert model.get_tensor_shape(model.graph.input[0].name) == [1, 2, 32]
+
+
+def test_nhwc_input_packs_without_a_transpose_in_hardware():
+    """hls4ml's NHWC input: the host runs the quantizer and the Transpose to NCHW; the stream is NHWC."""
+    model = load_model(MODELS / "branched_cl_16.onnx")
+    graph = lower(model)
+    transposes = [n.name for n in model.graph.node if n.op_type == "Transpose" and n.name in graph.host_pre]
+    assert len(transposes) == 1
+    assert graph.tensors[graph.input].shape == (1, 3, 16, 16)
+
+
+@pytest.mark.parametrize("name", ["vgg10_small", "unet_cl_16"])
+def test_fit_pynq_z2_golden(name):
+    path = MODELS / f"{name}.onnx"
+    runner = Runner()
+    stitched = runner.run(COMPILE, path, CompileOptions(fit="pynq-z2"), stop="insert_fifos")
+    assert runner.results["fold"].optimizer is not None
+    golden_matches_qonnx(path, runner.results["load"], stitched, inputs(name, 4, seed=3))
+
+
+@pytest.mark.sim
+def test_vgg10_small_rtl_at_the_ii_under_backpressure(tmp_path):
+    path = MODELS / "vgg10_small.onnx"
+    from rtlgen.check.verify import verify_outputs
+    x = inputs("vgg10_small", 6, seed=5)
+    outputs, io = rtl_at_the_ii_under_backpressure(path, x, tmp_path, seed=3)
+    assert verify_outputs(path, x, outputs, io).passed
+
+
+@pytest.mark.slow
+@pytest.mark.sim
+@pytest.mark.parametrize("name", ["branched_cl_16", "sepconv_cl_16", "unet_cl_16", "nhwc_reshape", "nhwc_transpose"])
+def test_rtl_at_the_ii_under_backpressure(name, tmp_path):
+    from rtlgen.check.verify import verify_outputs
+    path = MODELS / f"{name}.onnx"
+    x = inputs(name, 4, seed=6)
+    outputs, io = rtl_at_the_ii_under_backpressure(path, x, tmp_path, CompileOptions(fit="pynq-z2"), seed=4)
+    assert verify_outputs(path, x, outputs, io).passed
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["vgg10_radioml", "branched_cl_256", "sepconv_cl_256", "unet_cl_512"])
+def test_full_size_models_fit_and_match_qonnx(name):
+    path = MODELS / f"{name}.onnx"
+    runner = Runner()
+    stitched = runner.run(COMPILE, path, CompileOptions(fit="pynq-z2"), stop="insert_fifos")
+    golden_matches_qonnx(path, runner.results["load"], stitched, inputs(name, 1, seed=2))
+
+
+# ---- refusals name the node ----------------------------------------------------------------------------
+def _quantized_input_then(tmp_path, middle, rows=8, inits=()):
+    """x (1, 8) -> Quant (INT4) -> ``middle`` nodes (q -> h) -> MatMul rows x 8 (Quant INT4 weights) -> y."""
+    consts = [helper.make_tensor(n, TensorProto.FLOAT, [], [v]) for n, v in (("s", 0.5), ("z", 0.0), ("b", 4.0))]
+    w = np.random.default_rng(0).integers(-7, 8, (rows, 8)).astype(np.float32)
+    consts += [helper.make_tensor("w", TensorProto.FLOAT, [rows, 8], w.ravel()), *inits]
+    quant = dict(domain="qonnx.custom_op.general", signed=1, rounding_mode="ROUND")
+    nodes = [helper.make_node("Quant", ["x", "s", "z", "b"], ["q"], narrow=0, name="in_quant", **quant), *middle,
+             helper.make_node("Quant", ["w", "s", "z", "b"], ["wq"], narrow=1, name="w_quant", **quant),
+             helper.make_node("MatMul", ["h", "wq"], ["y"], name="fc")]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 8])], consts)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13),
+                                                    helper.make_opsetid("qonnx.custom_op.general", 1)])
+    path = tmp_path / "model.onnx"
+    onnx.save(model, str(path))
+    return path
+
+
+def test_an_unmapped_node_right_after_the_input_quantizer_is_named(tmp_path):
+    path = _quantized_input_then(tmp_path, [helper.make_node("Sin", ["q"], ["h"], name="my_sine")])
+    with pytest.raises(CompileError, match=r"node my_sine \(Sin\) reads the quantized input and cannot be "
+                                           r"mapped to hardware; mapped to hardware: .*MatMul"):
+        lower(load_model(path))
+
+
+def test_a_product_of_two_streams_is_named_with_why(tmp_path):
+    """Attention's Q.K^T multiplies two activations: the message names the node and says why."""
+    column = helper.make_tensor("column", TensorProto.INT64, [2], [8, 1])
+    middle = [helper.make_node("Reshape", ["q", "column"], ["qc"], name="as_column"),
+              helper.make_node("MatMul", ["q", "qc"], ["h"], name="scores")]
+    path = _quantized_input_then(tmp_path, middle, rows=1, inits=[column])
+    with pytest.raises(CompileError, match=r"node scores \(MatMul\) reads the quantized input and cannot be mapped "
+                                           r"to hardware: it multiplies 2 streams \(.*\), an activation by an "
+                                           r"activation"):
+        lower(load_model(path))
