@@ -19,15 +19,13 @@ from onnx import TensorProto, helper, numpy_helper
 from qonnx.core.modelwrapper import ModelWrapper
 
 from rtlgen.check.exact import exact_reference
-from rtlgen.check.execute import run_golden
 from rtlgen.check.verify import qonnx_reference, verify_outputs
 from rtlgen.errors import CompileError
 from rtlgen.flows import COMPILE, Runner
 from rtlgen.options import CompileOptions
 from rtlgen.passes.load import load_model
 from rtlgen.passes.lower import lower
-from rtlgen.passes.to_hw import stream_io
-from tests.conftest import rtl_at_the_ii_under_backpressure
+from tests.conftest import golden_matches_qonnx, rtl_at_the_ii_under_backpressure
 
 MODELS = Path(__file__).parent / "models" / "no_act_quant"
 FIXED = "FIXED<16,6>"
@@ -35,13 +33,6 @@ FIXED = "FIXED<16,6>"
 
 def inputs(name, n):
     return np.load(MODELS / f"{name}_inputs.npy")[:n]
-
-
-def golden_check(path, model, graph, x):
-    io = stream_io(model, graph)
-    result = verify_outputs(path, x, io.output_from_codes(run_golden(graph, io.input_codes(x))), io)
-    assert result.passed, result.summary()
-    return result
 
 
 def summary(graph):
@@ -62,7 +53,7 @@ def test_qkeras_dense_into_dense_is_bit_exact():
     bias = graph.nodes[1].spec()
     assert bias.func == "add" and graph.nodes[1].sources == ("Add_0",)
     assert graph.host_post == ["Add_2"]                 # the last layer's bias: the host's
-    result = golden_check(path, model, graph, inputs("qkeras_dense", 64))
+    result = golden_matches_qonnx(path, model, graph, inputs("qkeras_dense", 64))
     assert result.exact, result.summary()
 
 
@@ -74,7 +65,7 @@ def test_brevitas_linear_into_linear_matches_qonnx():
     assert summary(graph) == [("MVAU", "INT8", "INT14"), ("ChannelwiseOp", "INT14", "INT15"),
                               ("MVAU", "INT15", "UINT4"), ("MVAU", "UINT4", "INT10")]
     assert graph.host_post == ["Add_2"]
-    golden_check(path, model, graph, inputs("brevitas_linear", 32))
+    golden_matches_qonnx(path, model, graph, inputs("brevitas_linear", 32))
 
 
 def test_cnn_with_unquantized_separable_conv_and_head_matches_qonnx():
@@ -91,7 +82,7 @@ def test_cnn_with_unquantized_separable_conv_and_head_matches_qonnx():
                    "ConvolutionInputGenerator", "MVAU"]
     assert graph.nodes[-1].spec().no_activation
     assert graph.host_post == ["Conv_4_bias"]
-    golden_check(path, model, graph, inputs("unet_head", 16))
+    golden_matches_qonnx(path, model, graph, inputs("unet_head", 16))
 
 
 def test_fit_pynq_z2_golden():
@@ -101,7 +92,7 @@ def test_fit_pynq_z2_golden():
     stitched = runner.run(COMPILE, path, CompileOptions(fit="pynq-z2", input_dtype=FIXED), stop="insert_fifos")
     assert runner.results["fold"].optimizer is not None
     assert "ChannelwiseOp" in [n.op_type for n in stitched.nodes]
-    result = golden_check(path, runner.results["load"], stitched, inputs("qkeras_dense", 32))
+    result = golden_matches_qonnx(path, runner.results["load"], stitched, inputs("qkeras_dense", 32))
     assert result.exact, result.summary()
 
 
@@ -217,7 +208,7 @@ def test_a_carried_conv_accumulator_into_maxpool_and_a_residual_add(residual, tm
     assert "ChannelwiseOp" in [producers[n.inputs[0]] for n in pools]        # conv1's bias, then its pool
     assert ("AddStreams" in ops) == residual
     x = np.random.default_rng(4).standard_normal((16, 1, 3, 6, 6)).astype(np.float32)
-    result = golden_check(path, model, graph, x)
+    result = golden_matches_qonnx(path, model, graph, x)
     assert result.exact, result.summary()
 
 
@@ -235,7 +226,7 @@ def test_a_bias_on_a_finer_power_of_two_grid_scales_the_accumulator(tmp_path):
     assert np.array_equal(graph.nodes[0].spec().weights, w1 * 16)
     assert [n.op_type for n in graph.nodes] == ["MVAU", "ChannelwiseOp", "MVAU"]
     assert list(graph.nodes[1].spec().params) == [65, -255, 3]
-    result = golden_check(path, model, graph, pair_inputs())
+    result = golden_matches_qonnx(path, model, graph, pair_inputs())
     assert result.exact, result.summary()
 
 
@@ -247,7 +238,7 @@ def test_per_channel_weight_scales_that_are_multiples_fold_into_the_weights(tmp_
     model = load_model(path)
     graph = lower(model)
     assert np.array_equal(graph.nodes[0].spec().weights, w1 * np.array([1, 3, 2]))
-    result = golden_check(path, model, graph, pair_inputs())
+    result = golden_matches_qonnx(path, model, graph, pair_inputs())
     assert result.exact, result.summary()
 
 
@@ -313,5 +304,5 @@ def test_exact_semantics_keep_a_carried_accumulator_exact(tmp_path):
     assert exact.ravel().tolist() == [1.0] and ties.explained
     model = load_model(path)
     graph = lower(model)
-    result = golden_check(path, model, graph, x)
+    result = golden_matches_qonnx(path, model, graph, x)
     assert result.at_ties and result.against_exact.exact
