@@ -206,6 +206,31 @@ def test_lowered_graph_matches_qonnx(name):
     _golden_check(path, model, graph, inputs(name, 16, seed=4))
 
 
+@pytest.mark.parametrize("attrs, ops", [
+    (dict(strides=[1, 1], pads=[0, 0, 0, 0], output_padding=[0, 0]), OPS["deconv_tiny"][1:]),   # borders only
+    (dict(strides=[1, 1], pads=[2, 1, 2, 1], output_padding=[0, 0]), OPS["deconv_tiny"][2:]),   # a plain conv
+    (dict(strides=[3, 2], pads=[0, 1, 2, 0], output_padding=[2, 1]), OPS["deconv_tiny"]),       # all asymmetric
+])
+def test_attribute_variants_match_qonnx(attrs, ops, tmp_path):
+    """deconv_tiny's ConvTranspose with other strides, pads and output_padding (shapes inferred again):
+    padding layers only where they add zeros, bit-exact against qonnx on that model."""
+    model = onnx.load(MODELS / "deconv_tiny.onnx")
+    node = next(n for n in model.graph.node if n.op_type == "ConvTranspose")
+    for name, value in attrs.items():
+        node.attribute.remove(next(a for a in node.attribute if a.name == name))
+        node.attribute.append(onnx.helper.make_attribute(name, value))
+    del model.graph.value_info[:]
+    for dim in model.graph.output[0].type.tensor_type.shape.dim:
+        dim.Clear()
+        dim.dim_param = "unknown"
+    path = tmp_path / "variant.onnx"
+    onnx.save(model, path)
+    loaded = load_model(path)
+    graph = lower(loaded)
+    assert [n.op_type for n in graph.nodes] == ops
+    _golden_check(path, loaded, graph, inputs("deconv_tiny", 8, seed=11))
+
+
 def test_fit_pynq_z2_golden():
     """``--fit pynq-z2``: the folded, stitched graph (SIMD > 1 on the padding layers, width converters,
     FIFOs) on the layers' goldens."""
