@@ -195,13 +195,38 @@ def _lower_conv_transpose(ctx, node):
     t = ctx.input(node)
     ctx.require_codes(t, node)
     if not t.spatial or node.input[0] != t.name:
-        raise ctx.error(f"{where}: legal: a 2D transposed convolution of a feature map (N, C, H, W) on input 0")
-    attrs = ctx.attrs(node)
+        raise ctx.error(f"{where} reads a stream of shape {list(t.shape)} on input {list(node.input).index(t.name)}; "
+                        f"legal: a 2D transposed convolution of a feature map (N, C, H, W) on input 0")
     codes, wscale, wdtype = ctx.weights(node, 1)
     c, h, w = t.shape[1:]
     if codes.ndim != 4 or codes.shape[0] != c:
         raise ctx.error(f"{where}: weights of shape {codes.shape}; legal: (C={c}, OC, KH, KW)")
-    _, oc, kh, kw = codes.shape
+    wscale = np.asarray(wscale, dtype=np.float64).reshape(-1)
+    if not np.all(wscale == wscale[0]):
+        raise ctx.error(f"{where}: weight scale varies along the input channels; legal: one weight scale per "
+                        f"tensor")
+    strides, pads, output_padding = _geometry(ctx, node, codes.shape, (h, w))
+    border = deconv_padding(codes.shape[2:], pads, output_padding)
+    if (strides != (1, 1) or any(border)) and not t.dtype.allowed(0):
+        raise ctx.error(f"{where}: zeros between and around the pixels of {t.dtype.name} data have no code; "
+                        f"legal: an input datatype with a code for 0 (not BIPOLAR)")
+    bias = conv_bias(ctx, node)
+    dim = (h, w)
+    if strides != (1, 1):
+        pixel = ctx.add("FMPadding_Pixel", dict(img_dim=dim, stride=strides, num_channels=c, dtype=t.dtype), [node])
+        dim = pixel.spec().out_dim
+    dim = pad_borders(ctx, node, t, dim, border)
+    return lower_conv_windows(ctx, node, t, deconv_weights(codes), wscale[:1], wdtype, bias, dim, (1, 1), (1, 1),
+                              depthwise=False)
+
+
+def _geometry(ctx, node, weights_shape, dim):
+    """(strides, pads, output_padding) of the ConvTranspose ``node`` with weights of ``weights_shape``
+    (C, OC, KH, KW) on an image of (h, w) = ``dim``; an error naming the node for what has no hardware
+    here (groups, dilation, auto_pad) or disagrees with the weights or the model's output shape."""
+    where = f"node {node.name} (ConvTranspose)"
+    attrs = ctx.attrs(node)
+    _, oc, kh, kw = weights_shape
     group = attrs.get("group", 1)
     if group != 1:
         raise ctx.error(f"{where}: group={group}; legal: group=1 (grouped transposed convolutions are not "
@@ -214,7 +239,7 @@ def _lower_conv_transpose(ctx, node):
         raise ctx.error(f"{where}: auto_pad={auto_pad}; legal: NOTSET with explicit pads")
     if tuple(attrs.get("kernel_shape", (kh, kw))) != (kh, kw):
         raise ctx.error(f"{where}: kernel_shape={list(attrs['kernel_shape'])} but weights of shape "
-                        f"{codes.shape}; legal: kernel_shape=[{kh}, {kw}]")
+                        f"{tuple(weights_shape)}; legal: kernel_shape=[{kh}, {kw}]")
     strides = tuple(attrs.get("strides", (1, 1)))
     output_padding = tuple(attrs.get("output_padding", (0, 0)))
     if len(strides) != 2 or len(output_padding) != 2 or min(strides) < 1:
@@ -223,29 +248,14 @@ def _lower_conv_transpose(ctx, node):
     if any(not 0 <= p < s for p, s in zip(output_padding, strides)):
         raise ctx.error(f"{where}: output_padding={list(output_padding)}; legal: each in 0..stride - 1 "
                         f"(strides={list(strides)})")
-    pads = _pads(ctx, node, attrs, (h, w), (kh, kw), strides, output_padding)
+    pads = _pads(ctx, node, attrs, dim, (kh, kw), strides, output_padding)
     out_dim = tuple(s * (i - 1) + p + k - b - e for s, i, p, k, b, e in
-                    zip(strides, (h, w), output_padding, (kh, kw), pads[:2], pads[2:]))
+                    zip(strides, dim, output_padding, (kh, kw), pads[:2], pads[2:]))
     out_shape = tuple(ctx.shape(node.output[0]))
     if out_shape[1:] != (oc, *out_dim):
         raise ctx.error(f"{where}: the model's output shape {list(out_shape)} disagrees with the weights and "
                         f"attributes, which give {[oc, *out_dim]} channels x rows x columns")
-    wscale = np.asarray(wscale, dtype=np.float64).reshape(-1)
-    if not np.all(wscale == wscale[0]):
-        raise ctx.error(f"{where}: weight scale varies along the input channels; legal: one weight scale per "
-                        f"tensor")
-    border = deconv_padding((kh, kw), pads, output_padding)
-    if (strides != (1, 1) or any(border)) and not t.dtype.allowed(0):
-        raise ctx.error(f"{where}: zeros between and around the pixels of {t.dtype.name} data have no code; "
-                        f"legal: an input datatype with a code for 0 (not BIPOLAR)")
-    bias = conv_bias(ctx, node)
-    dim = (h, w)
-    if strides != (1, 1):
-        pixel = ctx.add("FMPadding_Pixel", dict(img_dim=dim, stride=strides, num_channels=c, dtype=t.dtype), [node])
-        dim = pixel.spec().out_dim
-    dim = pad_borders(ctx, node, t, dim, border)
-    return lower_conv_windows(ctx, node, t, deconv_weights(codes), wscale[:1], wdtype, bias, dim, (1, 1), (1, 1),
-                              depthwise=False)
+    return strides, pads, output_padding
 
 
 OP = Op("FMPadding_Pixel", FMPaddingPixelSpec, FMPaddingPixel, folding={"SIMD": "simd"},
