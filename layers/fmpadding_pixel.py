@@ -201,10 +201,6 @@ def _lower_conv_transpose(ctx, node):
     c, h, w = t.shape[1:]
     if codes.ndim != 4 or codes.shape[0] != c:
         raise ctx.error(f"{where}: weights of shape {codes.shape}; legal: (C={c}, OC, KH, KW)")
-    wscale = np.asarray(wscale, dtype=np.float64).reshape(-1)
-    if not np.all(wscale == wscale[0]):
-        raise ctx.error(f"{where}: weight scale varies along the input channels; legal: one weight scale per "
-                        f"tensor")
     strides, pads, output_padding = _geometry(ctx, node, codes.shape, (h, w))
     border = deconv_padding(codes.shape[2:], pads, output_padding)
     if (strides != (1, 1) or any(border)) and not t.dtype.allowed(0):
@@ -216,7 +212,7 @@ def _lower_conv_transpose(ctx, node):
         pixel = ctx.add("FMPadding_Pixel", dict(img_dim=dim, stride=strides, num_channels=c, dtype=t.dtype), [node])
         dim = pixel.spec().out_dim
     dim = pad_borders(ctx, node, t, dim, border)
-    return lower_conv_windows(ctx, node, t, deconv_weights(codes), wscale[:1], wdtype, bias, dim, (1, 1), (1, 1),
+    return lower_conv_windows(ctx, node, t, deconv_weights(codes), wscale, wdtype, bias, dim, (1, 1), (1, 1),
                               depthwise=False)
 
 

@@ -30,7 +30,7 @@ from rtlgen.passes.load import load_model
 from rtlgen.passes.lower import lower
 from rtlgen.passes.to_hw import stream_io
 from sim.harness import FULL_RATE, Backpressure, simulate_streams
-from tests.conftest import rtl_at_the_ii_under_backpressure, sampled_grid, verilog_once
+from tests.conftest import golden_matches_qonnx, rtl_at_the_ii_under_backpressure, sampled_grid, verilog_once
 
 MODELS = Path(__file__).parent / "models" / "deconv"
 SHAPES = {"deconv_tiny": (2, 3, 3), "deconv_s2k3": (4, 4, 4), "deconv_s2k4": (3, 4, 4)}
@@ -189,12 +189,6 @@ OPS = {
 }
 
 
-def _golden_check(path, model, graph, x):
-    io = stream_io(model, graph)
-    result = verify_outputs(path, x, io.output_from_codes(run_golden(graph, io.input_codes(x))), io)
-    assert result.passed, result.summary()
-
-
 @pytest.mark.parametrize("name", sorted(OPS))
 def test_lowered_graph_matches_qonnx(name):
     """Every layer in hardware (the input quantizer on the host), the layers' goldens against qonnx."""
@@ -203,7 +197,7 @@ def test_lowered_graph_matches_qonnx(name):
     graph = lower(model)
     assert [n.op_type for n in graph.nodes] == OPS[name]
     assert graph.host_post == []
-    _golden_check(path, model, graph, inputs(name, 16, seed=4))
+    golden_matches_qonnx(path, model, graph, inputs(name, 16, seed=4))
 
 
 @pytest.mark.parametrize("attrs, ops", [
@@ -228,7 +222,7 @@ def test_attribute_variants_match_qonnx(attrs, ops, tmp_path):
     loaded = load_model(path)
     graph = lower(loaded)
     assert [n.op_type for n in graph.nodes] == ops
-    _golden_check(path, loaded, graph, inputs("deconv_tiny", 8, seed=11))
+    golden_matches_qonnx(path, loaded, graph, inputs("deconv_tiny", 8, seed=11))
 
 
 def test_fit_pynq_z2_golden():
@@ -240,7 +234,7 @@ def test_fit_pynq_z2_golden():
     assert runner.results["fold"].optimizer is not None
     pixel = [n for n in stitched.nodes if n.op_type == "FMPadding_Pixel"]
     assert len(pixel) == 2 and max(n.folding["SIMD"] for n in pixel) > 1
-    _golden_check(path, runner.results["load"], stitched, inputs("deconv_s2k4", 8, seed=6))
+    golden_matches_qonnx(path, runner.results["load"], stitched, inputs("deconv_s2k4", 8, seed=6))
 
 
 def test_model_hw_reads_back_and_runs_as_finn_would(tmp_path):
@@ -318,7 +312,7 @@ def test_output_shape_that_agrees_is_taken(tmp_path):
     loaded = load_model(path)
     graph = lower(loaded)
     assert [n.op_type for n in graph.nodes] == OPS["deconv_tiny"]
-    _golden_check(path, loaded, graph, inputs("deconv_tiny", 8, seed=9))
+    golden_matches_qonnx(path, loaded, graph, inputs("deconv_tiny", 8, seed=9))
 
 
 @pytest.mark.parametrize("attrs, message", [
@@ -354,3 +348,22 @@ def test_bipolar_input_is_refused():
                                            rf"pixels of BIPOLAR data have no code; legal: an input datatype with a "
                                            rf"code for 0 \(not BIPOLAR\)$"):
         lower(model)
+
+
+def test_per_output_channel_weight_scales(tmp_path):
+    """Brevitas' per-channel weight quantizer puts a ConvTranspose's scale on axis 1 (its weights are
+    (C, OC, KH, KW)): one scale per output channel, exact."""
+    from qonnx.core.modelwrapper import ModelWrapper
+    model = ModelWrapper(str(MODELS / "deconv_s2k3.onnx"))
+    deconv = next(n for n in model.graph.node if n.op_type == "ConvTranspose")
+    quant = model.find_producer(deconv.input[1])
+    weights = model.get_initializer(quant.input[0])
+    oc = weights.shape[1]
+    scale = float(np.asarray(model.get_initializer(quant.input[1])).reshape(-1)[0])
+    model.set_initializer(quant.input[1], (scale * np.linspace(0.5, 1.5, oc)).astype(np.float32).reshape(1, oc, 1, 1))
+    path = tmp_path / "deconv_per_channel.onnx"
+    model.save(str(path))
+    loaded = load_model(path)
+    graph = lower(loaded)
+    assert "FMPadding_Pixel" in [n.op_type for n in graph.nodes]
+    golden_matches_qonnx(path, loaded, graph, inputs("deconv_s2k3", 16, seed=9))

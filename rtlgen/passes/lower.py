@@ -1018,20 +1018,24 @@ def _fold_weight_quants(model):
         codes = np.round(real / scale)
         if not np.allclose(codes * scale, real, rtol=1e-6, atol=0):
             raise CompileError(f"node {node.name} ({node.op_type}): weights are not integer multiples of the scale")
-        out_scale = _output_channel_scale(scale, real.shape)
+        readers = {c.op_type for c in model.find_consumers(node.output[0]) or []}
+        out_scale = _output_channel_scale(scale, real.shape, transposed="ConvTranspose" in readers, node=node)
         folded[node.output[0]] = (codes.astype(np.int64), out_scale, dtype)
         model.set_initializer(node.output[0], real.astype(np.float32))
         model.graph.node.remove(node)
     return folded
 
 
-def _output_channel_scale(scale, shape):
-    """The weight scale per output channel: MatMul W (MW, MH) -> axis 1; Conv W (OC, ...) -> axis 0."""
+def _output_channel_scale(scale, shape, transposed=False, node=None):
+    """The weight scale per output channel: MatMul W (MW, MH) -> axis 1; Conv W (OC, ...) -> axis 0;
+    ConvTranspose W (IC, OC, ...) -> axis 1 (``transposed``)."""
     full = np.broadcast_to(scale, shape)
-    axis = 1 if len(shape) == 2 else 0
+    axis = 1 if len(shape) == 2 or transposed else 0
     moved = np.moveaxis(full, axis, 0).reshape(shape[axis], -1)
     if not np.all(moved == moved[:, :1]):
-        raise CompileError(f"weight scale of shape {scale.shape} varies within an output channel")
+        where = f"node {node.name} ({node.op_type}): " if node is not None else ""
+        raise CompileError(f"{where}weight scale of shape {scale.shape} varies within an output channel (axis "
+                           f"{axis} of weights {tuple(shape)}); legal: one scale per tensor or per output channel")
     return moved[:, 0]
 
 
