@@ -304,7 +304,7 @@ def test_an_unsupported_op_is_named_as_in_the_users_model(tmp_path, capsys):
     onnx.save(model, str(tmp_path / "sin.onnx"))
     line = one_line(capsys, ["compile", str(tmp_path / "sin.onnx"), "-o", str(tmp_path / "out")])
     assert line.startswith("rtlgen compile: error: node Sin_ins (Sin) cannot be mapped to hardware and is not at the "
-                           "graph's edge: MatMul_2 (MatMul) comes after it; mapped to hardware: AveragePool, Conv, Gemm, "
+                           "graph's edge: MatMul_2 (MatMul) comes after it; mapped to hardware: AveragePool, Conv, ConvTranspose, Gemm, "
                            "GlobalAveragePool, MatMul, MaxPool, "), line
     assert "Sin_0" not in line and "quantizers (BipolarQuant, MultiThreshold, Quant, Trunc)" in line
 
