@@ -14,6 +14,9 @@ from layers.op import OneDatatype, Op, Resources, StreamContract
 
 __all__ = ["DWCSpec", "StreamingDataWidthConverter"]
 
+GENERAL_TIMING_ROUNDS = 64     # rounds of the general converter's vectorized timing model before the word loop
+_LONG_PAST = np.iinfo(np.int64).min // 4
+
 
 @dataclass(frozen=True)
 class DWCSpec(StreamContract, OneDatatype):
@@ -96,8 +99,71 @@ class DWCSpec(StreamContract, OneDatatype):
 
     def _general_timing(self, a, taken):
         # A shift buffer of buffer_bits: input n moves when offered, the cycle after input n - 1, and once
-        # enough output words have moved out to leave it room; output j is offered the cycle after the
-        # input completing it moved (and after word j - 1 moved).
+        # the outputs up to room[n] have moved out to leave it room; output j is offered the cycle after
+        # the input completing it, complete[j], moved (and after word j - 1 moved):
+        #   reads[n] = max(a[n], reads[n - 1] + 1, moved[room[n]] + 1)
+        #   moved[j] = max(taken[j], reads[complete[j]] + 1, moved[j - 1] + 1)
+        # Given the other, each is a chain of +1 steps (take_when_ready, a cumulative maximum), so both are
+        # raised from below, alternately, until the reads leave room for every word: a least fixed point,
+        # the words' cycles. Each round settles the words whose critical path crosses between the chains
+        # once more; while the narrow side runs every cycle (what buffer_bits is sized for) no path crosses
+        # back, so a round or two suffice. Beyond GENERAL_TIMING_ROUNDS the word loop takes over.
+        # complete and room repeat every lcm(in_width, out_width) bits (a frame is whole periods): the
+        # gathers go period by period, with no index array as long as the stream.
+        complete, room = self._general_periods()
+        periods, rest = divmod(a.size, room.size)
+        if rest:                                        # not whole frames: the word loop
+            return self._general_timing_loop(a, taken)
+        reads = take_when_ready(a)
+        for _ in range(GENERAL_TIMING_ROUNDS):
+            ready = self._completing(reads, complete, periods)
+            if taken is not None:
+                np.maximum(ready, taken, out=ready)
+            moved = take_when_ready(ready)
+            needs = self._room_needs(moved, room, periods)
+            if (needs <= reads).all():
+                writes = self._completing(reads, complete, periods)
+                np.maximum(writes[1:], moved[:-1] + 1, out=writes[1:])
+                return Timing((reads,), writes)
+            np.maximum(needs, a, out=needs)
+            reads = take_when_ready(needs)
+        return self._general_timing_loop(a, taken)
+
+    def _general_periods(self):
+        """One period of lcm(in_width, out_width) bits: per output word k, the input word completing it
+        (``complete[k]``); per input word k, the output word that must have moved before it fits
+        (``room[k]``: may lie in earlier periods, negative), as indices within the period."""
+        iw, ow = self.in_width, self.out_width
+        period = lcm(iw, ow)
+        k = np.arange(period // ow, dtype=np.int64)
+        complete = ((k + 1) * ow + iw - 1) // iw - 1
+        k = np.arange(period // iw, dtype=np.int64)
+        room = ((k + 1) * iw - self.buffer_bits + ow - 1) // ow - 1
+        return complete, room
+
+    @staticmethod
+    def _completing(reads, complete, periods):
+        """``reads[complete[j]] + 1`` for every output word ``j`` (a new array)."""
+        ready = np.take(reads.reshape(periods, -1), complete, axis=1).reshape(-1)
+        ready += 1
+        return ready
+
+    @staticmethod
+    def _room_needs(moved, room, periods):
+        """``moved[room[n]] + 1`` for every input word ``n`` (a cycle long past where ``room[n] < 0``)."""
+        per_in, per_out = room.size, moved.size // periods
+        grid = moved.reshape(periods, per_out)
+        needs = np.empty((periods, per_in), dtype=np.int64)
+        for k, r in enumerate(room.tolist()):
+            back, column = divmod(r, per_out)           # back <= 0: periods before this one
+            back = min(-back, periods)
+            needs[:back, k] = _LONG_PAST
+            needs[back:, k] = grid[:periods - back, column]
+        needs += 1
+        return needs.reshape(-1)
+
+    def _general_timing_loop(self, a, taken):
+        """:meth:`_general_timing` a word at a time (the reference its rounds are tested against)."""
         iw, ow, size = self.in_width, self.out_width, self.buffer_bits
         n_out = a.size * iw // ow
         reads = np.empty(a.size, dtype=np.int64)

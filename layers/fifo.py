@@ -17,6 +17,14 @@ __all__ = ["FIFOSpec", "StreamingFIFO", "output_fifo_spec"]
 
 RAM_STYLES = BRAM_OR_LUT_STYLES
 SRL_MAX_DEPTH = 32      # one SRLC32E per bit; deeper FIFOs are cheaper as LUTRAM or BRAM
+# Any depth from 2 up is a legal FIFO (a 128x128 super-resolution CNN's window stream wants 104,542 words in
+# front of a slow MVAU): deep ones are one memory that Yosys tiles over as many block RAMs as it takes
+# (stacked in depth behind a read multiplexer, costed by layers.memcost.ram_cost), not a chain of FIFOs.
+# FINN chains (SplitLargeFIFOs) because Vivado's FIFO IP stops at 32,768 words; ours is our own RTL, where
+# a chain would cost the same block RAMs plus a controller, 2 cycles of latency and an output register per
+# link, and would move the timing the FIFO sizer models (one FIFO, latency 2). Whether it fits the board is
+# the estimate's question (check_fit, the optimizer), not the spec's.
+MIN_DEPTH = 2
 
 
 @dataclass(frozen=True)
@@ -26,7 +34,7 @@ class FIFOSpec(StreamContract, OneWidth):
     A FIFO carries words of any datatype and frame shape: its dtypes and folded shapes are None, and
     it never limits the rate (``exp_cycles`` 0)."""
     width: int                  # word width in bits (the producer's folded output width)
-    depth: int                  # words the FIFO holds without stalling its input: 2 .. 65536
+    depth: int                  # words the FIFO holds without stalling its input: 2 or more
     ram_style: Literal["auto", "distributed", "block"] = "auto"
     fall_through: bool = False  # a word entering an empty FIFO goes straight to the output register:
                                 # offered one cycle later instead of two (SRL storage only)
@@ -34,8 +42,8 @@ class FIFOSpec(StreamContract, OneWidth):
     def __post_init__(self):
         if not isinstance(self.width, int) or self.width < 1:
             raise ValueError(f"FIFO width must be a positive integer, not {self.width!r}")
-        if not isinstance(self.depth, int) or not 2 <= self.depth <= 1 << 16:
-            raise ValueError(f"FIFO depth must be an integer in 2..65536, not {self.depth!r}")
+        if not isinstance(self.depth, int) or isinstance(self.depth, bool) or self.depth < MIN_DEPTH:
+            raise ValueError(f"FIFO depth must be an integer >= {MIN_DEPTH}, not {self.depth!r}")
         if self.ram_style not in RAM_STYLES:
             raise ValueError(f"FIFO ram_style must be one of {', '.join(RAM_STYLES)}, not {self.ram_style!r}")
         if self.fall_through not in (False, True):

@@ -44,11 +44,9 @@ class PaddingWalk:
         arrivals = as_cycles(arrivals[0])
         frames = frames_of(arrivals, self.in_words)
         inside = np.tile(self.inside(), frames)
-        word = np.cumsum(inside) - inside                   # the input word next in line at each output word
-        waits = inside.copy()
-        waits[::self.out_words] = True                      # a frame's first word
-        word = np.minimum(word, arrivals.size - 1)          # (the last frame's bottom pads wait for none)
-        offered = np.where(waits, arrivals[word], np.iinfo(np.int64).min // 4)
+        offered = np.full(inside.size, np.iinfo(np.int64).min // 4)
+        offered[inside] = arrivals                          # the input words, in order
+        offered[::self.out_words] = arrivals[::self.in_words]   # a frame's first word waits for its first input
         steps = take_when_ready(offered)
         return Timing((steps[inside],), steps + self.latency)
 
@@ -107,8 +105,9 @@ class FMPaddingSpec(PaddingWalk, PixelFolded, OneDatatype, OneWidth):
         """Per output word of a frame (output order): whether it forwards an input word (else it pads)."""
         (h, w), (oh, ow) = self.img_dim, self.out_dim
         top, left, _, _ = self.padding
-        y, x, _ = np.indices((oh, ow, self.cf)).reshape(3, -1)
-        return (y >= top) & (y < top + h) & (x >= left) & (x < left + w)
+        y, x = np.arange(oh), np.arange(ow)
+        pixels = ((y >= top) & (y < top + h))[:, None] & ((x >= left) & (x < left + w))[None, :]
+        return np.repeat(pixels.reshape(-1), self.cf)
 
     def resource_estimate(self):
         """The zero-select per bit, three position counters with their compares, and the output FIFO."""

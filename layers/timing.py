@@ -23,11 +23,13 @@ layer's next read depends on its own earlier output (a window generator's buffer
 milliseconds on the streams of CNV-sized networks.
 """
 
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["Timing", "as_cycles", "take_when_ready", "take_in_turn", "one_to_one", "frames_of"]
+__all__ = ["Timing", "as_cycles", "take_when_ready", "take_in_turn", "one_to_one", "frames_of", "counting",
+           "shared_counting"]
 
 
 @dataclass(frozen=True)
@@ -46,14 +48,53 @@ def take_when_ready(arrivals, ready=None):
     """Cycles at which words offered at ``arrivals`` move into a layer that takes at most one word per
     cycle and is ready for word ``n`` from cycle ``ready[n]`` on (always, when ``None``):
     ``take[n] = max(arrivals[n], ready[n], take[n-1] + 1)``, in closed form
-    ``take[n] = n + cummax(max(arrivals, ready)[k] - k)``."""
+    ``take[n] = n + cummax(max(arrivals, ready)[k] - k)``.
+
+    The streams of large feature maps are millions of words, and a fresh array costs as much as the
+    arithmetic: one new array, updated in place; none when every word is offered at least a cycle after
+    the one before and ``ready`` is None (a producer never stalled offers so): ``arrivals`` itself is the
+    answer then (read only, as every model's answer is)."""
     a = as_cycles(arrivals)
-    if ready is not None:
-        a = np.maximum(a, as_cycles(ready))
     if a.size == 0:
-        return a
-    n = np.arange(a.size, dtype=np.int64)
-    return np.maximum.accumulate(a - n) + n
+        return a.copy()
+    if ready is None:
+        if a.size == 1 or (a[1:] > a[:-1]).all():
+            return a
+        x = a - counting(a.size)
+    else:
+        x = np.maximum(a, as_cycles(ready))
+        x -= counting(a.size)
+    np.maximum.accumulate(x, out=x)
+    x += counting(a.size)
+    return x
+
+
+def counting(n):
+    """``np.arange(n)`` (int64, read only): a view of one array kept while :func:`shared_counting` is on, so
+    the many models of one composed run do not each build their own."""
+    if _COUNTING is None:
+        return np.arange(n, dtype=np.int64)
+    if _COUNTING[0].size < n:
+        _COUNTING[0] = np.arange(n, dtype=np.int64)
+        _COUNTING[0].flags.writeable = False
+    return _COUNTING[0][:n]
+
+
+_COUNTING = None        # [the kept np.arange], while shared_counting is on
+
+
+@contextmanager
+def shared_counting():
+    """While on, :func:`counting` hands out views of one array (freed when the outermost one ends)."""
+    global _COUNTING
+    outermost = _COUNTING is None
+    if outermost:
+        _COUNTING = [np.arange(0, dtype=np.int64)]
+    try:
+        yield
+    finally:
+        if outermost:
+            _COUNTING = None
 
 
 def take_in_turn(arrivals, gaps):
@@ -61,11 +102,14 @@ def take_in_turn(arrivals, gaps):
     ``gaps[n]`` cycles between taking word ``n - 1`` and word ``n``."""
     a = as_cycles(arrivals)
     if a.size == 0:
-        return a
-    g = as_cycles(gaps).copy()
-    g[0] = 0
-    offset = np.cumsum(g)
-    return np.maximum.accumulate(a - offset) + offset
+        return a.copy()
+    offset = as_cycles(gaps).copy()
+    offset[0] = 0
+    np.cumsum(offset, out=offset)
+    x = a - offset
+    np.maximum.accumulate(x, out=x)
+    x += offset
+    return x
 
 
 def one_to_one(spec_latency, arrivals):

@@ -76,8 +76,8 @@ class UpsampleNearestNeighbourSpec(PixelFolded, OneDatatype, OneWidth):
         """Per output word of a frame (output order): whether it is a first copy, taken from the input
         (the others are read back from the row buffer)."""
         (h, w), (sy, sx) = self.ifm_dim, self.factor
-        _, ry, _, rx, _ = np.indices((h, sy, w, sx, self.cf)).reshape(5, -1)
-        return (ry == 0) & (rx == 0)
+        first = (np.arange(sy) == 0)[:, None, None] & (np.arange(sx) == 0)[None, None, :]    # (ry, column, rx)
+        return np.repeat(np.broadcast_to(first, (sy, w, sx)).reshape(-1), self.cf).reshape(1, -1).repeat(h, 0).reshape(-1)
 
     def timing(self, arrivals):
         """A walker steps through the output words, one a cycle with the output never stalled; a first

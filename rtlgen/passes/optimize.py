@@ -132,15 +132,16 @@ def optimize_folding(graph, budget, *, target_cycles=None, io_cycles=None):
     (``weight_lut_bits``, more MVAU options); the spilled design is kept only where it is faster (or, with
     a target, where it is the only one that fits). Fitting is not monotone in the options (the inserted
     DWCs and FIFOs follow the widths), so the larger search alone can land on a slower design."""
-    global _COSTS
-    _COSTS = {}             # the searches share the options' costs (both passes, every I/O round)
-    try:
+    global _COSTS, _INSERTED
+    _COSTS, _INSERTED = {}, {}      # the searches share the options' and the foldings' costs (both passes,
+    try:                            # every I/O round)
         return _optimize_folding(graph, budget, target_cycles, io_cycles)
     finally:
-        _COSTS = None
+        _COSTS = _INSERTED = None
 
 
 _COSTS = None       # within optimize_folding: ((node id, folding), ...) -> (cycles, cost), or None if illegal
+_INSERTED = None    # within optimize_folding: the graph's wiring and foldings -> inserted_estimate
 
 
 def _optimize_folding(graph, budget, target_cycles, io_cycles):
@@ -363,12 +364,14 @@ def candidate_iis(choices):
 
 def smallest_fitting(candidates, attempt):
     """(II, attempt(II)) for the smallest candidate II whose attempt succeeds, by bisection (fitting is
-    taken as monotone in the II: a larger II allows every option a smaller one does); None if the largest
-    fails."""
-    last = attempt(candidates[-1])
-    if last is None:
-        return None
-    best = (candidates[-1], last)
+    taken as monotone in the II: a larger II allows every option a smaller one does); None if none does.
+
+    The largest is taken as fitting until the bisection shows it is the only one left: attempted last, if
+    at all. It is the costliest attempt (the slowest folding streams the most words, which the FIFO sizing
+    of its estimate models one by one: 71 M words a frame, 20 s, on a 128x128 super-resolution CNN) and
+    need not fit when faster ones do (a slow layer behind a bursty window generator wants a FIFO of
+    100,000 words there), so a failure there must not end the search."""
+    best = None
     lo, hi = 0, len(candidates) - 2
     while lo <= hi:
         mid = (lo + hi) // 2
@@ -377,6 +380,9 @@ def smallest_fitting(candidates, attempt):
             best, hi = (candidates[mid], found), mid - 1
         else:
             lo = mid + 1
+    if best is None:
+        last = attempt(candidates[-1])
+        best = None if last is None else (candidates[-1], last)
     return best
 
 
@@ -446,13 +452,31 @@ def inserted_estimate(graph):
     """Estimate (LUT, FF, BRAM18, DSP) of the nodes stitching adds to the folded ``graph``: the fan-outs,
     DWCs and FIFOs of :func:`rtlgen.passes.insert.stream_plan` (the plan the insertion passes materialize),
     the FIFOs at the depths the compile will give them (:func:`rtlgen.passes.size_fifos.analytic_fifo_depths`
-    of the plan: the composed timing model, milliseconds). No graph is built."""
+    of the plan: the composed timing model), however deep (in block RAM beyond a few hundred words; see
+    :mod:`layers.fifo`). No graph is built. Within :func:`optimize_folding`, a folding already costed is
+    not modelled again (the bisection, the naive fallback and the spilled pass revisit foldings)."""
     from rtlgen.passes.size_fifos import analytic_fifo_depths
     from rtlgen.passes.insert import stream_plan
+    key = _folding_key(graph) if _INSERTED is not None else None
+    if key is not None and key in _INSERTED:
+        return _INSERTED[key].copy()
     plan = stream_plan(graph)
     depths = analytic_fifo_depths(plan)
     vector = np.zeros(len(RESOURCES))
     for node in plan.inserted_nodes():
         used = estimate(node.spec(depth=depths[node.name]) if node.name in depths else node.spec())
         vector += [float(used[r]) for r in RESOURCES]
+    if key is not None:
+        _INSERTED[key] = vector.copy()
     return vector
+
+
+def _folding_key(graph):
+    """The graph's wiring and every node's folding, hashable (None where a folding value is not)."""
+    key = (graph.input, graph.output, tuple((n.name, n.op_type, n.inputs, n.outputs, tuple(sorted(n.folding.items())))
+                                          for n in graph.nodes))
+    try:
+        hash(key)
+    except TypeError:
+        return None
+    return key

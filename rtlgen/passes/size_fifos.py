@@ -32,7 +32,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from layers.timing import as_cycles
+from layers.timing import as_cycles, shared_counting
 from rtlgen.check.simulate import simulate_chain
 from rtlgen.ir.graph import as_graph
 from rtlgen.passes.insert import DEFAULT_FIFO_DEPTH, insert_dwcs_and_fifos, is_role, tensor_words
@@ -66,8 +66,16 @@ class GraphTiming:
         into, out = self.leave[fifo.inputs[0]], self.leave[fifo.outputs[0]]
         if into.size == 0:
             return 0
-        left_by = np.searchsorted(out, into, side="right")      # words gone when word j enters
-        return int((np.arange(1, into.size + 1) - left_by).max())
+        start = min(int(into[0]), int(out[0]))
+        span = max(int(into[-1]), int(out[-1])) + 1 - start
+        if span > 4 * into.size:            # a sparse stream: words gone when word j enters, by search
+            left_by = np.searchsorted(out, into, side="right")
+            return int((np.arange(1, into.size + 1) - left_by).max())
+        # a dense one: words in after each cycle's moves (at most one enters a cycle), a pass over the cycles
+        held = np.bincount(into - start, minlength=span)
+        held -= np.bincount(out - start, minlength=span)
+        np.cumsum(held, out=held)
+        return int(held[into - start].max())
 
     def frame_ends(self, tensor, words_per_frame):
         return self.leave[tensor][words_per_frame - 1::words_per_frame]
@@ -85,6 +93,11 @@ def graph_timing(graph, source):
     :func:`rtlgen.passes.insert.insert_dwcs_and_fifos`; their depths are ignored: every FIFO as deep as needed).
     ``source``: the cycles at which the graph input's words are offered. The graph output is never
     stalled."""
+    with shared_counting():
+        return _compose(graph, source)
+
+
+def _compose(graph, source):
     offers = {graph.input: as_cycles(source)}      # tensor -> when each word is first offered to its reader
     enter = {graph.input: as_cycles(source)}
     leave = {}
@@ -98,6 +111,8 @@ def graph_timing(graph, source):
             dwc = producers.get(t)
             if dwc is None or not is_role(dwc, "dwc"):
                 continue
+            if leave[t] is offers[t] or np.array_equal(leave[t], offers[t]):    # took every word when offered:
+                continue                            # the converter never stalled, its model as run is the answer
             for _ in range(_MAX_ROUNDS):
                 behind = dwc.spec().timing([offers[dwc.inputs[0]]], taken=leave[t])
                 leave[dwc.inputs[0]] = behind.reads[0]
