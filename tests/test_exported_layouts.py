@@ -13,6 +13,7 @@ import pytest
 from onnx import TensorProto, helper
 
 from tests.conftest import golden_matches_qonnx, rtl_at_the_ii_under_backpressure
+from rtlgen.check.verify import verify_outputs
 from rtlgen.errors import CompileError
 from rtlgen.flows import COMPILE, Runner
 from rtlgen.options import CompileOptions
@@ -24,6 +25,7 @@ SMALL = {       # model: the hardware ops it must lower to (every layer but the 
     "vgg10_small": {"MVAU": 5, "StreamingMaxPool": 2, "VVAU": 1},
     "branched_cl_16": {"StreamingConcat": 1, "StreamingMaxPool": 1},
     "sepconv_cl_16": {"VVAU": 2, "StreamingMaxPool": 2},
+    "unet_cl_8": {"UpsampleNearestNeighbour": 1, "StreamingConcat": 1, "StreamingMaxPool": 1},
     "unet_cl_16": {"UpsampleNearestNeighbour": 1, "StreamingConcat": 1, "StreamingMaxPool": 1},
     "nhwc_reshape": {"MVAU": 2},
     "nhwc_transpose": {"MVAU": 2},
@@ -85,33 +87,34 @@ def test_fit_pynq_z2_golden(name):
     golden_matches_qonnx(path, runner.results["load"], stitched, inputs(name, 4, seed=3))
 
 
-@pytest.mark.sim
-def test_vgg10_small_rtl_at_the_ii_under_backpressure(tmp_path):
-    path = MODELS / "vgg10_small.onnx"
-    from rtlgen.check.verify import verify_outputs
-    x = inputs("vgg10_small", 6, seed=5)
-    outputs, io = rtl_at_the_ii_under_backpressure(path, x, tmp_path, seed=3)
-    assert verify_outputs(path, x, outputs, io).passed
-
-
-@pytest.mark.slow
-@pytest.mark.sim
-@pytest.mark.parametrize("name", ["branched_cl_16", "sepconv_cl_16", "unet_cl_16", "nhwc_reshape", "nhwc_transpose"])
-def test_rtl_at_the_ii_under_backpressure(name, tmp_path):
-    from rtlgen.check.verify import verify_outputs
+def _rtl_matches_qonnx(name, n, tmp_path, options=None, seed=4):
     path = MODELS / f"{name}.onnx"
-    x = inputs(name, 4, seed=6)
-    outputs, io = rtl_at_the_ii_under_backpressure(path, x, tmp_path, CompileOptions(fit="pynq-z2"), seed=4)
-    assert verify_outputs(path, x, outputs, io).passed
+    x = inputs(name, n, seed=seed)
+    outputs, io = rtl_at_the_ii_under_backpressure(path, x, tmp_path, options, seed=seed)
+    result = verify_outputs(path, x, outputs, io)
+    assert result.passed, result.summary()
+
+
+@pytest.mark.sim
+@pytest.mark.parametrize("name", ["vgg10_small", "unet_cl_8"])
+def test_small_instances_in_rtl_at_the_ii_under_backpressure(name, tmp_path):
+    """A 1-D network, and hls4ml's channels-last U-Net (NHWC input, LeakyReLU, MaxPool, Resize, Concat)."""
+    _rtl_matches_qonnx(name, 4, tmp_path)
 
 
 @pytest.mark.slow
+@pytest.mark.sim
+@pytest.mark.parametrize("name", ["vgg10_small", "branched_cl_16", "sepconv_cl_16", "unet_cl_16", "nhwc_reshape",
+                                  "nhwc_transpose"])
+def test_fit_in_rtl_at_the_ii_under_backpressure(name, tmp_path):
+    _rtl_matches_qonnx(name, 4, tmp_path, CompileOptions(fit="pynq-z2"))
+
+
+@pytest.mark.slow
+@pytest.mark.sim
 @pytest.mark.parametrize("name", ["vgg10_radioml", "branched_cl_256", "sepconv_cl_256", "unet_cl_512"])
-def test_full_size_models_fit_and_match_qonnx(name):
-    path = MODELS / f"{name}.onnx"
-    runner = Runner()
-    stitched = runner.run(COMPILE, path, CompileOptions(fit="pynq-z2"), stop="insert_fifos")
-    golden_matches_qonnx(path, runner.results["load"], stitched, inputs(name, 1, seed=2))
+def test_full_size_models_fit_in_rtl_at_the_ii_under_backpressure(name, tmp_path):
+    _rtl_matches_qonnx(name, 1, tmp_path, CompileOptions(fit="pynq-z2"))
 
 
 # ---- refusals name the node ----------------------------------------------------------------------------

@@ -13,7 +13,7 @@ hls4ml's QONNX test models (Brevitas -> qonnx's ConvertToChannelsLastAndClean wi
 channels-last: `Conv`, `MaxPool`, `BatchNormalization` in the qonnx.custom_op.channels_last domain, NHWC input):
   branched_cl_16.onnx, branched_cl_256.onnx     two conv branches from one tensor, Concat (shared quantizer)
   sepconv_cl_16.onnx, sepconv_cl_256.onnx       depthwise + pointwise convs, LeakyReLU before the quantizers
-  unet_cl_16.onnx, unet_cl_512.onnx             conv, MaxPool, nearest Resize x2, Concat with the skip
+  unet_cl_8/16/512.onnx                         conv, MaxPool, nearest Resize x2, Concat with the skip
 The input layouts an exporter writes before the first layer:
   nhwc_reshape.onnx     QKeras' converter: (1, 28, 28, 1) -> Quant -> Reshape (1, 1, 28, 28) -> conv
   nhwc_transpose.onnx   (1, 8, 8, 3) -> Quant -> Transpose to NCHW -> conv
@@ -167,8 +167,9 @@ class NHWCTranspose(nn.Module):
         return self.c2(self.a(self.b(self.c(x))))
 
 
-def export(net, shape, name, channels_last=False, seed=0):
-    torch.manual_seed(seed)
+def export(make, shape, name, channels_last=False, seed=0):
+    torch.manual_seed(seed)             # before the model is built: its initial weights are drawn from it
+    net = make()
     for m in net.modules():
         if isinstance(m, (nn.BatchNorm1d, nn.BatchNorm2d)):
             m.weight.data.uniform_(0.5, 1.5)
@@ -203,20 +204,20 @@ def export(net, shape, name, channels_last=False, seed=0):
 
 def main(only=None):
     export = _only(only)
-    export(VGG10(32, 8, 2, 16, 5, avg=True), (1, 2, 32), "vgg10_small.onnx")
-    export(VGG10(1024, 64, 7, 128, 24), (1, 2, 1024), "vgg10_radioml.onnx")
+    export(lambda: VGG10(32, 8, 2, 16, 5, avg=True), (1, 2, 32), "vgg10_small.onnx")
+    export(lambda: VGG10(1024, 64, 7, 128, 24), (1, 2, 1024), "vgg10_radioml.onnx")
     for size in (16, 256):
-        export(Branched(), (1, 3, size, size), f"branched_cl_{size}.onnx", channels_last=True)
-        export(SepConv(), (1, 3, size, size), f"sepconv_cl_{size}.onnx", channels_last=True)
-    for size in (16, 512):
-        export(UNet(), (1, 1, size, size), f"unet_cl_{size}.onnx", channels_last=True)
-    export(NHWCReshape(), (1, 28, 28, 1), "nhwc_reshape.onnx")
-    export(NHWCTranspose(), (1, 8, 8, 3), "nhwc_transpose.onnx")
+        export(Branched, (1, 3, size, size), f"branched_cl_{size}.onnx", channels_last=True)
+        export(SepConv, (1, 3, size, size), f"sepconv_cl_{size}.onnx", channels_last=True)
+    for size in (8, 16, 512):
+        export(UNet, (1, 1, size, size), f"unet_cl_{size}.onnx", channels_last=True)
+    export(NHWCReshape, (1, 28, 28, 1), "nhwc_reshape.onnx")
+    export(NHWCTranspose, (1, 8, 8, 3), "nhwc_transpose.onnx")
 
 
 def _only(names):
     """``export`` restricted to the files named on the command line (all when none)."""
-    return lambda net, shape, name, **kw: export(net, shape, name, **kw) if not names or name in names else None
+    return lambda make, shape, name, **kw: export(make, shape, name, **kw) if not names or name in names else None
 
 
 if __name__ == "__main__":
