@@ -125,3 +125,29 @@ def test_sim_json_measures_rate_and_latency(tmp_path, capsys):
     assert got["frames"] == 8 and got["latency_cycles"] == got["analytic_latency_cycles"]
     assert abs(got["cycles_per_frame"] / got["analytic_cycles_per_frame"] - 1) <= 0.02
     assert got["frames_per_second"] == round(got["clock_mhz"] * 1e6 / got["cycles_per_frame"], 1)
+
+
+# Latency (cycles) and FIFO depths (StreamingFIFO_0, _1, ...) the composed model gave before its models were
+# vectorized for large feature maps (issue 46 item 6: the general width converter a word at a time, a
+# converter rerun behind every consumer, fresh arrays everywhere; commit ebc0ff0): the faster models must
+# give these exactly. espcn-16 has the general converters (32 -> 36, 64 -> 48), padding and upsampling.
+WORD_BY_WORD = {
+    "digits-mlp": (2137, [32, 32, 32, 56, 2]),
+    "resnet-block": (1981, [32, 32, 2, 2, 32, 2, 70, 32, 2, 70, 2, 2, 358, 2, 2, 2, 96, 2, 32, 2, 2, 32, 2, 48, 2,
+                            188, 2, 2, 2, 2, 2]),
+    "upsample-concat": (1456, [32, 32, 2, 2, 32, 2, 32, 32, 32, 61, 98, 2, 102, 2, 2, 2, 2]),
+    "small-cnn": (2864, [2, 32, 32, 2, 2, 53, 2, 2, 2, 2]),
+    "espcn-16": (28396, [2, 70, 32, 1058, 2, 2, 32, 256, 32, 1725, 2]),
+}
+RECORDED = {**NETWORKS, "upsample-concat": (MODELS / "branching" / "upsample_concat.onnx", {}),
+            "espcn-16": (MODELS / "espcn" / "espcn_16.onnx", {})}
+
+
+@pytest.mark.parametrize("name", sorted(WORD_BY_WORD))
+def test_depths_and_latency_are_what_the_word_by_word_models_gave(name):
+    from rtlgen.flows import COMPILE, Runner
+    model, options = RECORDED[name]
+    stitched = Runner().run(COMPILE, model, CompileOptions(**options), stop="insert_fifos")
+    fifos = sorted((n for n in stitched.nodes if insert.is_role(n, "fifo")), key=lambda n: int(n.name.split("_")[-1]))
+    assert [n.name for n in fifos] == [f"StreamingFIFO_{k}" for k in range(len(fifos))]
+    assert (latency_cycles(stitched), [n.folding["depth"] for n in fifos]) == WORD_BY_WORD[name]

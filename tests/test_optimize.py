@@ -61,6 +61,18 @@ def test_each_ii_is_solved_exactly():
         assert sum(choices[g][k].cost[0] for g, k in enumerate(picked)) <= lut
 
 
+
+def test_the_slowest_candidate_is_attempted_last_and_may_fail():
+    """Issue 46 item 6: the slowest folding is the costliest to estimate (the most words to model) and need
+    not fit where faster ones do (a 128x128 CNN's slowest candidate wants a FIFO of 100,000 words): it is
+    attempted only when no faster candidate fits, and its failure does not hide the ones that do."""
+    candidates = list(range(10, 110, 10))
+    for fits, expected in [(set(range(40, 100, 10)), 40), (set(candidates), 10), ({100}, 100), (set(), None)]:
+        tried = []
+        found = smallest_fitting(candidates, lambda ii: tried.append(ii) or (f"design at {ii}" if ii in fits else None))
+        assert found == (None if expected is None else (expected, f"design at {expected}")), fits
+        assert (100 in tried) == (expected in (100, None)) and tried.count(100) <= 1
+
 def best_naive(graph, budget):
     """FINN's SetFolding at every target, fastest first: the first whole design within the budget."""
     limit = budget.as_vector()

@@ -154,3 +154,27 @@ def test_width_converter_model_follows_a_stalled_consumer(params):
     model = spec.timing([np.array(result.offered_cycles("i"))], taken=taken)
     np.testing.assert_array_equal(model.reads[0], result.in_cycles("i"))
     assert (model.writes <= taken).all()
+
+
+@pytest.mark.parametrize("widths", [(4, 6), (6, 4), (32, 36), (64, 48), (49, 16), (16, 49), (3, 5), (10, 4)],
+                         ids=lambda w: f"{w[0]}to{w[1]}")
+def test_general_converter_model_is_its_word_loop(widths, monkeypatch):
+    """The general converter's vectorized model (rounds of cumulative maxima to their fixed point, period by
+    period) gives the cycles its word loop (the model as it was, cycle-exact above) gives: offered with random
+    gaps and bursts, never stalled and behind a consumer that stalls at random; and where the rounds are
+    cut short, it is the word loop that answers."""
+    from layers import dwc
+    from layers.dwc import DWCSpec
+    iw, ow = widths
+    rng = np.random.default_rng(iw * 100 + ow)
+    spec = DWCSpec((3 * 40 * np.lcm(iw, ow),), iw, ow, "BINARY")
+    for gap in (1, 3, 9):
+        a = np.cumsum(1 + rng.integers(0, gap, spec.in_words) * (rng.random(spec.in_words) < 0.3))
+        free = spec._general_timing_loop(a, None)
+        taken = free.writes + np.cumsum(rng.integers(0, gap, free.writes.size))
+        for behind in (None, taken):
+            want, got = spec._general_timing_loop(a, behind), spec.timing([a], taken=behind)
+            np.testing.assert_array_equal(got.reads[0], want.reads[0])
+            np.testing.assert_array_equal(got.writes, want.writes)
+    monkeypatch.setattr(dwc, "GENERAL_TIMING_ROUNDS", 0)
+    np.testing.assert_array_equal(spec.timing([a]).writes, spec._general_timing_loop(a, None).writes)
