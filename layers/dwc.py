@@ -9,7 +9,7 @@ from qonnx.core.datatype import DataType
 from layers.datapath import StreamLayer
 import numpy as np
 
-from layers.timing import Timing, as_cycles, take_in_turn, take_when_ready
+from layers.timing import Timing, as_cycles, take_in_turn, take_when_ready, take_when_ready_in_place
 from layers.op import OneDatatype, Op, Resources, StreamContract
 
 __all__ = ["DWCSpec", "StreamingDataWidthConverter"]
@@ -116,17 +116,19 @@ class DWCSpec(StreamContract, OneDatatype):
             return self._general_timing_loop(a, taken)
         reads = take_when_ready(a)
         for _ in range(GENERAL_TIMING_ROUNDS):
-            ready = self._completing(reads, complete, periods)
+            moved = self._completing(reads, complete, periods)
             if taken is not None:
-                np.maximum(ready, taken, out=ready)
-            moved = take_when_ready(ready)
-            needs = self._room_needs(moved, room, periods)
-            if (needs <= reads).all():
+                np.maximum(moved, taken, out=moved)
+            take_when_ready_in_place(moved)
+            if self._has_room(reads, moved, room, periods):
+                if taken is None:                       # then every word moves when offered
+                    return Timing((reads,), moved)
                 writes = self._completing(reads, complete, periods)
                 np.maximum(writes[1:], moved[:-1] + 1, out=writes[1:])
                 return Timing((reads,), writes)
+            needs = self._room_needs(moved, room, periods)
             np.maximum(needs, a, out=needs)
-            reads = take_when_ready(needs)
+            reads = take_when_ready_in_place(needs)
         return self._general_timing_loop(a, taken)
 
     def _general_periods(self):
@@ -151,16 +153,19 @@ class DWCSpec(StreamContract, OneDatatype):
     @staticmethod
     def _room_needs(moved, room, periods):
         """``moved[room[n]] + 1`` for every input word ``n`` (a cycle long past where ``room[n] < 0``)."""
-        per_in, per_out = room.size, moved.size // periods
-        grid = moved.reshape(periods, per_out)
-        needs = np.empty((periods, per_in), dtype=np.int64)
-        for k, r in enumerate(room.tolist()):
-            back, column = divmod(r, per_out)           # back <= 0: periods before this one
-            back = min(-back, periods)
+        needs = np.empty((periods, room.size), dtype=np.int64)
+        for k, back, waited in _room_columns(moved, room, periods):
             needs[:back, k] = _LONG_PAST
-            needs[back:, k] = grid[:periods - back, column]
+            needs[back:, k] = waited
         needs += 1
         return needs.reshape(-1)
+
+    @staticmethod
+    def _has_room(reads, moved, room, periods):
+        """Whether every input word moved after the output words making room for it (``reads[n] >
+        moved[room[n]]``), column by column of the periods (no array as long as the stream)."""
+        grid = reads.reshape(periods, room.size)
+        return not any((waited >= grid[back:, k]).any() for k, back, waited in _room_columns(moved, room, periods))
 
     def _general_timing_loop(self, a, taken):
         """:meth:`_general_timing` a word at a time (the reference its rounds are tested against)."""
@@ -231,6 +236,17 @@ class DWCSpec(StreamContract, OneDatatype):
             return Resources(lut=iw + 4 + 2 * count, ff=2 * iw + count + 2, bram18=0)
         positions = (self.buffer_bits - iw) // gcd(iw, ow) + 1
         return Resources(lut=self.buffer_bits * max(1, positions.bit_length()), ff=self.buffer_bits + 16, bram18=0)
+
+
+def _room_columns(moved, room, periods):
+    """Per input word ``k`` of a period: (k, the periods at the start with no output word to wait for, and
+    for the others the cycles the output words making room for it moved: a strided view of ``moved``)."""
+    per_out = moved.size // periods
+    grid = moved.reshape(periods, per_out)
+    for k, r in enumerate(room.tolist()):
+        back, column = divmod(r, per_out)               # back <= 0: periods before this one
+        back = min(-back, periods)
+        yield k, back, grid[:periods - back, column]
 
 
 class StreamingDataWidthConverter(StreamLayer):

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["Timing", "as_cycles", "take_when_ready", "take_in_turn", "one_to_one", "frames_of", "counting",
+__all__ = ["Timing", "as_cycles", "take_when_ready", "take_when_ready_in_place", "take_in_turn", "one_to_one", "frames_of", "counting",
            "shared_counting"]
 
 
@@ -60,12 +60,16 @@ def take_when_ready(arrivals, ready=None):
     if ready is None:
         if a.size == 1 or (a[1:] > a[:-1]).all():
             return a
-        x = a - counting(a.size)
-    else:
-        x = np.maximum(a, as_cycles(ready))
-        x -= counting(a.size)
+        return take_when_ready_in_place(a.copy())
+    return take_when_ready_in_place(np.maximum(a, as_cycles(ready)))
+
+
+def take_when_ready_in_place(x):
+    """:func:`take_when_ready` of ``x`` (a writable int64 array), written over ``x``; returns ``x``."""
+    n = counting(x.size)
+    x -= n
     np.maximum.accumulate(x, out=x)
-    x += counting(a.size)
+    x += n
     return x
 
 
