@@ -12,7 +12,7 @@ from layers.fifo import output_fifo_spec
 from layers.op import OneDatatype, OneWidth, Op, Resources, divisors_of
 from layers import small
 import golden
-from layers.timing import Timing, as_cycles, frames_of, take_when_ready
+from layers.timing import Timing, as_cycles, frames_of, take_when_ready_in_place
 
 
 __all__ = ["FMPaddingSpec", "FMPadding", "PaddingWalk"]
@@ -47,8 +47,10 @@ class PaddingWalk:
         offered = np.full(inside.size, np.iinfo(np.int64).min // 4)
         offered[inside] = arrivals                          # the input words, in order
         offered[::self.out_words] = arrivals[::self.in_words]   # a frame's first word waits for its first input
-        steps = take_when_ready(offered)
-        return Timing((steps[inside],), steps + self.latency)
+        steps = take_when_ready_in_place(offered)
+        reads = steps[inside]
+        steps += self.latency                               # now the cycles each word is offered
+        return Timing((reads,), steps)
 
 
 @dataclass(frozen=True)

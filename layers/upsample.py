@@ -18,7 +18,7 @@ from layers.memcost import bram18_count
 from layers.op import Lowering, OneDatatype, OneWidth, Op, Resources, divisors_of
 from layers import small
 import golden
-from layers.timing import Timing, as_cycles, frames_of, take_when_ready
+from layers.timing import Timing, as_cycles, frames_of, take_when_ready_in_place
 
 __all__ = ["UpsampleNearestNeighbourSpec", "UpsampleNearestNeighbour"]
 
@@ -89,8 +89,10 @@ class UpsampleNearestNeighbourSpec(PixelFolded, OneDatatype, OneWidth):
         fresh = np.tile(self.fresh(), frames)
         offered = np.full(fresh.size, np.iinfo(np.int64).min // 4)
         offered[fresh] = arrivals
-        steps = take_when_ready(offered)
-        return Timing((steps[fresh],), steps + self.latency)
+        steps = take_when_ready_in_place(offered)
+        reads = steps[fresh]
+        steps += self.latency                               # now the cycles each word is offered
+        return Timing((reads,), steps)
 
     @property
     def buffer_depth(self):

@@ -9,7 +9,7 @@ from layers.datapath import check_dtype, legal_divisors
 from layers.memcost import ram_cost
 from layers.op import Resources, StreamContract
 from memstream.memstream import BRAM_OR_LUT_STYLES
-from layers.timing import Timing, as_cycles, frames_of, take_when_ready
+from layers.timing import Timing, as_cycles, counting, frames_of, take_when_ready
 
 __all__ = ["SWGSpec"]
 
@@ -262,7 +262,7 @@ class SWGSpec(StreamContract):
         windows = tops.size
         ends = np.minimum(tops + depth, total)             # block k: [ends[k - 1], ends[k])
         chunk = max(1, TIMING_CHUNK // per_window)
-        count = np.arange(max(total, chunk * per_window), dtype=np.int64)
+        count = counting(max(total, chunk * per_window))
         reads = np.empty(total, dtype=np.int64)
         writes = np.empty(windows * per_window, dtype=np.int64)
 
