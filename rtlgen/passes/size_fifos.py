@@ -32,7 +32,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from layers.timing import as_cycles, shared_counting
+from layers.timing import as_cycles, composing
 from rtlgen.check.simulate import simulate_chain
 from rtlgen.ir.graph import as_graph
 from rtlgen.passes.insert import DEFAULT_FIFO_DEPTH, insert_dwcs_and_fifos, is_role, tensor_words
@@ -93,7 +93,9 @@ def graph_timing(graph, source):
     :func:`rtlgen.passes.insert.insert_dwcs_and_fifos`; their depths are ignored: every FIFO as deep as needed).
     ``source``: the cycles at which the graph input's words are offered. The graph output is never
     stalled."""
-    with shared_counting():
+    words = tensor_words(graph)
+    frames = -(-len(source) // max(1, words.get(graph.input, 1)))
+    with composing(frames * max(words.values(), default=0)):
         return _compose(graph, source)
 
 
