@@ -98,10 +98,13 @@ def baseline_tree(commit, into):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("cases", nargs="*", choices=[[], *CASES], default=list(CASES))
+    parser.add_argument("cases", nargs="*", metavar="CASE", help=f"any of {', '.join(CASES)} (default: all)")
     parser.add_argument("--baseline", default=BASELINE, help="a commit to compare with, or 'none'")
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args(argv)
+    unknown = sorted(set(args.cases) - set(CASES))
+    if unknown:
+        parser.error(f"unknown case {', '.join(unknown)}; the cases are {', '.join(CASES)}")
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         old = None if args.baseline == "none" else baseline_tree(args.baseline, tmp)

@@ -18,9 +18,13 @@ layer with random gaps on its inputs and compares every read and write cycle. Th
 these models along the graph to size FIFOs and predict latency without simulating the design
 (:mod:`rtlgen.passes.size_fifos`).
 
-Models are written in numpy where the recurrence allows it; a loop over words remains only where a
-layer's next read depends on its own earlier output (a window generator's buffer), and runs in
-milliseconds on the streams of CNV-sized networks.
+Models are written in numpy, loops only over chunks or periods of words: a recurrence of the form
+``x[n] = max(y[n], x[n - 1] + 1)`` is a cumulative maximum (:func:`take_when_ready`), and two that feed each
+other (a window generator's buffer, a width converter's) are raised to their least fixed point in a few
+rounds of those. A 128x128 CNN's streams are millions of words a frame and the sizer runs several frames,
+so a model makes few arrays (fresh memory costs as much as the arithmetic): an answer may be its arrivals
+array itself, and no model writes into its arrivals or into another model's answer. The sizer runs them
+inside :func:`composing`.
 """
 
 from contextlib import contextmanager
@@ -28,8 +32,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["Timing", "as_cycles", "take_when_ready", "take_when_ready_in_place", "take_in_turn", "one_to_one", "frames_of", "counting",
-           "composing"]
+__all__ = ["Timing", "as_cycles", "take_when_ready", "take_when_ready_in_place", "take_in_turn", "one_to_one",
+           "frames_of", "counting", "composing"]
 
 
 @dataclass(frozen=True)
@@ -99,10 +103,10 @@ def composing(longest=0):
     global _COUNTING
     outermost = _COUNTING is None
     if outermost:
-        _COUNTING = [np.arange(0, dtype=np.int64)]
-        counting(longest)
-        advised = _hugepage_advice(False)
+        _COUNTING, advised = [np.arange(0, dtype=np.int64)], _hugepage_advice(False)
     try:
+        if outermost:
+            counting(longest)
         yield
     finally:
         if outermost:

@@ -178,3 +178,24 @@ def test_general_converter_model_is_its_word_loop(widths, monkeypatch):
             np.testing.assert_array_equal(got.writes, want.writes)
     monkeypatch.setattr(dwc, "GENERAL_TIMING_ROUNDS", 0)
     np.testing.assert_array_equal(spec.timing([a]).writes, spec._general_timing_loop(a, None).writes)
+
+
+def test_composing_shares_one_count_and_restores_numpys_setting():
+    """Inside :func:`layers.timing.composing` (nested too) ``counting`` is ``arange``, as views of one read-only
+    array; numpy's huge-page advice is off inside and as it was after."""
+    from layers.timing import composing, counting, take_when_ready
+    switch = np._core.multiarray._set_madvise_hugepage
+    advised = switch(True)
+    try:
+        with composing(10):
+            assert not switch(False)                # off inside (and left off)
+            with composing():
+                shared = counting(7)
+                np.testing.assert_array_equal(shared, np.arange(7))
+                assert not shared.flags.writeable and counting(100).size == 100
+            assert counting(3).base is not None
+            a = np.array([5, 5, 9, 9, 9])
+            np.testing.assert_array_equal(take_when_ready(a), [5, 6, 9, 10, 11])
+        assert switch(True) and counting(4).flags.writeable        # restored; counting fresh again
+    finally:
+        switch(advised)
