@@ -187,7 +187,7 @@ def main_examples(names):
     keys = ["model", "source", "default", "--fit pynq-z2", "verify in RTL", "frames/s", "board frames/s", "latency",
             "LUT", "FF", "BRAM18", "DSP"]
     table = [{k: rows[n].get(k, "") for k in keys} for n in EXAMPLES if n in rows]
-    write_section(EXAMPLES_SECTION, "Issue 46's families, each compiled at the default folding (FINN's, PE = SIMD = 1) "
+    write_section(EXAMPLES_SECTION, "Issue 46's families, each compiled at the default folding (FINN's SetFolding for 1,000 cycles per frame; \"over\": estimated over the board, the compile says so first and suggests --fit) "
                   "and with `--fit pynq-z2` at 100 MHz, then `rtlgen verify` of the `--fit` design in RTL (Verilator) "
                   "against qonnx's execute_onnx on the original model, on the number of inputs in brackets "
                   "(\"equal\": equal up to the float32 rounding of a float output). frames/s is the accelerator's "
