@@ -175,3 +175,38 @@ def test_residual_per_channel_rtl_at_the_ii_under_backpressure(tmp_path):
     outputs, io = rtl_at_the_ii_under_backpressure(path, x, tmp_path, seed=3)
     result = verify_outputs(path, x, outputs, io)
     assert result.passed, result.summary()
+
+
+# ---- MobileNet-v1 w4a4 at 224x224 (quant_mobilenet_v1_4b's topology; 17 MB) ----
+
+MOBILENET = MODELS / "mobilenet_v1_w4a4.onnx"
+
+
+def mobilenet_pixels(n, seed):
+    """Raw UINT8 pixels, as the model takes them (its normalization and 8-bit quantizer come first)."""
+    return np.random.default_rng(seed).integers(0, 256, (n, 1, 3, 224, 224)).astype(np.float32)
+
+
+@pytest.mark.slow
+def test_mobilenet_v1_w4a4_uint8_input_one_frame_matches_qonnx():
+    """``--input-dtype UINT8``: the accelerator takes raw pixels, the per-channel normalization and the 8-bit
+    input quantizer become one per-channel Thresholding; the 12 per-channel QuantReLUs become per-channel
+    thresholds of the layers before them, read by depthwise convs. Every layer in hardware; the classifier's
+    float bias Add runs on the host. The committed sample and one more frame."""
+    x = np.concatenate([np.load(MODELS / "mobilenet_v1_w4a4_inputs.npy").astype(np.float32),
+                        mobilenet_pixels(1, seed=8)])
+    graph = golden_check(MOBILENET, x, input_dtype="UINT8")
+    counts = Counter(n.op_type for n in graph.nodes)
+    assert {op: counts[op] for op in ("MVAU", "VVAU", "Thresholding", "GlobalAccPool")} == \
+        {"MVAU": 15, "VVAU": 13, "Thresholding": 2, "GlobalAccPool": 1}
+    assert graph.host_pre == [] and len(graph.host_post) == 1
+    assert len(per_channel_scales(graph)) >= 12
+
+
+@pytest.mark.slow
+def test_mobilenet_v1_w4a4_does_not_fit_one_pynq_z2():
+    """4.2 M weights of 4 bits (8 in the first layer) are 16.8 Mbit, 457 BRAM36 packed full; the xc7z020 has
+    140 BRAM36 (5.0 Mbit) and 53,200 LUTs: ``--fit pynq-z2`` says that no folding fits, as one error."""
+    from rtlgen.flows import compile_model
+    with pytest.raises(CompileError, match="no design fits the budget"):
+        compile_model(MOBILENET, CompileOptions(fit="pynq-z2", input_dtype="UINT8"))

@@ -37,8 +37,8 @@ their codes); no training. Files:
   std) and quantized by an 8-bit signed QuantIdentity. So `rtlgen compile --input-dtype UINT8` takes raw
   pixels and the normalization becomes per-channel thresholds; without it the host normalizes.
 
-Each model gets <name>_inputs.npy (4 samples; uniform in [-1, 1], or integer pixels 0..255 for the
-MobileNet). Deterministic; checks that qonnx's execute_onnx matches PyTorch on those inputs.
+Each model gets <name>_inputs.npy (4 samples uniform in [-1, 1]; for the MobileNet one sample of integer
+pixels 0..255 as uint8). Deterministic; checks that qonnx's execute_onnx matches PyTorch on those inputs.
 """
 import os
 import sys
@@ -235,7 +235,9 @@ def export(net, name, samples):
         model = cleanup_model(ModelWrapper(raw))
     model.save(path)
     x = samples.numpy().astype(np.float32)[:, None]          # (4, 1, C, H, W): a batch of model inputs
-    np.save(os.path.join(HERE, f"{name}_inputs.npy"), x)
+    pixels = bool((x == np.round(x)).all() and x.min() >= 0 and x.max() <= 255)
+    # raw pixels: one sample, as uint8 (a 224x224 float32 batch would weigh 2.4 MB)
+    np.save(os.path.join(HERE, f"{name}_inputs.npy"), x[:1].astype(np.uint8) if pixels else x)
     worst = 0.0
     for sample in x:
         ours = execute_onnx(model, {model.graph.input[0].name: sample})[model.graph.output[0].name]
