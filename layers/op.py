@@ -161,7 +161,8 @@ class Lowering:
 class LoweringContext(Protocol):
     """What rtlgen's ``lower`` pass gives a :class:`Lowering` rule (a layer module imports nothing from
     ``rtlgen``: it asks this object). Model tensors on hardware streams are described by stream tensors:
-    ``name, dtype, scale, shape`` (real = scale * code; 4D tensors stream NHWC), ``spatial`` (4D), ``kind``
+    ``name, dtype, scale, shape`` (real = scale * code; scale a number, or (C,) per channel on axis 1; 4D
+    tensors stream NHWC), ``spatial`` (4D), ``kind``
     ("codes"), ``row_order``, ``rounding``, ``values`` (see ``rtlgen.ir.graph.StreamTensor``)."""
 
     # --- the model ---
@@ -177,7 +178,8 @@ class LoweringContext(Protocol):
     def input(self, node): ...                  # the one stream tensor a one-stream node reads
     def wire(self, t): ...                      # the graph wire carrying stream tensor t (for ``add(inputs=)``)
     def tensor(self, name, dtype, scale, shape=None, **fields): ...  # a new stream tensor (shape: the model's)
-    def require_codes(self, t, node): ...       # error unless t is per-tensor quantized codes
+    def require_codes(self, t, node): ...       # error unless t is quantized codes (scale: a number, or
+                                                # (C,) per channel: see dot_product)
     # --- weights ---
     def weights(self, node, index): ...         # (integer codes, scale per output channel, DataType) of the
                                                 # node's constant input ``index``; errors if float or not constant
@@ -199,7 +201,9 @@ class LoweringContext(Protocol):
         thresholds (a decreasing channel gets its weights negated along ``channel_axis``); without a
         quantizer, a plain accumulator output, or what an at="tail" lowering makes of the chain's end.
         ``params(weights, weight_dtype, **fields)`` -> the spec fields; ``fields`` are among thresholds,
-        output_dtype, act_val. Returns the stream tensor it ends at."""
+        output_dtype, act_val. Returns the stream tensor it ends at. A ``t`` scaled per channel: a
+        depthwise layer (weights (C, 1, kh, kw)) reads it as it is; a dense one (a matrix whose rows are in
+        stream order) takes the channels' integer scale factors into its weights, or is refused."""
     def accumulator_output(self, acc, output_dtype): ...  # at="tail": the dot product without activation,
                                                 # absorbing the chain's nodes; returns its graph node.
                                                 # acc: .node, .t, .op_type, .spec (unit folding, no

@@ -98,14 +98,14 @@ def _quant(name, x, out, scale, zero, bits, signed, narrow=0):
 
 
 def zero_point_model(path):
-    """INT8 input quantizer -> depthwise 3x3 conv -> 4-bit unsigned Quant with a scale AND a zero point per
+    """INT8 input quantizer with a scale per channel (the host quantizes per channel) -> depthwise 3x3 conv -> 4-bit unsigned Quant with a scale AND a zero point per
     channel (codes q - z: a channel's output is (q - z) * s; the scales are 1, 2, 4, 3 times 1/16) ->
     MaxPool 2x2 -> dense 1x1 conv (those factors join its weights) -> signed Quant with float scales and
     zero points per channel -> per-tensor 4-bit Quant (a Thresholding reading a per-channel stream)."""
     rng = np.random.default_rng(11)
     c = 4
     nodes, inits = [], []
-    for node, consts in (_quant("q_in", "x", "xq", 0.02, 0, 8, 1),
+    for node, consts in (_quant("q_in", "x", "xq", np.array([0.02, 0.03, 0.015, 0.025]).reshape(1, c, 1, 1), 0, 8, 1),
                          _quant("q_dw_w", "w_dw", "w_dwq", np.full((c, 1, 1, 1), 0.02), 0, 4, 1, 1),
                          _quant("q_a", "dw", "a", (np.array([1, 2, 4, 3]) / 16).reshape(1, c, 1, 1),
                                 np.array([0, 1, 3, -2]).reshape(1, c, 1, 1), 4, 0),
