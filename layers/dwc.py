@@ -112,7 +112,7 @@ class DWCSpec(StreamContract, OneDatatype):
         # gathers go period by period, with no index array as long as the stream.
         complete, room = self._general_periods()
         periods, rest = divmod(a.size, room.size)
-        if rest:                                        # not whole frames: the word loop
+        if rest or not periods:                         # not whole frames: the word loop
             return self._general_timing_loop(a, taken)
         reads = take_when_ready(a)
         for _ in range(GENERAL_TIMING_ROUNDS):
