@@ -153,3 +153,27 @@ def test_a_product_of_two_streams_is_named_with_why(tmp_path):
                                            r"to hardware: it multiplies 2 streams \(.*\), an activation by an "
                                            r"activation"):
         lower(load_model(path))
+
+
+def test_a_feature_map_leaving_flattened_is_flattened_by_the_host(tmp_path):
+    """A 1-D conv whose (1, 4, 16) output is the model's: the stream is a (16, 1) feature map in (h, w, c)
+    order, the model's tensor (c, h): the host runs the final Reshape, so the output is not read in
+    stream order as if it were the model's."""
+    w = np.random.default_rng(0).integers(-7, 8, (4, 2, 3)).astype(np.float32)
+    consts = [helper.make_tensor(n, TensorProto.FLOAT, list(np.shape(v)), np.ravel(v)) for n, v in
+              (("s", 0.5), ("z", 0.0), ("b8", 8.0), ("b4", 4.0), ("so", 2.0), ("w", w))]
+    quant = dict(domain="qonnx.custom_op.general", rounding_mode="ROUND")
+    nodes = [helper.make_node("Quant", ["x", "s", "z", "b8"], ["q"], signed=1, narrow=0, name="in_q", **quant),
+             helper.make_node("Quant", ["w", "s", "z", "b4"], ["wq"], signed=1, narrow=1, name="w_q", **quant),
+             helper.make_node("Conv", ["q", "wq"], ["y0"], kernel_shape=[3], pads=[1, 1], name="conv"),
+             helper.make_node("Quant", ["y0", "so", "z", "b4"], ["y"], signed=1, narrow=0, name="out_q", **quant)]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 2, 16])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 16])], consts)
+    path = tmp_path / "conv1d_out3d.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13),
+                                                      helper.make_opsetid("qonnx.custom_op.general", 1)]), str(path))
+    model = load_model(path)
+    graph = lower(model)
+    assert [n.op_type for n in graph.nodes][-1] == "MVAU" and len(graph.host_post) == 1
+    x = np.random.default_rng(3).uniform(-2, 2, (8, 1, 2, 16)).astype(np.float32)
+    assert golden_matches_qonnx(path, model, graph, x).exact

@@ -307,23 +307,22 @@ def _constant_as_two_d(model, name):
 def _edge_reshapes(model):
     """The model's 3-D input and output keep their shapes: Reshapes into and out of the 4-D graph."""
     graph = model.graph
-    name = graph.input[0].name
-    shape = model.get_tensor_shape(name)
-    if len(shape) == 3:
-        inside = model.make_new_valueinfo_name()
-        for node in graph.node:
-            node.input[:] = [inside if i == name else i for i in node.input]
-        target = model.make_new_valueinfo_name()
-        model.set_initializer(target, np.array([*shape, 1], dtype=np.int64))
+    if len(model.get_tensor_shape(graph.input[0].name)) == 3:
+        _reshape_at_edge(model, graph.input[0].name, "input", lambda shape: [*shape, 1])
+    if len(model.get_tensor_shape(graph.output[0].name)) == 3:
+        _reshape_at_edge(model, graph.output[0].name, "output", lambda shape: shape)
+
+
+def _reshape_at_edge(model, name, edge, target_shape):
+    """A Reshape between the graph's ``edge`` tensor ``name`` and the nodes, to ``target_shape(shape)``."""
+    graph, inside, target = model.graph, model.make_new_valueinfo_name(), model.make_new_valueinfo_name()
+    model.set_initializer(target, np.array(target_shape(model.get_tensor_shape(name)), dtype=np.int64))
+    for node in graph.node:
+        ports = node.input if edge == "input" else node.output
+        ports[:] = [inside if i == name else i for i in ports]
+    if edge == "input":
         graph.node.insert(0, helper.make_node("Reshape", [name, target], [inside], name="input_as_2d"))
-    name = graph.output[0].name
-    shape = model.get_tensor_shape(name)
-    if len(shape) == 3:
-        inside = model.make_new_valueinfo_name()
-        for node in graph.node:
-            node.output[:] = [inside if o == name else o for o in node.output]
-        target = model.make_new_valueinfo_name()
-        model.set_initializer(target, np.array(shape, dtype=np.int64))
+    else:
         graph.node.append(helper.make_node("Reshape", [inside, target], [name], name="output_as_1d"))
 
 

@@ -229,6 +229,8 @@ class _Lowering:
                                f"(scale * code + offset); only a MatMul can absorb them; put a quantizer first")
         if node.op_type in SHAPE_OPS:
             new = self._reshape(t, node)
+            if new.row_order is not None and not self._rows_consumed(new.name):
+                return None, False          # the host flattens what leaves as a feature map
             self.done.add(node.name)
             self.wires[new.name] = self.wires[t.name]
             return new, False
@@ -243,6 +245,13 @@ class _Lowering:
             return moved, False
         rule = self._rule(node, "activation", [t.name])
         return (rule.rule(self, node) if rule is not None else None), True
+
+    def _rows_consumed(self, tensor):
+        """Whether every reader of ``tensor``, a feature map flattened in stream order (h, w, c), is a MatMul,
+        which takes that order by permuting its weight rows. Anything else (a graph output, a host op)
+        would read the stream's order as the model's (c, h, w) one."""
+        readers = self.consumers(tensor)
+        return bool(readers) and not self.is_graph_output(tensor) and all(r.op_type == "MatMul" for r in readers)
 
     def _graph_outputs(self):
         return {o.name for o in self.model.graph.output}
