@@ -210,3 +210,28 @@ def test_mobilenet_v1_w4a4_does_not_fit_one_pynq_z2():
     from rtlgen.flows import compile_model
     with pytest.raises(CompileError, match="no design fits the budget"):
         compile_model(MOBILENET, CompileOptions(fit="pynq-z2", input_dtype="UINT8"))
+
+
+@pytest.mark.slow
+def test_mobilenet_v1_w4a4_across_nine_pynq_z2(tmp_path):
+    """``rtlgen partition --devices 9 --partition mobilenet_v1_w4a4_9x_pynq_z2.json --plan-only``: cut after
+    the stride-2 depthwise convs and the 14x14 stages (small feature maps on the 1 Gbit/s links; the
+    placement balances weights and multiply-accumulates by hand: the partitioner's free search did not
+    finish within an hour for 6 or 8 devices), every device within its --fit budget; the II is the host
+    link's bound (224x224x3 8-bit pixels a frame over 1 Gbit/s Ethernet), 786 frames/s at 100 MHz. The
+    folding it chose, at golden level, on one frame against qonnx."""
+    from rtlgen import api
+    fixed = json.loads((MODELS / "mobilenet_v1_w4a4_9x_pynq_z2.json").read_text())
+    part = api.partition(MOBILENET, tmp_path / "out", devices=9, fixed=fixed, plan_only=True)
+    assert [d.index for d in part.devices if d.nodes] == list(range(9))
+    assert all(d.utilization <= 1 for d in part.devices)
+    assert part.ii == part.host_links["link host -> device 0"] and part.frames_per_second > 780
+    assert all(d.cycles <= part.ii for d in part.devices)
+    # the plan's folding (per-channel thresholds as thresholds or as exact requantizers) on one frame
+    runner = Runner()
+    folded = runner.run(COMPILE, MOBILENET, CompileOptions(folding=str(tmp_path / "out" / "folding.json")), stop="fold")
+    assert {n.folding.get("activation_style") for n in folded.nodes} >= {"thresholds", "requant"}
+    io = stream_io(runner.results["load"], folded)
+    x = mobilenet_pixels(1, seed=9)
+    result = verify_outputs(MOBILENET, x, io.output_from_codes(run_golden(folded, io.input_codes(x))), io)
+    assert result.passed, result.summary()
