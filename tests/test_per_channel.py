@@ -131,6 +131,42 @@ def zero_point_model(path):
     return path
 
 
+def shared_quantizer_block(path):
+    """The smallest residual block on per-channel scales, for RTL: INT8 input quantizer -> depthwise 3x3 ->
+    per-channel UINT4 QuantReLU-like Quant A -> depthwise 3x3 -> per-channel INT4 Quant Q; the shortcut is Q
+    applied to A (the same scale initializer: one shared quantizer) -> Add -> per-channel UINT4 Quant."""
+    rng = np.random.default_rng(13)
+    c = 4
+    q = (np.array([0.09, 0.13, 0.07, 0.11]).reshape(1, c, 1, 1), 0, 4, 1)
+    nodes, inits = [], []
+    for node, consts in (_quant("q_in", "x", "xq", 0.02, 0, 8, 1),
+                         _quant("q_w1", "w1", "w1q", np.array([0.02, 0.03, 0.025, 0.015]).reshape(c, 1, 1, 1), 0, 4, 1, 1),
+                         _quant("q_a", "c1", "a", np.array([0.05, 0.08, 0.06, 0.04]).reshape(1, c, 1, 1), 0, 4, 0),
+                         _quant("q_w2", "w2", "w2q", np.array([0.1, 0.15, 0.12, 0.2]).reshape(c, 1, 1, 1), 0, 4, 1, 1),
+                         _quant("q_main", "c2", "m", *q), _quant("q_short", "a", "s", *q),
+                         _quant("q_out", "sum", "y", np.array([0.1, 0.14, 0.12, 0.09]).reshape(1, c, 1, 1), 0, 4, 0)):
+        nodes.append(node)
+        inits += consts
+    for k in ("q_short_scale", "q_short_zero", "q_short_bits"):      # one quantizer: the same initializers
+        inits = [i for i in inits if i.name != k]
+    nodes[5].input[1:] = ["q_main_scale", "q_main_zero", "q_main_bits"]
+    inits += [numpy_helper.from_array(rng.integers(-7, 8, (c, 1, 3, 3)).astype(np.float32), "w1"),
+              numpy_helper.from_array(rng.integers(-7, 8, (c, 1, 3, 3)).astype(np.float32), "w2")]
+    nodes.insert(2, helper.make_node("Conv", ["xq", "w1q"], ["c1"], name="dw1", group=c, pads=[1, 1, 1, 1],
+                                     kernel_shape=[3, 3]))
+    nodes.insert(5, helper.make_node("Conv", ["a", "w2q"], ["c2"], name="dw2", group=c, pads=[1, 1, 1, 1],
+                                     kernel_shape=[3, 3]))
+    nodes.insert(8, helper.make_node("Add", ["m", "s"], ["sum"], name="add"))
+    graph = helper.make_graph(nodes, "shared_quantizer", [helper.make_tensor_value_info("x", TensorProto.FLOAT,
+                                                                                          (1, c, 4, 4))],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, (1, c, 4, 4))], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13),
+                                                    helper.make_opsetid("qonnx.custom_op.general", 1)])
+    model.ir_version = 8
+    onnx.save(model, str(path))
+    return path
+
+
 def test_per_channel_zero_points_match_qonnx(tmp_path):
     path = zero_point_model(tmp_path / "zero_points.onnx")
     model = load_model(path)
@@ -168,6 +204,19 @@ def test_tiny_mobilenet_fit_pynq_z2_golden():
     assert result.passed, result.summary()
 
 
+@pytest.mark.sim
+def test_shared_per_channel_quantizer_block_rtl_at_the_ii_under_backpressure(tmp_path):
+    """The smallest residual block on per-channel scales (depthwise convs, a Thresholding reading a
+    per-channel stream, an AddStreams of one shared per-channel quantizer): RTL at the II and under random
+    backpressure, bit-exact against qonnx."""
+    path = shared_quantizer_block(tmp_path / "block.onnx")
+    x = np.random.default_rng(14).uniform(-2, 2, (6, 1, 4, 4, 4)).astype(np.float32)
+    outputs, io = rtl_at_the_ii_under_backpressure(path, x, tmp_path / "out", seed=3)
+    result = verify_outputs(path, x, outputs, io)
+    assert result.passed and "bit-exact" in result.summary(), result.summary()
+
+
+@pytest.mark.slow
 @pytest.mark.sim
 def test_residual_per_channel_rtl_at_the_ii_under_backpressure(tmp_path):
     path = MODELS / "residual_per_channel.onnx"
