@@ -131,40 +131,77 @@ def zero_point_model(path):
     return path
 
 
-def shared_quantizer_block(path):
+def shared_quantizer_block(path, shortcut_ratio=None, join="Add"):
     """The smallest residual block on per-channel scales, for RTL: INT8 input quantizer -> depthwise 3x3 ->
     per-channel UINT4 QuantReLU-like Quant A -> depthwise 3x3 -> per-channel INT4 Quant Q; the shortcut is Q
-    applied to A (the same scale initializer: one shared quantizer) -> Add -> per-channel UINT4 Quant."""
+    applied to A (the same scale initializer: one shared quantizer) -> Add -> per-channel UINT4 Quant.
+    ``shortcut_ratio`` (C,): the shortcut gets its own quantizer, with Q's scales times these; ``join="Concat"``
+    concatenates the branches (8 channels) before a per-tensor Quant."""
     rng = np.random.default_rng(13)
     c = 4
-    q = (np.array([0.09, 0.13, 0.07, 0.11]).reshape(1, c, 1, 1), 0, 4, 1)
+    main_scale = np.array([0.09, 0.13, 0.07, 0.11], dtype=np.float32).reshape(1, c, 1, 1)
+    short_scale = main_scale if shortcut_ratio is None else \
+        main_scale * np.asarray(shortcut_ratio, dtype=np.float32).reshape(1, c, 1, 1)
+    out_scale = np.array([0.1, 0.14, 0.12, 0.09]).reshape(1, c, 1, 1) if join == "Add" else 0.15
     nodes, inits = [], []
     for node, consts in (_quant("q_in", "x", "xq", 0.02, 0, 8, 1),
                          _quant("q_w1", "w1", "w1q", np.array([0.02, 0.03, 0.025, 0.015]).reshape(c, 1, 1, 1), 0, 4, 1, 1),
                          _quant("q_a", "c1", "a", np.array([0.05, 0.08, 0.06, 0.04]).reshape(1, c, 1, 1), 0, 4, 0),
                          _quant("q_w2", "w2", "w2q", np.array([0.1, 0.15, 0.12, 0.2]).reshape(c, 1, 1, 1), 0, 4, 1, 1),
-                         _quant("q_main", "c2", "m", *q), _quant("q_short", "a", "s", *q),
-                         _quant("q_out", "sum", "y", np.array([0.1, 0.14, 0.12, 0.09]).reshape(1, c, 1, 1), 0, 4, 0)):
+                         _quant("q_main", "c2", "m", main_scale, 0, 4, 1), _quant("q_short", "a", "s", short_scale, 0, 4, 1),
+                         _quant("q_out", "sum", "y", out_scale, 0, 4, 0)):
         nodes.append(node)
         inits += consts
-    for k in ("q_short_scale", "q_short_zero", "q_short_bits"):      # one quantizer: the same initializers
-        inits = [i for i in inits if i.name != k]
-    nodes[5].input[1:] = ["q_main_scale", "q_main_zero", "q_main_bits"]
+    if shortcut_ratio is None:                  # one quantizer: the shortcut reads the same initializers
+        inits = [i for i in inits if not i.name.startswith("q_short_")]
+        nodes[5].input[1:] = ["q_main_scale", "q_main_zero", "q_main_bits"]
     inits += [numpy_helper.from_array(rng.integers(-7, 8, (c, 1, 3, 3)).astype(np.float32), "w1"),
               numpy_helper.from_array(rng.integers(-7, 8, (c, 1, 3, 3)).astype(np.float32), "w2")]
     nodes.insert(2, helper.make_node("Conv", ["xq", "w1q"], ["c1"], name="dw1", group=c, pads=[1, 1, 1, 1],
                                      kernel_shape=[3, 3]))
     nodes.insert(5, helper.make_node("Conv", ["a", "w2q"], ["c2"], name="dw2", group=c, pads=[1, 1, 1, 1],
                                      kernel_shape=[3, 3]))
-    nodes.insert(8, helper.make_node("Add", ["m", "s"], ["sum"], name="add"))
+    nodes.insert(8, helper.make_node(join, ["m", "s"], ["sum"], name="join", **({"axis": 1} if join == "Concat" else {})))
+    out_channels = c if join == "Add" else 2 * c
     graph = helper.make_graph(nodes, "shared_quantizer", [helper.make_tensor_value_info("x", TensorProto.FLOAT,
                                                                                           (1, c, 4, 4))],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, (1, c, 4, 4))], inits)
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, (1, out_channels, 4, 4))], inits)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13),
                                                     helper.make_opsetid("qonnx.custom_op.general", 1)])
     model.ir_version = 8
     onnx.save(model, str(path))
     return path
+
+
+def block_inputs(n, seed):
+    return np.random.default_rng(seed).uniform(-2, 2, (n, 1, 4, 4, 4)).astype(np.float32)
+
+
+def test_add_of_per_channel_scales_in_integer_ratios_matches_qonnx(tmp_path):
+    """The shortcut's own per-channel quantizer at 1, 2, 1, 4 times the main branch's scales: the sum runs on
+    the main branch's (finer) scale, the shortcut's codes multiplied per channel by 1, 2, 1, 4 (a
+    ChannelwiseOp mul; the main branch is only widened to the sum's datatype)."""
+    graph = golden_check(shared_quantizer_block(tmp_path / "b.onnx", shortcut_ratio=[1, 2, 1, 4]),
+                         block_inputs(32, 15))
+    scaled = [n for n in graph.nodes if n.op_type == "ChannelwiseOp" and n.params["func"] == "mul"]
+    assert len(scaled) == 1 and scaled[0].params["params"].tolist() == [1, 2, 1, 4]
+
+
+def test_add_of_per_channel_scales_in_unrelated_ratios_is_refused(tmp_path):
+    path = shared_quantizer_block(tmp_path / "b.onnx", shortcut_ratio=[1, 1.37, 1, 1])
+    with pytest.raises(CompileError, match=r"node join \(Add\): in channel 1 the inputs' scales .* are not small "
+                                           r"integer multiples .*legal: one \(shared\) quantizer on both branches"):
+        lower(load_model(path))
+
+
+def test_concat_of_per_channel_streams_matches_qonnx(tmp_path):
+    """A Concat keeps every channel's own scale: the output's scales are the inputs' side by side (no
+    rescaling); a per-tensor quantizer after it reads 8 channel scales as a Thresholding."""
+    graph = golden_check(shared_quantizer_block(tmp_path / "b.onnx", shortcut_ratio=[1.5, 0.7, 1.1, 2.3],
+                                                join="Concat"), block_inputs(32, 16))
+    concat = next(n for n in graph.nodes if n.op_type == "StreamingConcat")
+    assert np.size(graph.tensors[concat.outputs[0]].scale) == 8
+    assert Counter(n.op_type for n in graph.nodes)["ChannelwiseOp"] == 0
 
 
 def test_per_channel_zero_points_match_qonnx(tmp_path):
@@ -210,7 +247,7 @@ def test_shared_per_channel_quantizer_block_rtl_at_the_ii_under_backpressure(tmp
     per-channel stream, an AddStreams of one shared per-channel quantizer): RTL at the II and under random
     backpressure, bit-exact against qonnx."""
     path = shared_quantizer_block(tmp_path / "block.onnx")
-    x = np.random.default_rng(14).uniform(-2, 2, (6, 1, 4, 4, 4)).astype(np.float32)
+    x = block_inputs(6, 14)
     outputs, io = rtl_at_the_ii_under_backpressure(path, x, tmp_path / "out", seed=3)
     result = verify_outputs(path, x, outputs, io)
     assert result.passed and "bit-exact" in result.summary(), result.summary()
