@@ -1,4 +1,10 @@
-"""Write a named table into BENCHMARKS.md, replacing the previous one of the same name."""
+"""Write a named table into BENCHMARKS.md, replacing the previous one of the same name.
+
+BENCHMARKS.md groups its ``## `` sections under ``# `` headings (the question they answer) and lists them
+in a table of contents; a section ends at the next heading of either level, so rewriting one keeps its
+place and its group. A section not yet in the file is appended at the end: give it a place in a group and
+in the contents (tests/test_docs_figures.py checks the contents).
+"""
 
 import re
 import shlex
@@ -29,14 +35,14 @@ def write_section(name, intro, rows, provenance=None):
     body = (f"## {name}\n\n{intro}\n\n{provenance}\n\n"
             f"{markdown_table(rows)}\n")
     text = BENCHMARKS.read_text() if BENCHMARKS.exists() else "# rtlgen benchmarks\n\nTables written by the scripts in `benchmarks/`; rerun them to refresh.\n"
-    pattern = re.compile(rf"^## {re.escape(name)}\n.*?(?=^## |\Z)", re.S | re.M)
+    pattern = re.compile(rf"^## {re.escape(name)}\n.*?(?=^#{{1,2}} |\Z)", re.S | re.M)
     text = pattern.sub(lambda _: body + "\n", text) if pattern.search(text) else text.rstrip("\n") + "\n\n" + body
     BENCHMARKS.write_text(text)
 
 
 def section_provenance(name):
     """The "Produced by ..." sentence of section ``## name`` of BENCHMARKS.md, or None."""
-    match = re.search(rf"^## {re.escape(name)}\n(.*?)(?=^## |\Z)", BENCHMARKS.read_text(), re.S | re.M) \
+    match = re.search(rf"^## {re.escape(name)}\n(.*?)(?=^#{{1,2}} |\Z)", BENCHMARKS.read_text(), re.S | re.M) \
         if BENCHMARKS.exists() else None
     lines = [line for line in (match.group(1).splitlines() if match else []) if line.startswith("Produced by")]
     return lines[0] if lines else None
@@ -47,7 +53,7 @@ def section_rows(name):
     a script re-measure some rows and keep the others."""
     if not BENCHMARKS.exists():
         return []
-    match = re.search(rf"^## {re.escape(name)}\n(.*?)(?=^## |\Z)", BENCHMARKS.read_text(), re.S | re.M)
+    match = re.search(rf"^## {re.escape(name)}\n(.*?)(?=^#{{1,2}} |\Z)", BENCHMARKS.read_text(), re.S | re.M)
     lines = [line for line in (match.group(1).splitlines() if match else []) if line.startswith("|")]
     if len(lines) < 2:
         return []
