@@ -12,7 +12,7 @@ import numpy as np
 __all__ = ["matmul", "xnor_popcount", "multithreshold", "mvau", "depthwise_dot", "vvau", "fm_padding", "pixel_padding",
            "add_streams",
            "concat_channels", "channelwise", "maxpool_nhwc", "label_select", "global_acc_pool", "im2col",
-           "depthwise_windows"]
+           "depthwise_windows", "matmul_streams"]
 
 
 def _int(a):
@@ -25,6 +25,11 @@ def _int(a):
 def matmul(x, w):
     """y = x @ w exactly: x (..., MW), w (MW, MH) -> (..., MH)."""
     return np.einsum("...k,kn->...n", _int(x), _int(w))
+
+
+def matmul_streams(a, b):
+    """The product of two integer tensors exactly: a (..., M, K), b (..., K, P) -> (..., M, P)."""
+    return np.matmul(_int(a), _int(b))
 
 
 def _bits(a):

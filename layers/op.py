@@ -17,6 +17,7 @@ from dataclasses import dataclass, field, fields
 from typing import Callable, Protocol, runtime_checkable
 
 __all__ = ["Op", "FoldContext", "FinnImportContext", "LayerSpec", "Resources", "StreamContract", "OneDatatype", "OneWidth", "divisors", "divisors_of", "discover",
+           "input_dtypes", "input_widths",
            "Lowering", "LoweringContext", "REGISTRY", "register", "unregister",
            "ArrayMemo"]
 
@@ -55,7 +56,10 @@ class Resources(Mapping):
 class LayerSpec(Protocol):
     """The contract every layer spec keeps (the stitcher, the FIFO sizer, the golden runner and the
     reports rely on nothing else). Stream ``k`` of a layer carries words of ``folded_input_shapes[k]``:
-    all but the last dimension count words, the last is the lanes of a word."""
+    all but the last dimension count words, the last is the lanes of a word. A layer whose inputs differ
+    in datatype or word width (a product of two streams) also declares ``input_dtypes`` and ``in_widths``,
+    one per input (``input_dtype`` and ``in_width`` are then its input 0's); read them through
+    :func:`input_dtypes` and :func:`input_widths`."""
     input_dtype: object             # DataType of the elements on every input stream
     output_dtype: object            # DataType of the elements on every output stream
     in_width: int                   # bits of one input word (every input)
@@ -78,6 +82,18 @@ class LayerSpec(Protocol):
     def timing(self, arrivals):     # when each word moves, given when the inputs arrive (layers.timing)
         ...
 
+
+
+def input_dtypes(spec):
+    """The datatype of each input stream of ``spec`` (``spec.input_dtypes``, or ``input_dtype`` on every input)."""
+    declared = getattr(spec, "input_dtypes", None)
+    return tuple(declared) if declared is not None else (spec.input_dtype,) * spec.num_inputs
+
+
+def input_widths(spec):
+    """The word width of each input stream of ``spec`` (``spec.in_widths``, or ``in_width`` on every input)."""
+    declared = getattr(spec, "in_widths", None)
+    return tuple(declared) if declared is not None else (spec.in_width,) * spec.num_inputs
 
 
 class StreamContract:

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from qonnx.core.datatype import DataType
 
-from layers.op import LayerSpec, Op, Resources
+from layers.op import LayerSpec, Op, Resources, input_dtypes, input_widths
 from memstream.packing import pack_words
 from rtlgen.ir.graph import OPS, HWNode
 from sim.harness import simulate_streams
@@ -47,6 +47,8 @@ EXAMPLES = {
                       {"PE": 2}),
     "StreamingDataWidthConverter": (dict(shape=(1, 8), in_width=4, out_width=8, dtype="INT2"), {}),
     "StreamingFIFO": (dict(width=6), {"depth": 4}),
+    "MatMulStreams": (dict(m=3, k=4, p=6, heads=2, a_dtype="INT4", b_dtype="UINT3", b_transposed=True),
+                      {"SIMD": 2, "PE": 3}),
 }
 
 
@@ -75,7 +77,7 @@ def test_spec_keeps_the_contract(op_type):
     if op_type == "StreamingFIFO":      # carries any frame
         assert spec.input_dtype is None and spec.folded_output_shape is None
         return
-    for shape, dtype, width in [*((s, spec.input_dtype, spec.in_width) for s in spec.folded_input_shapes),
+    for shape, dtype, width in [*zip(spec.folded_input_shapes, input_dtypes(spec), input_widths(spec)),
                                 (spec.folded_output_shape, spec.output_dtype, spec.out_width)]:
         assert hasattr(dtype, "bitwidth")
         assert shape[-1] * dtype.bitwidth() == width        # the lanes of a word fill its width
@@ -121,7 +123,7 @@ def test_small_instance_is_the_same_generator_smaller(op_type):
 def _words(spec, k, rng):
     """One frame of random input words for input ``k``."""
     shape = spec.folded_input_shapes[k] or (8, 1)
-    dtype = spec.input_dtype or DataType["UINT6"]
+    dtype = input_dtypes(spec)[k] or DataType["UINT6"]
     lanes = shape[-1]
     x = rng.integers(int(dtype.min()), int(dtype.max()) + 1, (prod(shape[:-1]), lanes))
     return [int(w) for w in pack_words(x, dtype)]

@@ -19,6 +19,7 @@ from amaranth.hdl import ClockDomain, ClockSignal, Instance, Module, ResetSignal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
+from layers.op import input_widths
 from memstream.packing import padded_width
 from rtlgen.backend.layer_verilog import convert, layer_modules, unused
 from rtlgen.ir.graph import as_graph, input_port, output_port
@@ -71,10 +72,10 @@ class StitchedAccelerator(wiring.Component):
                 raise ValueError(f"tensor {tensor} feeds {len(consumers)} nodes; use insert_duplicates")
             if producer is None or not consumers:
                 continue
-            (a, _), (b, _) = producer, consumers[0]
-            if spec_of[a.name].out_width != spec_of[b.name].in_width:
+            (a, _), (b, port) = producer, consumers[0]
+            if spec_of[a.name].out_width != input_widths(spec_of[b.name])[port]:
                 raise ValueError(f"{a.name} emits {spec_of[a.name].out_width}-bit words but {b.name} takes "
-                                 f"{spec_of[b.name].in_width}-bit words; use insert_dwcs_and_fifos")
+                                 f"{input_widths(spec_of[b.name])[port]}-bit words; use insert_dwcs_and_fifos")
         first = self._graph.consumers(self._graph.input)[0][0]
         last = self._graph.producer(self._graph.output)[0]
         self._in_width, self._out_width = spec_of[first.name].in_width, spec_of[last.name].out_width

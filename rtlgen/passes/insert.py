@@ -17,6 +17,7 @@ Every function takes a :class:`DataflowGraph`, or a list of nodes as a chain.
 
 from dataclasses import dataclass, replace
 
+from layers.op import input_widths
 from rtlgen.ir.graph import DataflowGraph, HWNode, as_graph, op_with_role, words_per_frame
 
 __all__ = ["DEFAULT_FIFO_DEPTH", "insert_duplicates", "insert_dwcs_and_fifos", "tensor_words", "is_role",
@@ -143,7 +144,7 @@ def _dwcs_and_fifos(nodes, input, output, fifo_depths=None):
         spec = node.spec()
         ins = list(node.inputs)
         for k, tensor in enumerate(node.inputs):
-            want = spec.in_width
+            want = input_widths(spec)[k]
             producer = graph.producer(tensor)
             have = producer[0].spec().out_width if producer is not None else want
             # A narrowing DWC gets its FIFO on the wide side: it takes a word only every few cycles, at

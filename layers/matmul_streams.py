@@ -1,0 +1,377 @@
+"""MatMulStreams: the product of two activation streams (attention's Q.K^T and scores.V), exact on codes.
+
+Per head, ``A`` (M x K) times ``B`` (K x P) = ``Y`` (M x P). B is buffered: all its words of a head are
+taken first (rows of B, or rows of B^T where the model reads a transposed stream, as K in Q.K^T), then A
+streams row by row and each row gives P accumulators, PE per output word, SIMD products per cycle; a row
+is kept while its NF output words are computed (SF words, replayed NF - 1 times). Accumulation is exact
+(the output datatype holds every sum), so the quantizer after it becomes exact thresholds as after an
+MVAU. One head after another: a head's B is taken once the previous head's last row has been computed
+(no double buffering yet: ``exp_cycles`` counts the load and the compute of every head).
+
+The ONNX pattern: ``MatMul`` of two streams, and a ``Transpose`` of the last two axes read only as the
+second input of such MatMuls (no hardware: the stream keeps its order, the MatMul reads it as B^T).
+"""
+
+from dataclasses import dataclass, field
+from math import prod
+
+import numpy as np
+from amaranth.hdl import Array, Cat, Module, Mux, Signal, signed, unsigned
+from amaranth.lib import data, stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from layers.datapath import (adder_tree, check_dtype, dtype_for_range, dtype_range, element_value, legal_divisors,
+                             output_stage, product, register, wrapping_increment)
+from layers.fifo import output_fifo_spec
+from layers.op import Lowering, Op, Resources, divisors_of
+from layers.timing import Timing, as_cycles, frames_of, take_when_ready
+import golden
+
+__all__ = ["MatMulStreamsSpec", "MatMulStreams", "transposed_order"]
+
+LATENCY = 4             # a compute step -> its stage-1 registers -> the sum register -> the output FIFO (2)
+NO_WORD = np.iinfo(np.int64).min // 4     # a step that takes no input word waits for nothing
+
+
+def _positive(attr, value):
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise ValueError(f"MatMulStreams {attr} must be a positive integer, not {value!r}")
+
+
+@dataclass(frozen=True)
+class MatMulStreamsSpec:
+    """Contract of a product of two streams: per head, A (m x k) on input 0 times B (k x p) on input 1."""
+    m: int                      # rows of A per head (tokens)
+    k: int                      # the summed dimension
+    p: int                      # columns of B: outputs per row of A
+    simd: int                   # SIMD: products per output lane and cycle, divides k
+    pe: int                     # PE: outputs per word, divides p
+    a_dtype: object             # datatype of A's elements (input 0)
+    b_dtype: object             # datatype of B's elements (input 1)
+    b_transposed: bool = False  # B streams as rows of B^T (p vectors of k, SIMD a word), else as rows of
+                                # B (k vectors of p, PE a word)
+    heads: int = 1              # independent products per frame, one after another
+    output_dtype: object = field(init=False)
+
+    num_inputs = 2
+    num_outputs = 1
+    words_before_lead = 0
+
+    def __post_init__(self):
+        for attr in ("m", "k", "p", "simd", "pe", "heads"):
+            _positive(attr, getattr(self, attr))
+        if self.k % self.simd:
+            raise ValueError(f"MatMulStreams simd={self.simd} must divide k={self.k}; legal simd: "
+                             f"{legal_divisors(self.k)}")
+        if self.p % self.pe:
+            raise ValueError(f"MatMulStreams pe={self.pe} must divide p={self.p}; legal pe: {legal_divisors(self.p)}")
+        for attr in ("a_dtype", "b_dtype"):
+            dtype = check_dtype("MatMulStreams", attr, getattr(self, attr))
+            if dtype.bitwidth() == 1 and dtype.min() < 0 and dtype.max() > 0:
+                raise ValueError(f"MatMulStreams {attr} must be an integer datatype (INTn, UINTn), not BIPOLAR")
+            object.__setattr__(self, attr, dtype)
+        corners = [x * y for x in dtype_range(self.a_dtype) for y in dtype_range(self.b_dtype)]
+        object.__setattr__(self, "output_dtype", dtype_for_range(self.k * min(corners), self.k * max(corners)))
+
+    # --- geometry ---
+    @property
+    def sf(self):
+        return self.k // self.simd
+
+    @property
+    def nf(self):
+        return self.p // self.pe
+
+    @property
+    def b_lanes(self):
+        return self.simd if self.b_transposed else self.pe
+
+    @property
+    def b_words(self):
+        """Words of B per head."""
+        return self.k * self.p // self.b_lanes
+
+    @property
+    def input_dtype(self):
+        return self.a_dtype
+
+    @property
+    def input_dtypes(self):
+        return (self.a_dtype, self.b_dtype)
+
+    @property
+    def in_widths(self):
+        return (self.simd * self.a_dtype.bitwidth(), self.b_lanes * self.b_dtype.bitwidth())
+
+    @property
+    def in_width(self):
+        return self.in_widths[0]
+
+    @property
+    def out_width(self):
+        return self.pe * self.output_dtype.bitwidth()
+
+    @property
+    def folded_input_shapes(self):
+        b = (self.heads, self.p, self.sf, self.simd) if self.b_transposed else (self.heads, self.k, self.nf, self.pe)
+        return ((self.heads, self.m, self.sf, self.simd), b)
+
+    @property
+    def folded_output_shape(self):
+        return (self.heads, self.m, self.nf, self.pe)
+
+    @property
+    def exp_cycles(self):
+        """Cycles per frame: per head, B's words, then SF * NF steps per row of A."""
+        return self.heads * (self.b_words + self.m * self.nf * self.sf)
+
+    @property
+    def lead_words(self):
+        return self.sf
+
+    @property
+    def latency(self):
+        return LATENCY
+
+    def b_position(self, kk, pp):
+        """(word of B within a head, lane) carrying B[kk, pp]."""
+        if self.b_transposed:
+            return pp * self.sf + kk // self.simd, kk % self.simd
+        return kk * self.nf + pp // self.pe, pp % self.pe
+
+    # --- the schedule both the component and the timing model follow ---
+    def steps(self):
+        """Per head, the steps in order: (input taken or -1, its word index in the head, whether an output
+        word is complete). Loads of B (input 1), then for each row nf-major, sf-minor compute steps that
+        take A's word at nf = 0 (input 0)."""
+        kind = np.concatenate([np.ones(self.b_words, np.int64),
+                               np.tile(np.repeat([0] + [-1] * (self.nf - 1), self.sf), self.m)])
+        last = np.concatenate([np.zeros(self.b_words, bool), np.tile(np.arange(self.sf) == self.sf - 1, self.m * self.nf)])
+        return kind, last
+
+    def timing(self, arrivals):
+        """Steps one per cycle in the order of :meth:`steps`, each as soon as its input word is offered (a
+        step without one: the cycle after the previous); an output word ``latency`` cycles after the step
+        completing it (:mod:`layers.timing`)."""
+        a, b = as_cycles(arrivals[0]), as_cycles(arrivals[1])
+        heads = frames_of(b, self.b_words)
+        kind, last = self.steps()
+        kind, last = np.tile(kind, heads), np.tile(last, heads)
+        offered = np.full(kind.size, NO_WORD, dtype=np.int64)
+        offered[kind == 0], offered[kind == 1] = a, b
+        taken = take_when_ready(offered)       # a frame starts with a load: NO_WORD never leads
+        return Timing((taken[kind == 0], taken[kind == 1]), taken[last] + LATENCY)
+
+    def resource_estimate(self):
+        """B and A's row in registers, B's read multiplexers (a LUT6 selects from 4), PE x SIMD fabric
+        products (about one LUT per bit pair), an adder tree and accumulator per lane, counters, the FIFO."""
+        ab, bb, ob = self.a_dtype.bitwidth(), self.b_dtype.bitwidth(), self.output_dtype.bitwidth()
+        lanes = self.pe * self.simd
+        steps = self.nf * self.sf
+        mux = lanes * bb * -(-(steps - 1) // 3) + self.simd * ab * -(-(self.sf - 1) // 3)
+        products = lanes * ab * bb
+        tree = self.pe * (self.simd - 1) * ob + 2 * self.pe * ob
+        counters = 4 * (max(1, self.b_words.bit_length()) + max(1, steps.bit_length()) + max(1, self.m.bit_length()))
+        fifo = output_fifo_spec(self.out_width).resource_estimate()
+        store_ff = self.k * self.p * bb + self.k * ab
+        pipe_ff = lanes * bb + self.simd * ab + 2 * self.pe * ob + 4
+        return Resources(lut=mux + products + tree + counters + self.b_words + fifo.lut,
+                         ff=store_ff + pipe_ff + counters // 2 + fifo.ff, bram18=0)
+
+
+class MatMulStreams(wiring.Component):
+    """Per head: B's words on ``i1`` into registers, then each row of A on ``i0`` times B onto ``o``.
+
+    Members
+    -------
+    i0 : In(stream.Signature(spec.in_widths[0]))     A, SIMD elements a word, row-major
+    i1 : In(stream.Signature(spec.in_widths[1]))     B, ``spec.b_lanes`` elements a word
+    o : Out(stream.Signature(spec.out_width))        Y, PE accumulators a word, row-major
+
+    One step per cycle (``spec.steps``): a load step takes a word of ``i1``; a compute step at nf = 0
+    takes a word of ``i0`` (and keeps it for the row's later nf), at nf > 0 replays it. The pipeline (two
+    registers, then the output FIFO) moves only when the FIFO's registered ``i.ready`` allows, so the
+    readies never depend on ``o.ready``. Latency ``spec.latency``, ``spec.exp_cycles`` a frame.
+    """
+
+    def __init__(self, spec):
+        self._spec = spec
+        super().__init__({"i0": In(stream.Signature(spec.in_widths[0])),
+                          "i1": In(stream.Signature(spec.in_widths[1])),
+                          "o": Out(stream.Signature(spec.out_width))})
+
+    @property
+    def spec(self):
+        return self._spec
+
+    def elaborate(self, platform):
+        s = self._spec
+        ab, bb, ob = s.a_dtype.bitwidth(), s.b_dtype.bitwidth(), s.output_dtype.bitwidth()
+        m = Module()
+        advance, fifo_in = output_stage(m, self.o, s.out_width)
+
+        loading = Signal(init=1)                        # the phase: taking B's words, else rows of A
+        word = Signal(range(s.b_words))                 # B's word within the head
+        step = Signal(range(s.nf * s.sf))               # nf * SF + sf within a row
+        sf = Signal(range(s.sf))
+        nf = Signal(range(s.nf))
+        row = Signal(range(s.m))
+
+        load = loading & self.i1.valid & advance
+        first_pass = nf == 0
+        compute = ~loading & advance & (~first_pass | self.i0.valid)
+        m.d.comb += [self.i1.ready.eq(advance & loading),
+                     self.i0.ready.eq(advance & ~loading & first_pass)]
+
+        # B in registers, element (kk, pp) written from its word and lane
+        b_lanes = data.View(data.ArrayLayout(bb, s.b_lanes), self.i1.payload)
+        stored = [[Signal(bb, name=f"b_{kk}_{pp}") for pp in range(s.p)] for kk in range(s.k)]
+        by_word = {}
+        for kk in range(s.k):
+            for pp in range(s.p):
+                at, lane = s.b_position(kk, pp)
+                by_word.setdefault(at, []).append((stored[kk][pp], lane))
+        for w, elements in by_word.items():
+            with m.If(load & (word == w)):
+                m.d.sync += [reg.eq(b_lanes[lane]) for reg, lane in elements]
+
+        # A's row: taken at nf = 0, replayed at nf > 0
+        row_words = Array(Signal(s.in_widths[0], name=f"row_{j}") for j in range(s.sf))
+        with m.If(compute & first_pass):
+            m.d.sync += row_words[sf].eq(self.i0.payload)
+        a_word = Mux(first_pass, self.i0.payload, row_words[sf])
+
+        # B's elements of this step, lane (pe, simd): B[sf * SIMD + j, nf * PE + pe]
+        b_step = [[Array(stored[f_sf * s.simd + j][f_nf * s.pe + pe] for f_nf in range(s.nf) for f_sf in range(s.sf))[step]
+                   for j in range(s.simd)] for pe in range(s.pe)]
+
+        # stage 1: the operands
+        s1_valid = register(m, advance, compute, name="s1_valid", reset_less=False)
+        s1_first = register(m, advance, sf == 0, name="s1_first")
+        s1_last = register(m, advance, sf == s.sf - 1, name="s1_last")
+        s1_a = register(m, advance, a_word, name="s1_a")
+        s1_b = [[register(m, advance, b_step[pe][j], name=f"s1_b_{pe}_{j}") for j in range(s.simd)]
+                for pe in range(s.pe)]
+        a_lanes = data.View(data.ArrayLayout(ab, s.simd), s1_a)
+
+        # stage 2: the dot products of this step added to the accumulators
+        shape = signed(ob) if s.output_dtype.signed() else unsigned(ob)
+        acc = [Signal(shape, name=f"acc_{pe}") for pe in range(s.pe)]
+        sums = []
+        for pe in range(s.pe):
+            dot, _ = adder_tree([product(a_lanes[j], s.a_dtype, s1_b[pe][j], s.b_dtype, xnor=False, res_type="lut")
+                                 for j in range(s.simd)])
+            total = Signal(shape, name=f"sum_{pe}")
+            m.d.comb += total.eq(Mux(s1_first, 0, acc[pe]) + dot)
+            with m.If(advance & s1_valid):
+                m.d.sync += acc[pe].eq(total)
+            sums.append(total)
+        out_valid = register(m, advance, s1_valid & s1_last, name="out_valid", reset_less=False)
+        out = register(m, advance, Cat(*sums), name="out")
+        m.d.comb += [fifo_in.valid.eq(out_valid), fifo_in.payload.eq(out)]
+
+        # the schedule's counters
+        with m.If(load):
+            m.d.sync += word.eq(wrapping_increment(word, s.b_words))
+            with m.If(word == s.b_words - 1):
+                m.d.sync += loading.eq(0)
+        with m.If(compute):
+            m.d.sync += [step.eq(wrapping_increment(step, s.nf * s.sf)), sf.eq(wrapping_increment(sf, s.sf))]
+            with m.If(sf == s.sf - 1):
+                m.d.sync += nf.eq(wrapping_increment(nf, s.nf))
+                with m.If(nf == s.nf - 1):
+                    m.d.sync += row.eq(wrapping_increment(row, s.m))
+                    with m.If(row == s.m - 1):
+                        m.d.sync += loading.eq(1)
+        return m
+
+
+def _golden(spec, xs, producer):
+    """golden.matmul_streams on A and B in their stream orders."""
+    a = xs[0].reshape(-1, spec.heads, spec.m, spec.k)
+    b = xs[1].reshape(-1, spec.heads, spec.p, spec.k).swapaxes(-1, -2) if spec.b_transposed else \
+        xs[1].reshape(-1, spec.heads, spec.k, spec.p)
+    return golden.matmul_streams(a, b).reshape(xs[0].shape[0], -1, spec.pe)
+
+
+# --- lowering ------------------------------------------------------------------------------------
+
+def transposed_order(shape):
+    """The ``row_order`` of a tensor of logical ``shape`` (..., r, c) that streams as its transpose
+    (..., c, r) does: stream position -> logical flat index."""
+    *lead, r, c = shape
+    index = np.arange(prod(shape)).reshape(*lead, r, c)
+    return np.swapaxes(index, -1, -2).reshape(-1)
+
+
+def _swaps_last_axes(ctx, node):
+    perm = list(ctx.attrs(node).get("perm", []))
+    n = len(perm)
+    return n >= 2 and perm == [*range(n - 2), n - 1, n - 2]
+
+
+def _read_as_second_operand(ctx, node):
+    """A Transpose of the last two axes whose every reader is a MatMul taking it as its second input."""
+    out = node.output[0]
+    readers = ctx.consumers(out)
+    return (_swaps_last_axes(ctx, node) and bool(readers) and not ctx.is_graph_output(out)
+            and all(r.op_type == "MatMul" and list(r.input[1:]) == [out] for r in readers))
+
+
+def _lower_transpose(ctx, node):
+    """No hardware: the stream keeps its order; the MatMul reading it takes it as B^T."""
+    t = ctx.input(node)
+    if t.row_order is not None or t.spatial:
+        raise ctx.error(f"node {node.name} (Transpose): only a sequence streamed in its own order can be read "
+                        f"transposed by a MatMul of two streams")
+    shape = tuple(ctx.shape(node.output[0]))
+    return ctx.tensor(node.output[0], t.dtype, t.scale, shape, row_order=transposed_order(shape))
+
+
+def _is_stream_operand(ctx, t, node, which):
+    where = f"node {node.name} (MatMul)"
+    if t.values is not None or t.kind != "codes" or np.ndim(t.scale) or t.gain != 1 or t.offset != 0 \
+            or t.bias is not None:
+        raise ctx.error(f"{where}: its {which} input {t.name} must be the codes of a per-tensor quantizer to "
+                        f"multiply two streams")
+    if t.dtype.bitwidth() == 1 and t.dtype.min() < 0:
+        raise ctx.error(f"{where}: its {which} input {t.name} is BIPOLAR; legal: INTn, UINTn operands")
+
+
+def _lower_matmul_of_streams(ctx, node):
+    """MatMul(A, B) of two streams -> MatMulStreams; B read transposed where a Transpose made it."""
+    where = f"node {node.name} (MatMul)"
+    a, b = ctx.stream(node.input[0]), ctx.stream(node.input[1])
+    _is_stream_operand(ctx, a, node, "first")
+    _is_stream_operand(ctx, b, node, "second")
+    if len(a.shape) < 2 or len(a.shape) != len(b.shape) or a.shape[:-2] != b.shape[:-2] or a.shape[-1] != b.shape[-2]:
+        raise ctx.error(f"{where}: operands {a.shape} and {b.shape} are not (..., M, K) and (..., K, P) with the same "
+                        f"leading dimensions (no broadcasting of streams)")
+    if a.row_order is not None:
+        raise ctx.error(f"{where}: its first input {a.name} streams in another order than its own (a transpose or "
+                        f"a flattened feature map); legal: rows of A in order")
+    transposed = b.row_order is not None
+    if transposed and not np.array_equal(b.row_order, transposed_order(b.shape)):
+        raise ctx.error(f"{where}: its second input {b.name} streams neither as rows of B nor as rows of B^T")
+    *lead, mm, kk = a.shape
+    pp = b.shape[-1]
+    node_hw = ctx.add("MatMulStreams", dict(m=mm, k=kk, p=pp, heads=prod(lead) if lead else 1, a_dtype=a.dtype,
+                                            b_dtype=b.dtype, b_transposed=transposed),
+                      [node], inputs=(ctx.wire(a), ctx.wire(b)))
+    scale = float(a.scale) * float(b.scale)
+    exact = all(float(s) > 0 and np.log2(float(s)).is_integer() for s in (a.scale, b.scale))
+    return ctx.tensor(node.output[0], node_hw.spec().output_dtype, scale, (*lead, mm, pp), rounding=not exact)
+
+
+def _small_instance(s):
+    """Two rows, two words of SIMD along k and of PE along p, one head."""
+    return dict(m=min(s.m, 2), k=min(s.k, 2 * s.simd), p=min(s.p, 2 * s.pe), heads=1)
+
+
+OP = Op("MatMulStreams", MatMulStreamsSpec, MatMulStreams, folding={"SIMD": "simd", "PE": "pe"},
+        parallelism={"SIMD": divisors_of("k"), "PE": divisors_of("p")},
+        golden=_golden, small_instance=_small_instance,
+        lowers=(Lowering(("MatMul",), _lower_matmul_of_streams, streams=2, legal="MatMul of two streams"),))
+# TODO(issue 41): join OP.lowers once rtlgen.passes.lower keeps the wire of a rule that adds no hardware
+TRANSPOSE = Lowering(("Transpose",), _lower_transpose, when=_read_as_second_operand,
+                     legal="Transpose (of the last two axes as a MatMul of two streams reads it)")
