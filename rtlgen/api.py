@@ -14,16 +14,21 @@ Errors are the command line's: :class:`rtlgen.passes.load.CompileError` (bad mod
 :class:`rtlgen.ir.outdir.OutError` (an OUT that is not rtlgen's, in use, or damaged).
 """
 
+import json
 import os
+import warnings
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
 
 from rtlgen.backend.build import build as build_design
 from rtlgen.check.verify import simulate_model, verify_outputs
-from rtlgen.errors import CompileError
+from rtlgen.errors import CompileError, CompileWarning
+from rtlgen.fit import Usage, fit_line
 from rtlgen.ir.outdir import OutError, check_out, model_source, read_design, replacing
 from rtlgen.options import CompileOptions
+from sim import out_files
 from rtlgen.passes.optimize import Budget
 from sim.harness import FULL_RATE
 
@@ -48,6 +53,11 @@ class Design:
     def model_status(self):
         """(:attr:`model`, None if the model is as compiled, else a line saying it changed or is gone)."""
         return model_source(self.out, self.report)
+
+    @property
+    def warnings(self):
+        """The compile's warnings (options, model, fit, target), as report.json keeps them."""
+        return list(self.report.get("warnings", ()))
 
     @property
     def fits(self):
@@ -83,8 +93,11 @@ def compile(model, out, *, keep_intermediate=None, force=False, say=None, warn=N
     :mod:`rtlgen.ir.outdir`). ``options`` are the fields of :class:`rtlgen.options.CompileOptions` (the
     `rtlgen compile` flags: ``folding``, ``target_fps``, ``clock_mhz``, ``fit``, ``budget``, ...; an unknown
     name is a CompileError listing the legal ones); ``keep_intermediate`` a directory, or True for
-    ``out/intermediate``; ``say`` gets one line per compiler pass, ``warn`` a line for each of the user's
-    files renamed to make way."""
+    ``out/intermediate``; ``say`` gets one line per compiler pass, ``warn`` a line for each warning (the
+    options', the compiler's, a design over the board or short of ``target_fps``; without ``warn`` they are
+    Python warnings of :class:`rtlgen.errors.CompileWarning`) and for each of the user's files renamed to
+    make way. The compile's warnings are kept in report.json (``"warnings"``, :attr:`Design.warnings`) and
+    report.html."""
     # onnx: loaded by a compile only, so the command line's errors on an existing OUT stay fast
     from rtlgen.backend.emit import write_outputs
     from rtlgen.flows import compile_model
@@ -92,11 +105,87 @@ def compile(model, out, *, keep_intermediate=None, force=False, say=None, warn=N
     options = CompileOptions.create(**options).check()
     if keep_intermediate not in (None, True):
         _check_keep(keep_intermediate)
-    with replacing(out, force=force, model=model, warn=warn) as new:
+    with replacing(out, force=force, model=model, warn=warn) as new, _kept_warnings(warn) as kept:
         keep = _inside(keep_intermediate, out, new)
+        for line in options.warnings():
+            warnings.warn(line, CompileWarning, stacklevel=2)
         compiled = compile_model(model, options, say=say or (lambda line: None), keep=keep)
         write_outputs(compiled, new)
+        for line in _design_warnings(json.loads((new / out_files.REPORT).read_text()), options):
+            warnings.warn(line, CompileWarning, stacklevel=2)
+        _keep_warnings(new, kept)
     return Design(out, compiled)
+
+
+@contextmanager
+def _kept_warnings(warn):
+    """Collect the CompileWarnings issued in the body (every one, even a repeat), each passed on to
+    ``warn`` as it comes, or to Python's warning display when there is no ``warn``."""
+    kept = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("always", CompileWarning)
+        shown = warnings.showwarning
+
+        def show(message, category, *rest, **kwargs):
+            if not issubclass(category, CompileWarning):
+                return shown(message, category, *rest, **kwargs)
+            if str(message) not in kept:
+                kept.append(str(message))
+                if warn is not None:
+                    warn(str(message))
+                else:
+                    shown(message, category, *rest, **kwargs)
+        warnings.showwarning = show
+        yield kept
+
+
+def _design_warnings(report, options):
+    """What the user asked for and did not get: a design over its board, a frame rate short of
+    ``target_fps``; each with what to try."""
+    lines = []
+    over = over_the_board(report, options)
+    if over:
+        lines.append(over)
+    target = options.target_fps
+    fps = report["frames_per_second"]
+    if target is not None and fps < target * (1 - 1e-9):
+        reached = f"{fps:,.0f} frames/s at {options.clock_mhz:g} MHz"
+        if options.user_budget() is None:
+            lines.append(f"--target-fps {target:,.0f} is out of reach of the naive folding (FINN's SetFolding; "
+                         f"its most parallel gives {reached}); --fit {options.board} --target-fps {target:,.0f} "
+                         f"searches every folding for the cheapest design reaching it within the board (the "
+                         f"fastest that fits when none does)")
+        else:
+            lines.append(f"--target-fps {target:,.0f} is out of reach within the budget: the fastest design in it "
+                         f"gives {reached}; raise the budget (--max-utilization, --budget) or split the network "
+                         f"across devices (rtlgen partition)")
+    return lines
+
+
+def over_the_board(report, options):
+    """The warning for a design estimated over its board (None when it fits), with what to do: --fit
+    finds the fastest folding that fits, unless the compile already asked for a budget."""
+    fit = report["fit"]
+    if fit["fits"]:
+        return None
+    used = [Usage(k, v["used"], v["available"]) for k, v in fit["resources"].items()]
+    if options.fit is None and options.budget is None:
+        hint = (f"compile with --fit {fit['board']} for the fastest folding that fits (or lower it: --target-fps, "
+                f"--folding)")
+    else:
+        hint = ("the budget's folding is over the board: lower --max-utilization, or split the network across "
+                "devices (rtlgen partition)")
+    return f"{fit_line(used, fit['board'])}; {hint}"
+
+
+def _keep_warnings(new, kept):
+    """The warnings into the new OUT's report.json and report.html."""
+    from rtlgen.report.html import write_html
+    path = new / out_files.REPORT
+    report = json.loads(path.read_text())
+    report["warnings"] = list(kept)
+    path.write_text(json.dumps(report, indent=2) + "\n")
+    write_html(new)
 
 
 def partition(model, out, *, devices, budget=None, board="pynq-z2", max_utilization=None, fixed=None,

@@ -23,7 +23,6 @@ from boards.yosys import YosysError
 from rtlgen.check.prove import ProveError, ToolMissing, prove_out
 from rtlgen.check.verify import verify_outputs
 from rtlgen.errors import BuildError, CompileError, CompileWarning
-from rtlgen.fit import Usage, fit_line
 from rtlgen.ir.outdir import OutError, claim, read_design
 from rtlgen.options import INSPECT, SIMULATOR_HELP, CompileOptions, add_arguments, from_args
 from rtlgen.passes.size_fifos import FIFO_SIZINGS
@@ -95,24 +94,15 @@ class UsageError(ValueError):
     """An option or setting the command cannot use (one line, exit 2)."""
 
 
-# Beyond this the xc7z020 cannot clock a design at all (its global clock buffers stop at 464 MHz in the
-# -1 speed grade, 628 MHz in the -3); rtlgen's layers reach ~250 MHz by the boards/timing.py estimate.
-MAX_PLAUSIBLE_MHZ = 500
-
-
 def _options(args):
-    """The compile options, checked before any long step; an implausible clock is a warning (once)."""
-    options = from_args(args).check()
-    if not getattr(args, "_clock_warned", False):
-        _warn_clock(args.command, options.clock_mhz)
-        args._clock_warned = True
-    return options
+    """The compile options, checked before any long step."""
+    return from_args(args).check()
 
 
-def _warn_clock(command, mhz):
-    if mhz > MAX_PLAUSIBLE_MHZ:
-        _warn(command, f"--clock-mhz {mhz:g}: beyond what an xc7z020 can run (at most ~{MAX_PLAUSIBLE_MHZ} MHz; "
-                       f"rtlgen's layers reach ~250 MHz), so the frames/s below are not reachable")
+def _warn_options(command, options):
+    """The options' warnings, for the commands that do not compile (a compile keeps them in its report)."""
+    for line in options.warnings():
+        _warn(command, line)
 
 
 def _warn(command, text):
@@ -136,36 +126,16 @@ def _compile(model, out, args):
     compiled, report = design.compiled, design.report
     if as_json:
         print(json.dumps(report, indent=2), flush=True)
-    over = _over_the_board(report, options)
     if not quiet:
         _say(f"compiled {model} -> {out} in {time.perf_counter() - start:.1f} s: {len(compiled.nodes)} layers")
-        if over:
-            _warn(args.command, over)           # first, before a table that may scroll it away
         print_summary(report, console())
         host = compiled.host_ops
         if host["pre"] or host["post"]:
             _say(f"host ops: before {host['pre'] or '-'}, after {host['post'] or '-'}")
-    if over:
-        _warn(args.command, over)
-    if args.target_fps is not None and report["frames_per_second"] < args.target_fps * (1 - 1e-9):
-        _warn(args.command, f"--target-fps {args.target_fps:,.0f} is out of reach: the most parallel folding "
-                            f"gives {report['frames_per_second']:,.0f} frames/s at {args.clock_mhz:g} MHz")
+        over = api.over_the_board(report, options)
+        if over:
+            _warn(args.command, over)       # again, after a table that may have scrolled the first away
     return design
-
-
-def _over_the_board(report, options):
-    """The warning for a design estimated over its board (None when it fits), with what to do: --fit
-    finds the fastest folding that fits, unless the compile already asked for a budget."""
-    fit = report["fit"]
-    if fit["fits"]:
-        return None
-    used = [Usage(k, v["used"], v["available"]) for k, v in fit["resources"].items()]
-    if options.fit is None and options.budget is None:
-        hint = (f"compile with --fit {fit['board']} for the fastest folding that fits (or lower it: --target-fps, "
-                f"--folding)")
-    else:
-        hint = "the budget's folding is over the board: lower --max-utilization, or split the network across devices (rtlgen partition)"
-    return f"{fit_line(used, fit['board'])}; {hint}"
 
 
 def _load_input(path, flag="--input"):
@@ -178,7 +148,9 @@ def _load_input(path, flag="--input"):
     try:
         data = np.load(path, allow_pickle=False)
     except Exception as exc:
-        raise InputError(f"{flag} {path}: not a .npy array ({str(exc).splitlines()[0] if str(exc) else type(exc).__name__})") from None
+        what = "the class labels with np.save('labels.npy', y)" if flag == "--labels" else \
+            "the model's input with np.save('x.npy', x) (a numeric array, batch first)"
+        raise InputError(f"{flag} {path}: {_not_npy(path, exc)}; save {what}") from None
     if isinstance(data, np.lib.npyio.NpzFile):
         with data:
             names = list(data.files)
@@ -187,6 +159,18 @@ def _load_input(path, flag="--input"):
         raise InputError(f"{flag} {path}: an .npz archive of {len(names)} arrays ({', '.join(names) or 'none'}); "
                          f"give one .npy array, e.g. np.save('x.npy', np.load('{path.name}')['{(names or ['x'])[0]}'])")
     return data
+
+
+def _not_npy(path, exc):
+    """Why numpy cannot read ``path`` as an array, in the user's words (numpy's own says to unpickle it)."""
+    if path.suffix.lower() == ".onnx":
+        return "an ONNX model, not a .npy array"
+    with open(path, "rb") as f:
+        head = f.read(6)
+    if head == b"\x93NUMPY":
+        return ("a .npy array of Python objects (pickled), which rtlgen does not load" if "pickle" in str(exc)
+                else f"a damaged .npy array ({_first_line(exc)})")
+    return "not a .npy array (NumPy's .npy format starts with \\x93NUMPY)"
 
 
 def _model_input(model_path, x):
@@ -580,7 +564,9 @@ def run_inspect_command(args):
     from rtlgen.report.summary import console       # start-up
 
     args.fifo_sizing = "none"         # inspect stops before the FIFOs
-    info = describe(args.model, _options(args))
+    options = _options(args)
+    _warn_options(args.command, options)
+    info = describe(args.model, options)
     if args.json:
         print(json.dumps(info, indent=2))
     else:
@@ -643,7 +629,7 @@ def run_partition_command(args):
             raise CompileError(f"--partition {args.partition}: {exc}") from None
         if not isinstance(fixed, dict):
             raise CompileError(f"--partition {args.partition}: must be a JSON object {{node name: device index}}")
-    _warn_clock(args.command, args.clock_mhz)
+    _warn_options(args.command, CompileOptions(clock_mhz=args.clock_mhz))
     api.partition(args.model, args.out, devices=args.devices, budget=args.budget, board=args.board,
                   max_utilization=args.max_utilization, fixed=fixed, link_gbps=args.link_gbps,
                   flit_width=args.flit_width, max_packet_bytes=args.max_packet_bytes, clock_mhz=args.clock_mhz,

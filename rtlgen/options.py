@@ -8,17 +8,20 @@ option is one field here (and what reads it).
 """
 
 import math
+import os
+import re
 from dataclasses import MISSING, dataclass, field, fields
 
 import numpy as np
 
 from rtlgen.errors import CompileError
 from rtlgen.fit import BOARDS, utilization_shares
-from rtlgen.passes.fold import target_cycles
+from rtlgen.passes.fold import load_folding_config, target_cycles
 from rtlgen.passes.optimize import Budget
 from rtlgen.passes.size_fifos import FIFO_SIZINGS
 
-__all__ = ["CompileOptions", "DEFAULT_TARGET_CYCLES", "add_arguments", "from_args", "INSPECT", "OPTIMIZER"]
+__all__ = ["CompileOptions", "DEFAULT_TARGET_CYCLES", "MAX_PLAUSIBLE_MHZ", "add_arguments", "from_args",
+           "check_input_dtype", "INSPECT", "OPTIMIZER"]
 
 DEFAULT_TARGET_CYCLES = 1000        # naive folding target when neither a folding file nor a target fps is given
 SIMULATORS = ("verilator", "icarus")
@@ -26,6 +29,11 @@ SIMULATOR_HELP = ("HDL simulator: verilator (a compiled C++ bench; fast) or icar
                   "opinion, slow on big networks); default: $RTLGEN_SIM, else verilator")
 OPTIMIZER = ("fit", "max_utilization", "budget", "objective")                    # the folding optimizer's options
 INSPECT = ("folding", "target_fps", "clock_mhz", "input_dtype") + OPTIMIZER     # what `rtlgen inspect` takes
+# Beyond this the xc7z020 cannot clock a design at all (its global clock buffers stop at 464 MHz in the
+# -1 speed grade, 628 MHz in the -3); rtlgen's layers reach ~250 MHz by the boards/timing.py estimate.
+MAX_PLAUSIBLE_MHZ = 500
+INPUT_DTYPES = ("BIPOLAR, BINARY, TERNARY, UINTn, INTn (n = 1..32), FIXED<w,i> (w = 2..32 bits, i = 1..w-1 of "
+                "them integer bits with the sign, as hls4ml's ap_fixed<w,i>; FIXED<w,w> is INTw)")
 
 
 def _option(default, help, *, metavar=None, choices=None, type=None, flag=None):
@@ -70,7 +78,9 @@ class CompileOptions:
         return cls(**options)
 
     def check(self):
-        """Raise CompileError for options no compile can use (before any long step)."""
+        """Raise CompileError for options no compile can use (before any long step): each value's type and
+        range, the files it names, and the combinations that cannot go together. Returns ``self``."""
+        self._check_types()
         for flag, value in (("--clock-mhz", self.clock_mhz), ("--target-fps", self.target_fps)):
             if value is not None and not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
                 raise CompileError(f"{flag} {value:g}: must be a positive number" if isinstance(value, (int, float))
@@ -87,11 +97,51 @@ class CompileOptions:
             raise CompileError("give either --fit or --budget, not both")
         if self.folding and (self.fit is not None or self.budget is not None):
             raise CompileError("give either --folding or --fit/--budget, not both")
+        if self.folding and self.target_fps is not None:
+            raise CompileError("give either --folding or --target-fps, not both")
+        if self.budget is not None and self.max_utilization is not None:
+            raise CompileError(f"--max-utilization {self.max_utilization}: a share of the board for --fit BOARD; "
+                               f"--budget {self.budget} gives the numbers themselves: give one of them")
+        if self.input_dtype is not None:
+            self.input_dtype = check_input_dtype(self.input_dtype)
+        if self.folding:
+            _check_folding_file(self.folding)
         if self.budget is not None:
             if not np.isfinite(self.optimizer_budget().as_vector()).any():     # "" is no budget, not no limit
                 raise CompileError(f"--budget {self.budget!r}: names no resource; give lut=N,ff=N,bram36=N,dsp=N "
                                    f"(any subset), or --fit pynq-z2")
         return self
+
+    def _check_types(self):
+        """Each option of the type its field declares (the API takes any Python value)."""
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if value is None and f.default is None:
+                continue
+            if f.type is bool:
+                ok = isinstance(value, bool)
+            elif f.type is float:
+                ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+            else:
+                ok = isinstance(value, str) or (f.name == "folding" and isinstance(value, os.PathLike))
+            if not ok:
+                legal = {bool: "True or False", float: "a number"}.get(f.type, "a string")
+                raise CompileError(f"{_flag(f)} {value!r}: must be {legal}, not {type(value).__name__}")
+
+    def warnings(self):
+        """Lines about options a compile takes but the user should know of (kept in report.json and
+        report.html, and shown as the compile starts)."""
+        lines = []
+        if self.clock_mhz > MAX_PLAUSIBLE_MHZ:
+            mhz = f"{self.clock_mhz:,.0f}" if self.clock_mhz >= 1000 else f"{self.clock_mhz:g}"
+            lines.append(f"--clock-mhz {mhz}: beyond what an xc7z020 can run (at most "
+                         f"~{MAX_PLAUSIBLE_MHZ} MHz; rtlgen's layers reach ~250 MHz), so the frames/s reported are "
+                         f"not reachable")
+        if self.max_utilization is not None and self.fit is None:
+            lines.append(f"--max-utilization {self.max_utilization} without --fit: the folding is not chosen "
+                         f"within it (only weights moved into block RAM keep to its BRAM36 share); add --fit "
+                         f"{self.board} for the fastest design within it")
+        return lines
 
     def optimizer_budget(self):
         """The folding optimizer's budget, or None when it is not asked for."""
@@ -114,6 +164,41 @@ class CompileOptions:
         if not self.target_fps > 0:
             raise CompileError(f"--target-fps must be positive, not {self.target_fps}")
         return max(1, target_cycles(self.target_fps, self.clock_mhz))     # beyond 1 cycle: the most parallel
+
+
+def check_input_dtype(name):
+    """The qonnx DataType name ``--input-dtype`` gives, canonical (``fixed<16, 6>`` -> ``FIXED<16,6>``);
+    a CompileError naming what is legal for anything rtlgen cannot stream."""
+    text = re.sub(r"\s+", "", str(name)).upper()
+    legal = f"legal: {INPUT_DTYPES}"
+    if text in ("BIPOLAR", "BINARY", "TERNARY"):
+        return text
+    match = re.fullmatch(r"(U?INT)(\d+)", text)
+    if match:
+        if not 1 <= int(match[2]) <= 32:
+            raise CompileError(f"--input-dtype {name}: {match[1]}n takes n = 1..32 bits; {legal}")
+        return f"{match[1]}{int(match[2])}"
+    match = re.fullmatch(r"FIXED<(\d+),(-?\d+)>", text)
+    if match:
+        width, integer = int(match[1]), int(match[2])
+        if not 2 <= width <= 32:
+            raise CompileError(f"--input-dtype {name}: FIXED<w,i> takes w = 2..32 bits; {legal}")
+        if not 1 <= integer < width:
+            raise CompileError(f"--input-dtype {name}: FIXED<w,i> takes i = 1..w-1 integer bits (the sign "
+                               f"among them){'; FIXED<w,w> is INTw' if integer == width else ''}; {legal}")
+        return f"FIXED<{width},{integer}>"
+    raise CompileError(f"--input-dtype {name}: not an integer or fixed-point qonnx DataType; {legal}")
+
+
+def _check_folding_file(path):
+    """``--folding``: a readable FINN folding config (JSON), checked now and named in the message."""
+    try:
+        load_folding_config(path)
+    except UnicodeDecodeError:
+        raise CompileError(f"--folding {path}: not a text file (a FINN folding config is JSON {{node name: "
+                           f"{{PE, SIMD, ...}}}}, as OUT/folding.json)") from None
+    except ValueError as exc:
+        raise CompileError(f"--folding {path}: {str(exc).removeprefix(f'folding config {path}: ')}") from None
 
 
 def _flag(f):

@@ -28,8 +28,9 @@ def test_readme_api_snippet_runs(tmp_path, monkeypatch, capsys):
 
 def test_api_errors_are_the_cli_errors(tmp_path):
     from rtlgen import api
+    from rtlgen.ir.outdir import OutError
     from rtlgen.passes.load import CompileError
     with pytest.raises(CompileError, match="--clock-mhz -1: must be a positive number"):
         api.compile("model.onnx", tmp_path / "out", clock_mhz=-1)
-    with pytest.raises(FileNotFoundError, match="not an rtlgen compile output"):
+    with pytest.raises(OutError, match="not an rtlgen compile output"):
         api.open_design(tmp_path)

@@ -230,8 +230,11 @@ def test_json_prints_the_report_only(tmp_path, capsys):
 def test_out_of_reach_target_is_a_warning(tmp_path, capsys):
     assert main(["compile", str(DIGITS), "-o", str(tmp_path / "out"), "-q", "--target-fps", "1e12", *FAST]) == 0
     err = capsys.readouterr().err
-    assert "rtlgen compile: warning: --target-fps 1,000,000,000,000 is out of reach: the most parallel folding " \
-           "gives" in err, err
+    assert "rtlgen compile: warning: --target-fps 1,000,000,000,000 is out of reach of the naive folding (FINN's " \
+           "SetFolding; its most parallel gives " in err, err
+    assert "--fit pynq-z2 --target-fps 1,000,000,000,000 searches every folding" in err      # what to try
+    report = json.loads((tmp_path / "out" / "report.json").read_text())
+    assert len(report["warnings"]) == 1 and report["warnings"][0].startswith("--target-fps 1,000,000,000,000 is out")
 
 
 def test_generator_mlp_does_not_fit_and_build_stops_at_once(tmp_path, capsys):

@@ -203,8 +203,8 @@ def test_sim_out_refuses_compile_options(compiled, tmp_path, capsys):
 def test_an_implausible_clock_is_a_warning(tmp_path, capsys):
     assert main(["compile", str(DIGITS), "-o", str(tmp_path / "out"), "-q", *FAST, "--clock-mhz", "1e6"]) == 0
     assert capsys.readouterr().err == (
-        "rtlgen compile: warning: --clock-mhz 1e+06: beyond what an xc7z020 can run (at most ~500 MHz; rtlgen's "
-        "layers reach ~250 MHz), so the frames/s below are not reachable\n")
+        "rtlgen compile: warning: --clock-mhz 1,000,000: beyond what an xc7z020 can run (at most ~500 MHz; rtlgen's "
+        "layers reach ~250 MHz), so the frames/s reported are not reachable\n")
     assert main(["compile", str(DIGITS), "-o", str(tmp_path / "out"), "-q", *FAST, "--clock-mhz", "450"]) == 0
     assert capsys.readouterr().err == ""
 

@@ -62,6 +62,8 @@ def check_out(out, *, force=False):
     writable), an empty directory, or an rtlgen OUT (one with a manifest); any other directory only
     with ``force``."""
     shown = out
+    if not str(out).strip():            # os.path.abspath("") is the working directory: never a silent choice
+        raise OutError(f"-o {str(out)!r}: an empty name; give the output directory (-o . for the current one)")
     out = _absolute(out)
     if out.exists() and not out.is_dir():
         raise OutError(f"-o {shown}: is a file, not a directory")
@@ -396,11 +398,19 @@ def read_design(out):
     """(Verilog text, :class:`sim.stream_io.StreamIO`, report dict) of a compile's OUT, as
     :func:`sim.stream_io.read_outputs`; a file that is there but damaged (truncated, emptied, edited) is
     an :class:`OutError` naming it and saying to compile again."""
+    if not str(out).strip():
+        raise OutError(f"{str(out)!r}: an empty name; give the directory `rtlgen compile` wrote")
     out = Path(out)
     if out.exists() and not out.is_dir():
         raise OutError(f"{out}: is a file, not an rtlgen compile output (a directory)")
+    if not out.exists():
+        raise OutError(f"{out}: no such directory; give the directory `rtlgen compile` wrote (rtlgen compile "
+                       f"MODEL.onnx -o {out} makes it)")
     if out_files.missing(out):
-        read_outputs(out)           # its FileNotFoundError says what is missing and what to run
+        try:
+            read_outputs(out)
+        except FileNotFoundError as exc:    # it says what is missing and what to run
+            raise OutError(str(exc)) from None
     again = _again(out)
     report = _json(out, out_files.REPORT, again, REPORT_KEYS)
     meta = _json(out, out_files.IO, again, IO_KEYS)

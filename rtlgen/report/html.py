@@ -50,6 +50,7 @@ tr.total td, tr.total th { border-top: 1px solid #999; font-weight: bold; }
 .tag { font-size: 0.8em; padding: 0 0.4em; border-radius: 3px; background: #b00; color: #fff; }
 .pass { color: #070; font-weight: bold; } .fail { color: #b00; font-weight: bold; }
 .note { color: #666; font-size: 0.9em; }
+.warnings { border-left: 4px solid #c80; background: #fff8e6; padding: 0.4em 1em; margin: 1em 0; }
 .cards { display: flex; flex-wrap: wrap; gap: 0.8em; margin: 1em 0; }
 .card { border: 1px solid #ccc; border-radius: 6px; padding: 0.4em 1em; min-width: 10em; max-width: 17em; }
 .card .big { font-size: 1.5em; font-weight: 600; } .card .what { color: #666; font-size: 0.85em; }
@@ -79,7 +80,7 @@ def write_html(out):
     stale = synth is not None and synth.get("estimate", report["totals"]) != report["totals"]
     # a recompile keeps OUT/build (it may hold a bitstream), but its numbers are an earlier design's
     current = None if stale else synth
-    parts = [_header(report, current, verify), _optimizer(report), _board(report, current), _cycles(report),
+    parts = [_header(report, current, verify), _warnings(report), _optimizer(report), _board(report, current), _cycles(report),
              _resources(report)]
     if stale:
         parts.append('<p class="note">OUT/build holds the Yosys report of an earlier compile: run '
@@ -198,6 +199,15 @@ def _header(report, synth, verify):
             f"<div class=\"cards\">{''.join(cards)}</div>"
             f"<p class=\"note\">{len(report['layers'])} nodes in the dataflow chain; model {_e(report['model'])}; "
             f"host ops before: {_e(', '.join(host['pre']) or '-')}, after: {_e(', '.join(host['post']) or '-')}</p>")
+
+
+def _warnings(report):
+    """The compile's warnings (report.json's ``warnings``), under the figures they qualify."""
+    lines = report.get("warnings") or []
+    if not lines:
+        return ""
+    items = "".join(f"<li>{_e(line)}</li>" for line in lines)
+    return f'<div class="warnings" data-key="warnings"><b>warnings</b><ul>{items}</ul></div>'
 
 
 def _slack(design, requested):
