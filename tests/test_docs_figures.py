@@ -6,6 +6,7 @@
   BENCHMARKS.md section has each of its numbers in that section; a figure elsewhere in the README (a
   number with a unit: frames/s, LUT, cycles, ns, %, x, ...) is somewhere in BENCHMARKS.md. Numbers compare
   by value ("21,701" = "21701", "123" = "123.0"); code blocks are not figures.
+- Every figure docs/*.md quotes is in BENCHMARKS.md or BENCHMARKS-history.md.
 - BENCHMARKS.md's contents list every section, and every entry names a section.
 """
 
@@ -16,6 +17,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
 BENCHMARKS = ROOT / "BENCHMARKS.md"
+HISTORY = ROOT / "BENCHMARKS-history.md"
 DOCS = ROOT / "docs"
 MAX_README_LINES = 160
 
@@ -91,6 +93,14 @@ def test_every_readme_figure_is_in_benchmarks():
     assert misquoted(readme, BENCHMARKS.read_text()) == []
 
 
+def test_every_docs_figure_is_in_benchmarks_or_its_history():
+    measured = numbers(BENCHMARKS.read_text() + HISTORY.read_text())
+    missing = [f"docs/{page.name}: {n!r} in {line.strip()[:70]!r}..."
+               for page in sorted(DOCS.glob("*.md")) for line in prose(page.read_text()).splitlines()
+               for n in figures(line) if value(n) not in measured]
+    assert missing == [], "figures with no measurement behind them in BENCHMARKS.md / BENCHMARKS-history.md"
+
+
 def test_a_changed_figure_is_caught():
     """The check fails when a quoted figure drifts from BENCHMARKS.md, in a headline row and in prose."""
     readme, benchmarks = README.read_text(), BENCHMARKS.read_text()
@@ -128,7 +138,7 @@ def test_links_resolve():
     linked = {t.partition("#")[0] for t in LINK.findall(readme) if t.startswith("docs/")}
     for page in ("cli.md", "folding.md", "verification.md", "models.md", "boards.md", "architecture.md"):
         assert f"docs/{page}" in linked, f"README.md links docs/{page}"
-    pages = [README, BENCHMARKS, ROOT / "BENCHMARKS-history.md", *sorted(DOCS.glob("*.md"))]
+    pages = [README, BENCHMARKS, HISTORY, *sorted(DOCS.glob("*.md"))]
     assert [b for page in pages for b in _broken_links(page)] == []
 
 
