@@ -1,6 +1,6 @@
 """The documents stay a front door that tells the truth (issue 44 item 5).
 
-- README.md is at most 160 lines, and every relative link in it and in docs/*.md resolves (the file, and
+- README.md is at most 160 lines, its test command is the one `.ci/run` runs, and every relative link in it and in docs/*.md resolves (the file, and
   the heading an ``#anchor`` names, by GitHub's slug rule).
 - Every figure the README quotes is in BENCHMARKS.md: a row of the headline table that links a
   BENCHMARKS.md section has each of its numbers in that section; a figure elsewhere in the README (a
@@ -85,6 +85,12 @@ def misquoted(readme, benchmarks):
 def test_readme_is_short():
     lines = README.read_text().count("\n")
     assert lines <= MAX_README_LINES, f"README.md has {lines} lines; at most {MAX_README_LINES} (move detail to docs/)"
+
+
+def test_readme_test_command_is_what_ci_runs():
+    ci = [line for line in (ROOT / ".ci" / "run").read_text().splitlines() if line.startswith("python3 -m venv")]
+    assert len(ci) == 1 and f"```bash\n{ci[0]}\n```" in README.read_text()
+    assert "```bash\npython3 -m venv .venv && . .venv/bin/activate && pip install -e . && rtlgen demo\n```" in README.read_text()
 
 
 def test_every_readme_figure_is_in_benchmarks():
