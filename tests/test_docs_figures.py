@@ -1,7 +1,8 @@
 """The documents stay a front door that tells the truth (issue 44 item 5).
 
-- README.md is at most 160 lines, its test command is the one `.ci/run` runs, and every relative link in it and in docs/*.md resolves (the file, and
-  the heading an ``#anchor`` names, by GitHub's slug rule).
+- README.md is at most 160 lines, its test command is the one `.ci/run` runs, and every relative link
+  in it, in BENCHMARKS*.md and in docs/*.md resolves (the file, and the heading an ``#anchor`` names, by
+  GitHub's slug rule).
 - Every figure the README quotes is in BENCHMARKS.md: a row of the headline table that links a
   BENCHMARKS.md section has each of its numbers in that section; a figure elsewhere in the README (a
   number with a unit: frames/s, LUT, cycles, ns, %, x, ...) is somewhere in BENCHMARKS.md. Numbers compare
