@@ -23,7 +23,7 @@ from boards.yosys import YosysError
 from rtlgen.check.prove import ProveError, ToolMissing, prove_out
 from rtlgen.check.verify import verify_outputs
 from rtlgen.errors import BuildError, CompileError, CompileWarning
-from rtlgen.ir.outdir import OutError, claim, read_design
+from rtlgen.ir.outdir import OutError, changed_line, claim, read_design
 from rtlgen.options import INSPECT, SIMULATOR_HELP, CompileOptions, add_arguments, from_args
 from rtlgen.passes.size_fifos import FIFO_SIZINGS
 from sim import out_files, progress
@@ -226,8 +226,18 @@ def add_sim_arguments(parser):
                              "(default 500: 5 us at 100 MHz)")
 
 
+def _warn_changed(command, out):
+    """First of all: which of OUT's files were edited since the compile (the line, or None)."""
+    line = changed_line(out) if Path(out).is_dir() else None
+    if line:
+        _warn(command, line)
+    return line
+
+
 def run_sim_command(args):
     from rtlgen import api       # start-up
+
+    _warn_changed(args.command, args.out)
 
     if (Path(args.out) / out_files.PARTITION).is_file():
         if getattr(args, "shell", None):
@@ -447,8 +457,9 @@ def run_verify_command(args):
     from rtlgen import api       # start-up
 
     existing = Path(args.model).is_dir()
-    stale = None
+    stale = edited = None
     if existing:
+        edited = _warn_changed(args.command, args.model)
         _refuse_compile_options(args, f"{args.model} is already compiled; verify runs it as it is (compile "
                                       f"again with the option, or give verify the model to compile)")
         design = api.open_design(args.model)
@@ -473,6 +484,9 @@ def run_verify_command(args):
                 if run.cycles_per_frame is not None else ""))
     result = verify_outputs(model, x, run.outputs, design.io)
     _say(result.summary())
+    if edited and not result.passed:    # the first line said which: the mismatch may be the edit
+        _say(f"files of {args.model} were edited since the compile (the first line names them): recompile "
+             f"before reading this mismatch as a bug")
     if stale and not result.passed:     # the warning above said why: the mismatch may be the staleness
         _say(f"{args.model} was compiled from an earlier version of the model: recompile before reading this "
              f"mismatch as a bug")
@@ -535,6 +549,8 @@ def add_build_arguments(parser):
 
 def run_build_command(args):
     from rtlgen.backend.build import build       # start-up
+
+    _warn_changed(args.command, args.out)
 
     if (Path(args.out) / out_files.PARTITION).is_file():
         if args.shell != "standalone" or args.toolchain != "yosys" or args.input:
@@ -658,6 +674,7 @@ def run_prove_command(args):
     if args.timeout is not None and not args.timeout > 0:
         raise UsageError(f"--timeout {args.timeout:g}: must be a positive number of seconds")
     started = time.time()
+    _warn_changed(args.command, args.out)
     try:
         outcomes = prove_out(args.out, depth=args.depth, node=args.node, timeout=args.timeout,
                              report=lambda outcome: _say(outcome.line()))

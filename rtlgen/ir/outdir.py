@@ -8,6 +8,10 @@ the new OUT with the swap. A directory that is neither empty nor an rtlgen OUT i
 ``force`` (then its files stay, one named like a file rtlgen writes renamed ``NAME~``). A lock file
 beside OUT (``.OUT.rtlgen-lock``) makes a second compile into the same OUT refuse while one runs.
 
+The manifest keeps each file's sha256 too, so that ``sim``, ``verify``, ``build`` and ``prove`` can say
+first which of OUT's files were edited since the compile (:func:`changed_line`); a command that rewrites
+one of them itself (report.html) updates its hash (:func:`rehash`).
+
 The manifest also keeps the source model's sha256 and its path relative to OUT (and absolute, as a
 fallback), so ``rtlgen sim OUT`` / ``verify OUT`` find the model after the project moved and can say
 when it changed since the compile. :func:`read_design` reads an OUT back with errors that name the
@@ -30,8 +34,8 @@ from pathlib import Path
 from sim import out_files
 from sim.stream_io import StreamIO, read_outputs
 
-__all__ = ["OutError", "MANIFEST", "check_out", "replacing", "lock", "read_manifest", "claim", "model_source",
-           "read_design", "sha256"]
+__all__ = ["OutError", "MANIFEST", "check_out", "replacing", "lock", "read_manifest", "claim", "rehash",
+           "changed_files", "changed_line", "model_source", "read_design", "sha256"]
 
 MANIFEST = ".rtlgen-manifest.json"
 FORMAT = 1
@@ -171,7 +175,9 @@ def replacing(out, *, force=False, model=None, warn=None):
             yield new
             files = sorted(_files(new))
             manifest = {"rtlgen_out": FORMAT, "files": files, "model": source,
-                        "compiled": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+                        "compiled": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+                        "sha256": {f: sha256(new / f) for f in files
+                                   if (new / f).is_file() and not (new / f).is_symlink()}}
             (new / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
             with _signals_deferred():
                 _swap(new, out, warn or (lambda text: None))
@@ -358,6 +364,67 @@ def claim(out, names):
     if manifest is None:
         return
     manifest["files"] = sorted(set(manifest.get("files", [])) | set(names))
+    _write_manifest(out, manifest)
+
+
+def rehash(out, names):
+    """Record the current sha256 of ``names`` (paths relative to ``out`` that rtlgen itself rewrote after
+    the compile: report.html) in OUT's manifest, where it keeps one; no-op otherwise."""
+    manifest = read_manifest(out)
+    hashes = (manifest or {}).get("sha256")
+    if not isinstance(hashes, dict):
+        return
+    names = [n for n in names if n in hashes and (Path(out) / n).is_file()]
+    if not names:
+        return
+    for name in names:
+        hashes[name] = sha256(Path(out) / name)
+    _write_manifest(out, manifest)
+
+
+def changed_files(out):
+    """[(path relative to OUT, "edited" | "gone")] for the files whose sha256 differs from the manifest's
+    (empty for an OUT whose manifest keeps no hashes: an older rtlgen's, or not an rtlgen OUT)."""
+    try:
+        manifest = read_manifest(out)
+    except OutError:
+        return []
+    hashes = (manifest or {}).get("sha256")
+    if not isinstance(hashes, dict):
+        return []
+    changed = []
+    for name, digest in sorted(hashes.items()):
+        path = Path(out) / name
+        if not path.is_file():
+            changed.append((name, "gone"))
+            continue
+        try:
+            if sha256(path) != digest:
+                changed.append((name, "edited"))
+        except OSError:
+            changed.append((name, "unreadable"))
+    return changed
+
+
+def changed_line(out):
+    """One line naming OUT's files changed since the compile (None when none did): said before anything
+    else, since a run on an edited design is not the compile's."""
+    changed = changed_files(out)
+    if not changed:
+        return None
+    shown = ", ".join(f"{name} ({how})" for name, how in changed[:6]) + (
+        f" and {len(changed) - 6} more" if len(changed) > 6 else "")
+    model = None
+    try:
+        model, _ = model_source(out)
+    except OutError:
+        pass
+    return (f"{len(changed)} file{'s' if len(changed) > 1 else ''} of {out} changed since the compile (sha256 "
+            f"differs from its manifest): {shown}; what follows runs the changed design, not the compile's "
+            f"(rtlgen compile {model or 'MODEL.onnx'} -o {out} writes it again)")
+
+
+def _write_manifest(out, manifest):
     path = Path(out) / MANIFEST
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(json.dumps(manifest, indent=2) + "\n")

@@ -23,7 +23,7 @@ import re
 from pathlib import Path
 
 from rtlgen.fit import BRAM18_PER_BRAM36
-from rtlgen.ir.outdir import claim
+from rtlgen.ir.outdir import claim, rehash
 from sim import out_files
 
 __all__ = ["write_html", "record_verification", "fmt", "HTML_NAME", "VERIFY_NAME", "BAR_UNITS"]
@@ -94,6 +94,7 @@ def write_html(out):
             f"<style>{_CSS}</style></head><body>\n" + "\n".join(p for p in parts if p) + "\n</body></html>\n")
     path = out / HTML_NAME
     path.write_text(page)
+    rehash(out, [HTML_NAME])            # rewritten by rtlgen (verify, build): not an edit of the design
     return path
 
 
