@@ -26,7 +26,8 @@ from rtlgen.passes.fold import fold
 from rtlgen.check.execute import run_golden
 from rtlgen.passes.load import CompileError, load_model
 from rtlgen.ir.graph import StreamTensor
-from rtlgen.passes.lower import float32_sum_is_exact, lower
+from rtlgen.passes.exact_scales import float32_sum_is_exact
+from rtlgen.passes.lower import lower
 from rtlgen.check.verify import compare, qonnx_reference, simulate_model
 from sim.harness import Backpressure
 from sim.runner import SimulationError

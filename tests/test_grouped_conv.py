@@ -11,7 +11,8 @@ from tests.conftest import rtl_at_the_ii_under_backpressure
 from rtlgen.passes.to_hw import stream_io
 from rtlgen.check.execute import run_golden
 from rtlgen.passes.load import CompileError, CompileWarning, load_model
-from rtlgen.passes.lower import dense_grouped_weights, lower
+from rtlgen.passes.lower import lower
+from rtlgen.passes.weight_codes import dense_grouped_weights
 from rtlgen.check.verify import verify_outputs
 
 MODEL = Path(__file__).parent / "models" / "grouped" / "grouped_cnn.onnx"

@@ -21,7 +21,8 @@ from rtlgen.passes.to_hw import stream_io
 from rtlgen.check.execute import run_golden
 from rtlgen.passes.load import CompileError, load_model
 from rtlgen.ir.graph import StreamTensor
-from rtlgen.passes.lower import order_preserving_factors, lower
+from rtlgen.passes.exact_scales import order_preserving_factors
+from rtlgen.passes.lower import lower
 from rtlgen.check.verify import verify_outputs
 
 MODELS = Path(__file__).parent / "models" / "residual_float"
