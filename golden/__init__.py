@@ -12,7 +12,7 @@ import numpy as np
 __all__ = ["matmul", "xnor_popcount", "multithreshold", "mvau", "depthwise_dot", "vvau", "fm_padding", "pixel_padding",
            "add_streams",
            "concat_channels", "channelwise", "maxpool_nhwc", "label_select", "global_acc_pool", "im2col",
-           "depthwise_windows", "matmul_streams"]
+           "depthwise_windows", "matmul_streams", "quant_softmax"]
 
 
 def _int(a):
@@ -30,6 +30,16 @@ def matmul(x, w):
 def matmul_streams(a, b):
     """The product of two integer tensors exactly: a (..., M, K), b (..., K, P) -> (..., M, P)."""
     return np.matmul(_int(a), _int(b))
+
+
+def quant_softmax(x, exp_table, numerator, shift, out_max):
+    """Softmax over the last axis of integer codes, quantized, in integers: e = E[max - x], R = K // sum(e),
+    min((e * R + 2^(shift-1)) >> shift, out_max). Python integers (e * R exceeds int64)."""
+    x = _int(x)
+    e = np.asarray(exp_table, dtype=object)[x.max(axis=-1, keepdims=True) - x]
+    r = int(numerator) // e.sum(axis=-1, keepdims=True)
+    codes = (e * r + (1 << (int(shift) - 1))) >> int(shift)
+    return np.minimum(codes, int(out_max)).astype(np.int64)
 
 
 def _bits(a):

@@ -371,7 +371,6 @@ def _small_instance(s):
 OP = Op("MatMulStreams", MatMulStreamsSpec, MatMulStreams, folding={"SIMD": "simd", "PE": "pe"},
         parallelism={"SIMD": divisors_of("k"), "PE": divisors_of("p")},
         golden=_golden, small_instance=_small_instance,
-        lowers=(Lowering(("MatMul",), _lower_matmul_of_streams, streams=2, legal="MatMul of two streams"),))
-# TODO(issue 41): join OP.lowers once rtlgen.passes.lower keeps the wire of a rule that adds no hardware
-TRANSPOSE = Lowering(("Transpose",), _lower_transpose, when=_read_as_second_operand,
-                     legal="Transpose (of the last two axes as a MatMul of two streams reads it)")
+        lowers=(Lowering(("MatMul",), _lower_matmul_of_streams, streams=2, legal="MatMul of two streams"),
+                Lowering(("Transpose",), _lower_transpose, when=_read_as_second_operand,
+                         legal="Transpose (of the last two axes as a MatMul of two streams reads it)")))

@@ -158,6 +158,8 @@ class Lowering:
     onnx_ops: tuple = ()            # ONNX op types of the node the rule starts at (at="node" and "tail")
     rule: Callable = None           # rule(ctx, node) -> the stream tensor (ctx.tensor) of the model tensor
                                     # the lowering ends at, or None: the node runs on the host.
+                                    # A rule that adds no node relabels the stream it reads (the
+                                    # same words, e.g. a transpose read in stream order): it keeps the wire.
                                     # at="tail": rule(ctx, node, acc), see below; at="bias":
                                     # rule(ctx, sources, t, bias) -> the graph node (ctx.add) adding
                                     # the integers ``bias`` (one per channel) to stream t

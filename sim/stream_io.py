@@ -91,12 +91,14 @@ class StreamEnd:
 
 def channel_scale(scale, shape):
     """A stream end's scale (a number, or one per channel) shaped to multiply a batch of ``shape`` in the
-    model's layout: channels on axis 1; a flattened feature map (N, C*H*W) holds each channel's H*W values
+    model's layout: channels on axis 1 (on the last axis of a sequence); a flattened feature map (N, C*H*W) holds each channel's H*W values
     together."""
     scale = np.asarray(scale, dtype=np.float64)
     if not scale.ndim or scale.size == 1:
         return float(scale.reshape(-1)[0])
     scale = scale.reshape(-1)
+    if len(shape) == 3:     # a sequence (N, tokens, features) streams token vectors: channels are the features
+        return scale.reshape(1, 1, -1)
     if len(shape) > 1 and shape[1] != scale.size and shape[1] % scale.size == 0:
         scale = np.repeat(scale, shape[1] // scale.size)
     return scale.reshape((1, -1) + (1,) * (len(shape) - 2))

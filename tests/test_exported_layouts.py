@@ -143,16 +143,19 @@ def test_an_unmapped_node_right_after_the_input_quantizer_is_named(tmp_path):
         lower(load_model(path))
 
 
-def test_a_product_of_two_streams_is_named_with_why(tmp_path):
-    """Attention's Q.K^T multiplies two activations: the message names the node and says why."""
+def test_a_product_of_two_streams_maps(tmp_path):
+    """A product of two activations (q . q^T, as attention's Q.K^T) is a MatMulStreams (issue 41; it was refused
+    before), its exact accumulator carried into the next MatMul: bit-exact against qonnx."""
+    from tests.conftest import golden_matches_qonnx
     column = helper.make_tensor("column", TensorProto.INT64, [2], [8, 1])
     middle = [helper.make_node("Reshape", ["q", "column"], ["qc"], name="as_column"),
               helper.make_node("MatMul", ["q", "qc"], ["h"], name="scores")]
     path = _quantized_input_then(tmp_path, middle, rows=1, inits=[column])
-    with pytest.raises(CompileError, match=r"node scores \(MatMul\) reads the quantized input and cannot be mapped "
-                                           r"to hardware: it multiplies 2 streams \(.*\), an activation by an "
-                                           r"activation"):
-        lower(load_model(path))
+    model = load_model(path)
+    graph = lower(model)
+    assert [n.op_type for n in graph.nodes] == ["MatMulStreams", "MVAU"]
+    x = np.random.default_rng(0).standard_normal((16, 1, 8)).astype(np.float32) * 3
+    assert golden_matches_qonnx(path, model, graph, x).exact
 
 
 def test_a_feature_map_leaving_flattened_is_flattened_by_the_host(tmp_path):

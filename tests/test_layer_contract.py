@@ -49,6 +49,8 @@ EXAMPLES = {
     "StreamingFIFO": (dict(width=6), {"depth": 4}),
     "MatMulStreams": (dict(m=3, k=4, p=6, heads=2, a_dtype="INT4", b_dtype="UINT3", b_transposed=True),
                       {"SIMD": 2, "PE": 3}),
+    "QuantSoftmax": (dict(n=4, input_dtype="INT4", output_dtype="UINT8", out_max=255, in_scale=0.06, out_scale=0.0039,
+                          num_input_vectors=(1, 3)), {}),
 }
 
 

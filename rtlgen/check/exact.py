@@ -10,7 +10,7 @@ difference then travels through the rest of the network.
 
 :func:`exact_reference` evaluates the model node by node with the accelerator's semantics: quantizer
 outputs are kept exactly (``code * scale`` in float64) for the linear ops that consume them; MatMul,
-Conv and Gemm, an Add of two such tensors (and ops that only move values: reshapes, pooling by max,
+Conv and Gemm, an Add of two such tensors, a Softmax of one (and ops that only move values: reshapes, pooling by max,
 padding...) are evaluated in float64 and rounded once to float32; every other node runs as qonnx runs it, in float32.
 A dot product's exact value, and constant scales and biases on it, are kept as well for a next dot
 product that reads them with no quantizer between (the accelerator carries such an accumulator into the
@@ -104,6 +104,12 @@ def _run(model, opset, inputs, *, exact):
         if exact and node.op_type in LINEAR_OPS and not _scaled_gemm(node):
             exact_of[node.output[0]], ctx[node.output[0]] = _linear(node, ctx, exact_of, opset)
             continue
+        if exact and node.op_type == "Softmax" and node.input[0] in exact_of:
+            # the accelerator's softmax is the real one up to far less than float32's rounding: float64, then
+            # one rounding to float32 (the quantizer after it then sees ties where qonnx's float32 one differs)
+            exact_of[node.output[0]] = _softmax64(exact_of[node.input[0]], node)
+            ctx[node.output[0]] = exact_of[node.output[0]].astype(np.float32)
+            continue
         if exact and node.op_type == "Add" and all(i in exact_of for i in node.input):
             # a residual sum: the accelerator adds the codes exactly (AddStreams), qonnx in float32
             exact_of[node.output[0]] = exact_of[node.input[0]] + exact_of[node.input[1]]
@@ -123,6 +129,14 @@ def _run(model, opset, inputs, *, exact):
             exact_of[node.output[0]] = CONSTANT_OPS[node.op_type](
                 exact_of[node.input[0]], model.get_initializer(node.input[1]).astype(np.float64))
     return ctx, pre
+
+
+def _softmax64(x, node):
+    """Softmax in float64 along the node's axis (ONNX opset >= 13 semantics: one axis, default -1)."""
+    axis = next((a.i for a in node.attribute if a.name == "axis"), -1)
+    x = np.asarray(x, np.float64)
+    e = np.exp(x - x.max(axis=axis, keepdims=True))
+    return e / e.sum(axis=axis, keepdims=True)
 
 
 def _exact_codes(node, ctx, model):

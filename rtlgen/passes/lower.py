@@ -133,7 +133,13 @@ class _Lowering(ModelLoweringContext):
             return new, False
         rule = rule_for(self, node, "node", [t.name])
         if rule is not None:
-            return rule.rule(self, node), True
+            before = len(self.nodes)
+            new = rule.rule(self, node)
+            if new is not None and len(self.nodes) == before:     # no hardware: the same words, relabelled
+                self.done.add(node.name)
+                self.wires[new.name] = self.wires[t.name]
+                return new, False
+            return new, True
         if node.op_type not in ELEMENTWISE_OPS:
             return None, False
         moved = self._input_affine(t, node)
@@ -165,8 +171,8 @@ class _Lowering(ModelLoweringContext):
         """Why ``node`` was left to the host, where a reason more precise than the list of ops is known."""
         streams = [i for i in node.input if i in self.streams]
         if node.op_type in COMPUTE_OPS and len(streams) > 1:
-            return (f": it multiplies {len(streams)} streams ({', '.join(streams)}), an activation by an activation "
-                    f"as attention's Q.K^T; only a product by constant weights maps")
+            return (f": it multiplies {len(streams)} streams ({', '.join(streams)}), an activation by an activation; "
+                    f"only a product by constant weights, or a MatMul of two streams, maps")
         if node.op_type in COMPUTE_OPS:
             return ""
         if any(i not in self.streams and self.model.get_initializer(i) is None for i in node.input[1:] if i) \

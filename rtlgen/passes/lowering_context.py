@@ -382,7 +382,11 @@ class ModelLoweringContext:
                 t.shape[1] > 1 and t.shape[2] * t.shape[3] > 1:
             raise CompileError(f"node {node.name}: the ops before quantizer {quantizer.name} change the layout")
         per_tensor = np.ndim(t.scale) == 0 and all(per_tensor_node(model, n) for n in chain_nodes + [quantizer])
-        channels = out_shape[1]
+        sequence = len(out_shape) == 3     # (batch, tokens, features): a stream of token vectors
+        channels = out_shape[-1] if sequence else out_shape[1]
+        if sequence and not per_tensor:
+            raise CompileError(f"node {quantizer.name} ({quantizer.op_type}): per-channel float ops or quantizers on "
+                               f"the sequence {t.name} of shape {t.shape} are not supported; legal: per-tensor ones")
         if np.ndim(t.scale) and np.size(t.scale) != channels:
             raise CompileError(f"node {quantizer.name} ({quantizer.op_type}) reads {t.name} of shape {t.shape}, whose "
                                f"scale has {np.size(t.scale)} values per channel, not one for each of its "
@@ -402,7 +406,7 @@ class ModelLoweringContext:
             return (codes + 1) // 2 if bipolar else codes
 
         where = f"node {quantizer.name} ({quantizer.op_type})"
-        vecs = (1, *out_shape[2:]) if spatial else (1,)
+        vecs = (1, *out_shape[2:]) if spatial else (1, out_shape[1]) if sequence else (1,)
         if (channel_directions(codes_of, lo, hi, eval_channels, where) < 0).any():
             return Activation(chain_nodes + [quantizer], None, dtype, None, channels, vecs, None, where, True)
         thresholds = derive_thresholds(codes_of, lo, hi, eval_channels, 0 if bipolar else qmin, levels)

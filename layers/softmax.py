@@ -1,0 +1,322 @@
+"""QuantSoftmax: a Softmax over the last axis followed by its quantizer, on integer codes.
+
+Per row of ``n`` input codes ``c`` (scale ``s_in``) it gives the codes of ``Quant(softmax(s_in * c))``
+(scale ``s_out``, zero point 0, round to nearest) in integer arithmetic:
+
+- ``d = max(c) - c`` (the max subtraction); ``e = E[d]``, a table of ``round(2^F * exp(-s_in * d))`` over
+  the input datatype's range of differences (``E[0] = 2^F``);
+- ``S = sum(e)`` (exact), ``R = floor(K / S)`` with ``K = round(2^Z / s_out)`` (one division a row: a
+  restoring divider, one quotient bit a cycle);
+- ``code = min(floor((e * R + 2^(Z-1)) / 2^Z), out_max)``: ``e * R / 2^Z`` is ``p / s_out`` and the
+  rounding picks the nearest level.
+
+Exactness: the integer result equals the quantizer of the real softmax except where ``p / s_out`` lies
+within ``error_bound`` (in units of the output code) of a half-integer: there float32 (qonnx's Softmax,
+whose relative error is about 1e-7) cannot decide either; such codes are float32 ties, classified as the
+residual Adds' are (:mod:`rtlgen.check.exact`). ``F`` and ``Z`` are chosen so that bound is below
+float32's own.
+
+Schedule per row, one step a cycle: ``n`` steps taking the codes (and the running max), ``n`` steps
+summing ``E[d]``, ``quotient_bits`` steps of the divider, ``n`` steps each giving one output code.
+"""
+
+from dataclasses import dataclass, field
+from math import ceil, exp, log2, prod
+
+import numpy as np
+from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal, unsigned
+from amaranth.lib import stream, wiring
+from amaranth.lib.memory import Memory
+from amaranth.lib.wiring import In, Out
+from qonnx.core.datatype import DataType
+
+from layers.datapath import check_dtype, dtype_for_range, element_value, output_stage, register, wrapping_increment
+from layers.fifo import output_fifo_spec
+from layers.memcost import rom_luts
+from layers.op import Lowering, Op, Resources
+from layers.timing import Timing, as_cycles, frames_of, take_when_ready
+import golden
+
+__all__ = ["QuantSoftmaxSpec", "QuantSoftmax", "softmax_constants"]
+
+EXP_FRACTION_BITS = 30          # F: E[d] = round(2^F exp(-s d)); its rounding moves p by < (n + 1) 2^-(F+1)
+RECIPROCAL_BITS = 32            # R = K // S keeps at least this many bits (its floor moves p by < 2^-31 p)
+LATENCY = 3                     # an output step -> the code register -> the output FIFO (2)
+NO_WORD = np.iinfo(np.int64).min // 4
+
+
+def softmax_constants(s_in, s_out, n, in_dtype):
+    """(exp table E, numerator K, shift Z) of a softmax over rows of ``n`` codes of ``in_dtype`` at input
+    scale ``s_in``, quantized at ``s_out``: R = K // S has at least RECIPROCAL_BITS bits for every S."""
+    span = int(in_dtype.max()) - int(in_dtype.min())
+    table = tuple(int(round(2.0 ** EXP_FRACTION_BITS * exp(-float(s_in) * d))) for d in range(span + 1))
+    s_max = n << EXP_FRACTION_BITS
+    shift = max(1, ceil(RECIPROCAL_BITS + log2(s_max) + log2(float(s_out))) + 1)
+    numerator = int(round(2.0 ** shift / float(s_out)))
+    return table, numerator, shift
+
+
+@dataclass(frozen=True)
+class QuantSoftmaxSpec:
+    """Contract of a softmax over rows of ``n`` codes and its quantizer (one element a word). The
+    arithmetic's constants (``exp_table``, ``numerator``, ``shift``) follow from the two scales."""
+    n: int                          # the softmax axis: codes per row
+    input_dtype: object             # the codes' datatype
+    output_dtype: object            # the quantizer's codes (0 .. out_max)
+    out_max: int                    # largest output code (the quantizer's clamp)
+    in_scale: float                 # s_in: the input codes' scale (a float32 value)
+    out_scale: float                # s_out: the quantizer's scale (a float32 value)
+    num_input_vectors: tuple = (1,)     # rows: the tensor's other dimensions
+    exp_table: tuple = field(init=False, repr=False)     # E[d], d = 0 .. input range
+    numerator: int = field(init=False, repr=False)      # K
+    shift: int = field(init=False, repr=False)          # Z
+    quotient_bits: int = field(init=False, repr=False)
+
+    num_inputs = 1
+    num_outputs = 1
+    words_before_lead = 0
+
+    def __post_init__(self):
+        if not isinstance(self.n, int) or self.n < 1:
+            raise ValueError(f"QuantSoftmax n must be a positive integer, not {self.n!r}")
+        object.__setattr__(self, "input_dtype", check_dtype("QuantSoftmax", "input_dtype", self.input_dtype))
+        object.__setattr__(self, "output_dtype", check_dtype("QuantSoftmax", "output_dtype", self.output_dtype))
+        object.__setattr__(self, "num_input_vectors", tuple(self.num_input_vectors))
+        for attr in ("in_scale", "out_scale"):
+            if not float(getattr(self, attr)) > 0:
+                raise ValueError(f"QuantSoftmax {attr} must be a positive number, not {getattr(self, attr)!r}")
+        if not 0 <= self.out_max <= int(self.output_dtype.max()):
+            raise ValueError(f"QuantSoftmax out_max={self.out_max} must be a code of {self.output_dtype.name}")
+        table, numerator, shift = softmax_constants(self.in_scale, self.out_scale, self.n, self.input_dtype)
+        object.__setattr__(self, "exp_table", table)
+        object.__setattr__(self, "numerator", numerator)
+        object.__setattr__(self, "shift", shift)
+        # S >= E[0] = 2^F, so K >> quotient_bits < S: the divider starts there, and K // S < 2^quotient_bits
+        object.__setattr__(self, "quotient_bits", max(1, numerator.bit_length() - self.fraction_bits))
+
+    @property
+    def fraction_bits(self):
+        return max(self.exp_table).bit_length() - 1
+
+    @property
+    def sum_bits(self):
+        return (self.n * max(self.exp_table)).bit_length()
+
+    @property
+    def rows(self):
+        return prod(self.num_input_vectors)
+
+    @property
+    def in_width(self):
+        return self.input_dtype.bitwidth()
+
+    @property
+    def out_width(self):
+        return self.output_dtype.bitwidth()
+
+    @property
+    def folded_input_shapes(self):
+        return ((*self.num_input_vectors, self.n, 1),)
+
+    @property
+    def folded_output_shape(self):
+        return (*self.num_input_vectors, self.n, 1)
+
+    @property
+    def row_steps(self):
+        return 3 * self.n + self.quotient_bits
+
+    @property
+    def exp_cycles(self):
+        return self.rows * self.row_steps
+
+    @property
+    def lead_words(self):
+        return self.n
+
+    @property
+    def latency(self):
+        """From the row's last input word to its first code offered: the sum, the division, an output step."""
+        return self.n + self.quotient_bits + 1 + LATENCY
+
+    @property
+    def error_bound(self):
+        """Largest difference, in output codes, between ``e * R / 2^Z`` and the real ``p / s_out``: E's
+        rounding moves ``e / S`` by at most (n + 1) / 2 units of 2^-F (S >= 2^F), and R's floor and K's
+        rounding scale the result by less than 2^-(RECIPROCAL_BITS - 1)."""
+        s_out = 2.0 ** self.shift / self.numerator
+        return ((self.n + 1) * 2.0 ** -(self.fraction_bits + 1) / s_out
+                + (self.out_max + 1) * 2.0 ** -(RECIPROCAL_BITS - 1))
+
+    def steps(self):
+        """Per row: (takes an input word, gives an output word) for each of its ``row_steps`` steps."""
+        takes = np.zeros(self.row_steps, bool)
+        takes[:self.n] = True
+        gives = np.zeros(self.row_steps, bool)
+        gives[-self.n:] = True
+        return takes, gives
+
+    def timing(self, arrivals):
+        """The steps of every row one a cycle, an input step as soon as its word is offered; a code
+        ``LATENCY`` cycles after its output step (:mod:`layers.timing`)."""
+        a = as_cycles(arrivals[0])
+        rows = frames_of(a, self.n)
+        takes, gives = self.steps()
+        takes, gives = np.tile(takes, rows), np.tile(gives, rows)
+        offered = np.full(takes.size, NO_WORD, dtype=np.int64)
+        offered[takes] = a
+        taken = take_when_ready(offered)
+        return Timing((taken[takes],), taken[gives] + LATENCY)
+
+    def resource_estimate(self):
+        """The row buffer, the exp table as LUT ROM, the sum, the divider (a subtractor and its registers),
+        the product e * R (fabric, one LUT per bit pair), the rounding, the counters and the FIFO."""
+        ib, eb, sb, qb = self.in_width, self.fraction_bits + 1, self.sum_bits, self.quotient_bits
+        table = rom_luts(eb, len(self.exp_table))
+        product = eb * qb
+        counters = 3 * max(1, self.row_steps.bit_length())
+        fifo = output_fifo_spec(self.out_width).resource_estimate()
+        lut = self.n * ib // 2 + 2 * ib + table + sb + 2 * sb + product + (eb + qb) + counters + fifo.lut
+        ff = self.n * ib + ib + sb + 2 * sb + qb + self.out_width + 1 + counters + fifo.ff
+        return Resources(lut=lut, ff=ff, bram18=0)
+
+
+class QuantSoftmax(wiring.Component):
+    """Rows of ``spec.n`` codes on ``i`` -> their quantized softmax codes on ``o`` (one a word).
+
+    One step a cycle, each only while the output FIFO's registered ``i.ready`` allows (so no ready depends
+    on ``o.ready``): ``n`` steps taking a row (``i.ready`` high in those only), ``n`` summing the table's
+    entries, ``spec.quotient_bits`` dividing, ``n`` giving the codes. ``spec.exp_cycles`` a frame.
+    """
+
+    def __init__(self, spec):
+        self._spec = spec
+        super().__init__({"i": In(stream.Signature(spec.in_width)), "o": Out(stream.Signature(spec.out_width))})
+
+    @property
+    def spec(self):
+        return self._spec
+
+    def elaborate(self, platform):
+        s = self._spec
+        n, qb, z = s.n, s.quotient_bits, s.shift
+        ib, eb, sb = s.in_width, s.fraction_bits + 1, s.sum_bits
+        m = Module()
+        advance, fifo_in = output_stage(m, self.o, s.out_width)
+
+        step = Signal(range(s.row_steps))
+        j = Signal(range(n))                            # the element of the row this step is at
+        taking, summing = step < n, (step >= n) & (step < 2 * n)
+        dividing = (step >= 2 * n) & (step < 2 * n + qb)
+        giving = step >= 2 * n + qb
+        go = advance & (~taking | self.i.valid)
+        m.d.comb += self.i.ready.eq(advance & taking)
+
+        # the row and its max
+        row = Array(Signal(ib, name=f"c_{k}") for k in range(n))
+        code_in = element_value(self.i.payload[:ib], s.input_dtype)
+        top = Signal(code_in.shape(), name="max")
+        with m.If(go & taking):
+            m.d.sync += row[j].eq(self.i.payload[:ib])
+            m.d.sync += top.eq(Mux((j == 0) | (code_in > top), code_in, top))
+
+        # E[max - c] (an asynchronous ROM read)
+        m.submodules.exp_table = rom = Memory(shape=unsigned(eb), depth=len(s.exp_table), init=s.exp_table)
+        rd = rom.read_port(domain="comb")
+        m.d.comb += rd.addr.eq(top - element_value(row[j], s.input_dtype))
+        e = rd.data
+
+        # the sum, then the divider: R = K // S, one quotient bit a step, from remainder K >> qb
+        total = Signal(sb, name="sum")
+        rem = Signal(sb + 1, name="remainder")
+        quotient = Signal(qb, name="quotient")
+        # K's bits below K >> qb, MSB first, by a variable shift of a constant: an Array of constants
+        # becomes an ``always @*`` block that Icarus never runs at time 0 (see layers.streams)
+        k_low = s.numerator & ((1 << qb) - 1)
+        k_reversed = Const(int(format(k_low, f"0{qb}b")[::-1], 2), qb)     # bit t: the one step t shifts in
+        t = Signal(range(qb), name="div_step")
+        shifted = Signal(sb + 1)
+        k_bit = (k_reversed >> t)[0]
+        m.d.comb += shifted.eq(Mux(t == 0, s.numerator >> qb, rem) * 2 + k_bit)
+        fits = shifted >= total
+        with m.If(go & summing):
+            m.d.sync += total.eq(Mux(j == 0, e, total + e))
+        with m.If(go & dividing):
+            m.d.sync += [rem.eq(Mux(fits, shifted - total, shifted)), quotient.eq(Cat(fits, quotient[:-1])),
+                         t.eq(wrapping_increment(t, qb))]
+
+        # a code: min((e * R + 2^(Z-1)) >> Z, out_max)
+        scaled = Signal(eb + qb + 1)
+        m.d.comb += scaled.eq((e * quotient + (1 << (z - 1))) >> z)
+        code = Mux(scaled > s.out_max, s.out_max, scaled)
+        out_valid = register(m, advance, go & giving, name="out_valid", reset_less=False)
+        out = register(m, advance, code[:s.out_width], name="out")
+        m.d.comb += [fifo_in.valid.eq(out_valid), fifo_in.payload.eq(out)]
+
+        with m.If(go):
+            m.d.sync += step.eq(wrapping_increment(step, s.row_steps))
+            with m.If(taking | summing | giving):
+                m.d.sync += j.eq(wrapping_increment(j, n))
+        return m
+
+
+def _golden(spec, xs, producer):
+    """golden.quant_softmax on each row."""
+    x = xs[0].reshape(xs[0].shape[0], -1, spec.n)
+    y = golden.quant_softmax(x, spec.exp_table, spec.numerator, spec.shift, spec.out_max)
+    return y.reshape(xs[0].shape[0], -1, 1)
+
+
+# --- lowering ------------------------------------------------------------------------------------
+
+def _only_quantizer(ctx, node):
+    """The one Quant reading the Softmax's output, or None."""
+    readers = ctx.consumers(node.output[0])
+    if len(readers) == 1 and readers[0].op_type == "Quant" and not ctx.is_graph_output(node.output[0]):
+        return readers[0]
+    return None
+
+
+def _lower_softmax(ctx, node):
+    """Softmax (last axis) + its Quant -> QuantSoftmax."""
+    where = f"node {node.name} (Softmax)"
+    t = ctx.input(node)
+    ctx.require_codes(t, node)
+    if np.ndim(t.scale) or t.row_order is not None or t.spatial:
+        raise ctx.error(f"{where}: its input {t.name} must be a per-tensor quantized sequence streamed in its own "
+                        f"order (no feature map, no per-channel scale)")
+    rank = len(t.shape)
+    if ctx.attrs(node).get("axis", -1) % rank != rank - 1:
+        raise ctx.error(f"{where}: only a softmax over the last axis maps to hardware (the one that streams "
+                        f"fastest), not axis {ctx.attrs(node).get('axis')}")
+    quant = _only_quantizer(ctx, node)
+    if quant is None:
+        raise ctx.error(f"{where}: its output must be read by one Quant and nothing else (a float softmax "
+                        f"cannot stream; legal: Softmax followed by a quantizer)")
+    qwhere = f"node {quant.name} (Quant)"
+    scale, zero, bits = (ctx.initializer(quant.input[k]) for k in (1, 2, 3))
+    attrs = ctx.attrs(quant)
+    if any(v is None or np.size(v) != 1 for v in (scale, zero, bits)) or float(np.ravel(zero)[0]) != 0:
+        raise ctx.error(f"{qwhere}: the quantizer after a softmax needs a constant per-tensor scale, zero point 0 "
+                        f"and a constant bit width")
+    mode = attrs.get("rounding_mode", "ROUND")
+    if (mode.decode() if isinstance(mode, bytes) else mode) != "ROUND":
+        raise ctx.error(f"{qwhere}: the quantizer after a softmax must round to nearest (ROUND), not {mode}")
+    bits, signed, narrow = int(np.ravel(bits)[0]), bool(attrs.get("signed", 1)), bool(attrs.get("narrow", 0))
+    out_max = (1 << (bits - 1)) - 1 if signed else (1 << bits) - 1 - narrow
+    s_out = float(np.float32(np.ravel(scale)[0]))
+    n = t.shape[-1]
+    vecs = tuple(t.shape[:-1]) if rank > 1 else (1,)
+    ctx.add("QuantSoftmax", dict(n=n, input_dtype=t.dtype, output_dtype=dtype_for_range(0, out_max), out_max=out_max,
+                                 in_scale=float(np.float32(t.scale)), out_scale=s_out, num_input_vectors=vecs),
+            [node, quant])
+    return ctx.tensor(quant.output[0], dtype_for_range(0, out_max), s_out, tuple(t.shape), rounding=True)
+
+
+def _small_instance(s):
+    """Rows of at most two codes, at most two rows."""
+    return dict(n=min(s.n, 2), num_input_vectors=(min(s.rows, 2),))
+
+
+OP = Op("QuantSoftmax", QuantSoftmaxSpec, QuantSoftmax, golden=_golden, small_instance=_small_instance,
+        lowers=(Lowering(("Softmax",), _lower_softmax, legal="Softmax (over the last axis and then quantized)"),))
