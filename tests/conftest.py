@@ -110,6 +110,17 @@ def rtl_at_the_ii_under_backpressure(model, x, out, options=None, seed=7):
     return full.outputs, compiled.io
 
 
+def rtl_matches_qonnx(path, x, out, options=None, seed=7):
+    """:func:`rtl_at_the_ii_under_backpressure` on the model at ``path``, then its outputs against qonnx's
+    execute_onnx on that model (bit-exact, or equal up to classified float32 ties); returns the comparison."""
+    from rtlgen.check.verify import verify_outputs
+
+    outputs, io = rtl_at_the_ii_under_backpressure(path, x, out, options, seed)
+    result = verify_outputs(path, x, outputs, io)
+    assert result.passed, result.summary()
+    return result
+
+
 def golden_matches_qonnx(path, model, graph, x):
     """``graph``'s layer goldens (rtlgen.check.execute) on the batch ``x`` against qonnx's execute_onnx on
     the original model at ``path`` (equal, or equal up to float32 rounding where the model ends in float

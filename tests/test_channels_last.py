@@ -11,7 +11,7 @@ from qonnx.core.modelwrapper import ModelWrapper
 from qonnx.transformation.channels_last import ConvertToChannelsLastAndClean
 from qonnx.util.cleanup import cleanup_model
 
-from tests.conftest import rtl_at_the_ii_under_backpressure
+from tests.conftest import rtl_matches_qonnx
 from rtlgen.passes.channels_last import DOMAIN
 from rtlgen.passes.to_hw import stream_io
 from rtlgen.check.execute import run_golden
@@ -57,5 +57,4 @@ def test_channels_last_models_lower_like_their_originals(name, tmp_path):
 def test_channels_last_rtl_at_the_ii_and_under_backpressure(name, tmp_path):
     path = channels_last(name, tmp_path)
     x = np.random.default_rng(5).standard_normal((8, *CASES[name][1])).astype(np.float32)
-    outputs, io = rtl_at_the_ii_under_backpressure(path, x, tmp_path / "out", seed=6)
-    assert verify_outputs(path, x, outputs, io).passed
+    rtl_matches_qonnx(path, x, tmp_path / "out", seed=6)

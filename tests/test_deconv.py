@@ -22,7 +22,6 @@ import golden
 from layers.fmpadding_pixel import FMPaddingPixel, FMPaddingPixelSpec, deconv_padding, deconv_weights
 from memstream.packing import pack_words, unpack_words
 from rtlgen.check.execute import run_golden
-from rtlgen.check.verify import verify_outputs
 from rtlgen.errors import CompileError
 from rtlgen.flows import COMPILE, Runner
 from rtlgen.options import CompileOptions
@@ -30,7 +29,7 @@ from rtlgen.passes.load import load_model
 from rtlgen.passes.lower import lower
 from rtlgen.passes.to_hw import stream_io
 from sim.harness import FULL_RATE, Backpressure, simulate_streams
-from tests.conftest import golden_matches_qonnx, rtl_at_the_ii_under_backpressure, sampled_grid, verilog_once
+from tests.conftest import golden_matches_qonnx, rtl_matches_qonnx, sampled_grid, verilog_once
 
 MODELS = Path(__file__).parent / "models" / "deconv"
 SHAPES = {"deconv_tiny": (2, 3, 3), "deconv_s2k3": (4, 4, 4), "deconv_s2k4": (3, 4, 4)}
@@ -270,9 +269,7 @@ def test_model_hw_reads_back_and_runs_as_finn_would(tmp_path):
 def test_tiny_deconv_rtl_at_the_ii_under_backpressure(tmp_path):
     path = MODELS / "deconv_tiny.onnx"
     x = inputs("deconv_tiny", 6, seed=7)
-    outputs, io = rtl_at_the_ii_under_backpressure(path, x, tmp_path, seed=3)
-    result = verify_outputs(path, x, outputs, io)
-    assert result.passed, result.summary()
+    rtl_matches_qonnx(path, x, tmp_path, seed=3)
 
 
 @pytest.mark.slow
@@ -281,9 +278,7 @@ def test_tiny_deconv_rtl_at_the_ii_under_backpressure(tmp_path):
 def test_deconv_rtl_at_the_ii_under_backpressure(name, tmp_path):
     path = MODELS / f"{name}.onnx"
     x = inputs(name, 4, seed=8)
-    outputs, io = rtl_at_the_ii_under_backpressure(path, x, tmp_path, CompileOptions(fit="pynq-z2"), seed=4)
-    result = verify_outputs(path, x, outputs, io)
-    assert result.passed, result.summary()
+    rtl_matches_qonnx(path, x, tmp_path, CompileOptions(fit="pynq-z2"), seed=4)
 
 
 # ---- what is refused ----------------------------------------------------------------------------------

@@ -10,8 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.conftest import golden_matches_qonnx, rtl_at_the_ii_under_backpressure
-from rtlgen.check.verify import verify_outputs
+from tests.conftest import golden_matches_qonnx, rtl_matches_qonnx
 from rtlgen.costmodel import estimate
 from rtlgen.flows import COMPILE, Runner
 from rtlgen.ir.graph import op_with_role
@@ -52,9 +51,7 @@ def test_tiny_espcn_matches_qonnx(options):
 @pytest.mark.sim
 def test_tiny_espcn_rtl_at_the_ii_under_backpressure(tmp_path):
     x = images(16, 2, seed=2)
-    outputs, io = rtl_at_the_ii_under_backpressure(TINY, x, tmp_path, seed=5)
-    result = verify_outputs(TINY, x, outputs, io)
-    assert result.passed, result.summary()
+    rtl_matches_qonnx(TINY, x, tmp_path, seed=5)
 
 
 def test_large_espcn_fits_the_pynq_z2():
@@ -95,6 +92,4 @@ def test_large_espcn_slowest_folding_counts_its_deep_fifo():
 @pytest.mark.sim
 def test_large_espcn_fit_rtl_at_the_ii_under_backpressure(tmp_path):
     x = images(128, 2, seed=3)
-    outputs, io = rtl_at_the_ii_under_backpressure(LARGE, x, tmp_path, CompileOptions(fit="pynq-z2"), seed=6)
-    result = verify_outputs(LARGE, x, outputs, io)
-    assert result.passed, result.summary()
+    rtl_matches_qonnx(LARGE, x, tmp_path, CompileOptions(fit="pynq-z2"), seed=6)

@@ -15,7 +15,7 @@ from rtlgen.options import CompileOptions
 from rtlgen.passes.load import load_model
 from rtlgen.passes.optimize import Budget, optimize_folding
 from rtlgen.passes.to_hw import to_hw
-from tests.conftest import rtl_at_the_ii_under_backpressure
+from tests.conftest import rtl_matches_qonnx
 
 MODEL = Path(__file__).parent / "models" / "gen_mlp_int8.onnx"
 
@@ -47,9 +47,6 @@ def test_two_int8_lanes_per_dsp_reach_ii_1024_with_95_percent_of_the_dsps(share)
 @pytest.mark.slow
 @pytest.mark.sim
 def test_generator_at_ii_1024_in_rtl_bit_exact_and_under_backpressure(tmp_path):
-    from rtlgen.check.verify import verify_outputs
     x = (2 * np.random.default_rng(0).standard_normal((4, 100))).astype(np.float32)
     options = CompileOptions.create(fit="pynq-z2", clock_mhz=200)
-    outputs, io = rtl_at_the_ii_under_backpressure(MODEL, x, tmp_path / "out", options=options, seed=4)
-    result = verify_outputs(MODEL, x, outputs, io)
-    assert result.passed, result.summary()
+    rtl_matches_qonnx(MODEL, x, tmp_path / "out", options=options, seed=4)

@@ -19,13 +19,13 @@ from onnx import TensorProto, helper, numpy_helper
 from qonnx.core.modelwrapper import ModelWrapper
 
 from rtlgen.check.exact import exact_reference
-from rtlgen.check.verify import qonnx_reference, verify_outputs
+from rtlgen.check.verify import qonnx_reference
 from rtlgen.errors import CompileError
 from rtlgen.flows import COMPILE, Runner
 from rtlgen.options import CompileOptions
 from rtlgen.passes.load import load_model
 from rtlgen.passes.lower import lower
-from tests.conftest import golden_matches_qonnx, rtl_at_the_ii_under_backpressure
+from tests.conftest import golden_matches_qonnx, rtl_matches_qonnx
 
 MODELS = Path(__file__).parent / "models" / "no_act_quant"
 FIXED = "FIXED<16,6>"
@@ -100,8 +100,7 @@ def test_fit_pynq_z2_golden():
 def test_qkeras_dense_rtl_at_the_ii_under_backpressure(tmp_path):
     path = MODELS / "qkeras_dense.onnx"
     x = inputs("qkeras_dense", 12)
-    outputs, io = rtl_at_the_ii_under_backpressure(path, x, tmp_path, CompileOptions(input_dtype=FIXED), seed=5)
-    result = verify_outputs(path, x, outputs, io)
+    result = rtl_matches_qonnx(path, x, tmp_path, CompileOptions(input_dtype=FIXED), seed=5)
     assert result.exact, result.summary()
 
 
@@ -111,9 +110,7 @@ def test_qkeras_dense_rtl_at_the_ii_under_backpressure(tmp_path):
 def test_fit_rtl_at_the_ii_under_backpressure(name, tmp_path):
     path = MODELS / f"{name}.onnx"
     x = inputs(name, 6)
-    outputs, io = rtl_at_the_ii_under_backpressure(path, x, tmp_path, CompileOptions(fit="pynq-z2"), seed=6)
-    result = verify_outputs(path, x, outputs, io)
-    assert result.passed, result.summary()
+    rtl_matches_qonnx(path, x, tmp_path, CompileOptions(fit="pynq-z2"), seed=6)
 
 
 # ---- grids ---------------------------------------------------------------------------------------------

@@ -26,7 +26,7 @@ from rtlgen.options import CompileOptions
 from rtlgen.passes.load import CompileError, load_model, quantizer_output_codes
 from rtlgen.passes.lower import lower
 from rtlgen.passes.to_hw import stream_io
-from tests.conftest import rtl_at_the_ii_under_backpressure
+from tests.conftest import rtl_matches_qonnx
 
 MODELS = Path(__file__).parent / "models" / "per_channel"
 
@@ -248,9 +248,8 @@ def test_shared_per_channel_quantizer_block_rtl_at_the_ii_under_backpressure(tmp
     backpressure, bit-exact against qonnx."""
     path = shared_quantizer_block(tmp_path / "block.onnx")
     x = block_inputs(6, 14)
-    outputs, io = rtl_at_the_ii_under_backpressure(path, x, tmp_path / "out", seed=3)
-    result = verify_outputs(path, x, outputs, io)
-    assert result.passed and "bit-exact" in result.summary(), result.summary()
+    result = rtl_matches_qonnx(path, x, tmp_path / "out", seed=3)
+    assert "bit-exact" in result.summary(), result.summary()
 
 
 @pytest.mark.slow
@@ -258,9 +257,7 @@ def test_shared_per_channel_quantizer_block_rtl_at_the_ii_under_backpressure(tmp
 def test_residual_per_channel_rtl_at_the_ii_under_backpressure(tmp_path):
     path = MODELS / "residual_per_channel.onnx"
     x = inputs("residual_per_channel", 6, seed=7)
-    outputs, io = rtl_at_the_ii_under_backpressure(path, x, tmp_path, seed=3)
-    result = verify_outputs(path, x, outputs, io)
-    assert result.passed, result.summary()
+    rtl_matches_qonnx(path, x, tmp_path, seed=3)
 
 
 # ---- MobileNet-v1 w4a4 at 224x224 (quant_mobilenet_v1_4b's topology; 17 MB) ----

@@ -15,7 +15,7 @@ import onnx
 import pytest
 from qonnx.core.datatype import DataType
 
-from tests.conftest import rtl_at_the_ii_under_backpressure
+from tests.conftest import rtl_matches_qonnx
 from rtlgen.cli import main
 from rtlgen.passes.to_hw import stream_io
 from rtlgen.check.execute import run_golden
@@ -48,8 +48,7 @@ def test_lowered_graph_matches_qonnx(name):
 
 def _rtl_case(name, tmp_path_factory):
     x = images(12, seed=3)
-    outputs, io = rtl_at_the_ii_under_backpressure(MODELS / f"{name}.onnx", x, tmp_path_factory.mktemp(name))
-    assert verify_outputs(MODELS / f"{name}.onnx", x, outputs, io).passed
+    rtl_matches_qonnx(MODELS / f"{name}.onnx", x, tmp_path_factory.mktemp(name))
 
 
 @pytest.mark.sim
