@@ -228,6 +228,9 @@ def partition(model, out, *, devices, budget=None, board="pynq-z2", max_utilizat
                     f"{device.binding} {device.utilization:.0%} of its budget)")
         say(f"II {part.ii:,} cycles ({part.frames_per_second:,.0f} frames/s at {part.clock_mhz:g} MHz), set by "
             f"{part.bound_by}; plan -> {shown(paths['partition'])}, cluster files -> {shown(paths['logical']).parent}")
+        used = sum(1 for device in part.devices if device.nodes)
+        if used < devices:
+            (warn or say)(_unused_devices(used, devices, part.bound_by, fixed))
         if not plan_only:
             built, io = scaleout.build_devices(model, part, options=options, say=say)
             for device, path in zip(built, scaleout.write_devices(built, io, new)):
@@ -235,6 +238,16 @@ def partition(model, out, *, devices, budget=None, board="pynq-z2", max_utilizat
                     f"{device.receive.words_per_frame} x {device.receive.word_width}-bit words -> layers -> "
                     f"ToGalapagos TDEST {device.send.dest}) -> {shown(path)}")
     return part
+
+
+def _unused_devices(used, devices, bound_by, fixed):
+    """The line for a plan that leaves some of the ``devices`` asked for without a node."""
+    empty = ", ".join(str(i) for i in range(used, devices))
+    why = f"spreading further does not lower the II, set by {bound_by}"
+    if fixed:
+        why = f"--partition places {len(fixed)} node(s), and {why}"
+    return (f"the plan uses {used} of the {devices} devices (--devices {devices}): device{'s' if devices - used > 1 else ''} "
+            f"{empty} left empty ({why}); no kernel or cluster entry is written for {'them' if devices - used > 1 else 'it'}")
 
 
 def _check_keep(path):

@@ -85,6 +85,10 @@ class CompileOptions:
             if value is not None and not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
                 raise CompileError(f"{flag} {value:g}: must be a positive number" if isinstance(value, (int, float))
                                    else f"{flag} {value!r}: must be a positive number")
+        if self.target_fps is not None and self.target_fps > self.clock_mhz * 1e6:
+            raise CompileError(f"--target-fps {self.target_fps:,.0f}: beyond one frame per clock cycle, the most any "
+                               f"design reaches (at most {self.clock_mhz * 1e6:,.0f} frames/s at --clock-mhz "
+                               f"{self.clock_mhz:g})")
         for f in fields(self):
             choices, value = f.metadata.get("choices"), getattr(self, f.name)
             if choices and value is not None and value not in choices:

@@ -227,14 +227,10 @@ def test_json_prints_the_report_only(tmp_path, capsys):
     assert printed == json.loads((tmp_path / "out" / "report.json").read_text())
 
 
-def test_out_of_reach_target_is_a_warning(tmp_path, capsys):
-    assert main(["compile", str(DIGITS), "-o", str(tmp_path / "out"), "-q", "--target-fps", "1e12", *FAST]) == 0
-    err = capsys.readouterr().err
-    assert "rtlgen compile: warning: --target-fps 1,000,000,000,000 is out of reach of the naive folding (FINN's " \
-           "SetFolding; its most parallel gives " in err, err
-    assert "--fit pynq-z2 --target-fps 1,000,000,000,000 searches every folding" in err      # what to try
-    report = json.loads((tmp_path / "out" / "report.json").read_text())
-    assert len(report["warnings"]) == 1 and report["warnings"][0].startswith("--target-fps 1,000,000,000,000 is out")
+def test_target_beyond_one_frame_per_cycle_is_refused(tmp_path, capsys):
+    line = one_line(capsys, ["compile", str(DIGITS), "-o", str(tmp_path / "out"), "--target-fps", "1e12"])
+    assert line == ("rtlgen compile: error: --target-fps 1,000,000,000,000: beyond one frame per clock cycle, the "
+                    "most any design reaches (at most 100,000,000 frames/s at --clock-mhz 100)")
 
 
 def test_generator_mlp_does_not_fit_and_build_stops_at_once(tmp_path, capsys):
@@ -247,8 +243,12 @@ def test_generator_mlp_does_not_fit_and_build_stops_at_once(tmp_path, capsys):
     assert main(["compile", str(MODELS / "gen_mlp_int8.onnx"), "-o", str(out), "-q", *FAST]) == 0
     err = capsys.readouterr().err
     assert "rtlgen compile: warning: does not fit the pynq-z2 (xc7z020) by the estimate: " in err and "DSP" in err
+    assert "compile with --fit pynq-z2 for the fastest folding that fits" in err         # what to try: named
+    report = json.loads((out / "report.json").read_text())
+    assert any("--fit pynq-z2" in w and "does not fit" in w for w in report["warnings"])
     line = one_line(capsys, ["build", str(out)])
     assert "not starting Yosys: the estimate is far over the pynq-z2 (xc7z020): " in line
+    assert "compile again with --fit pynq-z2 for the fastest folding that fits" in line
     assert int(re.search(over, line).group(1)) > 150, line
     assert not (out / "build").exists()
 

@@ -15,10 +15,19 @@ from tests.test_cli_errors import npy
 
 
 def edit(out):
-    """A hand edit of the Verilog (still a whole file) and a deleted folding.json."""
+    """Hand edits of the Verilog and io.json (both still whole files), and a deleted folding.json (which no
+    command reads: not named; a file a command needs is named by its error when gone)."""
     verilog = out / "finn_design_wrapper.v"
     verilog.write_text("// tweaked by hand\n" + verilog.read_text())
+    io = out / "io.json"
+    io.write_text(json.dumps(json.loads(io.read_text()), indent=1))
     (out / "folding.json").unlink()
+
+
+def test_changed_files_lists_edits_and_losses(digits_out_copy):
+    edit(digits_out_copy)
+    assert changed_files(digits_out_copy) == [("finn_design_wrapper.v", "edited"), ("folding.json", "gone"),
+                                              ("io.json", "edited")]
 
 
 def test_manifest_keeps_a_hash_per_file(digits_out):
@@ -37,7 +46,7 @@ def test_rtlgens_own_rewrite_of_the_page_is_not_an_edit(digits_out_copy):
 def warning_first(out, err):
     line = err.splitlines()[0]
     assert line.startswith(f"2 files of {out} changed since the compile (sha256 differs from its manifest): "
-                           f"finn_design_wrapper.v (edited), folding.json (gone); what follows runs the changed "
+                           f"finn_design_wrapper.v (edited), io.json (edited); what follows runs the changed "
                            f"design, not the compile's (rtlgen compile ") and line.endswith(f" -o {out} writes it again)")
 
 

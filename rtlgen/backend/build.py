@@ -87,7 +87,9 @@ def build(out, *, shell="standalone", toolchain="yosys", board="pynq-z2", inputs
     say(f"report -> {write_html(out)}")
     over = check_fits(synth, device)
     if over:
-        raise BuildError(f"the design does not fit the xc7z020: {'; '.join(over)}")
+        raise BuildError(f"the design does not fit the xc7z020: {'; '.join(over)}; compile again with --fit {board} "
+                         f"and a --max-utilization below the share Yosys found over (the estimate was low), or split "
+                         f"the network across devices (rtlgen partition)")
 
     if toolchain == "vivado":
         plan.execute_local(str(root / "vivado"))
@@ -98,8 +100,12 @@ def build(out, *, shell="standalone", toolchain="yosys", board="pynq-z2", inputs
 def _refuse_far_over(report, board, force):
     over = sorted((u for u in usage(report["totals"], board) if u.fraction > FAR_OVER), key=lambda u: -u.fraction)
     if over and not force:
+        fix = (f"compile again with --fit {board} for the fastest folding that fits (or lower the folding: "
+               f"--target-fps, --folding)" if report.get("optimizer") is None else
+               "the budget's folding is over the board: compile again with a lower --max-utilization, or split the "
+               "network across devices (rtlgen partition)")
         raise BuildError(f"not starting Yosys: the estimate is far over the {board} ({BOARDS[board][0]}): "
-                         f"{', '.join(map(str, over))}; lower the folding and compile again, or build with --force")
+                         f"{', '.join(map(str, over))}; {fix}, or build with --force")
 
 
 def _standalone(verilog, io, report, inputs, say):

@@ -27,6 +27,7 @@ import hashlib
 import json
 import os
 import pickle
+import re
 import shutil
 import signal
 import subprocess
@@ -164,8 +165,8 @@ def _run_sby(rtlil_text, mode, depth, workdir, timeout=None):
             log, _ = run.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
             _kill_tree(run.pid)
-            run.communicate()
-            raise _Unknown(f"timed out after {timeout:g} s at depth {depth} ({mode} check)") from None
+            log, _ = run.communicate()
+            raise _Unknown(f"timed out after {timeout:g} s in the {mode} check, {_reached(log, depth)}") from None
         except BaseException:       # interrupted: leave no solver running
             _kill_tree(run.pid)
             raise
@@ -175,6 +176,18 @@ def _run_sby(rtlil_text, mode, depth, workdir, timeout=None):
     vcds = sorted((workdir / "check").glob("engine_*/trace*.vcd"))
     base = [v for v in vcds if "induct" not in v.name]
     return status, (base[0] if status == "fail" and base else None)
+
+
+_STEP_CHECKED = re.compile(r"^(?!.*induction).*Checking assertions in step (\d+)", re.M)
+
+
+def _reached(log, depth):
+    """How far a run that timed out got: its bounded check reports each step it starts, so the properties
+    held in every step before the last one it names (the depth asked for is not the depth reached)."""
+    steps = [int(n) for n in _STEP_CHECKED.findall(log or "")]
+    if not steps:
+        return f"before its first step of {depth} (no depth reached)"
+    return f"at step {max(steps)} of {depth}: the properties hold for the first {max(steps)} cycles only"
 
 
 def _source_hash():

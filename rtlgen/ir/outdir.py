@@ -407,9 +407,10 @@ def changed_files(out):
 
 
 def changed_line(out):
-    """One line naming OUT's files changed since the compile (None when none did): said before anything
+    """One line naming OUT's files edited since the compile (None when none was): said before anything
     else, since a run on an edited design is not the compile's."""
-    changed = changed_files(out)
+    # a file gone is left to the reader that needs it (its error names it); one it does not need changes nothing
+    changed = [(name, how) for name, how in changed_files(out) if how != "gone"]
     if not changed:
         return None
     shown = ", ".join(f"{name} ({how})" for name, how in changed[:6]) + (
