@@ -64,6 +64,14 @@ def check_fits(owner, attr, dtype, lo, hi, what):
                          f"use {dtype_for_range(min(lo, dmin), max(hi, dmax)).name} or wider")
 
 
+def positive_pair(owner, attr, value):
+    """An int n -> (n, n); a pair (h, w) of positive ints stays; anything else is refused naming ``attr``."""
+    pair = (value, value) if isinstance(value, int) else tuple(value)
+    if len(pair) != 2 or any(not isinstance(v, int) or isinstance(v, bool) or v < 1 for v in pair):
+        raise ValueError(f"{owner} {attr} must be a positive integer or a pair (h, w) of them, not {value!r}")
+    return pair
+
+
 def legal_divisors(n):
     return ", ".join(str(d) for d in range(1, n + 1) if n % d == 0)
 

@@ -154,8 +154,6 @@ class FMPadding(wiring.Component):
         (h, w), (oh, ow) = spec.img_dim, spec.out_dim
         top, left, _, _ = spec.padding
         m = Module()
-        advance, fifo_in = output_stage(m, self.o, spec.width)
-
         row = Signal(range(oh))
         col = Signal(range(ow))
         fold = Signal(range(spec.cf))
@@ -163,13 +161,7 @@ class FMPadding(wiring.Component):
         # A frame starts only once its first input word is there, so the walker never pads ahead into
         # a frame that may not come (and after the last frame the stream stays quiet).
         at_start = (row == 0) & (col == 0) & (fold == 0)
-        ready_to_emit = Mux(inside | at_start, self.i.valid, 1)
-        step = advance & ready_to_emit                 # this output position is done this cycle
-        m.d.comb += [
-            self.i.ready.eq(advance & inside),
-            fifo_in.valid.eq(ready_to_emit),
-            fifo_in.payload.eq(Mux(inside, self.i.payload, 0)),
-        ]
+        step = pad_stream(m, self.i, self.o, spec.width, inside, waits=inside | at_start)
         with m.If(step):
             m.d.sync += fold.eq(wrapping_increment(fold, spec.cf))
             with m.If(fold == spec.cf - 1):
@@ -178,6 +170,22 @@ class FMPadding(wiring.Component):
                     m.d.sync += row.eq(wrapping_increment(row, oh))
         return m
 
+
+
+def pad_stream(m, i, o, width, inside, *, waits):
+    """The stream side of a padding walker (FMPadding, FMPadding_Pixel): at the current output position,
+    forward the next input word where ``inside`` (waiting for it), else emit a zero word; where ``waits``
+    and not ``inside``, hold the position until an input word is there without taking it. Returns
+    ``step``: the position is done this cycle (the walker advances on it). ``i.ready`` is the output
+    FIFO's registered ready gated by ``inside``, never a function of ``o.ready``."""
+    advance, fifo_in = output_stage(m, o, width)
+    ready_to_emit = Mux(waits, i.valid, 1)
+    m.d.comb += [
+        i.ready.eq(advance & inside),
+        fifo_in.valid.eq(ready_to_emit),
+        fifo_in.payload.eq(Mux(inside, i.payload, 0)),
+    ]
+    return advance & ready_to_emit
 
 
 def _golden(spec, xs, producer):

@@ -14,9 +14,9 @@ from dataclasses import dataclass
 import numpy as np
 from amaranth.hdl import Module, Mux, Signal
 
-from layers.datapath import PixelFolded, StreamLayer, check_dtype, legal_divisors, output_stage, wrapping_increment
+from layers.datapath import PixelFolded, positive_pair, StreamLayer, check_dtype, legal_divisors, wrapping_increment
 from layers.fifo import output_fifo_spec
-from layers.fmpadding import PaddingWalk
+from layers.fmpadding import PaddingWalk, pad_stream
 from layers.mvau import conv_bias, lower_conv_windows, pad_borders
 from layers.op import Lowering, OneDatatype, OneWidth, Op, Resources, divisors_of
 from layers import small
@@ -25,13 +25,6 @@ import golden
 __all__ = ["FMPaddingPixelSpec", "FMPaddingPixel", "deconv_padding", "deconv_weights"]
 
 OWNER = "FMPadding_Pixel"
-
-
-def _pair(attr, value):
-    pair = (value, value) if isinstance(value, int) else tuple(value)
-    if len(pair) != 2 or any(not isinstance(v, int) or isinstance(v, bool) or v < 1 for v in pair):
-        raise ValueError(f"{OWNER} {attr} must be a positive integer or a pair (h, w) of them, not {value!r}")
-    return pair
 
 
 @dataclass(frozen=True)
@@ -50,8 +43,8 @@ class FMPaddingPixelSpec(PaddingWalk, PixelFolded, OneDatatype, OneWidth):
     dtype: object = "INT8"      # inputDataType (= output datatype)
 
     def __post_init__(self):
-        object.__setattr__(self, "img_dim", _pair("img_dim", self.img_dim))
-        object.__setattr__(self, "stride", _pair("stride", self.stride))
+        object.__setattr__(self, "img_dim", positive_pair(OWNER, "img_dim", self.img_dim))
+        object.__setattr__(self, "stride", positive_pair(OWNER, "stride", self.stride))
         for attr in ("num_channels", "simd"):
             v = getattr(self, attr)
             if not isinstance(v, int) or isinstance(v, bool) or v < 1:
@@ -113,18 +106,10 @@ class FMPaddingPixel(StreamLayer):
         spec = self._spec
         (oh, ow), (sy, sx) = spec.out_dim, spec.stride
         m = Module()
-        advance, fifo_in = output_stage(m, self.o, spec.width)
-
         row, col, fold = Signal(range(oh)), Signal(range(ow)), Signal(range(spec.cf))
         ry, rx = Signal(range(sy)), Signal(range(sx))       # phase within a stride: 0 on input pixels
         inside = (ry == 0) & (rx == 0)
-        ready_to_emit = Mux(inside, self.i.valid, 1)
-        step = advance & ready_to_emit                      # this output position is done this cycle
-        m.d.comb += [
-            self.i.ready.eq(advance & inside),
-            fifo_in.valid.eq(ready_to_emit),
-            fifo_in.payload.eq(Mux(inside, self.i.payload, 0)),
-        ]
+        step = pad_stream(m, self.i, self.o, spec.width, inside, waits=inside)
         with m.If(step):
             m.d.sync += fold.eq(wrapping_increment(fold, spec.cf))
             with m.If(fold == spec.cf - 1):

@@ -12,7 +12,7 @@ from amaranth.hdl import Cat, Module, Mux, Signal
 from amaranth.lib import data
 from amaranth.lib.memory import Memory
 
-from layers.datapath import StreamLayer, check_dtype, element_value, legal_divisors, output_stage, register, wrapping_increment
+from layers.datapath import positive_pair, StreamLayer, check_dtype, element_value, legal_divisors, output_stage, register, wrapping_increment
 from layers.fifo import output_fifo_spec
 from layers.op import Lowering, OneDatatype, Op, Resources, StreamContract, divisors_of
 from layers import small
@@ -23,14 +23,6 @@ from layers.timing import Timing, as_cycles, frames_of, take_when_ready
 __all__ = ["StreamingMaxPoolSpec", "StreamingMaxPool"]
 
 OWNER = "StreamingMaxPool"
-
-
-def _pair(owner, attr, value):
-    """An int n -> (n, n); a pair of positive ints stays."""
-    pair = (value, value) if isinstance(value, int) else tuple(value)
-    if len(pair) != 2 or any(not isinstance(v, int) or isinstance(v, bool) or v < 1 for v in pair):
-        raise ValueError(f"{owner} {attr} must be a positive integer or a pair (h, w) of them, not {value!r}")
-    return pair
 
 
 @dataclass(frozen=True)
@@ -50,7 +42,7 @@ class StreamingMaxPoolSpec(StreamContract, OneDatatype):
     dtype: object = "INT8"      # dataType: of input and output
 
     def __post_init__(self):
-        img, pool = _pair(OWNER, "img_dim", self.img_dim), _pair(OWNER, "pool_dim", self.pool_dim)
+        img, pool = positive_pair(OWNER, "img_dim", self.img_dim), positive_pair(OWNER, "pool_dim", self.pool_dim)
         object.__setattr__(self, "img_dim", img)
         object.__setattr__(self, "pool_dim", pool)
         for attr in ("num_channels", "pe"):

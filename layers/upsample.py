@@ -12,7 +12,7 @@ import numpy as np
 from amaranth.hdl import Module, Mux, Signal
 from amaranth.lib.memory import Memory
 
-from layers.datapath import PixelFolded, StreamLayer, check_dtype, legal_divisors, output_stage, register, wrapping_increment
+from layers.datapath import PixelFolded, positive_pair, StreamLayer, check_dtype, legal_divisors, output_stage, register, wrapping_increment
 from layers.fifo import output_fifo_spec
 from layers.memcost import bram18_count
 from layers.op import Lowering, OneDatatype, OneWidth, Op, Resources, divisors_of
@@ -24,13 +24,6 @@ __all__ = ["UpsampleNearestNeighbourSpec", "UpsampleNearestNeighbour"]
 
 OWNER = "UpsampleNearestNeighbour"
 LUTRAM_MAX_DEPTH = 256          # a deeper row buffer goes to BRAM (the same cut-off Yosys' memory mapper makes)
-
-
-def _dim(attr, value):
-    dim = (value, value) if isinstance(value, int) else tuple(value)
-    if len(dim) != 2 or any(not isinstance(v, int) or isinstance(v, bool) or v < 1 for v in dim):
-        raise ValueError(f"{OWNER} {attr} must be a positive integer or a pair (h, w) of them, not {value!r}")
-    return dim
 
 
 @dataclass(frozen=True)
@@ -48,7 +41,7 @@ class UpsampleNearestNeighbourSpec(PixelFolded, OneDatatype, OneWidth):
     dtype: object = "INT8"      # inputDataType (= output datatype)
 
     def __post_init__(self):
-        ifm, ofm = _dim("ifm_dim", self.ifm_dim), _dim("ofm_dim", self.ofm_dim)
+        ifm, ofm = positive_pair(OWNER, "ifm_dim", self.ifm_dim), positive_pair(OWNER, "ofm_dim", self.ofm_dim)
         object.__setattr__(self, "ifm_dim", ifm)
         object.__setattr__(self, "ofm_dim", ofm)
         if ofm[0] % ifm[0] or ofm[1] % ifm[1]:
