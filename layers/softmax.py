@@ -45,13 +45,14 @@ LATENCY = 3                     # an output step -> the code register -> the out
 NO_WORD = np.iinfo(np.int64).min // 4
 
 
-def softmax_constants(s_in, s_out, n, in_dtype):
+def softmax_constants(s_in, s_out, n, in_dtype, exp_bits=EXP_FRACTION_BITS, reciprocal_bits=RECIPROCAL_BITS):
     """(exp table E, numerator K, shift Z) of a softmax over rows of ``n`` codes of ``in_dtype`` at input
-    scale ``s_in``, quantized at ``s_out``: R = K // S has at least RECIPROCAL_BITS bits for every S."""
+    scale ``s_in``, quantized at ``s_out``: E has ``exp_bits`` fraction bits, R = K // S at least
+    ``reciprocal_bits`` bits for every S."""
     span = int(in_dtype.max()) - int(in_dtype.min())
-    table = tuple(int(round(2.0 ** EXP_FRACTION_BITS * exp(-float(s_in) * d))) for d in range(span + 1))
-    s_max = n << EXP_FRACTION_BITS
-    shift = max(1, ceil(RECIPROCAL_BITS + log2(s_max) + log2(float(s_out))) + 1)
+    table = tuple(int(round(2.0 ** exp_bits * exp(-float(s_in) * d))) for d in range(span + 1))
+    s_max = n << exp_bits
+    shift = max(1, ceil(reciprocal_bits + log2(s_max) + log2(float(s_out))) + 1)
     numerator = int(round(2.0 ** shift / float(s_out)))
     return table, numerator, shift
 
@@ -67,6 +68,8 @@ class QuantSoftmaxSpec:
     in_scale: float                 # s_in: the input codes' scale (a float32 value)
     out_scale: float                # s_out: the quantizer's scale (a float32 value)
     num_input_vectors: tuple = (1,)     # rows: the tensor's other dimensions
+    exp_bits: int = EXP_FRACTION_BITS   # F, fraction bits of the exp table (fewer: only for rtlgen prove)
+    reciprocal_bits: int = RECIPROCAL_BITS  # least bits of R (fewer: only for rtlgen prove)
     exp_table: tuple = field(init=False, repr=False)     # E[d], d = 0 .. input range
     numerator: int = field(init=False, repr=False)      # K
     shift: int = field(init=False, repr=False)          # Z
@@ -87,7 +90,8 @@ class QuantSoftmaxSpec:
                 raise ValueError(f"QuantSoftmax {attr} must be a positive number, not {getattr(self, attr)!r}")
         if not 0 <= self.out_max <= int(self.output_dtype.max()):
             raise ValueError(f"QuantSoftmax out_max={self.out_max} must be a code of {self.output_dtype.name}")
-        table, numerator, shift = softmax_constants(self.in_scale, self.out_scale, self.n, self.input_dtype)
+        table, numerator, shift = softmax_constants(self.in_scale, self.out_scale, self.n, self.input_dtype,
+                                                    self.exp_bits, self.reciprocal_bits)
         object.__setattr__(self, "exp_table", table)
         object.__setattr__(self, "numerator", numerator)
         object.__setattr__(self, "shift", shift)
@@ -146,7 +150,7 @@ class QuantSoftmaxSpec:
         rounding scale the result by less than 2^-(RECIPROCAL_BITS - 1)."""
         s_out = 2.0 ** self.shift / self.numerator
         return ((self.n + 1) * 2.0 ** -(self.fraction_bits + 1) / s_out
-                + (self.out_max + 1) * 2.0 ** -(RECIPROCAL_BITS - 1))
+                + (self.out_max + 1) * 2.0 ** -(self.reciprocal_bits - 1))
 
     def steps(self):
         """Per row: (takes an input word, gives an output word) for each of its ``row_steps`` steps."""
@@ -314,8 +318,9 @@ def _lower_softmax(ctx, node):
 
 
 def _small_instance(s):
-    """Rows of at most two codes, at most two rows."""
-    return dict(n=min(s.n, 2), num_input_vectors=(min(s.rows, 2),))
+    """Rows of at most two codes, at most two rows; a 6-bit exp table and an 8-bit reciprocal (the same
+    datapath, narrower: the 31 x 36-bit product and 36 division steps are beyond SymbiYosys' reach)."""
+    return dict(n=min(s.n, 2), num_input_vectors=(min(s.rows, 2),), exp_bits=6, reciprocal_bits=8)
 
 
 OP = Op("QuantSoftmax", QuantSoftmaxSpec, QuantSoftmax, golden=_golden, small_instance=_small_instance,
