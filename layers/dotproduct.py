@@ -1,52 +1,37 @@
-"""The dot-product engine MVAU and VVAU share: :class:`UnitSpec` (folding checks, datatypes, weights and
-their memory, accumulator, activation, resource estimate, timing) and :class:`DotProductUnit` (the
-pipelined PE x SIMD datapath), with the hooks both ops declare alike (folding attributes, FINN import and
-export, lowering, activation choices). ``layers.mvau`` and ``layers.vvau`` each add their geometry.
+"""The dot-product engine MVAU and VVAU share, as a spec: :class:`UnitSpec` (folding checks, datatypes,
+weights and their memory, accumulator, activation, the datapath's structure as the spec decides it, timing).
+Its datapath is :mod:`layers.dotproduct_unit`, its cost model :mod:`layers.dotproduct_cost`, the hooks both
+ops declare alike :mod:`layers.dotproduct_hooks`. ``layers.mvau`` and ``layers.vvau`` each add their geometry.
 """
 
-import math
 from dataclasses import replace
 from math import prod
 
 import numpy as np
-from amaranth.hdl import Array, C, Cat, Module, Mux, Signal, signed, unsigned
-from amaranth.lib import data, stream, wiring
-from amaranth.lib.memory import Memory
-from amaranth.lib.wiring import In, Out
 from qonnx.core.datatype import DataType
 
-from layers.datapath import (DSP_P_BITS, adder_tree, check_dtype, check_fits, dtype_for_range, dtype_range,
-                             element_value, output_stage, packed_weight, packing_shift, product, product_rows,
-                             register, shape_for_range, shifted, tree_register_bits, tree_stages, unpack_products,
-                             wire, wrapping_increment)
+from layers.datapath import (DSP_P_BITS, check_dtype, check_fits, dtype_for_range, dtype_range, packing_shift,
+                             shape_for_range, tree_stages)
+from layers.dotproduct_cost import unit_resource_estimate
+from layers.dotproduct_unit import TREE_LEVELS_PER_STAGE
 from layers.fifo import output_fifo_spec
-from layers.memcost import bram18_count, ram_cost, rom_bram_cost, rom_luts
-from layers.thresholding import ThresholdTable, activation_lane, check_activation, threshold_search
+from layers.op import ArrayMemo, StreamContract
+from layers.popcount import heap_cost
+from layers.requant import requant_form, requant_stages
+from layers.thresholding import ThresholdTable, check_activation
 from layers.timing import Timing, as_cycles, frames_of, take_in_turn, take_when_ready
-from memstream.axilite import AXILiteSignature
-from memstream.memstream import (BRAM_OR_LUT_STYLES, RAM_STYLES, MemStream, MemStreamSpec, check_lut_bits, is_logic_rom,
-                                 rom_address_next, rom_read_port)
+from memstream.memstream import BRAM_OR_LUT_STYLES, RAM_STYLES, MemStreamSpec, check_lut_bits
 from memstream.packing import element_codes, pack_words
-from layers.op import ArrayMemo, Resources, StreamContract
-from layers.popcount import heap_cost, popcount_heap
-from layers.requant import requant_form, requant_stages, requantize
 
-
-__all__ = ["UnitSpec", "DotProductUnit", "UNIT_FOLDING", "check_positive", "canonical_digits",
-           "activation_choices", "unit_finn_export", "lower_dot_product", "finn_import_unit"]
+__all__ = ["UnitSpec", "check_positive", "canonical_digits", "MEM_MODES", "POPCOUNTS", "XNOR_ROM_WORDS"]
 
 MEM_MODES = ("internal_embedded", "internal_decoupled", "external")
 PIPELINES = ("throughput", "latency")   # pipeline: registers for the clock everywhere, or the fewest stages
 RES_TYPES = ("auto", "lut", "dsp")
 AUTO_DSP_BITS = 6               # resType auto: DSP48E1 multipliers when both operands are at least this wide
-TREE_LEVELS_PER_STAGE = 2       # adder levels between pipeline registers
 AUTO_BRAM_MIN_DEPTH = 65        # ram_style auto: weights in block RAM from this many words, else LUT ROM
 XNOR_ROM_WORDS = (5, 32)        # weights_in_xnor: LUT ROMs of this many words read inside the XNOR's LUT6
-XNOR_ROM_POPCOUNT_LUT = 1.5     # weights_in_xnor: LUTs per term of a lane's popcount of registered bits
 POPCOUNTS = ("tree", "heap")    # popcount: a binary lane's sum as an adder tree or a registered compressor heap
-# Yosys LUTs against layers.popcount.heap_cost's count, by the signals behind a term (PE 16, SIMD 144, 2,304
-# terms: registered agreement bits 0.95, XNOR terms behind block RAM 1.17; BENCHMARKS.md, CNV-w1a1 at 20k)
-HEAP_LUT_FACTOR = {1: 0.95, 2: 1.17}
 WEIGHT_STREAM_FIRST_CYCLE = 2   # internal_decoupled: the MemStream offers its first word at this bench cycle
                                 # (its read at the first cycle out of reset, a cycle in the read port)
 
@@ -62,23 +47,6 @@ _WEIGHT_CHECKS = ArrayMemo()     # weights already checked against a datatype
 _ACC_RANGES = ArrayMemo()       # accumulator ranges of weights, per input datatype
 _CONST_ROWS = ArrayMemo()       # per output channel, the canonical signed digits of its weights
 
-
-def _sign_bits(bits, elems):
-    """The mask of the sign bit of each of ``elems`` packed ``bits``-bit elements."""
-    return C(sum(1 << (e * bits + bits - 1) for e in range(elems)), bits * elems)
-
-
-def csd_terms(value):
-    """The canonical signed digits of an integer as (sign, k) pairs: value = sum sign * 2^k (7 = 8 - 1)."""
-    terms, v, k = [], int(value), 0
-    while v:
-        if v & 1:
-            digit = 2 - (v & 3)         # +1 if v = 1 mod 4, -1 if v = 3 mod 4
-            terms.append((digit, k))
-            v -= digit
-        v >>= 1
-        k += 1
-    return terms
 
 
 def canonical_digits(values):
@@ -259,93 +227,8 @@ class UnitSpec(StreamContract):
         return self.thresholds is None
 
     def resource_estimate(self):
-        """7-series cost before synthesis, a model of what this engine builds (fitted to Yosys counts
-        in BENCHMARKS.md within about 30 %): multipliers, adder trees at about one LUT per sum bit,
-        accumulators, thresholds, weights in BRAM or LUT ROM, and the output FIFO."""
-        wb, ib = self.weight_dtype.bitwidth(), self.input_dtype.bitwidth()
-        macs, acc = self.pe * self.simd, self.acc_shape.width
-        dsp = self.res_type == "dsp" and not self.xnor and min(wb, ib) > 1
-        product_bits = 1 if self.xnor else wb + ib
-        mult_lut = 0 if dsp or self.xnor else wb * ib if min(wb, ib) > 1 else self._select_lut(wb, ib)
-        if self.uses_heap:          # the counters' LUTs exactly (layers.popcount), as Yosys maps them
-            tree_lut = HEAP_LUT_FACTOR[self.heap_term_inputs] * heap_cost(self.simd, self.heap_term_inputs)[0]
-        elif self.weights_in_xnor:  # a popcount of registered bits: the XNORs are in the ROM's LUTs
-            tree_lut = XNOR_ROM_POPCOUNT_LUT * (self.simd - 1)
-        elif self.xnor:     # XNORs and popcount fuse into LUT6 counters: ~2 LUT per term (benchmarks/popcount.py)
-            tree_lut = 2 * (self.simd - 1)
-        else:
-            tree_lut = (self.simd - 1) * (product_bits + self.simd.bit_length() // 2)
-        if self.constant_weights and not dsp:       # the accumulator's adder (none when it only registers)
-            lut = self._constant_weight_lut() + (0 if self.lean_accumulator else self.pe * acc)
-        else:
-            lut = (macs * mult_lut + self.pe * tree_lut) * self._lut_mac_factor() + self.pe * acc
-            if self.offset_weights:     # the shared input sum, and a subtraction per lane
-                lut += (self.simd - 1) * (ib + self.simd.bit_length() // 2) + self.pe * acc
-        dsp_macs = macs if dsp else 0
-        ff = self.pe * (acc * (2 + int(self.registers_sum)) + (self.simd * product_bits if self.registers_products else 0))
-        if self.accumulates_in_dsp:     # per pair: no fabric accumulators; canaries, carries, one subtraction
-            dsp_macs, carries = macs // 2, max(acc - self.dsp_packing, 2)
-            lut += (macs // 2) * (2 + carries) - self.pe * acc / 2
-            ff += (macs // 2) * (6 + carries + self.dsp_packing) - self.pe * acc / 2
-        elif dsp and self.dsp_packing is not None:      # half the DSPs; a borrow and an increment per pair
-            dsp_macs = macs // 2
-            lut += (macs // 2) * (wb + self.dsp_packing + 1)
-            ff += macs * self.dsp_packing       # the split products' register
-        lut, ff = int(round(lut)), int(round(ff))
-        if self.csd_products:           # each lane's own terms, of about the input's width
-            ff += sum(tree_register_bits(int(r), ib + 2, TREE_LEVELS_PER_STAGE) for r in self.csd_lane_terms())
-        elif self.product_rows > 1:
-            ff += self.pe * tree_register_bits(self.tree_terms, wb + ib - 3, TREE_LEVELS_PER_STAGE)
-        if self.registers_operands or self.registers_replayed_input:
-            ff += self.weight_width + self.in_width
-        if self.uses_heap:
-            ff += self.pe * heap_cost(self.simd, self.heap_term_inputs)[1]
-        bram18 = dsp_act = 0
-        if self.requant is not None:
-            act = self.requant.resource_estimate(self.activation_lanes, acc,
-                                                 lean=self.pipeline == "latency")
-            lut, ff, bram18, dsp_act = lut + act.lut, ff + act.ff, act.bram18, act.dsp
-        elif self.table is not None:
-            t_lut, t_ff, bram18 = self.activation_table().resource_estimate(self.ram_style_thresholds)
-            lut, ff = lut + t_lut, ff + t_ff
-        if self.activation_groups > 1:      # the accumulators' copy, a G:1 mux per unit bit (LUT6: 4:1),
-            g, units = self.activation_groups, self.activation_lanes      # the output word's other turns
-            lut += units * acc * math.ceil((g - 1) / 3) + 2 * g.bit_length()
-            ff += self.pe * acc + (self.pe - units) * self.output_dtype.bitwidth() + 2 * g.bit_length()
-        logic_bits = self.weight_width if self.weight_ram_style == "distributed" else self.weight_lut_bits
-        if logic_bits and not self._rom_folds_into_products():
-            lut += rom_luts(logic_bits, self.wmem)
-        if logic_bits < self.weight_width and self.runtime_writeable_weights:
-            bram18 += bram18_count(self.weight_width - logic_bits, self.wmem)
-        elif logic_bits < self.weight_width:
-            # the slice muxes' last level takes in the product or XNOR that reads the weight: about half
-            # of their LUTs remain (CNV-w1a1's MVAU_4, 5 and 7 in the whole design, Yosys)
-            blocks, mux = rom_bram_cost(self.weight_width - logic_bits, self.wmem)
-            bram18, lut = bram18 + blocks, lut + mux // 2
-        # control: the sf/nf/address counters, and the replay buffer's read mux (input read once per NF)
-        lut += sum(max(n - 1, 1).bit_length() for n in (self.sf, self.nf, self.wmem))
-        if self.replays_input and self.nf > 1:      # the SF input words, one address for read and write
-            replay = ram_cost(self.in_width, self.sf, single_port=True)
-            lut, bram18 = lut + self.in_width + replay.lut, bram18 + replay.bram18
-        if self.mem_mode == "internal_decoupled":
-            lut += self.weight_width
-            ff += 3 * self.weight_width
-        # the operand registers; csd_products' weights are constants in the terms, no register (Yosys, the
-        # cost corpus' CSD records: the weight word's bits counted here made the estimate 70-130 % high)
-        operands = self.in_width + (0 if self.csd_products else self.weight_width)
-        return Resources(lut=lut, ff=ff + operands, bram18=bram18,
-                         dsp=dsp_macs + dsp_act) + output_fifo_spec(self.out_width).resource_estimate()
-
-    def _rom_folds_into_products(self):
-        """Whether the weight ROM's LUTs vanish into the products': up to 4 words always; and a LUT ROM
-        feeding fabric products when its address bits and one input element make at most a LUT6's six
-        inputs (each product bit is then one function of them). Yosys, INT2 x INT2, PE 10, SIMD 8: the
-        ROM of 8 and 16 words costs nothing (TFC-w2a2 MVAU_3: 1,235 LUT, 1,447 estimated with it)."""
-        if self.wmem <= 4:
-            return True
-        fabric = self.res_type == "lut" and not self.xnor and self.product_rows == 1
-        whole_rom = self.weight_ram_style == "distributed" and self.mem_mode == "internal_embedded"
-        return fabric and whole_rom and (self.wmem - 1).bit_length() + self.input_dtype.bitwidth() <= 6
+        """7-series cost before synthesis (:func:`layers.dotproduct_cost.unit_resource_estimate`)."""
+        return unit_resource_estimate(self)
 
     @property
     def constant_weights(self):
@@ -368,55 +251,6 @@ class UnitSpec(StreamContract):
         """Per output channel, the terms of its ``csd_products`` tree."""
         return _CONST_ROWS.get(self.weights, (type(self).__name__, "rows"),
                                lambda: canonical_digits(self.weight_matrix()).sum(axis=1))
-
-    def _constant_weight_lut(self):
-        """LUTs of the products and sums of constant weights. A lane sums one row of input bits per
-        non-zero canonical signed digit of its weights (a zero weight costs nothing, a power of two is
-        a wire), at about ``ib + wb/2 + log2(rows)/2`` LUTs a row (Yosys: UINT2 x INT2, INT4 x UINT2/4,
-        24-49 rows a lane: -30 to +35 %, no better simple form found yet); an XNOR lane is a popcount of
-        inputs, some inverted, about 1.06 LUTs a term (the cost corpus' two such layers: 1.05, 1.07)."""
-        if self.xnor:
-            return 1.06 * self.pe * self.simd
-        wb, ib = self.weight_dtype.bitwidth(), self.input_dtype.bitwidth()
-        if self.csd_products:
-            # a term is the input shifted, no partial-product row: about 0.87 (ib + log2(terms)/2) + 1.3 LUTs
-            # each (the cost corpus' CSD records synthesized without their activation, INT16 and UINT6 x
-            # INT6, 8-70 terms a lane, 8.5-16.5 LUTs a term: within 3 %; a UINT4 x INT4 layer, 50 % pruned,
-            # not fitted: +15 %; the former 0.75 (ib + ...) was 20-38 % low, offset on the whole jet tagger
-            # by a requantizer estimate as much too high)
-            return float(sum(r * (0.87 * (ib + math.log2(r) / 2) + 1.3) for r in self.csd_lane_terms() if r > 0))
-        rows = _CONST_ROWS.get(self.weights, (type(self).__name__, "rows"),
-                               lambda: canonical_digits(self.weight_matrix()).sum(axis=1))
-        return float(sum(r * (ib + wb / 2 + math.log2(r) / 2) for r in rows if r > 0))
-
-    def _select_lut(self, wb, ib):
-        """LUTs of a product with a 1-bit operand: a BIPOLAR one negates the other (x or -x: an inverter
-        per bit, Yosys does not fold it into the adder tree: CNV-w1a1 MVAU_0, INT8 x BIPOLAR, 1,348 LUT by
-        Yosys against 1,006 without it); a BINARY one is an AND that the tree's first LUTs absorb."""
-        one_bit = self.weight_dtype if wb == 1 else self.input_dtype
-        if self.offset_weights:         # selects_bipolar_weights: an AND, like a BINARY weight
-            return 0
-        return max(wb, ib) if one_bit.name == "BIPOLAR" else 0
-
-    def _lut_mac_factor(self):
-        """How Yosys maps low-bit fabric products and their tree against the model's LUT count, by the
-        signedness of the products the lanes sum (benchmarks/lowbit.py, 2- and 4-bit operands): signed
-        x signed products are sign-extended through every tree level (about 1.5x at 2 bits, 1.23x at 4),
-        unsigned ones (both offsets, or unsigned operands) fuse into LUT6s (0.77x at 2 bits, 1.13x at 4)."""
-        wb, ib = self.weight_dtype.bitwidth(), self.input_dtype.bitwidth()
-        if self.product_rows > 1:       # rows of 5-8 bit products: Yosys 1.45-1.6x (PE 1-8, SIMD 4-64, INT8);
-            # two rows (an INT2 weight's: x and -2x) are no multiplier array: 1.2x (CNV-w2a2's MVAU_0, INT8 x INT2)
-            return 1.5 if self.product_rows >= 4 else 1.2
-        if self.xnor or self.res_type == "dsp" or min(wb, ib) == 1 or max(wb, ib) > 4:
-            return 1.0
-        x_signed = self.lane_input_dtype.signed()
-        w_signed = self.weight_dtype.signed() and not self.offset_weights
-        small = max(wb, ib) <= 2
-        if x_signed and w_signed:
-            return 1.5 if small else 1.23
-        if not x_signed and not w_signed:
-            return 0.77 if small else 1.13
-        return 1.0
 
     @property
     def weight_ram_style(self):
@@ -601,10 +435,10 @@ class UnitSpec(StreamContract):
         the DSP's P before the split and a register after it."""
         packed = self.dsp_packing is not None
         split = packed and not self.accumulates_in_dsp
-        return (int(self.registers_products) + int(packed) + 2 * int(split) + 2 * int(self._single_dsp_products())
+        return (int(self.registers_products) + int(packed) + 2 * int(split) + 2 * int(self.single_dsp_products())
                 + int(self.weights_in_xnor))
 
-    def _single_dsp_products(self):
+    def single_dsp_products(self):
         """One product per DSP48E1 (resType dsp without packing): the operands get a register right at
         the DSP (its A and B: the input replay's mux or a LUT ROM's output would otherwise sit in front of
         the multiplier) and the product the P register after M, so that the adder tree starts from P's
@@ -696,414 +530,3 @@ class UnitSpec(StreamContract):
         steps = take_when_ready(ready.reshape(-1))
         reads = steps.reshape(vectors, nf * sf)[:, reading].reshape(-1)
         return Timing((reads, steps), steps[sf - 1::sf] + self.latency)
-
-class DotProductUnit(wiring.Component):
-    """The pipelined PE x SIMD dot-product engine with accumulators and optional thresholds.
-
-    Members
-    -------
-    i : In(stream.Signature(spec.in_width))
-    o : Out(stream.Signature(spec.out_width))
-    w : In(stream.Signature(spec.weight_width))
-        Only with ``mem_mode="external"``: the weight image, once per input vector.
-    s_axilite : In(AXILiteSignature(...))
-        Only with ``runtime_writeable_weights`` (the weight memstream's slave, FINN's address map).
-
-    Takes one (nf, sf) step per cycle: ``spec.exp_cycles`` cycles per frame in steady state, with no
-    bubbles between vectors or frames. Loop order per vector: nf outer, sf inner; the input word sf is
-    read at nf = 0 and replayed from an SF-word buffer for nf > 0 (MVAU). Weights come from a memory
-    in the layer (internal_embedded), a memstream beside it (internal_decoupled) or the ``w`` port.
-    Operands read from a block RAM get a second register (``registers_operands``); products are
-    registered, or for fabric products wider than 4 bits their partial-product rows enter the lane's
-    tree (``product_rows``); the adder tree has a register every two levels, and the accumulator clears
-    on sf = 0. ``i.ready`` and ``w.ready`` depend on the output FIFO's registered
-    ready and on each other's ``valid`` (both are needed for a step), never on ``o.ready``.
-    """
-
-    def __init__(self, spec):
-        self._spec = spec
-        members = {
-            "i": In(stream.Signature(spec.in_width)),
-            "o": Out(stream.Signature(spec.out_width)),
-        }
-        if spec.mem_mode == "external":
-            members["w"] = In(stream.Signature(spec.weight_width))
-        if spec.runtime_writeable_weights:
-            members["s_axilite"] = In(AXILiteSignature(spec.weight_stream_spec().axilite_addr_width))
-        super().__init__(members)
-
-    @property
-    def spec(self):
-        return self._spec
-
-    def elaborate(self, platform):
-        spec = self._spec
-        m = Module()
-        advance, fifo_in = output_stage(m, self.o, spec.out_width, fall_through=spec.pipeline == "latency")
-
-        weights = self._weight_stream(m)
-        sf, nf = Signal(range(spec.sf)), Signal(range(spec.nf))
-        reads_input = (nf == 0) if spec.replays_input else C(1, 1)
-        in_ok = ~reads_input | self.i.valid
-        w_ok = weights.valid if weights is not None else C(1, 1)
-        issue = advance & in_ok & w_ok
-        m.d.comb += self.i.ready.eq(advance & reads_input & w_ok)
-        if weights is not None:
-            m.d.comb += weights.ready.eq(advance & in_ok)
-        with m.If(issue):
-            m.d.sync += sf.eq(wrapping_increment(sf, spec.sf))
-            with m.If(sf == spec.sf - 1):
-                m.d.sync += nf.eq(wrapping_increment(nf, spec.nf))
-
-        # Stage 1: operands.
-        v = register(m, advance, issue, name="v1", reset_less=False)
-        x = self._input_word(m, advance, issue, sf, nf)
-        w = self._weight_word(m, advance, issue, weights)
-        first, last = register(m, advance, sf == 0, name="first1"), register(m, advance, sf == spec.sf - 1, name="last1")
-        nfr = register(m, advance, nf, name="nf1")
-        if spec.registers_operands or spec.registers_replayed_input:
-            v, x, w, first, last, nfr = (register(m, advance, sig, name=f"{name}1b", reset_less=name != "v")
-                                         for sig, name in ((v, "v"), (x, "x"), (w, "w"), (first, "first"),
-                                                           (last, "last"), (nfr, "nf")))
-
-        xs = data.View(data.ArrayLayout(spec.input_dtype.bitwidth(), len(x) // spec.input_dtype.bitwidth()), x)
-        # weights_in_xnor: w is the word's address, the products read the ROM
-        ws = w if spec.weights_in_xnor else data.View(data.ArrayLayout(spec.weight_dtype.bitwidth(), spec.pe * spec.simd), w)
-        if spec.accumulates_in_dsp:
-            v, accs, nfr = self._dsp_accumulators(m, advance, xs, ws, v, first, last, nfr)
-        else:
-            v, accs, nfr = self._fabric_accumulators(m, advance, xs, ws, v, first, last, nfr)
-
-        if spec.table is None:
-            payload = self._extend_lanes(m, accs)
-        else:
-            if spec.activation_groups > 1:
-                v, accs, nfr = self._take_turns(m, advance, v, accs, nfr)
-            if spec.requant is not None:
-                v, counts = requantize(m, advance, v, accs, nfr, spec.requant, spec.activation_lanes,
-                                       lean=spec.pipeline == "latency")
-            else:
-                v, counts = threshold_search(m, advance, v, accs, nfr, spec.activation_table(),
-                                             ram_style=spec.ram_style_thresholds)
-            outs = [activation_lane(c, spec.output_dtype, spec.act_val) for c in counts]
-            v, payload = self._gather_turns(m, advance, v, outs) if spec.activation_groups > 1 else (v, Cat(outs))
-        m.d.comb += [fifo_in.valid.eq(v), fifo_in.payload.eq(payload)]
-        return m
-
-    def _take_turns(self, m, advance, v, accs, nfr):
-        """``shared_activation``: the fold's accumulators copied at its end, then U of them a cycle (lane
-        p in turn p // U, unit p % U) for G turns; returns (valid, the U values, virtual fold nf * G +
-        turn: lane u of it is channel (nf * G + turn) * U + u, as the activation's U-lane tables read)."""
-        spec = self._spec
-        g, units = spec.activation_groups, spec.activation_lanes
-        copies = [Signal(a.shape(), name=f"turn_acc{p}", reset_less=True) for p, a in enumerate(accs)]
-        turn, busy = Signal(range(g), name="turn"), Signal(name="turn_busy")
-        # the virtual fold as a counter (folds come in order: fold nf's turns are nf * G .. nf * G + G - 1):
-        # nf * G + turn computed would be a multiplier in front of the activation's word ROM (Yosys: a
-        # DSP48E1 and a carry chain into the RAMB36 address, ~178 MHz by boards.timing at G = 98)
-        cf = Signal(range(spec.nf * g), name="turn_cf")
-        with m.If(advance):
-            with m.If(v):           # a fold's end (>= SF >= G cycles after the last): a new copy, turn 0
-                m.d.sync += [c.eq(a) for c, a in zip(copies, accs)] + [busy.eq(1), turn.eq(0)]
-            with m.Elif(busy):
-                m.d.sync += [turn.eq(wrapping_increment(turn, g)), busy.eq(turn != g - 1)]
-            with m.If(busy):
-                m.d.sync += cf.eq(wrapping_increment(cf, spec.nf * g))
-        values = [Array(copies[k * units + u] for k in range(g))[turn] for u in range(units)]
-        return busy, values, cf
-
-    def _gather_turns(self, m, advance, v, outs):
-        """The activation's outputs of turns 0 .. G-2 kept until the last turn's complete the word;
-        returns (valid, payload)."""
-        g = self._spec.activation_groups
-        turn = Signal(range(g), name="turn_out")
-        done = [Signal(len(Cat(outs)), name=f"turn_word{k}", reset_less=True) for k in range(g - 1)]
-        with m.If(advance & v):
-            m.d.sync += turn.eq(wrapping_increment(turn, g))
-            with m.Switch(turn):
-                for k in range(g - 1):
-                    with m.Case(k):
-                        m.d.sync += done[k].eq(Cat(outs))
-        return v & (turn == g - 1), Cat(*done, *outs)
-
-    def _fabric_accumulators(self, m, advance, xs, ws, v, first, last, nfr):
-        """Products, the lanes' adder trees (registered every TREE_LEVELS_PER_STAGE levels) and one
-        accumulator per lane; returns (valid at the end of a fold, accumulators, nf) of that stage."""
-        spec = self._spec
-        sums = []
-        xs = self._lane_inputs(m, xs)
-        correction = self._input_sum(m, advance, xs) if spec.offset_weights else None
-        for p, prods in enumerate(self._products(m, advance, xs, ws)):
-            if spec.uses_heap:
-                total, stages = popcount_heap(m, advance, prods, term_inputs=spec.heap_term_inputs, name=f"sum{p}")
-            else:
-                total, stages = adder_tree(prods, m=m, advance=advance, levels_per_stage=TREE_LEVELS_PER_STAGE,
-                                           name=f"sum{p}")
-            if spec.csd_products:           # lanes of fewer terms: delayed to the longest lane's stages
-                full = tree_stages(spec.tree_terms, TREE_LEVELS_PER_STAGE)
-                total, stages = self._delay(m, advance, total, full - stages, f"sum{p}_pad"), full
-            if correction is not None:      # BIPOLAR: 2 sum b x - sum x
-                total = (total << int(spec.selects_bipolar_weights)) - correction
-            sums.append(register(m, advance, total, name=f"sum{p}_r") if spec.registers_sum else total)
-        depth = spec.product_stages + stages + int(spec.registers_sum)
-        v = self._delay(m, advance, v, depth, "v", reset_less=False)
-        first, last, nfr = (self._delay(m, advance, sig, depth, name)
-                            for sig, name in ((first, "first"), (last, "last"), (nfr, "nf")))
-
-        # Accumulate: clear on sf == 0 (acc <= Mux(clr, 0, acc) + sum maps into a DSP48E1 P register).
-        accs = []
-        for p, total in enumerate(sums):
-            acc = Signal(spec.acc_shape, name=f"acc{p}", reset_less=True)
-            with m.If(advance & v):
-                m.d.sync += acc.eq(total if spec.lean_accumulator else Mux(first, 0, acc) + total)
-            accs.append(acc)
-        return (register(m, advance, v & last, name="v_acc", reset_less=False), accs,
-                register(m, advance, nfr, name="nf_acc"))
-
-    def _dsp_accumulators(self, m, advance, xs, ws, v, first, last, nfr):
-        """``accumulates_in_dsp``: per lane pair one DSP48E1 (A: the packed weight's register, B: the
-        input's, M, and P accumulating the fold), then the canary carries' sum beside a copy of P, then
-        the two lanes restored; returns (valid at the end of a fold, accumulators, nf) of that stage."""
-        spec = self._spec
-        shift, width = spec.dsp_packing, spec.acc_shape.width
-        carries_width = max(width - shift, 2)
-        x = xs[0]
-        x_a = register(m, advance, x, name="x_a")       # beside A, the packed weights' register
-
-        def next_stage(ctl, tag):
-            return {k: register(m, advance, sig, name=f"{k}_{tag}", reset_less=k != "v") for k, sig in ctl.items()}
-        at_a = next_stage({"v": v, "first": first, "last": last, "nf": nfr}, "a")
-        at_m = next_stage(at_a, "m")                                                  # beside the M register
-        at_p = next_stage(at_m, "p")                                                  # beside P
-        at_k = next_stage(at_p, "k")                                                  # beside the carries' sum
-        accs = [None] * spec.pe
-        for q in range(0, spec.pe, 2):
-            w_lo, w_hi = ws[q], ws[q + 1]
-            packed = self._packed_operand(m, advance, w_lo, w_hi, q)
-            prod = register(m, advance, packed * element_value(x_a, spec.input_dtype), name=f"prod_{q}_{q + 1}")
-            # (w_hi x) mod 4 from the operands' two low bits: what the canaries rise by without a carry
-            high_mod4 = register(m, advance, register(m, advance, (w_hi[:2] * x[:2])[:2], name=f"canary_rise_a_{q}"),
-                                 name=f"canary_rise_m_{q}")
-            acc = Signal(signed(shift + width), name=f"P_{q}_{q + 1}", reset_less=True)
-            before, rise = (Signal(2, name=f"{n}_{q}", reset_less=True) for n in ("canary_before", "canary_rise"))
-            with m.If(advance & at_m["v"]):
-                m.d.sync += [acc.eq(Mux(at_m["first"], 0, acc) + prod),
-                             before.eq(Mux(at_m["first"], 0, acc[shift:shift + 2])), rise.eq(high_mod4)]
-            carry = (acc[shift:shift + 2] - before - rise)[:2].as_signed()      # 0, 1 or 3 (-1)
-            carries = Signal(signed(carries_width), name=f"carries_{q}", reset_less=True)
-            low_field, high_part = (Signal(n, name=f"{name}_{q}", reset_less=True)
-                                    for n, name in ((shift, "low_field"), (signed(width), "high_part")))
-            with m.If(advance & at_p["v"]):
-                m.d.sync += [carries.eq(Mux(at_p["first"], 0, carries) + carry),
-                             low_field.eq(acc[:shift]), high_part.eq(acc[shift:])]
-            accs[q] = register(m, advance, Cat(low_field, carries).as_signed(), name=f"acc{q}")
-            accs[q + 1] = register(m, advance, high_part - carries, name=f"acc{q + 1}")
-        accs = [a[:width].as_signed() if len(a) > width else a for a in accs]
-        return (register(m, advance, at_k["v"] & at_k["last"], name="v_acc", reset_less=False), accs,
-                register(m, advance, at_k["nf"], name="nf_acc"))
-
-    def _products(self, m, advance, xs, ws):
-        """Per lane, the SIMD products (registered where ``registers_products``), or with ``product_rows``
-        their partial-product rows, product by product. With ``dsp_packing``
-        lanes 2q and 2q+1 share one DSP48E1 per element: (w_{2q+1} 2^S + w_{2q}) * x, split after its
-        register."""
-        spec = self._spec
-        w_dtype = spec.weight_dtype
-        if spec.offset_weights and spec.selects_bipolar_weights:     # b = (w + 1) / 2: the stored bit
-            w_dtype = DataType["BINARY"]
-        elif spec.offset_weights:       # w + 2^(n-1): the sign bit inverted, read as unsigned
-            n = w_dtype.bitwidth()
-            ws = data.View(ws.shape(), wire(m, ws.as_value() ^ _sign_bits(n, len(ws)), name="w_offset"))
-            w_dtype = DataType[f"UINT{n}"]
-        weight = lambda p, s: ws[p * spec.simd + s]
-        if spec.csd_products:           # constant weights: +-(x << k) per canonical signed digit
-            w = spec.weight_matrix().astype(np.int64)       # (channels, elements), PE = channels here
-            return [[(-t if sign < 0 else t)
-                     for s in range(spec.simd)
-                     for sign, k in csd_terms(int(w[p, s]))
-                     for t in [shifted(element_value(xs[spec.lane_input_index(p, s)], spec.lane_input_dtype), k)]]
-                    or [C(0, 1)] for p in range(spec.pe)]
-        if spec.product_rows > 1:       # wide fabric products: their rows join the lane's pipelined tree
-            return [[row for s in range(spec.simd)
-                     for row in product_rows(xs[spec.lane_input_index(p, s)], spec.lane_input_dtype,
-                                             weight(p, s), w_dtype)]
-                    for p in range(spec.pe)]
-        if spec.xnor:       # all lanes' agreement bits ~(x ^ w) as one XNOR of the words, on a wire
-            x_lanes = Cat(xs[spec.lane_input_index(p, s)] for p in range(spec.pe) for s in range(spec.simd))
-            if spec.weights_in_xnor:    # ROM read and XNOR in one LUT6 a bit, then a register
-                m.submodules.weight_mem = rom = Memory(shape=unsigned(spec.weight_width), depth=spec.wmem,
-                                                       init=spec.weight_memory_image(),
-                                                       attrs={"rom_style": "distributed"})
-                rd = rom.read_port(domain="comb")
-                m.d.comb += rd.addr.eq(ws)
-                agree = register(m, advance, ~(x_lanes ^ rd.data), name="agree")
-            else:
-                agree = wire(m, ~(x_lanes ^ ws.as_value()), name="agree")
-            return [[agree[p * spec.simd + s] for s in range(spec.simd)] for p in range(spec.pe)]
-        if spec.dsp_packing is None:
-            # one product per DSP48E1: the operands registered right at the DSP (its A and B) and the
-            # product twice (its M and P); fabric products get one register where registers_products
-            single_dsp = spec._single_dsp_products()
-            at_dsp = lambda value, name: register(m, advance, value, name=name) if single_dsp else value
-            inputs = {k: at_dsp(xs[k], f"x_b_{k}")
-                      for k in {spec.lane_input_index(p, s) for p in range(spec.pe) for s in range(spec.simd)}}
-            lanes = [[product(inputs[spec.lane_input_index(p, s)], spec.lane_input_dtype,
-                              at_dsp(weight(p, s), f"w_a_{p}_{s}"), w_dtype, xnor=spec.xnor, res_type=spec.res_type)
-                      for s in range(spec.simd)] for p in range(spec.pe)]
-            for k in range(int(spec.registers_products) + int(single_dsp)):
-                lanes = [[register(m, advance, x, name=f"prod{k}_{p}_{s}") for s, x in enumerate(prods)]
-                         for p, prods in enumerate(lanes)]
-            return lanes
-        shift, lanes = spec.dsp_packing, [[] for _ in range(spec.pe)]
-        x_a = [register(m, advance, xs[s], name=f"x_a_{s}") for s in range(spec.simd)]    # beside A
-        for q in range(0, spec.pe, 2):
-            for s in range(spec.simd):
-                packed = self._packed_operand(m, advance, weight(q, s), weight(q + 1, s), f"{q}_{s}")
-                at_m = register(m, advance, packed * element_value(x_a[s], spec.input_dtype), name=f"prod_{q}_{q + 1}_{s}")
-                at_p = register(m, advance, at_m, name=f"prod_p_{q}_{q + 1}_{s}")     # the DSP's P: faster out
-                low, high = unpack_products(at_p, shift)
-                # registered again: the split's borrow chain after the DSP's clock-to-out and the tree's
-                # first two levels would be ~160 MHz (boards.timing)
-                lanes[q].append(register(m, advance, low, name=f"prod_{q}_{s}"))
-                lanes[q + 1].append(register(m, advance, high, name=f"prod_{q + 1}_{s}"))
-        return lanes
-
-    def _packed_operand(self, m, advance, w_lo, w_hi, tag):
-        """The packed weight of a DSP pair, registered: its borrow is computed in fabric, so without a
-        register of its own the DSP's A register could not be used (AREG=0, the borrow chain in front of
-        the multiplier)."""
-        spec = self._spec
-        return register(m, advance, packed_weight(w_lo, w_hi, spec.weight_dtype, spec.dsp_packing), name=f"w_a_{tag}")
-
-    def _lane_inputs(self, m, xs):
-        """The input elements as the lanes multiply them: with ``offset_inputs`` their sign bits inverted
-        (one XOR of the word, on a wire the lanes share)."""
-        if not self._spec.offset_inputs:
-            return xs
-        n = self._spec.input_dtype.bitwidth()
-        return data.View(xs.shape(), wire(m, xs.as_value() ^ _sign_bits(n, len(xs)), name="x_offset"))
-
-    def _input_sum(self, m, advance, xs):
-        """``2^(n-1) * sum_s x_s`` for ``offset_weights``, through the same register stages as a lane's
-        products and tree."""
-        spec = self._spec
-        terms = [element_value(xs[s], spec.lane_input_dtype) for s in range(spec.simd)]
-        if spec.registers_products:
-            terms = [register(m, advance, t, name=f"x_{s}") for s, t in enumerate(terms)]
-        total, stages = adder_tree(terms, m=m, advance=advance, levels_per_stage=TREE_LEVELS_PER_STAGE, name="xsum")
-        total = self._delay(m, advance, total, tree_stages(spec.tree_terms, TREE_LEVELS_PER_STAGE) - stages, "xsum")
-        return total if spec.selects_bipolar_weights else total << (spec.weight_dtype.bitwidth() - 1)
-
-    def _extend_lanes(self, m, accs):
-        """Accumulators sign- or zero-extended to the output element width."""
-        ob = self._spec.output_dtype.bitwidth()
-        lanes = []
-        for p, acc in enumerate(accs):
-            lane = Signal(ob, name=f"out{p}")
-            m.d.comb += lane.eq(acc)        # Amaranth extends by the accumulator's signedness
-            lanes.append(lane)
-        return Cat(*lanes)
-
-    def _weight_stream(self, m):
-        spec = self._spec
-        if spec.mem_mode == "external":
-            return self.w
-        if spec.mem_mode == "internal_decoupled":
-            m.submodules.weights = streamer = MemStream(spec.weight_stream_spec())
-            if spec.runtime_writeable_weights:
-                wiring.connect(m, wiring.flipped(self.s_axilite), streamer.s_axilite)
-            return streamer.o
-        return None
-
-    def _weight_word(self, m, advance, issue, weights):
-        spec = self._spec
-        if weights is not None:
-            return register(m, advance, weights.payload, name="w1")
-        if spec.weights_in_xnor:    # the address the word is read at (the products read it, in the XNOR's LUTs)
-            addr = Signal(range(spec.wmem))
-            with m.If(issue):
-                m.d.sync += addr.eq(rom_address_next(addr, spec.wmem))
-            return register(m, advance, addr, name="w_addr1")
-        rd = rom_read_port(m, "weight_mem", spec.wmem, spec.weight_width, spec.weight_memory_image(),
-                           spec.weight_ram_style, spec.weight_lut_bits)
-        addr = Signal(range(spec.wmem))
-        with m.If(issue):
-            logic_rom = is_logic_rom(spec.weight_ram_style, spec.weight_lut_bits)
-            m.d.sync += addr.eq(rom_address_next(addr, spec.wmem) if logic_rom else wrapping_increment(addr, spec.wmem))
-        m.d.comb += [rd.addr.eq(addr), rd.en.eq(advance)]
-        return rd.data
-
-    def _input_word(self, m, advance, issue, sf, nf):
-        spec = self._spec
-        fresh = register(m, advance, self.i.payload, name="x1")
-        if not spec.replays_input or spec.nf == 1:
-            return fresh
-        # The input vector's SF words, kept for the replays nf = 1 .. NF-1.
-        m.submodules.replay = buf = Memory(shape=spec.in_width, depth=spec.sf, init=[])
-        wr, rd = buf.write_port(), buf.read_port(domain="sync")
-        m.d.comb += [wr.addr.eq(sf), wr.data.eq(self.i.payload), wr.en.eq(issue & (nf == 0)),
-                     rd.addr.eq(sf), rd.en.eq(advance)]
-        from_input = register(m, advance, nf == 0, name="from_input1")
-        return wire(m, Mux(from_input, fresh, rd.data), name="x_word")
-
-    @staticmethod
-    def _delay(m, advance, signal, stages, name, reset_less=True):
-        # The last stage has a reset, so that Yosys keeps it a flip-flop: a delay line mapped whole into
-        # an SRL16E would start the accumulator's path with the SRL's slow clock-to-out (~1.5 ns).
-        for k in range(stages):
-            signal = register(m, advance, signal, name=f"{name}_d{k}", reset_less=reset_less and k < stages - 1)
-        return signal
-
-UNIT_FOLDING = {"PE": "pe", "SIMD": "simd", "mem_mode": "mem_mode", "ram_style": "ram_style",
-                "ram_style_thresholds": "ram_style_thresholds", "resType": "res_type",
-                "activation_style": "activation_style"}
-
-REQUANT_CHOICE_STEPS = 15       # activation_style is an optimizer choice from 4-bit activations up (fewer: thresholds)
-
-
-def activation_choices(params):
-    """The optimizer's activation_style values for an MVAU/VVAU with ``params``: both forms where the
-    thresholds have at least :data:`REQUANT_CHOICE_STEPS` steps, else none (thresholds, the default)."""
-    thresholds = params.get("thresholds")
-    if thresholds is None or np.shape(thresholds)[-1] < REQUANT_CHOICE_STEPS:
-        return ()
-    return ("thresholds", "requant")
-
-
-def multiplier_kind(spec):
-    """The kind of multiplier an MVAU / VVAU builds, as the cost model's calibration groups name it
-    (``MVAU/lut``...): xnor (binary xnor-popcount), dsp (DSP48 products), select (1-bit operand: an adder
-    of selected terms), or lut (LUT multipliers)."""
-    if spec.xnor:
-        return "xnor"
-    bits = min(spec.input_dtype.bitwidth(), spec.weight_dtype.bitwidth())
-    if spec.res_type == "dsp" and bits > 1:
-        return "dsp"
-    return "select" if bits == 1 else "lut"
-
-def unit_finn_export(spec):
-    """The FINN attributes an MVAU / VVAU derives (``model_hw.onnx``): its output datatype, whether it has
-    an activation, whether its weights are XNOR."""
-    return {"outputDataType": spec.output_dtype.name, "noActivation": int(spec.table is None),
-            "binaryXnorMode": int(bool(spec.xnor))}
-
-def lower_dot_product(ctx, node, t, op_type, codes, wscale, wdtype, geometry, *, spatial, bias, channel_axis):
-    """A dot-product layer (MVAU, VVAU: spec fields ``geometry``, input_dtype, weight_dtype, weights and the
-    activation's) for ``node`` on stream ``t``, with the float ops after it as thresholds (ctx.dot_product)."""
-    def params(weights, weight_dtype, **fields):
-        return dict(geometry, input_dtype=t.dtype, weight_dtype=weight_dtype, weights=weights, **fields)
-    return ctx.dot_product(node, t, op_type, codes, wscale, wdtype, params, spatial=spatial, bias=bias,
-                           channel_axis=channel_axis)
-
-def finn_import_unit(ctx, attrs, params, folding):
-    """MVAU's and VVAU's FINN attributes: noActivation=1 drops the thresholds and ActVal; the weights (and
-    thresholds, with an activation) must be initializers."""
-    if attrs.get("noActivation", 0):
-        params.pop("thresholds", None)
-        params.pop("act_val", None)
-    elif "thresholds" not in params:
-        raise ctx.error("noActivation=0 but no thresholds on input 2; legal: thresholds as an initializer, "
-                        "or noActivation=1")
-    if "weights" not in params:
-        raise ctx.error("no weights; legal: the weight tensor as an initializer on input 1 (mem_mode "
-                        "internal_embedded, internal_decoupled (const, decoupled in older FINN))")

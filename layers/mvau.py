@@ -14,8 +14,10 @@ from qonnx.core.datatype import DataType
 
 from layers.datapath import legal_divisors
 from layers.thresholding import ThresholdTable
-from layers.dotproduct import (DotProductUnit, POPCOUNTS, UNIT_FOLDING, UnitSpec, XNOR_ROM_WORDS, activation_choices, multiplier_kind,
-                               check_positive, finn_import_unit, lower_dot_product, unit_finn_export)
+from layers.dotproduct import POPCOUNTS, UnitSpec, XNOR_ROM_WORDS, check_positive
+from layers.dotproduct_hooks import (UNIT_FOLDING, activation_choices, finn_import_unit, lower_dot_product,
+                                     multiplier_kind, unit_finn_export)
+from layers.dotproduct_unit import DotProductUnit
 from layers.op import Lowering, Op, divisors_of
 from layers import small
 from memstream.memstream import BRAM_OR_LUT_STYLES
@@ -121,7 +123,7 @@ class MVAUSpec(UnitSpec):
         bits) and the input bit, registered before the popcount. Without this the ROM's LUT6 per bit
         feeds a register and the XNOR joins the popcount's LUTs, about one LUT a term more (the popcount
         of plain bits maps smaller than that of XNORs: Yosys, benchmarks/xnor_rom.py). Up to 4 words the
-        ROM already vanishes into the popcount (``_rom_folds_into_products``)."""
+        ROM already vanishes into the popcount (the cost model, :mod:`layers.dotproduct_cost`)."""
         lo, hi = XNOR_ROM_WORDS
         return (self.xnor and self.mem_mode == "internal_embedded" and self.weights is not None
                 and not self.runtime_writeable_weights and self.weight_lut_bits == 0

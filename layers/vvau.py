@@ -14,8 +14,10 @@ from qonnx.core.datatype import DataType
 
 from layers.datapath import legal_divisors
 from layers.globalaccpool import check_pool_attrs, whole_map
-from layers.dotproduct import (DotProductUnit, UNIT_FOLDING, UnitSpec, activation_choices, multiplier_kind, check_positive,
-                               finn_import_unit, lower_dot_product, unit_finn_export)
+from layers.dotproduct import UnitSpec, check_positive
+from layers.dotproduct_hooks import (UNIT_FOLDING, activation_choices, finn_import_unit, lower_dot_product,
+                                     multiplier_kind, unit_finn_export)
+from layers.dotproduct_unit import DotProductUnit
 from layers.op import Lowering, Op, divisors, divisors_of
 from layers import small
 import golden

@@ -1,0 +1,401 @@
+"""The dot-product engine's datapath, :class:`DotProductUnit`: the pipelined PE x SIMD Amaranth component
+MVAU and VVAU build from their :class:`layers.dotproduct.UnitSpec` (operands, products or their rows, the
+lanes' adder trees or popcount heaps, accumulators in fabric or in DSP48E1 pairs, the activation), with
+the helpers only it needs. What it builds is decided by the spec; the spec's cost model is
+:mod:`layers.dotproduct_cost`."""
+
+import numpy as np
+from amaranth.hdl import Array, C, Cat, Module, Mux, Signal, signed, unsigned
+from amaranth.lib import data, stream, wiring
+from amaranth.lib.memory import Memory
+from amaranth.lib.wiring import In, Out
+from qonnx.core.datatype import DataType
+
+from layers.datapath import (adder_tree, element_value, output_stage, packed_weight, product, product_rows, register,
+                             shifted, tree_stages, unpack_products, wire, wrapping_increment)
+from layers.popcount import popcount_heap
+from layers.requant import requantize
+from layers.thresholding import activation_lane, threshold_search
+from memstream.axilite import AXILiteSignature
+from memstream.memstream import MemStream, is_logic_rom, rom_address_next, rom_read_port
+
+__all__ = ["DotProductUnit", "TREE_LEVELS_PER_STAGE", "csd_terms"]
+
+TREE_LEVELS_PER_STAGE = 2       # adder levels between pipeline registers
+
+
+def _sign_bits(bits, elems):
+    """The mask of the sign bit of each of ``elems`` packed ``bits``-bit elements."""
+    return C(sum(1 << (e * bits + bits - 1) for e in range(elems)), bits * elems)
+
+
+def csd_terms(value):
+    """The canonical signed digits of an integer as (sign, k) pairs: value = sum sign * 2^k (7 = 8 - 1)."""
+    terms, v, k = [], int(value), 0
+    while v:
+        if v & 1:
+            digit = 2 - (v & 3)         # +1 if v = 1 mod 4, -1 if v = 3 mod 4
+            terms.append((digit, k))
+            v -= digit
+        v >>= 1
+        k += 1
+    return terms
+
+
+
+class DotProductUnit(wiring.Component):
+    """The pipelined PE x SIMD dot-product engine with accumulators and optional thresholds.
+
+    Members
+    -------
+    i : In(stream.Signature(spec.in_width))
+    o : Out(stream.Signature(spec.out_width))
+    w : In(stream.Signature(spec.weight_width))
+        Only with ``mem_mode="external"``: the weight image, once per input vector.
+    s_axilite : In(AXILiteSignature(...))
+        Only with ``runtime_writeable_weights`` (the weight memstream's slave, FINN's address map).
+
+    Takes one (nf, sf) step per cycle: ``spec.exp_cycles`` cycles per frame in steady state, with no
+    bubbles between vectors or frames. Loop order per vector: nf outer, sf inner; the input word sf is
+    read at nf = 0 and replayed from an SF-word buffer for nf > 0 (MVAU). Weights come from a memory
+    in the layer (internal_embedded), a memstream beside it (internal_decoupled) or the ``w`` port.
+    Operands read from a block RAM get a second register (``registers_operands``); products are
+    registered, or for fabric products wider than 4 bits their partial-product rows enter the lane's
+    tree (``product_rows``); the adder tree has a register every two levels, and the accumulator clears
+    on sf = 0. ``i.ready`` and ``w.ready`` depend on the output FIFO's registered
+    ready and on each other's ``valid`` (both are needed for a step), never on ``o.ready``.
+    """
+
+    def __init__(self, spec):
+        self._spec = spec
+        members = {
+            "i": In(stream.Signature(spec.in_width)),
+            "o": Out(stream.Signature(spec.out_width)),
+        }
+        if spec.mem_mode == "external":
+            members["w"] = In(stream.Signature(spec.weight_width))
+        if spec.runtime_writeable_weights:
+            members["s_axilite"] = In(AXILiteSignature(spec.weight_stream_spec().axilite_addr_width))
+        super().__init__(members)
+
+    @property
+    def spec(self):
+        return self._spec
+
+    def elaborate(self, platform):
+        spec = self._spec
+        m = Module()
+        advance, fifo_in = output_stage(m, self.o, spec.out_width, fall_through=spec.pipeline == "latency")
+
+        weights = self._weight_stream(m)
+        sf, nf = Signal(range(spec.sf)), Signal(range(spec.nf))
+        reads_input = (nf == 0) if spec.replays_input else C(1, 1)
+        in_ok = ~reads_input | self.i.valid
+        w_ok = weights.valid if weights is not None else C(1, 1)
+        issue = advance & in_ok & w_ok
+        m.d.comb += self.i.ready.eq(advance & reads_input & w_ok)
+        if weights is not None:
+            m.d.comb += weights.ready.eq(advance & in_ok)
+        with m.If(issue):
+            m.d.sync += sf.eq(wrapping_increment(sf, spec.sf))
+            with m.If(sf == spec.sf - 1):
+                m.d.sync += nf.eq(wrapping_increment(nf, spec.nf))
+
+        # Stage 1: operands.
+        v = register(m, advance, issue, name="v1", reset_less=False)
+        x = self._input_word(m, advance, issue, sf, nf)
+        w = self._weight_word(m, advance, issue, weights)
+        first, last = register(m, advance, sf == 0, name="first1"), register(m, advance, sf == spec.sf - 1, name="last1")
+        nfr = register(m, advance, nf, name="nf1")
+        if spec.registers_operands or spec.registers_replayed_input:
+            v, x, w, first, last, nfr = (register(m, advance, sig, name=f"{name}1b", reset_less=name != "v")
+                                         for sig, name in ((v, "v"), (x, "x"), (w, "w"), (first, "first"),
+                                                           (last, "last"), (nfr, "nf")))
+
+        xs = data.View(data.ArrayLayout(spec.input_dtype.bitwidth(), len(x) // spec.input_dtype.bitwidth()), x)
+        # weights_in_xnor: w is the word's address, the products read the ROM
+        ws = w if spec.weights_in_xnor else data.View(data.ArrayLayout(spec.weight_dtype.bitwidth(), spec.pe * spec.simd), w)
+        if spec.accumulates_in_dsp:
+            v, accs, nfr = self._dsp_accumulators(m, advance, xs, ws, v, first, last, nfr)
+        else:
+            v, accs, nfr = self._fabric_accumulators(m, advance, xs, ws, v, first, last, nfr)
+
+        if spec.table is None:
+            payload = self._extend_lanes(m, accs)
+        else:
+            if spec.activation_groups > 1:
+                v, accs, nfr = self._take_turns(m, advance, v, accs, nfr)
+            if spec.requant is not None:
+                v, counts = requantize(m, advance, v, accs, nfr, spec.requant, spec.activation_lanes,
+                                       lean=spec.pipeline == "latency")
+            else:
+                v, counts = threshold_search(m, advance, v, accs, nfr, spec.activation_table(),
+                                             ram_style=spec.ram_style_thresholds)
+            outs = [activation_lane(c, spec.output_dtype, spec.act_val) for c in counts]
+            v, payload = self._gather_turns(m, advance, v, outs) if spec.activation_groups > 1 else (v, Cat(outs))
+        m.d.comb += [fifo_in.valid.eq(v), fifo_in.payload.eq(payload)]
+        return m
+
+    def _take_turns(self, m, advance, v, accs, nfr):
+        """``shared_activation``: the fold's accumulators copied at its end, then U of them a cycle (lane
+        p in turn p // U, unit p % U) for G turns; returns (valid, the U values, virtual fold nf * G +
+        turn: lane u of it is channel (nf * G + turn) * U + u, as the activation's U-lane tables read)."""
+        spec = self._spec
+        g, units = spec.activation_groups, spec.activation_lanes
+        copies = [Signal(a.shape(), name=f"turn_acc{p}", reset_less=True) for p, a in enumerate(accs)]
+        turn, busy = Signal(range(g), name="turn"), Signal(name="turn_busy")
+        # the virtual fold as a counter (folds come in order: fold nf's turns are nf * G .. nf * G + G - 1):
+        # nf * G + turn computed would be a multiplier in front of the activation's word ROM (Yosys: a
+        # DSP48E1 and a carry chain into the RAMB36 address, ~178 MHz by boards.timing at G = 98)
+        cf = Signal(range(spec.nf * g), name="turn_cf")
+        with m.If(advance):
+            with m.If(v):           # a fold's end (>= SF >= G cycles after the last): a new copy, turn 0
+                m.d.sync += [c.eq(a) for c, a in zip(copies, accs)] + [busy.eq(1), turn.eq(0)]
+            with m.Elif(busy):
+                m.d.sync += [turn.eq(wrapping_increment(turn, g)), busy.eq(turn != g - 1)]
+            with m.If(busy):
+                m.d.sync += cf.eq(wrapping_increment(cf, spec.nf * g))
+        values = [Array(copies[k * units + u] for k in range(g))[turn] for u in range(units)]
+        return busy, values, cf
+
+    def _gather_turns(self, m, advance, v, outs):
+        """The activation's outputs of turns 0 .. G-2 kept until the last turn's complete the word;
+        returns (valid, payload)."""
+        g = self._spec.activation_groups
+        turn = Signal(range(g), name="turn_out")
+        done = [Signal(len(Cat(outs)), name=f"turn_word{k}", reset_less=True) for k in range(g - 1)]
+        with m.If(advance & v):
+            m.d.sync += turn.eq(wrapping_increment(turn, g))
+            with m.Switch(turn):
+                for k in range(g - 1):
+                    with m.Case(k):
+                        m.d.sync += done[k].eq(Cat(outs))
+        return v & (turn == g - 1), Cat(*done, *outs)
+
+    def _fabric_accumulators(self, m, advance, xs, ws, v, first, last, nfr):
+        """Products, the lanes' adder trees (registered every TREE_LEVELS_PER_STAGE levels) and one
+        accumulator per lane; returns (valid at the end of a fold, accumulators, nf) of that stage."""
+        spec = self._spec
+        sums = []
+        xs = self._lane_inputs(m, xs)
+        correction = self._input_sum(m, advance, xs) if spec.offset_weights else None
+        for p, prods in enumerate(self._products(m, advance, xs, ws)):
+            if spec.uses_heap:
+                total, stages = popcount_heap(m, advance, prods, term_inputs=spec.heap_term_inputs, name=f"sum{p}")
+            else:
+                total, stages = adder_tree(prods, m=m, advance=advance, levels_per_stage=TREE_LEVELS_PER_STAGE,
+                                           name=f"sum{p}")
+            if spec.csd_products:           # lanes of fewer terms: delayed to the longest lane's stages
+                full = tree_stages(spec.tree_terms, TREE_LEVELS_PER_STAGE)
+                total, stages = self._delay(m, advance, total, full - stages, f"sum{p}_pad"), full
+            if correction is not None:      # BIPOLAR: 2 sum b x - sum x
+                total = (total << int(spec.selects_bipolar_weights)) - correction
+            sums.append(register(m, advance, total, name=f"sum{p}_r") if spec.registers_sum else total)
+        depth = spec.product_stages + stages + int(spec.registers_sum)
+        v = self._delay(m, advance, v, depth, "v", reset_less=False)
+        first, last, nfr = (self._delay(m, advance, sig, depth, name)
+                            for sig, name in ((first, "first"), (last, "last"), (nfr, "nf")))
+
+        # Accumulate: clear on sf == 0 (acc <= Mux(clr, 0, acc) + sum maps into a DSP48E1 P register).
+        accs = []
+        for p, total in enumerate(sums):
+            acc = Signal(spec.acc_shape, name=f"acc{p}", reset_less=True)
+            with m.If(advance & v):
+                m.d.sync += acc.eq(total if spec.lean_accumulator else Mux(first, 0, acc) + total)
+            accs.append(acc)
+        return (register(m, advance, v & last, name="v_acc", reset_less=False), accs,
+                register(m, advance, nfr, name="nf_acc"))
+
+    def _dsp_accumulators(self, m, advance, xs, ws, v, first, last, nfr):
+        """``accumulates_in_dsp``: per lane pair one DSP48E1 (A: the packed weight's register, B: the
+        input's, M, and P accumulating the fold), then the canary carries' sum beside a copy of P, then
+        the two lanes restored; returns (valid at the end of a fold, accumulators, nf) of that stage."""
+        spec = self._spec
+        shift, width = spec.dsp_packing, spec.acc_shape.width
+        carries_width = max(width - shift, 2)
+        x = xs[0]
+        x_a = register(m, advance, x, name="x_a")       # beside A, the packed weights' register
+
+        def next_stage(ctl, tag):
+            return {k: register(m, advance, sig, name=f"{k}_{tag}", reset_less=k != "v") for k, sig in ctl.items()}
+        at_a = next_stage({"v": v, "first": first, "last": last, "nf": nfr}, "a")
+        at_m = next_stage(at_a, "m")                                                  # beside the M register
+        at_p = next_stage(at_m, "p")                                                  # beside P
+        at_k = next_stage(at_p, "k")                                                  # beside the carries' sum
+        accs = [None] * spec.pe
+        for q in range(0, spec.pe, 2):
+            w_lo, w_hi = ws[q], ws[q + 1]
+            packed = self._packed_operand(m, advance, w_lo, w_hi, q)
+            prod = register(m, advance, packed * element_value(x_a, spec.input_dtype), name=f"prod_{q}_{q + 1}")
+            # (w_hi x) mod 4 from the operands' two low bits: what the canaries rise by without a carry
+            high_mod4 = register(m, advance, register(m, advance, (w_hi[:2] * x[:2])[:2], name=f"canary_rise_a_{q}"),
+                                 name=f"canary_rise_m_{q}")
+            acc = Signal(signed(shift + width), name=f"P_{q}_{q + 1}", reset_less=True)
+            before, rise = (Signal(2, name=f"{n}_{q}", reset_less=True) for n in ("canary_before", "canary_rise"))
+            with m.If(advance & at_m["v"]):
+                m.d.sync += [acc.eq(Mux(at_m["first"], 0, acc) + prod),
+                             before.eq(Mux(at_m["first"], 0, acc[shift:shift + 2])), rise.eq(high_mod4)]
+            carry = (acc[shift:shift + 2] - before - rise)[:2].as_signed()      # 0, 1 or 3 (-1)
+            carries = Signal(signed(carries_width), name=f"carries_{q}", reset_less=True)
+            low_field, high_part = (Signal(n, name=f"{name}_{q}", reset_less=True)
+                                    for n, name in ((shift, "low_field"), (signed(width), "high_part")))
+            with m.If(advance & at_p["v"]):
+                m.d.sync += [carries.eq(Mux(at_p["first"], 0, carries) + carry),
+                             low_field.eq(acc[:shift]), high_part.eq(acc[shift:])]
+            accs[q] = register(m, advance, Cat(low_field, carries).as_signed(), name=f"acc{q}")
+            accs[q + 1] = register(m, advance, high_part - carries, name=f"acc{q + 1}")
+        accs = [a[:width].as_signed() if len(a) > width else a for a in accs]
+        return (register(m, advance, at_k["v"] & at_k["last"], name="v_acc", reset_less=False), accs,
+                register(m, advance, at_k["nf"], name="nf_acc"))
+
+    def _products(self, m, advance, xs, ws):
+        """Per lane, the SIMD products (registered where ``registers_products``), or with ``product_rows``
+        their partial-product rows, product by product. With ``dsp_packing``
+        lanes 2q and 2q+1 share one DSP48E1 per element: (w_{2q+1} 2^S + w_{2q}) * x, split after its
+        register."""
+        spec = self._spec
+        w_dtype = spec.weight_dtype
+        if spec.offset_weights and spec.selects_bipolar_weights:     # b = (w + 1) / 2: the stored bit
+            w_dtype = DataType["BINARY"]
+        elif spec.offset_weights:       # w + 2^(n-1): the sign bit inverted, read as unsigned
+            n = w_dtype.bitwidth()
+            ws = data.View(ws.shape(), wire(m, ws.as_value() ^ _sign_bits(n, len(ws)), name="w_offset"))
+            w_dtype = DataType[f"UINT{n}"]
+        weight = lambda p, s: ws[p * spec.simd + s]
+        if spec.csd_products:           # constant weights: +-(x << k) per canonical signed digit
+            w = spec.weight_matrix().astype(np.int64)       # (channels, elements), PE = channels here
+            return [[(-t if sign < 0 else t)
+                     for s in range(spec.simd)
+                     for sign, k in csd_terms(int(w[p, s]))
+                     for t in [shifted(element_value(xs[spec.lane_input_index(p, s)], spec.lane_input_dtype), k)]]
+                    or [C(0, 1)] for p in range(spec.pe)]
+        if spec.product_rows > 1:       # wide fabric products: their rows join the lane's pipelined tree
+            return [[row for s in range(spec.simd)
+                     for row in product_rows(xs[spec.lane_input_index(p, s)], spec.lane_input_dtype,
+                                             weight(p, s), w_dtype)]
+                    for p in range(spec.pe)]
+        if spec.xnor:       # all lanes' agreement bits ~(x ^ w) as one XNOR of the words, on a wire
+            x_lanes = Cat(xs[spec.lane_input_index(p, s)] for p in range(spec.pe) for s in range(spec.simd))
+            if spec.weights_in_xnor:    # ROM read and XNOR in one LUT6 a bit, then a register
+                m.submodules.weight_mem = rom = Memory(shape=unsigned(spec.weight_width), depth=spec.wmem,
+                                                       init=spec.weight_memory_image(),
+                                                       attrs={"rom_style": "distributed"})
+                rd = rom.read_port(domain="comb")
+                m.d.comb += rd.addr.eq(ws)
+                agree = register(m, advance, ~(x_lanes ^ rd.data), name="agree")
+            else:
+                agree = wire(m, ~(x_lanes ^ ws.as_value()), name="agree")
+            return [[agree[p * spec.simd + s] for s in range(spec.simd)] for p in range(spec.pe)]
+        if spec.dsp_packing is None:
+            # one product per DSP48E1: the operands registered right at the DSP (its A and B) and the
+            # product twice (its M and P); fabric products get one register where registers_products
+            single_dsp = spec.single_dsp_products()
+            at_dsp = lambda value, name: register(m, advance, value, name=name) if single_dsp else value
+            inputs = {k: at_dsp(xs[k], f"x_b_{k}")
+                      for k in {spec.lane_input_index(p, s) for p in range(spec.pe) for s in range(spec.simd)}}
+            lanes = [[product(inputs[spec.lane_input_index(p, s)], spec.lane_input_dtype,
+                              at_dsp(weight(p, s), f"w_a_{p}_{s}"), w_dtype, xnor=spec.xnor, res_type=spec.res_type)
+                      for s in range(spec.simd)] for p in range(spec.pe)]
+            for k in range(int(spec.registers_products) + int(single_dsp)):
+                lanes = [[register(m, advance, x, name=f"prod{k}_{p}_{s}") for s, x in enumerate(prods)]
+                         for p, prods in enumerate(lanes)]
+            return lanes
+        shift, lanes = spec.dsp_packing, [[] for _ in range(spec.pe)]
+        x_a = [register(m, advance, xs[s], name=f"x_a_{s}") for s in range(spec.simd)]    # beside A
+        for q in range(0, spec.pe, 2):
+            for s in range(spec.simd):
+                packed = self._packed_operand(m, advance, weight(q, s), weight(q + 1, s), f"{q}_{s}")
+                at_m = register(m, advance, packed * element_value(x_a[s], spec.input_dtype), name=f"prod_{q}_{q + 1}_{s}")
+                at_p = register(m, advance, at_m, name=f"prod_p_{q}_{q + 1}_{s}")     # the DSP's P: faster out
+                low, high = unpack_products(at_p, shift)
+                # registered again: the split's borrow chain after the DSP's clock-to-out and the tree's
+                # first two levels would be ~160 MHz (boards.timing)
+                lanes[q].append(register(m, advance, low, name=f"prod_{q}_{s}"))
+                lanes[q + 1].append(register(m, advance, high, name=f"prod_{q + 1}_{s}"))
+        return lanes
+
+    def _packed_operand(self, m, advance, w_lo, w_hi, tag):
+        """The packed weight of a DSP pair, registered: its borrow is computed in fabric, so without a
+        register of its own the DSP's A register could not be used (AREG=0, the borrow chain in front of
+        the multiplier)."""
+        spec = self._spec
+        return register(m, advance, packed_weight(w_lo, w_hi, spec.weight_dtype, spec.dsp_packing), name=f"w_a_{tag}")
+
+    def _lane_inputs(self, m, xs):
+        """The input elements as the lanes multiply them: with ``offset_inputs`` their sign bits inverted
+        (one XOR of the word, on a wire the lanes share)."""
+        if not self._spec.offset_inputs:
+            return xs
+        n = self._spec.input_dtype.bitwidth()
+        return data.View(xs.shape(), wire(m, xs.as_value() ^ _sign_bits(n, len(xs)), name="x_offset"))
+
+    def _input_sum(self, m, advance, xs):
+        """``2^(n-1) * sum_s x_s`` for ``offset_weights``, through the same register stages as a lane's
+        products and tree."""
+        spec = self._spec
+        terms = [element_value(xs[s], spec.lane_input_dtype) for s in range(spec.simd)]
+        if spec.registers_products:
+            terms = [register(m, advance, t, name=f"x_{s}") for s, t in enumerate(terms)]
+        total, stages = adder_tree(terms, m=m, advance=advance, levels_per_stage=TREE_LEVELS_PER_STAGE, name="xsum")
+        total = self._delay(m, advance, total, tree_stages(spec.tree_terms, TREE_LEVELS_PER_STAGE) - stages, "xsum")
+        return total if spec.selects_bipolar_weights else total << (spec.weight_dtype.bitwidth() - 1)
+
+    def _extend_lanes(self, m, accs):
+        """Accumulators sign- or zero-extended to the output element width."""
+        ob = self._spec.output_dtype.bitwidth()
+        lanes = []
+        for p, acc in enumerate(accs):
+            lane = Signal(ob, name=f"out{p}")
+            m.d.comb += lane.eq(acc)        # Amaranth extends by the accumulator's signedness
+            lanes.append(lane)
+        return Cat(*lanes)
+
+    def _weight_stream(self, m):
+        spec = self._spec
+        if spec.mem_mode == "external":
+            return self.w
+        if spec.mem_mode == "internal_decoupled":
+            m.submodules.weights = streamer = MemStream(spec.weight_stream_spec())
+            if spec.runtime_writeable_weights:
+                wiring.connect(m, wiring.flipped(self.s_axilite), streamer.s_axilite)
+            return streamer.o
+        return None
+
+    def _weight_word(self, m, advance, issue, weights):
+        spec = self._spec
+        if weights is not None:
+            return register(m, advance, weights.payload, name="w1")
+        if spec.weights_in_xnor:    # the address the word is read at (the products read it, in the XNOR's LUTs)
+            addr = Signal(range(spec.wmem))
+            with m.If(issue):
+                m.d.sync += addr.eq(rom_address_next(addr, spec.wmem))
+            return register(m, advance, addr, name="w_addr1")
+        rd = rom_read_port(m, "weight_mem", spec.wmem, spec.weight_width, spec.weight_memory_image(),
+                           spec.weight_ram_style, spec.weight_lut_bits)
+        addr = Signal(range(spec.wmem))
+        with m.If(issue):
+            logic_rom = is_logic_rom(spec.weight_ram_style, spec.weight_lut_bits)
+            m.d.sync += addr.eq(rom_address_next(addr, spec.wmem) if logic_rom else wrapping_increment(addr, spec.wmem))
+        m.d.comb += [rd.addr.eq(addr), rd.en.eq(advance)]
+        return rd.data
+
+    def _input_word(self, m, advance, issue, sf, nf):
+        spec = self._spec
+        fresh = register(m, advance, self.i.payload, name="x1")
+        if not spec.replays_input or spec.nf == 1:
+            return fresh
+        # The input vector's SF words, kept for the replays nf = 1 .. NF-1.
+        m.submodules.replay = buf = Memory(shape=spec.in_width, depth=spec.sf, init=[])
+        wr, rd = buf.write_port(), buf.read_port(domain="sync")
+        m.d.comb += [wr.addr.eq(sf), wr.data.eq(self.i.payload), wr.en.eq(issue & (nf == 0)),
+                     rd.addr.eq(sf), rd.en.eq(advance)]
+        from_input = register(m, advance, nf == 0, name="from_input1")
+        return wire(m, Mux(from_input, fresh, rd.data), name="x_word")
+
+    @staticmethod
+    def _delay(m, advance, signal, stages, name, reset_less=True):
+        # The last stage has a reset, so that Yosys keeps it a flip-flop: a delay line mapped whole into
+        # an SRL16E would start the accumulator's path with the SRL's slow clock-to-out (~1.5 ns).
+        for k in range(stages):
+            signal = register(m, advance, signal, name=f"{name}_d{k}", reset_less=reset_less and k < stages - 1)
+        return signal
