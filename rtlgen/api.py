@@ -28,7 +28,7 @@ from rtlgen.errors import CompileError, CompileWarning
 from rtlgen.fit import Usage, fit_line
 from rtlgen.ir.outdir import OutError, check_out, model_source, read_design, replacing
 from rtlgen.options import CompileOptions
-from sim import out_files
+from sim import out_files, progress
 from rtlgen.passes.optimize import Budget
 from sim.harness import FULL_RATE
 
@@ -110,7 +110,8 @@ def compile(model, out, *, keep_intermediate=None, force=False, say=None, warn=N
         for line in options.warnings():
             warnings.warn(line, CompileWarning, stacklevel=2)
         compiled = compile_model(model, options, say=say or (lambda line: None), keep=keep)
-        write_outputs(compiled, new)
+        with progress.step(f"writing the design into {out}"):
+            write_outputs(compiled, new)
         for line in _design_warnings(json.loads((new / out_files.REPORT).read_text()), options):
             warnings.warn(line, CompileWarning, stacklevel=2)
         _keep_warnings(new, kept)
@@ -228,6 +229,8 @@ def partition(model, out, *, devices, budget=None, board="pynq-z2", max_utilizat
                     f"{device.binding} {device.utilization:.0%} of its budget)")
         say(f"II {part.ii:,} cycles ({part.frames_per_second:,.0f} frames/s at {part.clock_mhz:g} MHz), set by "
             f"{part.bound_by}; plan -> {shown(paths['partition'])}, cluster files -> {shown(paths['logical']).parent}")
+        if part.solver_note:
+            (warn or (lambda line: warnings.warn(line, CompileWarning, stacklevel=2)))(part.solver_note)
         used = sum(1 for device in part.devices if device.nodes)
         if used < devices:
             (warn or say)(_unused_devices(used, devices, part.bound_by, fixed))

@@ -52,7 +52,7 @@ def _progress_bars(lines=True):
             yield
             return
         # on stdout, beside the passes' lines: stderr keeps bad input to its one line
-        with progress.reporting(progress.text_reporter(_say)):
+        with progress.reporting(progress.text_reporter(_say, every=_progress_seconds())):
             yield
         return
     bars = Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
@@ -70,8 +70,21 @@ def _progress_bars(lines=True):
         finally:
             bars.remove_task(task)
 
+    reporter.step = lambda description: reporter(description, None)     # a pass: a spinner while it runs
     with bars, progress.reporting(reporter):
         yield
+
+
+def _progress_seconds():
+    """Seconds between progress lines in a log ($RTLGEN_PROGRESS_SECONDS, default 10)."""
+    value = os.environ.get("RTLGEN_PROGRESS_SECONDS", "10")
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = -1
+    if not 0 < seconds < float("inf"):
+        raise UsageError(f"RTLGEN_PROGRESS_SECONDS={value}: must be a positive number of seconds (default 10)")
+    return seconds
 
 
 def _console():

@@ -55,6 +55,7 @@ from rtlgen.passes.place_memories import place_memories
 from rtlgen.passes.insert import insert_duplicates, insert_dwcs_and_fifos
 from rtlgen.passes.size_fifos import analytic_fifo_depths, check_fifo_depths, join_fifo_depths, simulated_fifo_depths
 from rtlgen.passes.to_hw import stream_io, to_hw
+from sim import progress
 from sim.stream_io import StreamIO
 
 __all__ = ["Pass", "COMPILE", "INSPECT", "FRONT", "DEVICE", "Runner", "Compiled", "compile_model", "RoundOptions",
@@ -148,7 +149,8 @@ class Runner:
         last = names.index(stop) if stop else len(flow) - 1
         for step in flow[first:last + 1]:
             t = time.perf_counter()
-            previous, state = state, step.run(state, options)   # a ValueError that is not a CompileError is a bug
+            with progress.step(step.name):        # in a log: a line every 10 s while a long pass runs
+                previous, state = state, step.run(state, options)   # a ValueError, not a CompileError, is a bug
             self.seconds[step.name] = time.perf_counter() - t
             self.results[step.name] = state
             detail = f" ({step.summary(state, options)})" if step.summary else ""

@@ -87,3 +87,74 @@ def test_text_reporter_speaks_while_a_step_runs():
     assert lines[0] == "simulating ..." and lines[-1].startswith("simulating: done in ")
     running = lines[1:-1]
     assert len(running) >= 2 and all(l.startswith("simulating (40 of 100): running for ") for l in running)
+
+
+# ---------------------------------------------------------------------------------------------- in a pipe
+
+REPO = __import__("pathlib").Path(__file__).parent.parent
+DIGITS = REPO / "tests" / "models" / "digits_tfc_w1a1i1_clean.onnx"
+
+
+def piped(argv, tmp_path, every=1.0):
+    """Run `rtlgen ARGV` with stdout a pipe; (its lines, the time each arrived, exit status)."""
+    import os
+    import subprocess
+    import sys
+    env = {**os.environ, "RTLGEN_PROGRESS_SECONDS": str(every)}
+    run = subprocess.Popen([sys.executable, "-m", "rtlgen", *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           text=True, env=env, cwd=REPO)
+    lines, stamps = [], []
+    for line in run.stdout:
+        stamps.append(time.monotonic())
+        lines.append(line.rstrip("\n"))
+    err = run.stderr.read()
+    return lines, stamps, run.wait(), err
+
+
+def longest_gap(stamps):
+    return max(b - a for a, b in zip(stamps, stamps[1:]))
+
+
+def test_piped_compile_is_never_quiet_and_its_table_whole(tmp_path):
+    """Issue 45: a line at least every RTLGEN_PROGRESS_SECONDS (here 1 s; 10 by default) through load, the
+    folding optimizer (best II so far, candidates tried), the Verilog and the writing; numbers never cut."""
+    lines, stamps, status, err = piped(["compile", str(DIGITS), "-o", str(tmp_path / "out"), "--budget", "lut=3000"],
+                                       tmp_path)
+    assert status == 0, err
+    assert longest_gap(stamps) < 2.5, list(zip(stamps, lines))
+    assert any(l.startswith("folding optimizer: best II ") and " candidate IIs tried " in l for l in lines)
+    assert not any("…" in l for l in lines)
+    report = __import__("json").loads((tmp_path / "out" / "report.json").read_text())
+    total = next(l for l in lines if l.strip().startswith("total"))
+    assert f"{report['totals']['LUT']:,}" in total and f"{report['totals']['FF']:,}" in total
+
+
+@pytest.mark.sim
+def test_piped_shell_simulation_is_never_quiet(digits_out, tmp_path):
+    x = tmp_path / "x.npy"
+    np.save(x, np.random.default_rng(0).integers(0, 17, (4, 1, 8, 8)).astype(np.float32))
+    lines, stamps, status, err = piped(["sim", str(digits_out), "--input", str(x), "--shell", "zynq"], tmp_path)
+    assert status == 0, err
+    assert longest_gap(stamps) < 2.5, list(zip(stamps, lines))
+    assert lines[0] == "zynq shell: building the simulation ..." and lines[-2].startswith("simulated 4 frame(s)")
+
+
+def test_one_heartbeat_for_nested_steps():
+    """A step inside a task: the innermost one speaks, once per interval, not each of them."""
+    lines = []
+    with progress.reporting(progress.text_reporter(lines.append, every=0.05)):
+        with progress.task("outer", total=None):
+            with progress.step("inner") as update:
+                update(description="inner: best II 7 so far")
+                time.sleep(0.18)
+    running = [l for l in lines if "running for" in l]
+    assert 2 <= len(running) <= 4 and all(l.startswith("inner: best II 7 so far: running for ") for l in running)
+    assert lines[0] == "outer ..." and lines[-1].startswith("outer: done in ")
+
+
+def test_progress_interval_must_be_a_positive_number(tmp_path, capsys, monkeypatch):
+    from rtlgen.cli import main
+    monkeypatch.setenv("RTLGEN_PROGRESS_SECONDS", "0")
+    assert main(["compile", str(DIGITS), "-o", str(tmp_path / "out")]) == 2
+    assert capsys.readouterr().err.strip() == ("rtlgen compile: error: RTLGEN_PROGRESS_SECONDS=0: must be a positive "
+                                               "number of seconds (default 10)")

@@ -16,6 +16,7 @@ import numpy as np
 from boards.driver import pack_words_to_bytes, unpack_bytes_to_words
 from boards.zynq import ZynqShell
 from rtlgen.report.board_rate import shell_timing_of
+from sim import progress
 from sim.runner import SimulationError, build, run_cocotb, to_verilog
 
 __all__ = ["ShellRun", "simulate_in_shell"]
@@ -56,10 +57,12 @@ def simulate_in_shell(design, x, *, simulator=None):
                 "out_bytes": max(8, out_frame), "reset_after": False},
                {"src": SRC, "dst": dst, "frames": frames, "input": data.hex(),
                 "out_bytes": max(8, frames * out_frame), "reset_after": False}]
-    built = build(to_verilog(shell, "top") + design.verilog, toplevel="top", simulator=simulator)
-    one, batch = run_cocotb(built, "boards.tb_zynq", {
-        "ddr_size": ddr, "stalls": False, "read_latency": timing.read_latency,
-        "write_latency": timing.write_latency, "batches": batches})["batches"]
+    with progress.task("zynq shell: building the simulation"):
+        built = build(to_verilog(shell, "top") + design.verilog, toplevel="top", simulator=simulator)
+    with progress.task(f"zynq shell: simulating 1 frame, then {frames:,} frame(s), DDR to DDR"):
+        one, batch = run_cocotb(built, "boards.tb_zynq", {
+            "ddr_size": ddr, "stalls": False, "read_latency": timing.read_latency,
+            "write_latency": timing.write_latency, "batches": batches})["batches"]
     for result, n in ((one, 1), (batch, frames)):
         if result["status"] & 0b111 != 0b010 or result["done"] != n:
             raise SimulationError(f"the zynq shell ended a {n}-frame batch with status {result['status']:#x} "

@@ -35,6 +35,7 @@ from qonnx.core.datatype import DataType
 from rtlgen.costmodel import estimate
 from rtlgen.fit import BOARD_NAMES, BOARDS, BRAM18_PER_BRAM36, utilization_shares
 from rtlgen.passes.setfolding import FoldingContext, folded_with, set_folding
+from sim import progress
 
 __all__ = ["Budget", "optimize_folding", "OptimizerResult", "NoFit", "RESOURCES", "MAX_ROUNDS", "Option", "fold_groups",
            "node_foldings", "group_options", "candidate_iis", "smallest_fitting", "least_cost", "describe_resources", "design_estimate",
@@ -132,16 +133,41 @@ def optimize_folding(graph, budget, *, target_cycles=None, io_cycles=None):
     (``weight_lut_bits``, more MVAU options); the spilled design is kept only where it is faster (or, with
     a target, where it is the only one that fits). Fitting is not monotone in the options (the inserted
     DWCs and FIFOs follow the widths), so the larger search alone can land on a slower design."""
-    global _COSTS, _INSERTED
+    global _COSTS, _INSERTED, _SEARCH
     _COSTS, _INSERTED = {}, {}      # the searches share the options' and the foldings' costs (both passes,
     try:                            # every I/O round)
-        return _optimize_folding(graph, budget, target_cycles, io_cycles)
+        with progress.step("folding optimizer") as update:
+            _SEARCH = _Search(update)
+            return _optimize_folding(graph, budget, target_cycles, io_cycles)
     finally:
-        _COSTS = _INSERTED = None
+        _COSTS = _INSERTED = _SEARCH = None
+
+
+class _Search:
+    """What the optimizer has done so far, for the progress line (in a log, every 10 s while it runs)."""
+
+    def __init__(self, update):
+        self.update, self.tried, self.best, self.costed = update, 0, None, 0     # costed: nodes' options
+
+    def attempted(self, ii, fits):
+        self.tried += 1
+        if fits and (self.best is None or ii < self.best):
+            self.best = ii
+        self._say()
+
+    def options_costed(self):
+        self.costed += 1
+        self._say()
+
+    def _say(self):
+        best = "none fits yet" if self.best is None else f"best II {self.best:,} so far"
+        self.update(description=f"folding optimizer: {best}, {self.tried:,} candidate IIs tried (the options "
+                                f"of {self.costed:,} node{'s' if self.costed != 1 else ''} costed)")
 
 
 _COSTS = None       # within optimize_folding: ((node id, folding), ...) -> (cycles, cost), or None if illegal
 _INSERTED = None    # within optimize_folding: the graph's wiring and foldings -> inserted_estimate
+_SEARCH = None      # within optimize_folding: its _Search (progress)
 
 
 def _optimize_folding(graph, budget, target_cycles, io_cycles):
@@ -207,7 +233,11 @@ def _optimize_both(graph, budget, target_cycles):
 def _optimize(graph, budget, target_cycles, spill):
     start = time.perf_counter()
     groups = fold_groups(graph)
-    choices = [group_options(graph, group, spill) for group in groups]
+    choices = []
+    for group in groups:
+        choices.append(group_options(graph, group, spill))
+        if _SEARCH is not None:
+            _SEARCH.options_costed()
     limit = budget.as_vector()
     original = [dict(node.folding) for node in graph.nodes]
 
@@ -240,8 +270,14 @@ def _optimize(graph, budget, target_cycles, spill):
                 return ("naive", ii), used, MAX_ROUNDS + 1
         return None
 
+    def counted(ii):
+        found = attempt(ii)
+        if _SEARCH is not None:
+            _SEARCH.attempted(ii, found is not None)
+        return found
+
     candidates = [target_cycles] if target_cycles is not None else candidate_iis(choices)
-    found = smallest_fitting(candidates, attempt)
+    found = smallest_fitting(candidates, counted)
     if found is None:
         what = f"{target_cycles} cycles per frame" if target_cycles else "any folding"
         if _cheapest_within(choices, limit, candidates[-1]) is None:

@@ -5,7 +5,7 @@ clock. Rendered with rich; plain (no colour, ASCII rules) when stdout is not a t
 import sys
 
 from rich import box
-from rich.console import Console
+from rich.console import Console, Group
 from rich.table import Table
 
 from rtlgen.fit import BOARD_NAMES, Usage, fit_line
@@ -36,13 +36,51 @@ def _inserted_role(op_type):
     return op.role if op is not None and op.role in INSERTED_ROLES else None
 
 
-def layer_table(report):
-    """A rich Table of ``report`` (the dict ``report.json`` holds)."""
-    ii = report["analytic_cycles_per_frame"]
+NUMBERS = ("bits in>out", "cycles/frame", *RESOURCES)      # the columns of numbers: never cut
+TEXT_MIN = 20               # the narrowest the folding column gets before the rows are stacked
+
+
+def layer_table(report, width=None):
+    """A rich Table of ``report`` (the dict ``report.json`` holds) for a console ``width`` wide: the text
+    columns wrap, the numbers stay whole; where even the numbers do not fit, one block of lines per layer
+    (:func:`layer_lines`) instead."""
+    header, rows, ends = _rows(report)
+    cells = [header] + [c for c, _ in rows + ends]
+    widest = [max(len(c[k]) for c in cells) for k in range(len(header))]
+    # each column is padded by a space either side; the text columns need a few characters each
+    numbers = sum(w + 2 for name, w in zip(header, widest) if name in NUMBERS)
+    text = min(widest[0], 20) + min(widest[1], 12) + TEXT_MIN + 6     # the layer, op, folding (wrapped) columns
+    if width is not None and numbers + text > width:
+        return layer_lines(header, rows + ends)
     table = Table(box=box.SIMPLE_HEAD, pad_edge=False)
-    for name, justify in (("layer", "left"), ("op", "left"), ("folding", "left"), ("bits in>out", "right"),
-                          ("cycles/frame", "right"), *((r, "right") for r in RESOURCES)):
-        table.add_column(name, justify=justify, no_wrap=True)
+    for k, name in enumerate(header):
+        if name in NUMBERS:
+            table.add_column(name, justify="right", no_wrap=True, min_width=widest[k])
+        else:
+            table.add_column(name, justify="left", overflow="fold")
+    for cells, style in rows:
+        table.add_row(*cells, style=style)
+    table.add_section()
+    for cells, style in ends:
+        table.add_row(*cells, style=style)
+    return table
+
+
+def layer_lines(header, rows):
+    """The table as one block per row, ``column: value`` pairs, for a console too narrow for it."""
+    from rich.text import Text
+    lines = []
+    for cells, style in rows:
+        lines.append(Text(cells[0], style="bold" if style else ""))
+        lines.extend(Text(f"  {name}: {value}") for name, value in zip(header[1:], cells[1:]) if value)
+    return Group(*lines)
+
+
+def _rows(report):
+    """(header, [(cells, style)] of the layers and the inserted nodes' row, [(cells, style)] of the totals)."""
+    ii = report["analytic_cycles_per_frame"]
+    header = ("layer", "op", "folding", "bits in>out", "cycles/frame", *RESOURCES)
+    rows = []
     inserted = {"count": {}, **{r: 0 for r in RESOURCES}}
     for row in report["layers"]:
         res = row["resources"]
@@ -54,21 +92,20 @@ def layer_table(report):
             continue
         slowest = row["exp_cycles"] == ii
         cycles = ("II " if slowest else "") + f"{row['exp_cycles']:,}"
-        table.add_row(row["name"], row["op_type"], _folding(row["folding"]), f"{row['in_width']}>{row['out_width']}",
-                      cycles, *(f"{res.get(r, 0):,}" for r in RESOURCES), style="bold" if slowest else None)
+        rows.append(((row["name"], row["op_type"], _folding(row["folding"]), f"{row['in_width']}>{row['out_width']}",
+                      cycles, *(f"{res.get(r, 0):,}" for r in RESOURCES)), "bold" if slowest else None))
     if inserted["count"]:
         what = ", ".join(f"{n} {INSERTED_NAMES.get(role, role)}" for role, n in inserted["count"].items())
-        table.add_row(f"({what})", "", "", "", "", *(f"{inserted[r]:,}" for r in RESOURCES))
+        rows.append(((f"({what})", "", "", "", "", *(f"{inserted[r]:,}" for r in RESOURCES)), None))
     totals = report["totals"]
-    table.add_section()
-    table.add_row("total", "", "", "", f"{ii:,}", *(f"{totals.get(r, 0):,}" for r in RESOURCES), style="bold")
+    ends = [(("total", "", "", "", f"{ii:,}", *(f"{totals.get(r, 0):,}" for r in RESOURCES)), "bold")]
     fit = report.get("fit")
     if fit:
         res = fit["resources"]
         pct = {r: f"{res[k]['used'] / res[k]['available']:.0%}" for r, k in
                BOARD_NAMES.items()}
-        table.add_row(f"of the {fit['board']}", "", "", "", "", *(pct[r] for r in RESOURCES))
-    return table
+        ends.append(((f"of the {fit['board']}", "", "", "", "", *(pct[r] for r in RESOURCES)), None))
+    return header, rows, ends
 
 
 def board_line(report):
@@ -94,7 +131,7 @@ def board_line(report):
 
 def print_summary(report, console):
     """The table, then the rate and the fit line (a warning, on stderr, when over the board)."""
-    console.print(layer_table(report))
+    console.print(layer_table(report, console.width))
     ii = report["analytic_cycles_per_frame"]
     latency = "" if "latency_cycles" not in report else (
         f"; latency {report['latency_cycles']:,} cycles ({report['latency_ns']:,.0f} ns, one frame into the idle design)")
