@@ -17,7 +17,8 @@ from layers.dotproduct_unit import TREE_LEVELS_PER_STAGE
 from layers.fifo import output_fifo_spec
 from layers.op import ArrayMemo, StreamContract
 from layers.popcount import heap_cost
-from layers.requant import requant_form, requant_stages
+from layers.requant import requant_form
+from layers.requant_hw import requant_stages
 from layers.thresholding import ThresholdTable, check_activation
 from layers.timing import Timing, as_cycles, frames_of, take_in_turn, take_when_ready
 from memstream.memstream import BRAM_OR_LUT_STYLES, RAM_STYLES, MemStreamSpec, check_lut_bits

@@ -14,7 +14,7 @@ from qonnx.core.datatype import DataType
 from layers.datapath import (adder_tree, element_value, output_stage, packed_weight, product, product_rows, register,
                              shifted, tree_stages, unpack_products, wire, wrapping_increment)
 from layers.popcount import popcount_heap
-from layers.requant import requantize
+from layers.requant_hw import requantize
 from layers.thresholding import activation_lane, threshold_search
 from memstream.axilite import AXILiteSignature
 from memstream.memstream import MemStream, is_logic_rom, rom_address_next, rom_read_port

@@ -24,7 +24,8 @@ from layers.timing import one_to_one
 from layers.op import ArrayMemo, Lowering, Op, Resources, divisors_of
 from layers.small import shrink_channels
 import golden
-from layers.requant import REQUANT_STAGES, requant_form, requantize
+from layers.requant import requant_form
+from layers.requant_hw import REQUANT_STAGES, requantize
 
 
 __all__ = ["ThresholdTable", "ThresholdingSpec", "Thresholding", "threshold_search"]

@@ -8,7 +8,8 @@ import pytest
 from rtlgen.cli import main
 
 MODULES = ["layers.fifo", "layers.memcost", "layers.dwc", "layers.datapath", "layers.thresholding", "layers.dotproduct",
-           "layers.dotproduct_unit", "layers.dotproduct_cost", "layers.dotproduct_hooks", "layers.mvau", "layers.vvau",
+           "layers.dotproduct_unit", "layers.dotproduct_cost", "layers.dotproduct_hooks", "layers.requant",
+           "layers.requant_hw", "layers.mvau", "layers.vvau",
            "layers.maxpool", "layers.fmpadding", "layers.labelselect", "layers.streams", "layers.channelwise",
            "layers.globalaccpool", "swg", "swg.spec", "swg.default", "swg.parallel",
            "golden", "memstream", "memstream.memstream", "memstream.packing",

@@ -14,7 +14,8 @@ from hypothesis import strategies as st
 from qonnx.core.datatype import DataType
 
 from layers.mvau import MVAUSpec
-from layers.requant import REQUANT_STAGES, fit_requant
+from layers.requant import fit_requant
+from layers.requant_hw import REQUANT_STAGES
 from layers.thresholding import ThresholdingSpec
 from rtlgen.passes.thresholds import derive_thresholds
 from tests.conftest import RANDOM_EXAMPLES

@@ -1,0 +1,163 @@
+"""The requantizer's hardware: the Amaranth pipeline that computes a :class:`layers.requant.RequantForm`'s
+counts bit for bit (:func:`requantize`, six register stages; two where :func:`lean_requant` allows), and
+the per-channel constant words it reads. The form itself, its fit and its cost are :mod:`layers.requant`."""
+
+from amaranth.hdl import Const, Mux, Signal, signed, unsigned
+from amaranth.lib.memory import Memory
+
+from layers.datapath import register
+
+__all__ = ["requantize", "lean_requant", "requant_stages", "pack_word", "REQUANT_STAGES", "LEAN_REQUANT_STAGES"]
+
+REQUANT_STAGES = 6              # register stages of :func:`requantize`
+LEAN_REQUANT_STAGES = 2         # with ``lean`` where :func:`lean_requant` allows it
+LEAN_MAX_WORDS = 8      # per-lane words read combinationally (LUT ROM) by the lean requantizer
+
+
+def lean_requant(form, pe):
+    """Whether the requantizer can be built in :data:`LEAN_REQUANT_STAGES` stages (a layer's
+    ``pipeline="latency"``): one multiplier shared by every channel and a power of two (M * x is wiring),
+    no corrected levels, and at most :data:`LEAN_MAX_WORDS` words per lane (read as LUT ROM, no cycle).
+    Fixed-point (QKeras-style) scales give exactly this."""
+    if form is None:
+        return False
+    m0 = int(form.multipliers[0])
+    return (form.shared_multiplier and m0 > 0 and m0 & (m0 - 1) == 0
+            and form.exception_slots == 0 and form.channels // pe <= LEAN_MAX_WORDS)
+
+
+def requant_stages(form, pe, lean):
+    """Register stages of :func:`requantize` for ``form`` (``lean``: the layer asks for the short one)."""
+    return LEAN_REQUANT_STAGES if lean and lean_requant(form, pe) else REQUANT_STAGES
+
+
+def _lane_word(m, form, fields, pe, p, cf, name, *, enable=None):
+    """Lane ``p``'s word (M, B, listed levels) of channel cf * pe + p: a constant when there is one fold,
+    else a per-lane ROM read at ``cf``: combinationally (LUT ROM, no cycle) without ``enable``, or
+    registered (one stage, held while ``enable`` is low)."""
+    cfs = form.channels // pe
+    image = [pack_word(form, f * pe + p, fields) for f in range(cfs)]
+    if cfs == 1:
+        return Const(image[0], form.word_width)
+    m.submodules[f"{name}_words{p}"] = mem = Memory(shape=form.word_width, depth=cfs, init=image)
+    if enable is None:
+        rd = mem.read_port(domain="comb")
+        m.d.comb += rd.addr.eq(cf)
+    else:
+        rd = mem.read_port(domain="sync")
+        m.d.comb += [rd.addr.eq(cf), rd.en.eq(enable)]
+    return rd.data
+
+
+def _requantize_lean(m, advance, valid, values, cf, form, pe, name):
+    """:data:`LEAN_REQUANT_STAGES` stages: 1. z = (x << log2 M) + B, B a constant or read from a LUT ROM at
+    ``cf`` without a register; 2. the rounded level, clipped. Same function as :func:`requantize`."""
+    fields = form.word_fields()
+    log2m = int(form.multipliers[0]).bit_length() - 1
+    counts = []
+    for p, value in enumerate(values):
+        word = _lane_word(m, form, fields, pe, p, cf, name)
+        z = Signal(form.z_shape, name=f"{name}_z1_{p}", reset_less=True)
+        with m.If(advance):
+            m.d.sync += z.eq((value << log2m) + _unpack(word, fields, form)["b"])
+        sh = form.shift
+        q, rem = z[sh:].as_signed(), z[:sh]
+        raw = q if form.rounding == "floor" else Mux(q[0] & (rem == 0), q - 1, q)
+        counts.append(register(m, advance, _clip(raw, form), name=f"{name}_count2_{p}"))
+    for s in range(1, LEAN_REQUANT_STAGES + 1):
+        valid = register(m, advance, valid, name=f"{name}_v{s}", reset_less=False)
+    return valid, counts
+
+
+def requantize(m, advance, valid, values, cf, form, pe, *, name="rq", lean=False):
+    """The requantizer pipeline for ``pe`` lanes (lane p of fold cf is channel cf * pe + p); returns
+    (valid, counts) ``REQUANT_STAGES`` register stages later (as :func:`layers.thresholding.threshold_search`
+    does, whose counts are combinational from its last stage; these are registered).
+
+    Stage 1: the channel's word (M, B, listed levels) from a per-lane ROM read at cf. 2: M * x (a
+    DSP48E1's M register). 3: + B (its P register). 4: the raw level and the first/last flags. 5: the
+    corrections of listed levels. 6: the clip. (The corrections and the clip in one stage were a path of
+    two carry chains, 7 logic levels: about 116 MHz by Yosys ``sta`` and ``boards.timing``.)
+
+    ``lean`` (where :func:`lean_requant` allows): :data:`LEAN_REQUANT_STAGES` stages instead.
+    """
+    if lean and lean_requant(form, pe):
+        return _requantize_lean(m, advance, valid, values, cf, form, pe, name)
+    fields = form.word_fields()
+    counts = []
+    for p, value in enumerate(values):
+        word = _lane_word(m, form, fields, pe, p, cf, name, enable=advance)
+        x = register(m, advance, value, name=f"{name}_x1_{p}")
+        words = [word]
+        for s in (2, 3, 4):     # stage 4's copy has a reset: a flip-flop, not the end of an SRL16E (slow out)
+            words.append(register(m, advance, words[-1], name=f"{name}_w{s}_{p}", reset_less=s < 4))
+        w1, w2, w3, w4 = (_unpack(w, fields, form) for w in words)
+        prod = register(m, advance, x * w1["m"], name=f"{name}_prod2_{p}")
+        z = Signal(form.z_shape, name=f"{name}_z3_{p}", reset_less=True)
+        with m.If(advance):
+            m.d.sync += z.eq(prod + w2["b"])
+        raw, first, last = _level(m, advance, z, w3["m"], form, f"{name}_{p}")
+        count = register(m, advance, _correct(raw, first, last, w4, form), name=f"{name}_count5_{p}")
+        counts.append(register(m, advance, _clip(count, form), name=f"{name}_count6_{p}"))
+    for s in range(1, REQUANT_STAGES + 1):
+        valid = register(m, advance, valid, name=f"{name}_v{s}", reset_less=False)
+    return valid, counts
+
+
+def pack_word(form, ch, fields):
+    """Channel ``ch``'s constant word (M, B, listed levels) as an integer, ``fields`` low bits first."""
+    parts = {"m": int(form.multipliers[ch]), "b": int(form.offsets[ch])}
+    for e, (v, up, level) in enumerate(form.exceptions[ch]):
+        parts.update({f"valid{e}": int(v), f"up{e}": int(up), f"level{e}": int(level)})
+    value, offset = 0, 0
+    for n, w in fields:
+        value |= (parts[n] & ((1 << w) - 1)) << offset
+        offset += w
+    return value
+
+
+def _unpack(word, fields, form):
+    """The word's fields as Amaranth values (B signed when it can be negative; M a constant when shared)."""
+    out, offset = {}, 0
+    for n, w in fields:
+        part = word[offset:offset + w]
+        out[n] = part.as_signed() if n == "b" and form.offset_shape.signed else part
+        offset += w
+    if form.shared_multiplier:
+        out["m"] = Const(int(form.multipliers[0]), unsigned(form.multiplier_bits))
+    return out
+
+
+def _level(m, advance, z, mult, form, name):
+    """Registered (raw level, first, last) of z, as :meth:`RequantForm.raw_counts` defines them."""
+    sh = form.shift
+    q, rem = z[sh:].as_signed(), z[:sh]
+    if form.rounding == "floor":
+        raw, d, u = q, rem, (1 << sh) - rem
+    else:
+        down = q[0] & (rem == 0)
+        raw = Mux(down, q - 1, q)
+        d = Mux(down, 1 << sh, rem - q[0])
+        u = Mux(down, 1, (1 << sh) + ~q[0] - rem)
+    raw_r = Signal(signed(len(q) + 1), name=f"{name}_raw4", reset_less=True)
+    first = Signal(name=f"{name}_first4", reset_less=True)
+    last = Signal(name=f"{name}_last4", reset_less=True)
+    with m.If(advance):
+        m.d.sync += [raw_r.eq(raw), first.eq(d < mult), last.eq(u <= mult)]
+    return raw_r, first, last
+
+
+def _correct(raw, first, last, word, form):
+    """clip(raw - up + down, 0, levels): ``up`` if x is the first of level raw and raw is listed up,
+    ``down`` if x is the last before level raw + 1 and that level is listed down."""
+    minus, plus = Const(0, 1), Const(0, 1)
+    for e in range(form.exception_slots):
+        level, listed, up = word[f"level{e}"], word[f"valid{e}"], word[f"up{e}"]
+        minus = minus | (listed & up & (raw == level))
+        plus = plus | (listed & ~up & (raw + 1 == level))
+    return raw - (first & minus) + (last & plus)
+
+
+def _clip(count, form):
+    """clip(count, 0, levels), as the output level's bits."""
+    return Mux(count < 0, 0, Mux(count > form.levels, form.levels, count))[:form.level_bits]
