@@ -1,5 +1,5 @@
 """Board-level frames/s beside the accelerator's, for every design BENCHMARKS.md names: the accelerator's II
-against the zynq shell's data movement (``boards.zynq.shell_timing``: one 64-bit S_AXI_HP0 port, the DMA's
+against the zynq shell's data movement (``boards.zynq_timing.shell_timing``: one 64-bit S_AXI_HP0 port, the DMA's
 bursts, the DDR latency assumed), and the latency of one frame DDR to DDR. Analytic figures from the compiler's
 passes (no Verilog is written); ``rtlgen sim OUT --input X.npy --shell zynq --json`` measures them
 (tests/test_zynq_timing.py and tests/test_board_rate.py hold the model within 3 % and 10 % of the bench).

@@ -1,4 +1,4 @@
-"""The analytic model of the zynq shell's data movement (:func:`boards.zynq.shell_timing`) against the shell
+"""The analytic model of the zynq shell's data movement (:func:`boards.zynq_timing.shell_timing`) against the shell
 itself on the cocotb bench (AxiRam as the DDR, with a fixed read latency and write-response latency): cycles
 per frame of a long batch and the cycles of a one-frame batch (the CYCLES register), around a stand-in
 accelerator that takes a word a cycle and answers each frame with numbered words (so the bench also checks
@@ -7,7 +7,8 @@ that the gearboxes at full rate lose, duplicate or reorder no word, under HP0 st
 import pytest
 
 from boards.driver import unpack_bytes_to_words
-from boards.zynq import ZynqShell, shell_timing
+from boards.zynq import ZynqShell
+from boards.zynq_timing import shell_timing
 from sim.runner import build, run_cocotb, to_verilog
 
 DDR = 1 << 22

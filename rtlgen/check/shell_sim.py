@@ -1,7 +1,7 @@
 """``rtlgen sim OUT --input X.npy --shell zynq``: the compiled accelerator inside the whole zynq shell
 (:class:`boards.zynq.ZynqShell`: AXI-Lite control, the DMA on HP0) on the cocotb bench ``boards.tb_zynq``, where
 cocotbext-axi's AxiRam is the DDR, answering with a fixed latency (the shell model's assumption,
-:data:`boards.zynq.DDR_READ_LATENCY_NS` at the report's clock), and an AxiLiteMaster is the CPU.
+:data:`boards.zynq_timing.DDR_READ_LATENCY_NS` at the report's clock), and an AxiLiteMaster is the CPU.
 
 Two batches run, as the host driver would start them: the first frame alone (its CYCLES register is the
 board latency, DDR to DDR) and then the whole input; the measured cycles per frame is the difference of the

@@ -1,7 +1,7 @@
 """Board-level frames/s: the accelerator behind the zynq shell's DMA (one 64-bit S_AXI_HP0 port).
 
 The board delivers a frame every ``max(II, shell cycles per frame)`` cycles, where the shell's figure is
-:func:`boards.zynq.shell_timing` (the analytic model of its data movement, checked against the cocotb bench):
+:func:`boards.zynq_timing.shell_timing` (the analytic model of its data movement, checked against the cocotb bench):
 the accelerator's input and output words as the shell packs them in DDR, over HP0 at the fabric clock, with
 its bursts. A design whose II is shorter than the shell's is I/O-bound: its extra speed is never seen.
 """
@@ -9,7 +9,8 @@ its bursts. A design whose II is shorter than the shell's is I/O-bound: its extr
 import math
 from math import prod
 
-from boards.zynq import BEAT_BYTES, shell_timing
+from boards.zynq import BEAT_BYTES
+from boards.zynq_timing import shell_timing
 
 __all__ = ["shell_timing_of", "board_figures", "graph_shell_cycles", "graph_ports", "SHELL"]
 
@@ -17,7 +18,7 @@ SHELL = "zynq"
 
 
 def shell_timing_of(in_width, out_width, in_words, out_words, clock_mhz):
-    """The shell's :class:`boards.zynq.ShellTiming` for these accelerator ports (widths in bits as the
+    """The shell's :class:`boards.zynq_timing.ShellTiming` for these accelerator ports (widths in bits as the
     stitched top has them, words per frame)."""
     return shell_timing(in_width=in_width, out_width=out_width, in_words_per_frame=in_words,
                         out_words_per_frame=out_words, clock_mhz=clock_mhz)
