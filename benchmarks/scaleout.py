@@ -27,7 +27,8 @@ from rtlgen.options import CompileOptions
 from rtlgen.passes.load import load_model
 from rtlgen.passes.lower import lower
 from rtlgen.passes.optimize import Budget
-from rtlgen.passes.partition import PartitionError, partition, write_plan
+from rtlgen.backend.scaleout import write_plan
+from rtlgen.passes.partition import PartitionError, partition
 from rtlgen.check.verify import verify_outputs
 from sim.stream_io import StreamIO
 

@@ -200,7 +200,7 @@ def partition(model, out, *, devices, budget=None, board="pynq-z2", max_utilizat
     # onnx and galapagos: loaded by a partition only, so the command line's errors stay fast
     from rtlgen.backend import scaleout
     from rtlgen.flows import FRONT, Runner
-    from rtlgen.passes.partition import PartitionError, write_plan
+    from rtlgen.passes.partition import PartitionError
     from rtlgen.passes.partition import partition as plan_partition
 
     say = say or (lambda line: None)
@@ -222,7 +222,7 @@ def partition(model, out, *, devices, budget=None, board="pynq-z2", max_utilizat
     with replacing(out, force=force, model=model, warn=warn) as new:
         def shown(path):            # where it is once the new OUT is swapped in
             return Path(out) / Path(path).relative_to(new)
-        paths = write_plan(part, new, board=board)
+        paths = scaleout.write_plan(part, new, board=board)
         for device in part.devices:
             if device.nodes:
                 say(f"device {device.index}: {', '.join(device.nodes)} ({device.cycles:,} cycles; "

@@ -15,7 +15,9 @@ from rtlgen.costmodel import estimate
 from rtlgen.passes.load import load_model
 from rtlgen.passes.lower import lower
 from rtlgen.passes.optimize import RESOURCES, Budget, design_estimate, fold_groups, group_options, optimize_folding
-from rtlgen.passes.partition import PartitionError, _Problem, legal_cuts, partition
+from rtlgen.passes import partition_program
+from rtlgen.passes.partition import PartitionError, legal_cuts, partition
+from rtlgen.passes.partition_program import PartitionProgram
 from rtlgen.ir.graph import words_per_frame
 
 MODELS = Path(__file__).parent / "models"
@@ -119,7 +121,7 @@ def test_each_ii_is_optimal_against_brute_force(name, step, grid):
     for budgets, link, host in itertools.product(grid, (10.0, 1.0, 0.02), (False, True)):
         limits = [Budget.parse(b) for b in budgets]
         expected, uncut = brute_force(graph, choices, np.array([b.as_vector() for b in limits]), link, host)
-        problem = _Problem.build(graph, 2, limits, link_gbps=link, clock_mhz=CLOCK_MHZ, fixed=None,
+        problem = PartitionProgram.build(graph, 2, limits, link_gbps=link, clock_mhz=CLOCK_MHZ, fixed=None,
                                  flit_width=64, choices=choices, host_links=host)
         found = problem.smallest(rounds=False)
         if expected is None:
@@ -180,6 +182,46 @@ def test_a_tight_link_raises_the_ii_exactly_to_its_bound(tfc):
     # a link slower than one device's II: no cut at all
     slow = partition(tfc, 2, half, link_gbps=bits * CLOCK_MHZ * 1e6 / (alone.ii + 10) / 1e9, host_links=False)
     assert slow.ii == alone.ii and slow.cuts == () and slow.devices[1].nodes == ()
+
+
+def test_the_greedy_start_reaches_the_programs_ii(tfc, monkeypatch):
+    """Greedy placements are tried first at each II (a program per placement: folding only), the whole
+    program after them: the II is the same as the whole program's alone."""
+    budget = Budget.parse("lut=2500")
+    placed = []
+    solve = PartitionProgram.solve
+
+    def counting(self, ii, limits, balance=False, placement=None):
+        placed.append(placement is not None)
+        return solve(self, ii, limits, balance, placement)
+    monkeypatch.setattr(PartitionProgram, "solve", counting)
+    greedy = partition(tfc, 3, budget, link_gbps=FAST)
+    assert any(placed) and greedy.solver_note == ""
+    monkeypatch.setattr(partition_program, "GREEDY_FILLS", ())
+    exact = partition(tfc, 3, budget, link_gbps=FAST)
+    assert greedy.ii == exact.ii and len(greedy.cuts) >= 1 and fits(greedy, [budget] * 3)
+
+
+def test_a_program_stopped_at_its_time_limit_is_said_not_proved(tfc, monkeypatch):
+    """Where HiGHS stops at its time limit with no partition, nothing is claimed impossible: a greedy
+    placement that fits stands and the result says what is unproven; without one the error says so."""
+    budget = Budget.parse("lut=2500")
+    exact = partition(tfc, 3, budget, link_gbps=FAST)
+    solve = PartitionProgram.solve
+
+    def whole_program_times_out(self, ii, limits, balance=False, placement=None):
+        if placement is None:
+            self.undecided.append(ii)
+            return None
+        return solve(self, ii, limits, balance, placement)
+    monkeypatch.setattr(PartitionProgram, "solve", whole_program_times_out)
+    part = partition(tfc, 3, budget, link_gbps=FAST)
+    assert part.ii == exact.ii and fits(part, [budget] * 3)
+    assert "the most balanced partition was not found within the 30 s limit" in part.solver_note
+    monkeypatch.setattr(partition_program, "GREEDY_FILLS", ())
+    with pytest.raises(PartitionError, match="that HiGHS found within its 30 s limit per program, nor did it "
+                                             "prove there is none"):
+        partition(tfc, 3, budget, link_gbps=FAST)
 
 
 def test_deterministic_and_the_graph_is_left_alone(tfc):

@@ -75,7 +75,7 @@ def test_an_interrupted_partition_leaves_the_previous_plan(tmp_path, monkeypatch
 
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
-    monkeypatch.setattr("rtlgen.passes.partition.write_plan", interrupted)
+    monkeypatch.setattr("rtlgen.backend.scaleout.write_plan", interrupted)
     assert partition(out, "--devices", "3") == 130
     assert {p: (out / p).read_text() for p in PLAN} == before
     assert not list(tmp_path.glob(".out.rtlgen-*"))

@@ -35,6 +35,7 @@ from amaranth.lib.wiring import In, Out
 from galapagos.bridges import (FromGalapagos, FromGalapagosSpec, ToGalapagos, ToGalapagosSpec, flit_layout,
                                max_packet_flits)
 from boards.yosys import XC7Z020, check_fits, synthesize
+from galapagos.cluster import Device, Kernel, check_cluster, logical_xml, map_xml, sw_kernel
 from galapagos.link import DEFAULT_LATENCY, PROBES, LinkModel, LinkSpec
 from memstream.packing import padded_width
 from rtlgen.backend import stitch
@@ -52,7 +53,7 @@ from sim import out_files
 from sim.harness import FULL_RATE, cycle_budget
 from sim.stream_io import StreamIO
 
-__all__ = ["DeviceKernel", "ClusterSim", "build_devices", "write_devices", "cluster_verilog", "simulate",
+__all__ = ["DeviceKernel", "write_plan", "ClusterSim", "build_devices", "write_devices", "cluster_verilog", "simulate",
            "ClusterRun", "CLUSTER_TOP", "device_name", "load_cluster"]
 
 CLUSTER_TOP = "rtlgen_cluster"
@@ -399,3 +400,41 @@ def build_kernels(out, *, say=lambda line: None, device_capacity=None, check=Tru
     if bad and check:
         raise BuildError(f"device {bad[0]['index']} does not fit the xc7z020: {'; '.join(bad[0]['over'])}")
     return results
+
+
+def write_plan(part, out, *, board="pynq-z2"):
+    """Write what `rtlgen partition` leaves in ``out``: ``partition.json`` (II, frames/s, what binds, per
+    device its nodes, folding, estimate and Galapagos kernel ID, per cut its link load), ``folding.json``
+    (the whole graph's folding, FINN's format) and the Galapagos cluster files ``cluster/logical.xml``
+    and ``cluster/map.xml``: one Verilog kernel per used device (IDs from 1, in stream order) and the
+    host's pre/post ops as a software kernel on a ``sw`` node. Returns the paths written."""
+    out = Path(out)
+    (out / "cluster").mkdir(parents=True, exist_ok=True)
+    used = [d for d in part.devices if d.nodes]
+    host = len(used) + 1
+    kernels = [Kernel(id=k + 1, name=f"rtlgen_device{d.index}") for k, d in enumerate(used)] + [sw_kernel(host)]
+    nodes = [Device(index=k + 1, type="hw", kernels=(k + 1,), board=board) for k in range(len(used))]
+    nodes.append(Device(index=host, type="sw", kernels=(host,)))
+    edges = [(host, 1)] + [(k, k + 1) for k in range(1, len(used))] + [(len(used), host)]
+    check_cluster(kernels, nodes, edges)
+    plan = {
+        "ii": part.ii, "frames_per_second": part.frames_per_second, "bound_by": part.bound_by,
+        "clock_mhz": part.clock_mhz, "link_gbps": part.link_gbps, "flit_width": part.flit_width,
+        "max_packet_bytes": part.max_packet_bytes,
+        "seconds": round(part.seconds, 2),
+        "solver_note": part.solver_note,
+        "devices": [{"index": d.index, "kernel_id": k + 1, "nodes": list(d.nodes), "cycles": d.cycles,
+                     "resources": {r: int(v) for r, v in d.resources.items()}, "binding": d.binding,
+                     "utilization": round(d.utilization, 4)} for k, d in enumerate(used)],
+        "cuts": [{"src": c.src, "dst": c.dst, "tensor": c.tensor, "src_device": c.src_device,
+                  "dst_device": c.dst_device, "bits_per_frame": c.bits_per_frame, "link_ii": c.link_ii,
+                  "link_utilization": round(c.link_utilization, 4)} for c in part.cuts],
+        "host_links": {name.removeprefix("link "): ii for name, ii in part.host_links.items()},
+    }
+    paths = {"partition": out / out_files.PARTITION, "folding": out / out_files.FOLDING,
+             "logical": out / "cluster" / "logical.xml", "map": out / "cluster" / "map.xml"}
+    paths["partition"].write_text(json.dumps(plan, indent=2) + "\n")
+    paths["folding"].write_text(json.dumps(part.folding, indent=2) + "\n")
+    paths["logical"].write_text(logical_xml(kernels))
+    paths["map"].write_text(map_xml(nodes))
+    return paths
