@@ -27,7 +27,7 @@ from layers.op import Lowering, Op, Resources, divisors_of
 from layers.timing import Timing, as_cycles, frames_of, take_when_ready
 import golden
 
-__all__ = ["MatMulStreamsSpec", "MatMulStreams", "transposed_order"]
+__all__ = ["MatMulStreamsSpec", "MatMulStreams", "transposed_order", "permuted_order", "interleaved_order"]
 
 LATENCY = 4             # a compute step -> its stage-1 registers -> the sum register -> the output FIFO (2)
 NO_WORD = np.iinfo(np.int64).min // 4     # a step that takes no input word waits for nothing
@@ -50,7 +50,11 @@ class MatMulStreamsSpec:
     b_dtype: object             # datatype of B's elements (input 1)
     b_transposed: bool = False  # B streams as rows of B^T (p vectors of k, SIMD a word), else as rows of
                                 # B (k vectors of p, PE a word)
-    heads: int = 1              # independent products per frame, one after another
+    heads: int = 1              # independent products per frame
+    interleaved: bool = False   # heads interleaved in every stream, token-major (torch's head split read in
+                                # stream order: A rows (t, h), B rows (., h), output rows (t, h)): B of
+                                # every head is buffered, then A's rows go in stream order. Else head after
+                                # head: one head's B buffered, then its rows
     output_dtype: object = field(init=False)
 
     num_inputs = 2
@@ -92,6 +96,16 @@ class MatMulStreamsSpec:
         return self.k * self.p // self.b_lanes
 
     @property
+    def stored_heads(self):
+        """Heads whose B is held at once: all when interleaved, else one."""
+        return self.heads if self.interleaved else 1
+
+    @property
+    def blocks(self):
+        """Loads of B a frame (each followed by the rows that read it)."""
+        return self.heads // self.stored_heads
+
+    @property
     def input_dtype(self):
         return self.a_dtype
 
@@ -111,14 +125,18 @@ class MatMulStreamsSpec:
     def out_width(self):
         return self.pe * self.output_dtype.bitwidth()
 
+    def _rows(self, count, *word):
+        """A stream of ``count`` rows per head: head-major, or token-major when interleaved."""
+        return (count, self.heads, *word) if self.interleaved else (self.heads, count, *word)
+
     @property
     def folded_input_shapes(self):
-        b = (self.heads, self.p, self.sf, self.simd) if self.b_transposed else (self.heads, self.k, self.nf, self.pe)
-        return ((self.heads, self.m, self.sf, self.simd), b)
+        b = self._rows(self.p, self.sf, self.simd) if self.b_transposed else self._rows(self.k, self.nf, self.pe)
+        return (self._rows(self.m, self.sf, self.simd), b)
 
     @property
     def folded_output_shape(self):
-        return (self.heads, self.m, self.nf, self.pe)
+        return self._rows(self.m, self.nf, self.pe)
 
     @property
     def exp_cycles(self):
@@ -133,20 +151,21 @@ class MatMulStreamsSpec:
     def latency(self):
         return LATENCY
 
-    def b_position(self, kk, pp):
-        """(word of B within a head, lane) carrying B[kk, pp]."""
+    def b_position(self, h, kk, pp):
+        """(word of B within its block of ``stored_heads`` heads, lane) carrying head h's B[kk, pp]."""
+        n = self.stored_heads
         if self.b_transposed:
-            return pp * self.sf + kk // self.simd, kk % self.simd
-        return kk * self.nf + pp // self.pe, pp % self.pe
+            return (pp * n + h) * self.sf + kk // self.simd, kk % self.simd
+        return (kk * n + h) * self.nf + pp // self.pe, pp % self.pe
 
     # --- the schedule both the component and the timing model follow ---
     def steps(self):
-        """Per head, the steps in order: (input taken or -1, its word index in the head, whether an output
-        word is complete). Loads of B (input 1), then for each row nf-major, sf-minor compute steps that
-        take A's word at nf = 0 (input 0)."""
-        kind = np.concatenate([np.ones(self.b_words, np.int64),
-                               np.tile(np.repeat([0] + [-1] * (self.nf - 1), self.sf), self.m)])
-        last = np.concatenate([np.zeros(self.b_words, bool), np.tile(np.arange(self.sf) == self.sf - 1, self.m * self.nf)])
+        """Per block (a head, or every head when interleaved), the steps in order: (the input whose word it
+        takes, or -1; whether it completes an output word). Loads of B (input 1), then for each row nf-major,
+        sf-minor compute steps that take A's word at nf = 0 (input 0)."""
+        loads, rows = self.stored_heads * self.b_words, self.stored_heads * self.m
+        kind = np.concatenate([np.ones(loads, np.int64), np.tile(np.repeat([0] + [-1] * (self.nf - 1), self.sf), rows)])
+        last = np.concatenate([np.zeros(loads, bool), np.tile(np.arange(self.sf) == self.sf - 1, rows * self.nf)])
         return kind, last
 
     def timing(self, arrivals):
@@ -154,9 +173,9 @@ class MatMulStreamsSpec:
         step without one: the cycle after the previous); an output word ``latency`` cycles after the step
         completing it (:mod:`layers.timing`)."""
         a, b = as_cycles(arrivals[0]), as_cycles(arrivals[1])
-        heads = frames_of(b, self.b_words)
+        blocks = frames_of(b, self.stored_heads * self.b_words)
         kind, last = self.steps()
-        kind, last = np.tile(kind, heads), np.tile(last, heads)
+        kind, last = np.tile(kind, blocks), np.tile(last, blocks)
         offered = np.full(kind.size, NO_WORD, dtype=np.int64)
         offered[kind == 0], offered[kind == 1] = a, b
         taken = take_when_ready(offered)       # a frame starts with a load: NO_WORD never leads
@@ -168,12 +187,12 @@ class MatMulStreamsSpec:
         ab, bb, ob = self.a_dtype.bitwidth(), self.b_dtype.bitwidth(), self.output_dtype.bitwidth()
         lanes = self.pe * self.simd
         steps = self.nf * self.sf
-        mux = lanes * bb * -(-(steps - 1) // 3) + self.simd * ab * -(-(self.sf - 1) // 3)
+        mux = lanes * bb * -(-(self.stored_heads * steps - 1) // 3) + self.simd * ab * -(-(self.sf - 1) // 3)
         products = lanes * ab * bb
         tree = self.pe * (self.simd - 1) * ob + 2 * self.pe * ob
         counters = 4 * (max(1, self.b_words.bit_length()) + max(1, steps.bit_length()) + max(1, self.m.bit_length()))
         fifo = output_fifo_spec(self.out_width).resource_estimate()
-        store_ff = self.k * self.p * bb + self.k * ab
+        store_ff = self.stored_heads * self.k * self.p * bb + self.k * ab
         pipe_ff = lanes * bb + self.simd * ab + 2 * self.pe * ob + 4
         return Resources(lut=mux + products + tree + counters + self.b_words + fifo.lut,
                          ff=store_ff + pipe_ff + counters // 2 + fifo.ff, bram18=0)
@@ -211,11 +230,13 @@ class MatMulStreams(wiring.Component):
         advance, fifo_in = output_stage(m, self.o, s.out_width)
 
         loading = Signal(init=1)                        # the phase: taking B's words, else rows of A
-        word = Signal(range(s.b_words))                 # B's word within the head
+        n_heads, loads, rows = s.stored_heads, s.stored_heads * s.b_words, s.stored_heads * s.m
+        word = Signal(range(loads))                     # B's word within the block
         step = Signal(range(s.nf * s.sf))               # nf * SF + sf within a row
         sf = Signal(range(s.sf))
         nf = Signal(range(s.nf))
-        row = Signal(range(s.m))
+        row = Signal(range(rows))
+        head = Signal(range(n_heads))                   # the stored head this row reads (interleaved rows)
 
         load = loading & self.i1.valid & advance
         first_pass = nf == 0
@@ -225,12 +246,14 @@ class MatMulStreams(wiring.Component):
 
         # B in registers, element (kk, pp) written from its word and lane
         b_lanes = data.View(data.ArrayLayout(bb, s.b_lanes), self.i1.payload)
-        stored = [[Signal(bb, name=f"b_{kk}_{pp}") for pp in range(s.p)] for kk in range(s.k)]
+        stored = [[[Signal(bb, name=f"b_{h}_{kk}_{pp}") for pp in range(s.p)] for kk in range(s.k)]
+                  for h in range(n_heads)]
         by_word = {}
-        for kk in range(s.k):
-            for pp in range(s.p):
-                at, lane = s.b_position(kk, pp)
-                by_word.setdefault(at, []).append((stored[kk][pp], lane))
+        for h in range(n_heads):
+            for kk in range(s.k):
+                for pp in range(s.p):
+                    at, lane = s.b_position(h, kk, pp)
+                    by_word.setdefault(at, []).append((stored[h][kk][pp], lane))
         for w, elements in by_word.items():
             with m.If(load & (word == w)):
                 m.d.sync += [reg.eq(b_lanes[lane]) for reg, lane in elements]
@@ -242,7 +265,9 @@ class MatMulStreams(wiring.Component):
         a_word = Mux(first_pass, self.i0.payload, row_words[sf])
 
         # B's elements of this step, lane (pe, simd): B[sf * SIMD + j, nf * PE + pe]
-        b_step = [[Array(stored[f_sf * s.simd + j][f_nf * s.pe + pe] for f_nf in range(s.nf) for f_sf in range(s.sf))[step]
+        at = step if n_heads == 1 else head * (s.nf * s.sf) + step
+        b_step = [[Array(stored[h][f_sf * s.simd + j][f_nf * s.pe + pe] for h in range(n_heads) for f_nf in range(s.nf)
+                         for f_sf in range(s.sf))[at]
                    for j in range(s.simd)] for pe in range(s.pe)]
 
         # stage 1: the operands
@@ -272,26 +297,35 @@ class MatMulStreams(wiring.Component):
 
         # the schedule's counters
         with m.If(load):
-            m.d.sync += word.eq(wrapping_increment(word, s.b_words))
-            with m.If(word == s.b_words - 1):
+            m.d.sync += word.eq(wrapping_increment(word, loads))
+            with m.If(word == loads - 1):
                 m.d.sync += loading.eq(0)
         with m.If(compute):
             m.d.sync += [step.eq(wrapping_increment(step, s.nf * s.sf)), sf.eq(wrapping_increment(sf, s.sf))]
             with m.If(sf == s.sf - 1):
                 m.d.sync += nf.eq(wrapping_increment(nf, s.nf))
                 with m.If(nf == s.nf - 1):
-                    m.d.sync += row.eq(wrapping_increment(row, s.m))
-                    with m.If(row == s.m - 1):
+                    m.d.sync += [row.eq(wrapping_increment(row, rows)), head.eq(wrapping_increment(head, n_heads))]
+                    with m.If(row == rows - 1):
                         m.d.sync += loading.eq(1)
         return m
 
 
 def _golden(spec, xs, producer):
-    """golden.matmul_streams on A and B in their stream orders."""
-    a = xs[0].reshape(-1, spec.heads, spec.m, spec.k)
-    b = xs[1].reshape(-1, spec.heads, spec.p, spec.k).swapaxes(-1, -2) if spec.b_transposed else \
-        xs[1].reshape(-1, spec.heads, spec.k, spec.p)
-    return golden.matmul_streams(a, b).reshape(xs[0].shape[0], -1, spec.pe)
+    """golden.matmul_streams on A and B read from their stream orders (head-major, or token-major)."""
+    batch = xs[0].shape[0]
+
+    def logical(x, rows, cols):
+        """(batch, heads, rows, cols) from a stream of rows per head."""
+        if spec.interleaved:
+            return x.reshape(batch, rows, spec.heads, cols).swapaxes(1, 2)
+        return x.reshape(batch, spec.heads, rows, cols)
+
+    a = logical(xs[0], spec.m, spec.k)
+    b = logical(xs[1], spec.p, spec.k).swapaxes(-1, -2) if spec.b_transposed else logical(xs[1], spec.k, spec.p)
+    y = golden.matmul_streams(a, b)
+    y = y.swapaxes(1, 2) if spec.interleaved else y
+    return y.reshape(batch, -1, spec.pe)
 
 
 # --- lowering ------------------------------------------------------------------------------------
@@ -299,33 +333,59 @@ def _golden(spec, xs, producer):
 def transposed_order(shape):
     """The ``row_order`` of a tensor of logical ``shape`` (..., r, c) that streams as its transpose
     (..., c, r) does: stream position -> logical flat index."""
+    return permuted_order(None, (*shape[:-2], shape[-1], shape[-2]), [*range(len(shape) - 2), len(shape) - 1,
+                                                                          len(shape) - 2])
+
+
+def permuted_order(row_order, shape, perm):
+    """The ``row_order`` of ``Transpose(perm)`` of a tensor of ``shape`` streamed in ``row_order`` (None: its
+    own order): the same words, each now an element of the transposed tensor. None where that is its own
+    order."""
+    size = prod(shape)
+    old_of_new = np.arange(size).reshape(shape).transpose(perm).reshape(-1)    # new flat index -> old one
+    new_of_old = np.empty(size, dtype=np.int64)
+    new_of_old[old_of_new] = np.arange(size)
+    order = new_of_old if row_order is None else new_of_old[np.asarray(row_order)]
+    return None if np.array_equal(order, np.arange(size)) else order
+
+
+def interleaved_order(shape, transposed=False):
+    """The ``row_order`` of a tensor (heads..., r, c) streamed token-major: rows (r, head) in turn (torch's
+    head split, read in stream order); ``transposed``: rows (c, head) of its transpose (K^T of split heads)."""
     *lead, r, c = shape
-    index = np.arange(prod(shape)).reshape(*lead, r, c)
-    return np.swapaxes(index, -1, -2).reshape(-1)
+    heads = prod(lead)
+    index = np.arange(heads * r * c).reshape(heads, r, c)
+    return (index.transpose(2, 0, 1) if transposed else index.transpose(1, 0, 2)).reshape(-1)
 
 
-def _swaps_last_axes(ctx, node):
-    perm = list(ctx.attrs(node).get("perm", []))
-    n = len(perm)
-    return n >= 2 and perm == [*range(n - 2), n - 1, n - 2]
+LAYOUT_READERS = ("Softmax", "Quant", "Div", "Mul", "Reshape", "Transpose")
 
 
-def _read_as_second_operand(ctx, node):
-    """A Transpose of the last two axes whose every reader is a MatMul taking it as its second input."""
+def _layout_readers(ctx, node):
+    """Every reader of the Transpose's output reads a relabelled stream correctly: a MatMul of two streams
+    (its orders are checked there), a softmax (rows whole), float ops up to a quantizer (per element, any
+    order), another layout op. What leaves the accelerator in another order is refused at its output."""
     out = node.output[0]
     readers = ctx.consumers(out)
-    return (_swaps_last_axes(ctx, node) and bool(readers) and not ctx.is_graph_output(out)
-            and all(r.op_type == "MatMul" and list(r.input[1:]) == [out] for r in readers))
+
+    def of_two_streams(r):
+        return r.op_type == "MatMul" and all(ctx.initializer(i) is None for i in r.input)
+
+    sequences = len(ctx.shape(node.input[0])) != 4 and len(ctx.shape(out)) != 4    # feature maps: the host's
+    return sequences and bool(readers) and not ctx.is_graph_output(out) and all(
+        r.op_type in LAYOUT_READERS or of_two_streams(r) for r in readers)
 
 
 def _lower_transpose(ctx, node):
-    """No hardware: the stream keeps its order; the MatMul reading it takes it as B^T."""
+    """No hardware: the same words, relabelled (``row_order``): a MatMul of two streams reads them as B^T or
+    as heads interleaved, a softmax as rows, a quantizer as they come; only unit axes moved: the same order."""
     t = ctx.input(node)
-    if t.row_order is not None or t.spatial:
-        raise ctx.error(f"node {node.name} (Transpose): only a sequence streamed in its own order can be read "
-                        f"transposed by a MatMul of two streams")
     shape = tuple(ctx.shape(node.output[0]))
-    return ctx.tensor(node.output[0], t.dtype, t.scale, shape, row_order=transposed_order(shape))
+    if t.spatial or len(shape) == 4:
+        raise ctx.error(f"node {node.name} (Transpose): only sequences (not feature maps) are transposed in "
+                        f"stream order")
+    perm = list(ctx.attrs(node).get("perm", range(len(t.shape))[::-1]))
+    return ctx.tensor(node.output[0], t.dtype, t.scale, shape, row_order=permuted_order(t.row_order, t.shape, perm))
 
 
 def _is_stream_operand(ctx, t, node, which):
@@ -347,20 +407,29 @@ def _lower_matmul_of_streams(ctx, node):
     if len(a.shape) < 2 or len(a.shape) != len(b.shape) or a.shape[:-2] != b.shape[:-2] or a.shape[-1] != b.shape[-2]:
         raise ctx.error(f"{where}: operands {a.shape} and {b.shape} are not (..., M, K) and (..., K, P) with the same "
                         f"leading dimensions (no broadcasting of streams)")
-    if a.row_order is not None:
-        raise ctx.error(f"{where}: its first input {a.name} streams in another order than its own (a transpose or "
-                        f"a flattened feature map); legal: rows of A in order")
-    transposed = b.row_order is not None
-    if transposed and not np.array_equal(b.row_order, transposed_order(b.shape)):
-        raise ctx.error(f"{where}: its second input {b.name} streams neither as rows of B nor as rows of B^T")
     *lead, mm, kk = a.shape
     pp = b.shape[-1]
-    node_hw = ctx.add("MatMulStreams", dict(m=mm, k=kk, p=pp, heads=prod(lead) if lead else 1, a_dtype=a.dtype,
-                                            b_dtype=b.dtype, b_transposed=transposed),
+    heads = prod(lead) if lead else 1
+    interleaved = heads > 1 and a.row_order is not None and np.array_equal(a.row_order, interleaved_order(a.shape))
+    if a.row_order is not None and not interleaved:
+        raise ctx.error(f"{where}: its first input {a.name} streams in an order a MatMul of two streams cannot read "
+                        f"(legal: rows of A in order, or heads interleaved token by token)")
+    b_orders = {(False, False): None, (False, True): transposed_order(b.shape),
+                (True, False): interleaved_order(b.shape), (True, True): interleaved_order(b.shape, transposed=True)}
+    transposed = next((tr for (il, tr), order in b_orders.items() if il == interleaved and
+                       (order is None and b.row_order is None or order is not None and b.row_order is not None
+                        and np.array_equal(order, b.row_order))), None)
+    if transposed is None:
+        raise ctx.error(f"{where}: its second input {b.name} streams neither as rows of B nor as rows of B^T"
+                        f"{' with heads interleaved as in its first input' if interleaved else ''}")
+    node_hw = ctx.add("MatMulStreams", dict(m=mm, k=kk, p=pp, heads=heads, a_dtype=a.dtype, b_dtype=b.dtype,
+                                            b_transposed=transposed, interleaved=interleaved),
                       [node], inputs=(ctx.wire(a), ctx.wire(b)))
     scale = float(a.scale) * float(b.scale)
     exact = all(float(s) > 0 and np.log2(float(s)).is_integer() for s in (a.scale, b.scale))
-    return ctx.tensor(node.output[0], node_hw.spec().output_dtype, scale, (*lead, mm, pp), rounding=not exact)
+    out_shape = (*lead, mm, pp)
+    return ctx.tensor(node.output[0], node_hw.spec().output_dtype, scale, out_shape, rounding=not exact,
+                      row_order=interleaved_order(out_shape) if interleaved else None)
 
 
 def _small_instance(s):
@@ -372,5 +441,5 @@ OP = Op("MatMulStreams", MatMulStreamsSpec, MatMulStreams, folding={"SIMD": "sim
         parallelism={"SIMD": divisors_of("k"), "PE": divisors_of("p")},
         golden=_golden, small_instance=_small_instance,
         lowers=(Lowering(("MatMul",), _lower_matmul_of_streams, streams=2, legal="MatMul of two streams"),
-                Lowering(("Transpose",), _lower_transpose, when=_read_as_second_operand,
-                         legal="Transpose (of the last two axes as a MatMul of two streams reads it)")))
+                Lowering(("Transpose",), _lower_transpose, when=_layout_readers,
+                         legal="Transpose (of a sequence read by MatMul or Softmax or a quantizer)")))

@@ -286,17 +286,17 @@ def _lower_softmax(ctx, node):
     where = f"node {node.name} (Softmax)"
     t = ctx.input(node)
     ctx.require_codes(t, node)
-    if np.ndim(t.scale) or t.row_order is not None or t.spatial:
-        raise ctx.error(f"{where}: its input {t.name} must be a per-tensor quantized sequence streamed in its own "
-                        f"order (no feature map, no per-channel scale)")
+    if np.ndim(t.scale) or t.spatial:
+        raise ctx.error(f"{where}: its input {t.name} must be a per-tensor quantized sequence (no feature map, no "
+                        f"per-channel scale)")
     rank = len(t.shape)
+    if t.row_order is not None and not _rows_whole(t.row_order, t.shape[-1]):
+        raise ctx.error(f"{where}: its input {t.name} streams in an order that splits its rows (legal: each row of "
+                        f"the softmax axis streamed whole and in order, the rows in any order)")
     if ctx.attrs(node).get("axis", -1) % rank != rank - 1:
         raise ctx.error(f"{where}: only a softmax over the last axis maps to hardware (the one that streams "
                         f"fastest), not axis {ctx.attrs(node).get('axis')}")
-    quant = _only_quantizer(ctx, node)
-    if quant is None:
-        raise ctx.error(f"{where}: its output must be read by one Quant and nothing else (a float softmax "
-                        f"cannot stream; legal: Softmax followed by a quantizer)")
+    quant = _only_quantizer(ctx, node)          # (a float softmax runs on the host, at the graph's end)
     qwhere = f"node {quant.name} (Quant)"
     scale, zero, bits = (ctx.initializer(quant.input[k]) for k in (1, 2, 3))
     attrs = ctx.attrs(quant)
@@ -314,7 +314,14 @@ def _lower_softmax(ctx, node):
     ctx.add("QuantSoftmax", dict(n=n, input_dtype=t.dtype, output_dtype=dtype_for_range(0, out_max), out_max=out_max,
                                  in_scale=float(np.float32(t.scale)), out_scale=s_out, num_input_vectors=vecs),
             [node, quant])
-    return ctx.tensor(quant.output[0], dtype_for_range(0, out_max), s_out, tuple(t.shape), rounding=True)
+    return ctx.tensor(quant.output[0], dtype_for_range(0, out_max), s_out, tuple(t.shape), rounding=True,
+                      row_order=t.row_order)
+
+
+def _rows_whole(row_order, n):
+    """Whether a stream in ``row_order`` carries each row of ``n`` elements whole and in order."""
+    rows = np.asarray(row_order).reshape(-1, n)
+    return bool((rows[:, :1] % n == 0).all() and (rows - rows[:, :1] == np.arange(n)).all())
 
 
 def _small_instance(s):
@@ -324,4 +331,5 @@ def _small_instance(s):
 
 
 OP = Op("QuantSoftmax", QuantSoftmaxSpec, QuantSoftmax, golden=_golden, small_instance=_small_instance,
-        lowers=(Lowering(("Softmax",), _lower_softmax, legal="Softmax (over the last axis and then quantized)"),))
+        lowers=(Lowering(("Softmax",), _lower_softmax, when=lambda ctx, node: _only_quantizer(ctx, node) is not None,
+                         legal="Softmax (over the last axis and then quantized)"),))

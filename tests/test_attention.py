@@ -64,19 +64,54 @@ def test_one_attention_head_matches_qonnx():
 
 # --- refused, naming the node and why ------------------------------------------------------------
 
+def test_two_heads_interleaved_in_stream_order_match_qonnx():
+    """QuantMultiheadAttention's head split (transpose, reshape, transpose) and merge read in stream order: the
+    heads stay interleaved token by token, the products keep every head's B, the merge is the stream's own
+    order again; no hardware for any layout op."""
+    path, model, graph = _lowered("attention_2heads")
+    assert [n.op_type for n in graph.nodes] == ["MVAU", "MVAU", "MVAU", "MatMulStreams", "Thresholding",
+                                                "QuantSoftmax", "MatMulStreams", "Thresholding", "MVAU"]
+    products = [graph.nodes[k].spec() for k in (3, 6)]
+    assert [(p.heads, p.interleaved, p.b_transposed) for p in products] == [(2, True, True), (2, True, False)]
+    golden_matches_qonnx(path, model, graph, _batch(path, 16, 3))
+
+
 def test_the_encoder_block_is_refused_naming_the_node():
-    """QuantMultiheadAttention's export starts with a batch-first Transpose (1, 8, 16) -> (8, 1, 16) and
-    splits heads by Reshape/Transpose: not mapped yet, and said so (not "nothing to put in hardware")."""
+    """QuantMultiheadAttention's export with biases: the q projection's bias Add (per feature, on the last
+    axis of a (tokens, 1, features) sequence) before the head split is not mapped yet, and said so (not
+    "nothing to put in hardware")."""
     with pytest.raises(CompileError) as info:
         lower(load_model(MODELS / "encoder_block.onnx"))
     message = str(info.value)
-    assert message.startswith("node Transpose_0 (Transpose) cannot be mapped to hardware and is not at the graph's "
-                              "edge: MatMul_0 (MatMul) comes after it"), message
+    assert message.startswith("node Reshape_0 (Reshape) reads Add_0's output, the unquantized accumulator of "
+                              "MatMul_0 (MatMul) through Add_0"), message
+    assert "of shape (16,) is neither one number nor one per channel" in message
     assert "nothing to put in hardware" not in message
-    assert "MatMul of two streams" in message and "Softmax (over the last axis and then quantized)" in message
 
 
-def test_a_softmax_without_its_quantizer_is_refused(tmp_path):
+def test_a_transpose_read_by_a_product_with_weights_is_not_relabelled(tmp_path):
+    """A stream read in another order by a MatMul with constant weights (which could not read it) stays a
+    host Transpose, refused as not at the graph's edge."""
+    import onnx
+    from onnx import TensorProto, helper
+    consts = [helper.make_tensor(n, TensorProto.FLOAT, [], [v]) for n, v in (("s", 0.5), ("z", 0.0), ("b", 4.0))]
+    consts.append(helper.make_tensor("w", TensorProto.FLOAT, [8, 4], np.ones(32)))
+    quant = dict(domain="qonnx.custom_op.general", signed=1, rounding_mode="ROUND")
+    nodes = [helper.make_node("Quant", ["x", "s", "z", "b"], ["q"], narrow=0, name="in_quant", **quant),
+             helper.make_node("Transpose", ["q"], ["qt"], perm=[0, 2, 1], name="flip"),
+             helper.make_node("Quant", ["w", "s", "z", "b"], ["wq"], narrow=1, name="w_quant", **quant),
+             helper.make_node("MatMul", ["qt", "wq"], ["y"], name="fc")]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8, 16])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 16, 4])], consts)
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13),
+                                                      helper.make_opsetid("qonnx.custom_op.general", 1)]),
+              str(tmp_path / "flip.onnx"))
+    with pytest.raises(CompileError, match=r"node flip \(Transpose\) reads the quantized input and cannot be mapped"):
+        lower(load_model(tmp_path / "flip.onnx"))
+
+
+def test_a_float_softmax_at_the_end_runs_on_the_host(tmp_path):
+    """A Softmax no quantizer reads (a classifier's float probabilities) stays the host's, as before."""
     import onnx
     model = onnx.load(str(MODELS / "softmax.onnx"))
     graph = model.graph
@@ -85,7 +120,8 @@ def test_a_softmax_without_its_quantizer_is_refused(tmp_path):
     softmax.output[0] = quant.output[0]             # the Softmax's float output is the graph's
     graph.node.remove(quant)
     onnx.save(model, str(tmp_path / "float_softmax.onnx"))
-    with pytest.raises(CompileError, match=r"node Softmax_0 \(Softmax\): its output must be read by one Quant"):
+    with pytest.raises(CompileError, match=r"nothing to put in hardware: node Softmax_0 \(Softmax\) reads the "
+                                           r"quantized input"):
         lower(load_model(tmp_path / "float_softmax.onnx"))
 
 
@@ -97,15 +133,26 @@ def test_transposed_order_reads_the_stream_as_its_transpose():
     assert list(logical.reshape(-1)[index]) == list(logical.swapaxes(1, 2).reshape(-1))
 
 
+@pytest.mark.parametrize("interleaved", [False, True])
 @pytest.mark.parametrize("transposed", [True, False])
-def test_matmul_golden_reads_b_in_its_stream_order(transposed):
-    spec = MatMulStreamsSpec(2, 4, 6, 2, 3, "INT4", "UINT3", b_transposed=transposed, heads=2)
+def test_matmul_golden_reads_its_stream_orders(transposed, interleaved):
+    """Heads one after another, or interleaved token by token (A rows (t, h), B rows (., h), Y rows (t, h))."""
+    spec = MatMulStreamsSpec(2, 4, 6, 2, 3, "INT4", "UINT3", b_transposed=transposed, heads=2, interleaved=interleaved)
     rng = np.random.default_rng(3)
-    a, b = rng.integers(-8, 8, (2, 2, 4)), rng.integers(0, 8, (2, 4, 6))
-    b_stream = b.swapaxes(1, 2) if transposed else b
+    a, b = rng.integers(-8, 8, (2, 2, 4)), rng.integers(0, 8, (2, 4, 6))        # (heads, m, k), (heads, k, p)
+    b_rows = b.swapaxes(1, 2) if transposed else b
+    order = (lambda x: x.swapaxes(0, 1)) if interleaved else (lambda x: x)
     from layers.matmul_streams import _golden
-    y = _golden(spec, [a.reshape(1, -1, 2), b_stream.reshape(1, -1, spec.b_lanes)], None)
-    assert np.array_equal(y.reshape(2, 2, 6), a @ b)
+    y = _golden(spec, [order(a).reshape(1, -1, 2), order(b_rows).reshape(1, -1, spec.b_lanes)], None)
+    assert np.array_equal(y.reshape(order(a @ b).shape), order(a @ b))
+
+
+def test_interleaved_order_is_the_head_split_read_in_stream_order():
+    """torch's split: (t, h*d) -> reshape (t, h, d) -> transpose (h, t, d); streamed as (t, h, d)."""
+    from layers.matmul_streams import interleaved_order, permuted_order
+    assert np.array_equal(permuted_order(None, (8, 2, 4), [1, 0, 2]), interleaved_order((2, 8, 4)))
+    assert np.array_equal(permuted_order(None, (8, 2, 4), [1, 2, 0]), interleaved_order((2, 4, 8), transposed=True))
+    assert permuted_order(interleaved_order((2, 8, 4)), (2, 8, 4), [1, 0, 2]) is None      # the merge
 
 
 def test_softmax_golden_is_the_quantized_real_softmax():
@@ -119,6 +166,33 @@ def test_softmax_golden_is_the_quantized_real_softmax():
 
 
 # --- RTL at the II under backpressure -----------------------------------------------------------
+
+@pytest.mark.sim
+@pytest.mark.parametrize("transposed", [True, False])
+def test_interleaved_heads_alone_against_golden_and_timing(transposed):
+    """MatMulStreams with two heads interleaved, alone: its golden, at full rate and with random gaps on its
+    inputs (the timing model cycle for cycle), and under output backpressure (the same words)."""
+    from memstream.packing import pack_words, unpack_words
+    from sim.harness import Backpressure, simulate_streams
+    from layers.matmul_streams import MatMulStreams, _golden
+    spec = MatMulStreamsSpec(3, 4, 6, 2, 3, "INT4", "UINT3", b_transposed=transposed, heads=2, interleaved=True)
+    rng = np.random.default_rng(8)
+    a = rng.integers(-8, 8, (2, spec.heads * spec.m * spec.k))
+    b = rng.integers(0, 8, (2, spec.heads * spec.k * spec.p))
+    words = {"i0": [int(w) for w in pack_words(a.reshape(-1, spec.simd), spec.a_dtype)],
+             "i1": [int(w) for w in pack_words(b.reshape(-1, spec.b_lanes), spec.b_dtype)]}
+    expected = _golden(spec, [a.reshape(2, -1, spec.simd), b.reshape(2, -1, spec.b_lanes)], None).reshape(-1)
+    count = 2 * spec.heads * spec.m * spec.nf
+    for bp in (Backpressure(seed=0, valid_prob=1.0, ready_prob=1.0), Backpressure(seed=7, valid_prob=0.5, ready_prob=1.0),
+               Backpressure(seed=3, valid_prob=0.6, ready_prob=0.5)):
+        result = simulate_streams(MatMulStreams(spec), inputs=words, outputs={"o": count}, backpressure=bp)
+        assert np.array_equal(np.asarray(unpack_words(result.words("o"), spec.output_dtype, spec.pe)).reshape(-1), expected)
+        if bp.ready_prob == 1.0:
+            model = spec.timing([np.array(result.offered_cycles(p)) for p in ("i0", "i1")])
+            assert np.array_equal(model.reads[0], result.in_cycles("i0"))
+            assert np.array_equal(model.reads[1], result.in_cycles("i1"))
+            assert np.array_equal(model.writes, result.out_cycles("o"))
+
 
 @pytest.mark.sim
 def test_qk_matmul_rtl_at_the_ii_under_backpressure(tmp_path):

@@ -198,6 +198,10 @@ class _Lowering(ModelLoweringContext):
         if leaving[-1].values is not None:
             raise CompileError(f"the accelerator's output {leaving[-1].name} is a residual sum of branches with "
                                f"unrelated float scales; quantize it before it leaves the accelerator")
+        if leaving[-1].row_order is not None:
+            raise CompileError(f"the accelerator's output {leaving[-1].name} streams in another order than the "
+                               f"model's tensor of shape {leaving[-1].shape} (a layout op read in stream order); legal: "
+                               f"an output in its own order")
         return leaving[-1]
 
     # ---- the accelerator's input ----

@@ -406,14 +406,14 @@ class ModelLoweringContext:
             return (codes + 1) // 2 if bipolar else codes
 
         where = f"node {quantizer.name} ({quantizer.op_type})"
-        vecs = (1, *out_shape[2:]) if spatial else (1, out_shape[1]) if sequence else (1,)
+        vecs = (1, *out_shape[2:]) if spatial else tuple(out_shape[:-1]) if sequence else (1,)
         if (channel_directions(codes_of, lo, hi, eval_channels, where) < 0).any():
             return Activation(chain_nodes + [quantizer], None, dtype, None, channels, vecs, None, where, True)
         thresholds = derive_thresholds(codes_of, lo, hi, eval_channels, 0 if bipolar else qmin, levels)
         shift = shift_after(model, quantizer, dtype, s_out, qmin, levels)
         return Activation(chain_nodes + [quantizer] + shift.nodes, thresholds, shift.dtype,
                           0 if bipolar else shift.qmin, channels, vecs,
-                          StreamTensor(shift.tensor, shift.dtype, shift.scale, out_shape), where, False)
+                          StreamTensor(shift.tensor, shift.dtype, shift.scale, out_shape, t.row_order), where, False)
 
     def sum_grid(self, a, b, where):
         return exact_scales.sum_grid(a, b, where)

@@ -16,6 +16,10 @@ sequences (1, tokens, features): a stream of token vectors.
 - attention_1head.onnx: one head without the head split: q, k, v projections (4-bit), scores by Q.K^T / 2
   (8-bit quantizer), Softmax, 8-bit unsigned quantizer, scores . V (a MatMul of two streams, no
   Transpose), 4-bit quantizer, output projection.
+- attention_2heads.onnx: the same with two heads split as QuantMultiheadAttention(batch_first=True) splits
+  them (transpose to (tokens, 1, 16), reshape to (tokens, heads, 8), transpose to (heads, tokens, 8); K^T
+  one more transpose) after the q, k, v quantizers, and merged back (transpose, reshape, transpose) before
+  the context quantizer.
 - encoder_block.onnx: a transformer encoder block as users export it: QuantMultiheadAttention (2 heads,
   16 features, unpacked q/k/v projections with biases, 4-bit weights and Q, K, V, 8-bit scores and
   softmax output) with torch's head split (Reshape, Transpose), a residual Add (both branches through
@@ -97,6 +101,26 @@ class Attention1Head(nn.Module):
         return self.out(self.ctx_quant(torch.matmul(probs, v)))
 
 
+class Attention2Heads(Attention1Head):
+    """Attention1Head with two heads split as QuantMultiheadAttention splits them (3-D tensors, the heads
+    on axis 0), after the q, k, v quantizers."""
+    heads = 2
+
+    def forward(self, x):
+        x = self.inp(x)
+        q, k, v = self.q_quant(self.q(x)), self.k_quant(self.k(x)), self.v_quant(self.v(x))
+        h, d = self.heads, FEATURES // self.heads
+        batch = x.shape[0]
+
+        def split(t):           # (B, T, F) -> (B*h, T, d), as QuantMultiheadAttention(batch_first=True) does
+            return t.transpose(0, 1).reshape(TOKENS, batch * h, d).transpose(0, 1)
+
+        scores = self.scores_quant(torch.matmul(split(q), split(k).transpose(1, 2)) / 2.0)
+        probs = self.probs_quant(torch.softmax(scores, dim=-1))
+        merged = torch.matmul(probs, split(v)).transpose(0, 1).reshape(TOKENS, batch, FEATURES).transpose(0, 1)
+        return self.out(self.ctx_quant(merged))
+
+
 class EncoderBlock(nn.Module):
     def __init__(self, heads=2):
         super().__init__()
@@ -151,6 +175,7 @@ def main():
     for name, make, shape in (("qk_matmul", QKMatMul, (1, TOKENS, FEATURES)),
                               ("softmax", Softmax, (1, TOKENS, TOKENS)),
                               ("attention_1head", Attention1Head, (1, TOKENS, FEATURES)),
+                              ("attention_2heads", Attention2Heads, (1, TOKENS, FEATURES)),
                               ("encoder_block", EncoderBlock, (1, TOKENS, FEATURES))):
         torch.manual_seed(0)
         export(name, make(), shape)
