@@ -4,7 +4,8 @@ cannot run (FINN's custom ops execute only inside FINN).
 
 Each executor follows FINN's documented semantics (its ``execute_node`` in python mode, and
 reference/finn-conventions.md) on the *normal* (unfolded) tensors, NHWC for feature maps, written from
-those semantics alone (it shares no code with the hardware layers in ``layers`` / ``swg``):
+those semantics alone (it shares no code with the hardware layers in ``layers`` / ``swg``; FINN's older op
+names are the ones the ops declare, :func:`canonical`):
 
 - MVAU: ``acc = x @ W`` with W of shape (MW, MH); in ``binaryXnorMode`` (or BIPOLAR x BIPOLAR) the
   XNOR-popcount ``(xb @ wb + MW) / 2`` of the operands as +-1 (a BINARY 0 is -1); then, unless
@@ -24,6 +25,8 @@ Nodes outside FINN's fpgadataflow domains (the host's Transpose, Mul, TopK ... a
 partition) run through onnx's reference evaluator (qonnx's custom ops through qonnx).
 """
 
+import functools
+
 import numpy as np
 import onnx
 from onnx import helper
@@ -32,16 +35,6 @@ from qonnx.core.datatype import DataType
 __all__ = ["FINN_DOMAIN", "EXECUTORS", "canonical", "is_finn_node", "execute_finn_hw", "normal_shapes"]
 
 FINN_DOMAIN = "finn.custom_op.fpgadataflow"
-
-# FINN op type of every generation -> the name its executor is listed under
-_OLD = {"StreamingFCLayer_Batch": "MVAU", "MatrixVectorActivation": "MVAU",
-        "Vector_Vector_Activate_Batch": "VVAU", "VectorVectorActivation": "VVAU",
-        "Thresholding_Batch": "Thresholding", "ConvolutionInputGenerator1D": "ConvolutionInputGenerator",
-        "StreamingMaxPool_Batch": "StreamingMaxPool", "FMPadding_Batch": "FMPadding",
-        "StreamingDataWidthConverter_Batch": "StreamingDataWidthConverter", "LabelSelect_Batch": "LabelSelect",
-        "GlobalAccPool_Batch": "GlobalAccPool", "ChannelwiseOp_Batch": "ChannelwiseOp",
-        "UpsampleNearestNeighbour_Batch": "UpsampleNearestNeighbour",
-        "AddStreams_Batch": "AddStreams", "DuplicateStreams_Batch": "DuplicateStreams"}
 
 
 def is_finn_node(node):
@@ -53,11 +46,23 @@ def is_finn_node(node):
 
 
 def canonical(op_type):
-    """``MVAU_hls``, ``MatrixVectorActivation``, ``StreamingFCLayer_Batch`` ... -> ``MVAU``."""
+    """FINN op type of any generation (``MVAU_hls``, ``MatrixVectorActivation``, ``StreamingFCLayer_Batch``) ->
+    the name its executor is listed under. FINN's older names are the ones the ops declare
+    (:attr:`layers.op.Op.old_names`: one place for them); executors follow FINN's semantics alone."""
     for suffix in ("_hls", "_rtl"):
         if op_type.endswith(suffix):
             op_type = op_type[:-len(suffix)]
-    return _OLD.get(op_type, op_type)
+    return {old: op.op_type for op in _ops().values() for old in op.old_names}.get(op_type, op_type)
+
+
+@functools.cache
+def _ops():
+    """The op registry (every op ``layers`` and ``swg`` declare, and plug-ins registered since), loaded when
+    first asked: the executors themselves use nothing of the layers."""
+    import layers
+    import swg
+    from layers.op import discover
+    return discover(layers, swg)
 
 
 def attrs_of(node):

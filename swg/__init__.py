@@ -62,6 +62,6 @@ OP = Op("ConvolutionInputGenerator", SWGSpec, ConvolutionInputGenerator,
         parallelism={"SIMD": divisors_of("ifm_channels")},
         finn_names={"ifm_dim": "IFMDim", "ifm_channels": "IFMChannels", "kernel": "ConvKernelDim",
                     "input_dtype": "inputDataType", "stride": "Stride", "dilation": "Dilation"},
-        old_names=("ConvolutionInputGenerator_rtl",), golden=_golden,
+        old_names=("ConvolutionInputGenerator_rtl", "ConvolutionInputGenerator1D"), golden=_golden,
         small_instance=_small_instance,
         fold=_fold, choices={"parallel_window": _parallel_window_choice}, finn_import=_finn_import)
