@@ -217,3 +217,12 @@ def test_one_attention_head_rtl_at_the_ii_under_backpressure(tmp_path):
     x = _batch(path, 2, 7)
     outputs, io = rtl_at_the_ii_under_backpressure(path, x, tmp_path)
     assert verify_outputs(path, x, outputs, io).passed
+
+
+@pytest.mark.slow
+@pytest.mark.sim
+def test_two_heads_rtl_at_the_ii_under_backpressure(tmp_path):
+    path = MODELS / "attention_2heads.onnx"
+    x = _batch(path, 2, 9)
+    outputs, io = rtl_at_the_ii_under_backpressure(path, x, tmp_path)
+    assert verify_outputs(path, x, outputs, io).passed
