@@ -27,7 +27,7 @@ from rtlgen.check.verify import simulate_model, verify_outputs
 from rtlgen.errors import CompileError, CompileWarning
 from rtlgen.fit import Usage, fit_line
 from rtlgen.ir.outdir import OutError, check_out, model_source, read_design, replacing
-from rtlgen.options import CompileOptions
+from rtlgen.options import CompileOptions, read_config
 from sim import out_files, progress
 from rtlgen.passes.optimize import Budget
 from sim.harness import FULL_RATE
@@ -86,13 +86,14 @@ class Design:
                      inputs=inputs, force=force, say=say)
 
 
-def compile(model, out, *, keep_intermediate=None, force=False, say=None, warn=None, **options):
+def compile(model, out, *, config=None, keep_intermediate=None, force=False, say=None, warn=None, **options):
     """Compile ``model`` (a QONNX / FINN-ONNX file) into the directory ``out`` and return its
     :class:`Design`. ``out`` is new, empty, or an earlier compile's output (``force``: any directory);
     the design is built beside it and swapped in at the end, keeping files that are not rtlgen's (see
     :mod:`rtlgen.ir.outdir`). ``options`` are the fields of :class:`rtlgen.options.CompileOptions` (the
     `rtlgen compile` flags: ``folding``, ``target_fps``, ``clock_mhz``, ``fit``, ``budget``, ...; an unknown
-    name is a CompileError listing the legal ones); ``keep_intermediate`` a directory, or True for
+    name is a CompileError listing the legal ones); ``config`` a build file (`rtlgen compile --config`, see
+    :func:`rtlgen.options.read_config`) whose options ``options`` override; ``keep_intermediate`` a directory, or True for
     ``out/intermediate``; ``say`` gets one line per compiler pass, ``warn`` a line for each warning (the
     options', the compiler's, a design over the board or short of ``target_fps``; without ``warn`` they are
     Python warnings of :class:`rtlgen.errors.CompileWarning`) and for each of the user's files renamed to
@@ -102,6 +103,8 @@ def compile(model, out, *, keep_intermediate=None, force=False, say=None, warn=N
     from rtlgen.backend.emit import write_outputs
     from rtlgen.flows import compile_model
 
+    if config is not None:
+        options = {**read_config(config), **options}
     options = CompileOptions.create(**options).check()
     if keep_intermediate not in (None, True):
         _check_keep(keep_intermediate)

@@ -14,7 +14,6 @@ import time
 import traceback
 import warnings
 from contextlib import contextmanager
-from dataclasses import fields
 from pathlib import Path
 
 import numpy as np
@@ -24,7 +23,8 @@ from rtlgen.check.prove import ProveError, ToolMissing, prove_out
 from rtlgen.check.verify import verify_outputs
 from rtlgen.errors import BuildError, CompileError, CompileWarning
 from rtlgen.ir.outdir import OutError, changed_line, claim, read_design
-from rtlgen.options import INSPECT, SIMULATOR_HELP, CompileOptions, add_arguments, from_args
+from rtlgen.options import (INSPECT, SIMULATOR_HELP, CompileOptions, add_arguments, argument_groups, default_config,
+                            from_args, option_fields)
 from rtlgen.passes.size_fifos import FIFO_SIZINGS
 from sim import out_files, progress
 from sim.compiled import network_engine
@@ -97,10 +97,19 @@ def _say(text):
 
 
 def add_compile_options(parser, names=None):
-    """The compile options (all, or ``names``), generated from :class:`rtlgen.options.CompileOptions`."""
-    add_arguments(parser, names)
-    if names is None:
-        parser.add_argument("-q", "--quiet", action="store_true", help="no per-pass lines, no per-layer table")
+    """The compile options (all, or ``names``), generated from :class:`rtlgen.options.CompileOptions`; with
+    all of them, in their groups (returned) and with ``--config`` and ``--quiet``."""
+    if names is not None:
+        add_arguments(parser, names)
+        return None
+    groups = argument_groups(parser)
+    groups["input"].add_argument("--config", metavar="BUILD.json",
+                                 help="a build file: the options below as JSON, one key per option (target_fps, "
+                                      "fit, ...; `rtlgen config MODEL` writes one with the defaults); the flags "
+                                      "written here override it")
+    add_arguments(parser, names, groups)
+    groups["output"].add_argument("-q", "--quiet", action="store_true", help="no per-pass lines, no per-layer table")
+    return groups
 
 
 class UsageError(ValueError):
@@ -199,13 +208,38 @@ def _model_input(model_path, x):
 
 def add_compile_arguments(parser):
     parser.add_argument("model", metavar="MODEL.onnx")
-    parser.add_argument("-o", "--out", required=True, metavar="OUT", help="output directory")
-    parser.add_argument("--keep-intermediate", nargs="?", const="", metavar="DIR",
+    groups = add_compile_options(parser)
+    output = groups["output"]
+    output.add_argument("-o", "--out", required=True, metavar="OUT", help="output directory")
+    output.add_argument("--keep-intermediate", nargs="?", const="", metavar="DIR",
                         help="save the dataflow graph after every compiler pass as ONNX (NN_<pass>.onnx, opens "
                              "in Netron) into DIR (default: OUT/intermediate)")
-    add_compile_options(parser)
-    add_force_option(parser)
-    parser.add_argument("--json", action="store_true", help="print report.json on stdout instead of the table")
+    add_force_option(output)
+    output.add_argument("--json", action="store_true", help="print report.json on stdout instead of the table")
+
+
+def add_config_arguments(parser):
+    parser.add_argument("model", metavar="MODEL.onnx", help="the model the build file is for")
+    parser.add_argument("-o", "--out", metavar="BUILD.json", help="where to write it (default: on stdout)")
+    parser.add_argument("--force", action="store_true", help="replace BUILD.json if it exists")
+    add_arguments(parser, None, argument_groups(parser))
+
+
+def run_config_command(args):
+    """`rtlgen config MODEL`: a build file with every compile option, the flags given set, the rest at their
+    defaults."""
+    if not Path(args.model).is_file():
+        raise UsageError(f"{args.model}: no such model file")
+    text = default_config(**{f.name: getattr(args, f.name) for f in option_fields() if f.name in args.given})
+    if not args.out:
+        print(text, end="", flush=True)
+        return 0
+    path = Path(args.out)
+    if path.exists() and not args.force:
+        raise UsageError(f"-o {path}: exists; pass --force to replace it, or choose another name")
+    path.write_text(text)
+    _say(f"wrote {path}: every compile option, one key each; rtlgen compile {args.model} -o OUT --config {path}")
+    return 0
 
 
 def add_force_option(parser):
@@ -240,8 +274,13 @@ def add_sim_arguments(parser):
 
 
 def _warn_changed(command, out):
-    """First of all: which of OUT's files were edited since the compile (the line, or None)."""
-    line = changed_line(out) if Path(out).is_dir() else None
+    """Before anything else is said: which of OUT's files were edited since the compile (the line, or None).
+    OUT is read first, so that a damaged file is its own one-line error, not a warning before it."""
+    if not Path(out).is_dir():
+        return None
+    if not (Path(out) / out_files.PARTITION).is_file():
+        read_design(out)
+    line = changed_line(out)
     if line:
         _warn(command, line)
     return line
@@ -528,7 +567,7 @@ def _verify_netlist(args, existing, model):
 
 def _compile_only():
     """What `rtlgen verify OUT` cannot use (it runs OUT as compiled): every compile option but the simulator."""
-    return ("out", "quiet", "force") + tuple(f.name for f in fields(CompileOptions) if f.name != "simulator")
+    return ("out", "quiet", "force", "config") + tuple(f.name for f in option_fields() if f.name != "simulator")
 
 
 def _refuse_compile_options(args, why):
@@ -710,6 +749,8 @@ def run_prove_command(args):
 COMMANDS = {
     "compile": ("compile a QONNX / FINN-ONNX model into a stitched Verilog accelerator",
                 add_compile_arguments, run_compile_command),
+    "config": ("write a build file (JSON) with every compile option, for `rtlgen compile --config`",
+               add_config_arguments, run_config_command),
     "sim": ("simulate a compiled accelerator on model inputs (.npy)", add_sim_arguments, run_sim_command),
     "verify": ("compile, simulate and compare with qonnx's execution of the model: exit 0 iff bit-exact",
                add_verify_arguments, run_verify_command),

@@ -7,10 +7,12 @@ validated by it, and :meth:`CompileOptions.check` says what no compile can use b
 option is one field here (and what reads it).
 """
 
+import json
 import math
 import os
 import re
 from dataclasses import MISSING, dataclass, field, fields
+from pathlib import Path
 
 import numpy as np
 
@@ -20,8 +22,8 @@ from rtlgen.passes.fold import load_folding_config, target_cycles
 from rtlgen.passes.optimize import Budget
 from rtlgen.passes.size_fifos import FIFO_SIZINGS
 
-__all__ = ["CompileOptions", "DEFAULT_TARGET_CYCLES", "MAX_PLAUSIBLE_MHZ", "add_arguments", "from_args",
-           "check_input_dtype", "INSPECT", "OPTIMIZER"]
+__all__ = ["CompileOptions", "DEFAULT_TARGET_CYCLES", "MAX_PLAUSIBLE_MHZ", "add_arguments", "argument_groups",
+           "from_args", "read_config", "default_config", "check_input_dtype", "INSPECT", "OPTIMIZER"]
 
 DEFAULT_TARGET_CYCLES = 1000        # naive folding target when neither a folding file nor a target fps is given
 SIMULATORS = ("verilator", "icarus")
@@ -36,37 +38,51 @@ INPUT_DTYPES = ("BIPOLAR, BINARY, TERNARY, UINTn, INTn (n = 1..32), FIXED<w,i> (
                 "them integer bits with the sign, as hls4ml's ap_fixed<w,i>; FIXED<w,w> is INTw)")
 
 
-def _option(default, help, *, metavar=None, choices=None, type=None, flag=None):
-    return field(default=default, metadata=dict(help=help, metavar=metavar, choices=choices, type=type, flag=flag))
+# `rtlgen compile --help` shows the options in these groups, in this order (argparse argument groups)
+GROUPS = {"folding": "folding: how parallel each layer is (FINN's PE and SIMD; hls4ml's reuse factor)",
+          "objective": "objective: what the folding aims for",
+          "board": "board: the device the design must fit",
+          "input": "input: the model and its datatypes",
+          "output": "output: OUT and what the compile writes and prints",
+          "simulation": "simulation: FIFO sizing and the HDL simulator"}
+
+
+def _option(default, help, *, group, metavar=None, choices=None, type=None, flag=None):
+    return field(default=default, metadata=dict(help=help, group=group, metavar=metavar, choices=choices, type=type,
+                                                flag=flag))
 
 
 @dataclass
 class CompileOptions:
     """Every option of a compile (`rtlgen compile`, `verify MODEL`, `inspect`, :func:`rtlgen.api.compile`)."""
-    folding: str = _option(None, "FINN-format folding config (PE, SIMD, mem_mode, ...)", metavar="FOLD.json")
-    target_fps: float = _option(None, "naive folding (FINN SetFolding) for N frames/s (default: 1000 cycles per "
-                                "frame); with --fit/--budget the cheapest design reaching it", metavar="N", type=float)
-    clock_mhz: float = _option(100.0, "clock for --target-fps and reports (default: %(default)s)", metavar="MHZ",
-                               type=float)
-    board: str = _option("pynq-z2", "target board (default: %(default)s)", choices=tuple(BOARDS))
-    fifo_sizing: str = _option("analytic", "FIFO depths from the layers' composed timing models (analytic, "
-                               "milliseconds), by simulating the stitched design (sim, FINN's way), or 2 and the "
-                               "join bounds (none) (default: %(default)s)", choices=FIFO_SIZINGS)
-    simulator: str = _option(None, SIMULATOR_HELP, choices=SIMULATORS)
-    input_dtype: str = _option(None, "the datatype of the model's input when it has no input quantizer (BIPOLAR, "
-                               "BINARY, UINT8, INT8, FIXED<16,6>, ...), as FINN's set_tensor_datatype",
-                               metavar="DTYPE")
+    folding: str = _option(None, "FINN-format folding config (PE, SIMD, mem_mode, ...)", metavar="FOLD.json",
+                           group="folding")
     fit: str = _option(None, "the folding optimizer: the fastest design within BOARD's device x --max-utilization "
-                       "(with --target-fps: the cheapest design reaching it)", metavar="BOARD", choices=tuple(BOARDS))
+                       "(with --target-fps: the cheapest design reaching it)", metavar="BOARD", choices=tuple(BOARDS),
+                       group="folding")
     max_utilization: str = _option(None, "share of the device --fit may fill: F for every resource, or "
                                    "lut=F,ff=F,bram36=F,dsp=F (the others at their defaults) (default: LUT and FF "
-                                   "0.8, BRAM36 and DSP 0.95)", metavar="F")
+                                   "0.8, BRAM36 and DSP 0.95)", metavar="F", group="folding")
     budget: str = _option(None, "the folding optimizer within this budget (any subset of the resources)",
-                          metavar="lut=N,ff=N,bram36=N,dsp=N")
-    strict: bool = _option(False, "a design estimated over the board is an error (default: a warning)")
+                          metavar="lut=N,ff=N,bram36=N,dsp=N", group="folding")
+    target_fps: float = _option(None, "naive folding (FINN SetFolding) for N frames/s (default: 1000 cycles per "
+                                "frame); with --fit/--budget the cheapest design reaching it", metavar="N", type=float,
+                                group="objective")
     objective: str = _option("throughput", "what the folding optimizer (--fit/--budget) minimises: throughput (the "
                              "highest frame rate) or latency (the fewest cycles from input to output; --target-fps "
-                             "then a floor on the rate) (default: %(default)s)", choices=("throughput", "latency"))
+                             "then a floor on the rate) (default: %(default)s)", choices=("throughput", "latency"),
+                             group="objective")
+    clock_mhz: float = _option(100.0, "clock for --target-fps and reports (default: %(default)s)", metavar="MHZ",
+                               type=float, group="objective")
+    board: str = _option("pynq-z2", "target board (default: %(default)s)", choices=tuple(BOARDS), group="board")
+    strict: bool = _option(False, "a design estimated over the board is an error (default: a warning)", group="board")
+    input_dtype: str = _option(None, "the datatype of the model's input when it has no input quantizer (BIPOLAR, "
+                               "BINARY, UINT8, INT8, FIXED<16,6>, ...), as FINN's set_tensor_datatype (hls4ml's "
+                               "precision of the input layer)", metavar="DTYPE", group="input")
+    fifo_sizing: str = _option("analytic", "FIFO depths from the layers' composed timing models (analytic, "
+                               "milliseconds), by simulating the stitched design (sim, FINN's way), or 2 and the "
+                               "join bounds (none) (default: %(default)s)", choices=FIFO_SIZINGS, group="simulation")
+    simulator: str = _option(None, SIMULATOR_HELP, choices=SIMULATORS, group="simulation")
 
     @classmethod
     def create(cls, **options):
@@ -118,7 +134,7 @@ class CompileOptions:
 
     def _check_types(self):
         """Each option of the type its field declares (the API takes any Python value)."""
-        for f in fields(self):
+        for f in option_fields():
             value = getattr(self, f.name)
             if value is None and f.default is None:
                 continue
@@ -209,9 +225,20 @@ def _flag(f):
     return f.metadata.get("flag") or "--" + f.name.replace("_", "-")
 
 
-def add_arguments(parser, names=None):
-    """Add the options ``names`` (default: all) to an argparse ``parser``, generated from the fields."""
-    for f in fields(CompileOptions):
+def option_fields():
+    """The fields of :class:`CompileOptions` that are options (a subclass may add state of its own)."""
+    return [f for f in fields(CompileOptions) if "help" in f.metadata]
+
+
+def argument_groups(parser):
+    """{group: argparse argument group} of ``parser``, one per :data:`GROUPS` entry, in that order."""
+    return {name: parser.add_argument_group(title) for name, title in GROUPS.items()}
+
+
+def add_arguments(parser, names=None, groups=None):
+    """Add the options ``names`` (default: all) to an argparse ``parser``, generated from the fields, each in
+    its group of ``groups`` (:func:`argument_groups`) when given."""
+    for f in option_fields():
         if names is not None and f.name not in names:
             continue
         meta = f.metadata
@@ -223,10 +250,62 @@ def add_arguments(parser, names=None):
             for key in ("metavar", "choices", "type"):
                 if meta.get(key) is not None:
                     kwargs[key] = meta[key]
-        parser.add_argument(_flag(f), **kwargs)
+        (groups[meta["group"]] if groups else parser).add_argument(_flag(f), **kwargs)
 
 
 def from_args(args, **overrides):
-    """The :class:`CompileOptions` an argparse namespace carries (fields it lacks keep their defaults)."""
-    given = {f.name: getattr(args, f.name) for f in fields(CompileOptions) if hasattr(args, f.name)}
+    """The :class:`CompileOptions` an argparse namespace carries (fields it lacks keep their defaults). With
+    ``args.config`` (``--config BUILD.json``): the file's options, and over them the flags written on the
+    command line (``args.given``, the destinations of the options written; without it, every flag)."""
+    given = {f.name: getattr(args, f.name) for f in option_fields() if hasattr(args, f.name)}
+    path = getattr(args, "config", None)
+    if path:
+        written = getattr(args, "given", None)
+        from_file = read_config(path)
+        given = {**given, **from_file,
+                 **{k: v for k, v in given.items() if written is None or k in written}}
     return CompileOptions(**{**given, **overrides})
+
+
+def read_config(path):
+    """The options a build file sets (``--config BUILD.json``, :func:`rtlgen.api.compile`'s ``config``): a
+    JSON object with one key per :class:`CompileOptions` field (``null``: the default), checked as the flags
+    are; a relative ``folding`` path is relative to the file. A CompileError names the file and the key."""
+    path = Path(path)
+    shown = f"--config {path}"
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        raise CompileError(f"{shown}: no such file; `rtlgen config MODEL.onnx -o {path}` writes one with the "
+                           f"defaults") from None
+    except UnicodeDecodeError:
+        raise CompileError(f"{shown}: not a text file (a build file is JSON {{option: value}})") from None
+    except OSError as exc:
+        raise CompileError(f"{shown}: cannot read it ({exc.strerror or exc})") from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise CompileError(f"{shown}: not JSON (line {exc.lineno} column {exc.colno}: {exc.msg})") from None
+    if not isinstance(data, dict):
+        raise CompileError(f"{shown}: must be a JSON object {{option: value}}, not {type(data).__name__}")
+    names = [f.name for f in option_fields()]
+    for key in data:
+        if key not in names:
+            spelled = str(key).lstrip("-").replace("-", "_")
+            hint = f" (the key of {key} is {spelled!r})" if spelled in names else ""
+            raise CompileError(f"{shown}: unknown key {key!r}{hint}; legal: {', '.join(names)}")
+    options = {k: v for k, v in data.items() if v is not None}
+    if isinstance(options.get("folding"), str) and not Path(options["folding"]).is_absolute():
+        options["folding"] = str(path.parent / options["folding"])
+    try:
+        CompileOptions.create(**options).check()
+    except CompileError as exc:     # its message names the flag: here the key is what the user wrote
+        text = re.sub(r"^--([a-z-]+)", lambda m: m[1].replace("-", "_"), str(exc))
+        raise CompileError(f"{shown}: {text}") from None
+    return options
+
+
+def default_config(**options):
+    """A build file's JSON text: every option, at ``options`` or its default."""
+    chosen = CompileOptions.create(**options).check()
+    return json.dumps({f.name: getattr(chosen, f.name) for f in option_fields()}, indent=2) + "\n"

@@ -129,6 +129,9 @@ def test_a_verilator_failure_shows_its_errors_and_log(out, tmp_path, capsys):
                                                + verilog[at:])
     assert main(["sim", str(out), "--input", x_file(tmp_path)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
+    edited = err.pop(0)             # first, the edit that explains what follows (issue 45)
+    assert edited.startswith(f"rtlgen sim: warning: 1 file of {out} changed since the compile (sha256 differs from "
+                             f"its manifest): finn_design_wrapper.v (edited)"), edited
     assert err[0] == "rtlgen sim: error: verilator build of finn_design_wrapper failed (verilator):", err
     assert err[1].startswith("  %Error: finn_design_wrapper.v:") and "syntax error" in err[1], err
     assert err[-1].startswith("  full log: ") and err[-1].endswith("build.log"), err
