@@ -200,6 +200,12 @@ def _lower_bias(ctx, sources, t, bias):
                                          num_input_vectors=vecs), sources)
 
 
+def _examples():
+    """A per-channel add."""
+    return [(dict(func="add", num_channels=4, input_dtype="INT2", param_dtype="INT2", output_dtype="INT4",
+                  params=np.array([1, -1, 0, 1]), num_input_vectors=(1, 2)), {"PE": 2})]
+
+
 OP = Op("ChannelwiseOp", ChannelwiseOpSpec, ChannelwiseOp, folding={"PE": "pe"},
         parallelism={"PE": divisors_of("num_channels")},
         finn_names={"func": "Func", "num_channels": "NumChannels", "input_dtype": "inputDataType",
@@ -207,4 +213,4 @@ OP = Op("ChannelwiseOp", ChannelwiseOpSpec, ChannelwiseOp, folding={"PE": "pe"},
                     "num_input_vectors": "numInputVectors"},
         old_names=("ChannelwiseOp_Batch",), golden=_golden, finn_arrays=("params",),
         lowers=(Lowering(rule=_lower_bias, at="bias"),),
-        small_instance=shrink_channels("num_channels", "pe", ("params",)))
+        small_instance=shrink_channels("num_channels", "pe", ("params",)), examples=_examples)

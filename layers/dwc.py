@@ -367,6 +367,12 @@ def _small_instance(s):
     return dict(shape=(1, unit * min(2, s.frame_bits // unit) // s.dtype.bitwidth()))
 
 
+def _examples():
+    """Two 4-bit words into one of 8."""
+    return [(dict(shape=(1, 8), in_width=4, out_width=8, dtype="INT2"), {})]
+
+
 OP = Op("StreamingDataWidthConverter", DWCSpec, StreamingDataWidthConverter,
         finn_names={"in_width": "inWidth", "out_width": "outWidth", "dtype": "dataType"},
-        old_names=("StreamingDataWidthConverter_Batch",), role="dwc", golden=_golden, small_instance=_small_instance)
+        old_names=("StreamingDataWidthConverter_Batch",), role="dwc", golden=_golden, small_instance=_small_instance,
+        examples=_examples)

@@ -224,6 +224,11 @@ def _small_instance(s):
     return dict(depth=min(s.depth, 4), ram_style="block" if s.storage == "memory" else s.ram_style)
 
 
+def _examples():
+    """Four 6-bit words."""
+    return [(dict(width=6), {"depth": 4})]
+
+
 OP = Op("StreamingFIFO", FIFOSpec, StreamingFIFO,
         folding={"depth": "depth", "ram_style": "ram_style", "fall_through": "fall_through"},
-        role="fifo", golden=_golden, small_instance=_small_instance, extensions=("fall_through",))
+        role="fifo", golden=_golden, small_instance=_small_instance, extensions=("fall_through",), examples=_examples)

@@ -197,7 +197,12 @@ def _small_instance(s):
     return dict(img_dim=tuple(min(i, 2) for i in s.img_dim), num_channels=small.fold(s.num_channels, s.simd))
 
 
+def _examples():
+    """One pixel of padding on every side."""
+    return [(dict(img_dim=(3, 3), padding=(1, 1, 1, 1), num_channels=4, dtype="INT2"), {"SIMD": 2})]
+
+
 OP = Op("FMPadding", FMPaddingSpec, FMPadding, folding={"SIMD": "simd"},
         parallelism={"SIMD": divisors_of("num_channels")},
         finn_names={"img_dim": "ImgDim", "padding": "Padding", "num_channels": "NumChannels", "dtype": "inputDataType"},
-        old_names=("FMPadding_Batch",), golden=_golden, small_instance=_small_instance)
+        old_names=("FMPadding_Batch",), golden=_golden, small_instance=_small_instance, examples=_examples)

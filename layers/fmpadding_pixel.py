@@ -239,8 +239,13 @@ def _geometry(ctx, node, weights_shape, dim):
     return strides, pads, output_padding
 
 
+def _examples():
+    """Zeros between the pixels along both axes, two words per pixel."""
+    return [(dict(img_dim=(2, 3), stride=(2, 3), num_channels=4, dtype="INT2"), {"SIMD": 2})]
+
+
 OP = Op("FMPadding_Pixel", FMPaddingPixelSpec, FMPaddingPixel, folding={"SIMD": "simd"},
         parallelism={"SIMD": divisors_of("num_channels")},
         finn_names={"img_dim": "ImgDim", "stride": "Stride", "num_channels": "NumChannels", "dtype": "inputDataType"},
         golden=_golden, small_instance=_small_instance,
-        lowers=(Lowering(("ConvTranspose",), _lower_conv_transpose),))
+        lowers=(Lowering(("ConvTranspose",), _lower_conv_transpose),), examples=_examples)

@@ -204,9 +204,15 @@ def _lower(ctx, node):
     return ctx.tensor(node.output[0], pool.spec().output_dtype, t.scale / (h * w))     # (per channel too)
 
 
+def _examples():
+    """Sums over a 2x2 map."""
+    return [(dict(num_channels=4, input_dtype="UINT2", num_input_vectors=(1, 2, 2)), {"PE": 2})]
+
+
 OP = Op("GlobalAccPool", GlobalAccPoolSpec, GlobalAccPool, folding={"PE": "pe"},
         parallelism={"PE": divisors_of("num_channels")},
         finn_names={"num_channels": "NumChannels", "input_dtype": "inputDataType",
                     "num_input_vectors": "numInputVectors"},
         old_names=("GlobalAccPool_Batch",), golden=_golden, small_instance=shrink_channels("num_channels", "pe"),
-        lowers=(Lowering(("GlobalAveragePool",), _lower), Lowering(("AveragePool",), _lower, when=whole_map)))
+        lowers=(Lowering(("GlobalAveragePool",), _lower), Lowering(("AveragePool",), _lower, when=whole_map)),
+        examples=_examples)

@@ -268,8 +268,13 @@ def _small_instance(s):
     return dict(labels=labels, k=min(s.k, labels), num_input_vectors=small.vectors(s.num_input_vectors))
 
 
+def _examples():
+    """The top 2 of 8 labels."""
+    return [(dict(labels=8, k=2, input_dtype="INT4"), {"PE": 2})]
+
+
 OP = Op("LabelSelect", LabelSelectSpec, LabelSelect, folding={"PE": "pe"},
         parallelism={"PE": divisors_of("labels")},
         finn_names={"labels": "Labels", "k": "K", "input_dtype": "inputDataType"},
         old_names=("LabelSelect_Batch",), golden=_golden, small_instance=_small_instance, host_side=True,
-        lowers=(Lowering(("TopK",), _lower, at="tail"),))
+        lowers=(Lowering(("TopK",), _lower, at="tail"),), examples=_examples)

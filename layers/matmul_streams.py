@@ -437,9 +437,15 @@ def _small_instance(s):
     return dict(m=min(s.m, 2), k=min(s.k, 2 * s.simd), p=min(s.p, 2 * s.pe), heads=1)
 
 
+def _examples():
+    """Two heads of A (3x4) times B^T, B transposed."""
+    return [(dict(m=3, k=4, p=6, heads=2, a_dtype="INT4", b_dtype="UINT3", b_transposed=True), {"SIMD": 2, "PE": 3})]
+
+
 OP = Op("MatMulStreams", MatMulStreamsSpec, MatMulStreams, folding={"SIMD": "simd", "PE": "pe"},
         parallelism={"SIMD": divisors_of("k"), "PE": divisors_of("p")},
         golden=_golden, small_instance=_small_instance,
         lowers=(Lowering(("MatMul",), _lower_matmul_of_streams, streams=2, legal="MatMul of two streams"),
                 Lowering(("Transpose",), _lower_transpose, when=_layout_readers,
-                         legal="Transpose (of a sequence read by MatMul or Softmax or a quantizer)")))
+                         legal="Transpose (of a sequence read by MatMul or Softmax or a quantizer)")),
+                         examples=_examples)

@@ -295,9 +295,14 @@ def _small_instance(s):
                 num_channels=small.fold(s.num_channels, s.pe))
 
 
+def _examples():
+    """2x2 pooling of a 4x4 map."""
+    return [(dict(img_dim=(4, 4), pool_dim=(2, 2), num_channels=4, dtype="INT2"), {})]
+
+
 OP = Op("StreamingMaxPool", StreamingMaxPoolSpec, StreamingMaxPool, folding={"PE": "pe"},
         parallelism={"PE": lambda p: divisors_of("num_channels")(p)
                      if StreamingMaxPoolSpec(**p).is_1d else [p.get("pe", 1)]},
         finn_names={"img_dim": "ImgDim", "pool_dim": "PoolDim", "num_channels": "NumChannels", "dtype": "dataType"},
         old_names=("StreamingMaxPool_Batch",), golden=_golden, small_instance=_small_instance, lowers=(Lowering(("MaxPool",), _lower),),
-        finn_import=_finn_import)
+        finn_import=_finn_import, examples=_examples)

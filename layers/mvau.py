@@ -272,6 +272,13 @@ def _small_instance(s):
                 num_input_vectors=small.vectors(s.num_input_vectors))
 
 
+def _examples():
+    """A small MVAU with thresholds: two words of SIMD inputs and of PE outputs."""
+    rng = np.random.default_rng(5)
+    return [(dict(mw=8, mh=4, input_dtype="INT2", weight_dtype="INT2", weights=rng.integers(-2, 2, (8, 4)),
+                  thresholds=np.sort(rng.integers(-8, 8, (4, 3)), axis=1), output_dtype="UINT2"), {"PE": 2, "SIMD": 4})]
+
+
 OP = Op("MVAU", MVAUSpec, MVAU, folding={**UNIT_FOLDING, "weight_lut_bits": "weight_lut_bits", "pipeline": "pipeline",
                                          "shared_activation": "shared_activation", "popcount": "popcount"},
         parallelism={"SIMD": divisors_of("mw"), "PE": divisors_of("mh")},
@@ -285,4 +292,4 @@ OP = Op("MVAU", MVAUSpec, MVAU, folding={**UNIT_FOLDING, "weight_lut_bits": "wei
         lowers=(Lowering(("MatMul",), _lower_matmul, legal="MatMul, Gemm"), Lowering(("Conv",), _lower_conv)),
         choices={"resType": ("lut", "dsp"), "ram_style": BRAM_OR_LUT_STYLES,
                  "activation_style": activation_choices, "shared_activation": shared_activation_choices,
-                 "popcount": popcount_choices})
+                 "popcount": popcount_choices}, examples=_examples)

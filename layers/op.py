@@ -299,6 +299,9 @@ class Op:
                                     # none: those only
     extensions: tuple = ()          # folding attributes of rtlgen's own (FINN has none of that name): a
                                     # folding file carries one only where it differs from the spec's default
+    examples: Callable = None       # examples() -> [(params, folding)]: small instances of the op (a node's
+                                    # spec fields and its folding; the first is its example), on which
+                                    # tests/test_layer_contract.py checks the contract; every op has one
 
     def legal(self, attr, params):
         """Legal values of the parallelism axis ``attr`` for a node with ``params``."""

@@ -330,6 +330,12 @@ def _small_instance(s):
     return dict(n=min(s.n, 2), num_input_vectors=(min(s.rows, 2),), exp_bits=6, reciprocal_bits=8)
 
 
+def _examples():
+    """Softmax over 4 elements, three vectors."""
+    return [(dict(n=4, input_dtype="INT4", output_dtype="UINT8", out_max=255, in_scale=0.06, out_scale=0.0039,
+                  num_input_vectors=(1, 3)), {})]
+
+
 OP = Op("QuantSoftmax", QuantSoftmaxSpec, QuantSoftmax, golden=_golden, small_instance=_small_instance,
         lowers=(Lowering(("Softmax",), _lower_softmax, when=lambda ctx, node: _only_quantizer(ctx, node) is not None,
-                         legal="Softmax (over the last axis and then quantized)"),))
+                         legal="Softmax (over the last axis and then quantized)"),), examples=_examples)

@@ -509,21 +509,38 @@ def _small_concat(s):
                 num_input_vectors=small.vectors(s.num_input_vectors))
 
 
+def _add_examples():
+    """Two small feature maps added."""
+    return [(dict(num_channels=4, input_dtype="INT2", num_input_vectors=(1, 2, 2)), {"PE": 2})]
+
+
+def _duplicate_examples():
+    """A stream copied three ways."""
+    return [(dict(num_channels=4, num_output_streams=3, dtype="INT2", num_input_vectors=(1, 2)), {"PE": 2})]
+
+
+def _concat_examples():
+    """Two streams of 4 and 2 channels side by side."""
+    return [(dict(channels_per_stream=(4, 2), dtype="INT2", num_input_vectors=(1, 2)), {"SIMD": 2})]
+
+
 OPS = (
     Op("AddStreams", AddStreamsSpec, AddStreams, folding={"PE": "pe"},
        parallelism={"PE": divisors_of("num_channels")},
        finn_names={"num_channels": "NumChannels", "input_dtype": "inputDataType",
                    "num_input_vectors": "numInputVectors"}, old_names=("AddStreams_Batch",), role="join",
-       golden=_golden_add, small_instance=shrink_channels("num_channels", "pe"), lowers=(Lowering(("Add",), _lower_add, streams=2, legal="Add of two streams"),)),
+       golden=_golden_add, small_instance=shrink_channels("num_channels", "pe"), lowers=(Lowering(("Add",), _lower_add, streams=2, legal="Add of two streams"),),
+       examples=_add_examples),
     Op("DuplicateStreams", DuplicateStreamsSpec, DuplicateStreams,
        folding={"PE": "pe"},
        finn_names={"num_channels": "NumChannels", "num_output_streams": "NumOutputStreams",
                    "dtype": "inputDataType", "num_input_vectors": "numInputVectors"},
        old_names=("DuplicateStreams_Batch",), role="fanout", golden=_golden_duplicate,
-       small_instance=shrink_channels("num_channels", "pe")),
+       small_instance=shrink_channels("num_channels", "pe"), examples=_duplicate_examples),
     Op("StreamingConcat", StreamingConcatSpec, StreamingConcat, folding={"SIMD": "simd"},
        parallelism={"SIMD": divisors_of("channels_per_stream")},
        finn_names={"channels_per_stream": "ChannelsPerStream", "dtype": "inputDataType",
                    "num_input_vectors": "numInputVectors"}, role="join", golden=_golden_concat, small_instance=_small_concat,
-       lowers=(Lowering(("Concat",), _lower_concat, streams="all", legal="Concat of streams"),)),
+       lowers=(Lowering(("Concat",), _lower_concat, streams="all", legal="Concat of streams"),),
+       examples=_concat_examples),
 )

@@ -405,6 +405,13 @@ def _finn_import(ctx, attrs, params, folding):
         params["runtime_writeable"] = ctx.value("runtime_writeable", "runtime_writeable_weights")
 
 
+def _examples():
+    """Three thresholds per channel on a small feature map."""
+    thresholds = np.sort(np.random.default_rng(5).integers(-8, 8, (4, 3)), axis=1)
+    return [(dict(num_channels=4, input_dtype="INT4", output_dtype="UINT2", thresholds=thresholds,
+                  num_input_vectors=(1, 2, 2)), {"PE": 2})]
+
+
 OP = Op("Thresholding", ThresholdingSpec, Thresholding,
         folding={"PE": "pe", "ram_style": "ram_style", "activation_style": "activation_style"},
         parallelism={"PE": divisors_of("num_channels")},
@@ -413,4 +420,4 @@ OP = Op("Thresholding", ThresholdingSpec, Thresholding,
         old_names=("Thresholding_Batch",), golden=_golden,
         small_instance=shrink_channels("num_channels", "pe", ("thresholds",)), host_side=True,
         finn_import=_finn_import, finn_arrays=("thresholds",),
-        lowers=(Lowering(rule=_lower, at="activation"),))
+        lowers=(Lowering(rule=_lower, at="activation"),), examples=_examples)

@@ -213,9 +213,14 @@ def _small_instance(s):
                 num_channels=small.fold(s.num_channels, s.simd))
 
 
+def _examples():
+    """Twice the size along both axes."""
+    return [(dict(ifm_dim=(2, 3), ofm_dim=(4, 6), num_channels=4, dtype="INT2"), {"SIMD": 2})]
+
+
 OP = Op("UpsampleNearestNeighbour", UpsampleNearestNeighbourSpec, UpsampleNearestNeighbour,
         folding={"SIMD": "simd"}, parallelism={"SIMD": divisors_of("num_channels")},
         finn_names={"ifm_dim": "IFMDim", "ofm_dim": "OFMDim", "num_channels": "NumChannels",
                     "dtype": "inputDataType"},
         old_names=("UpsampleNearestNeighbour_Batch",), golden=_golden, small_instance=_small_instance,
-        lowers=(Lowering(("Resize", "Upsample"), _lower),), finn_import=_finn_import)
+        lowers=(Lowering(("Resize", "Upsample"), _lower),), finn_import=_finn_import, examples=_examples)

@@ -205,6 +205,13 @@ def _small_instance(s):
     return dict(channels=c, weights=weights, thresholds=small.rows(s.thresholds, c), dim=(1, min(s.dim[1], 2)))
 
 
+def _examples():
+    """A small depthwise 3x3 VVAU without activation."""
+    rng = np.random.default_rng(5)
+    return [(dict(channels=4, kernel=(3, 3), dim=(2, 2), input_dtype="INT2", weight_dtype="INT2",
+                  weights=rng.integers(-2, 2, (4, 1, 3, 3))), {"PE": 2, "SIMD": 1})]
+
+
 OP = Op("VVAU", VVAUSpec, VVAU, folding=UNIT_FOLDING,
         parallelism={"PE": divisors_of("channels"), "SIMD": lambda p: divisors(p["kernel"][0] * p["kernel"][1])},
         finn_names={"channels": "Channels", "kernel": "Kernel", "dim": "Dim", "input_dtype": "inputDataType",
@@ -215,4 +222,4 @@ OP = Op("VVAU", VVAUSpec, VVAU, folding=UNIT_FOLDING,
         fold=_fold, folded_with=_folded_with, follower_folding=_follower_folding, finn_export=unit_finn_export,
         cost_group=lambda spec: f"VVAU/{multiplier_kind(spec)}",
         lowers=(Lowering(("AveragePool",), _lower_window_average, when=lambda ctx, node: not whole_map(ctx, node)),),
-        choices={"resType": ("lut", "dsp"), "activation_style": activation_choices})
+        choices={"resType": ("lut", "dsp"), "activation_style": activation_choices}, examples=_examples)

@@ -57,6 +57,11 @@ def _small_instance(s):
                 ifm_channels=small.fold(s.ifm_channels, s.simd, keep=1))
 
 
+def _examples():
+    """2x2 windows of a 4x4 map."""
+    return [(dict(ifm_dim=(4, 4), ifm_channels=4, kernel=(2, 2), input_dtype="INT2"), {"SIMD": 2})]
+
+
 OP = Op("ConvolutionInputGenerator", SWGSpec, ConvolutionInputGenerator,
         folding={"SIMD": "simd", "parallel_window": "parallel_window", "ram_style": "ram_style"},
         parallelism={"SIMD": divisors_of("ifm_channels")},
@@ -64,4 +69,4 @@ OP = Op("ConvolutionInputGenerator", SWGSpec, ConvolutionInputGenerator,
                     "input_dtype": "inputDataType", "stride": "Stride", "dilation": "Dilation"},
         old_names=("ConvolutionInputGenerator_rtl", "ConvolutionInputGenerator1D"), golden=_golden,
         small_instance=_small_instance,
-        fold=_fold, choices={"parallel_window": _parallel_window_choice}, finn_import=_finn_import)
+        fold=_fold, choices={"parallel_window": _parallel_window_choice}, finn_import=_finn_import, examples=_examples)

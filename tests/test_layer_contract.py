@@ -14,61 +14,27 @@ from memstream.packing import pack_words
 from rtlgen.ir.graph import OPS, HWNode
 from sim.harness import simulate_streams
 
-RNG = np.random.default_rng(5)
+
+# Every example instance of every op (``Op.examples``): (op type, index), the contract checked on each.
+EXAMPLES = [(op_type, k) for op_type in sorted(OPS) for k in range(len(OPS[op_type].examples()))]
 
 
-def _thresholds(channels, steps, lo, hi):
-    return np.sort(RNG.integers(lo, hi, (channels, steps)), axis=1)
-
-
-# One small instance of every op: the network's parameters (HWNode.params) and a folding.
-EXAMPLES = {
-    "MVAU": (dict(mw=8, mh=4, input_dtype="INT2", weight_dtype="INT2", weights=RNG.integers(-2, 2, (8, 4)),
-                  thresholds=_thresholds(4, 3, -8, 8), output_dtype="UINT2"), {"PE": 2, "SIMD": 4}),
-    "VVAU": (dict(channels=4, kernel=(3, 3), dim=(2, 2), input_dtype="INT2", weight_dtype="INT2",
-                  weights=RNG.integers(-2, 2, (4, 1, 3, 3))), {"PE": 2, "SIMD": 1}),
-    "Thresholding": (dict(num_channels=4, input_dtype="INT4", output_dtype="UINT2",
-                          thresholds=_thresholds(4, 3, -8, 8), num_input_vectors=(1, 2, 2)), {"PE": 2}),
-    "ConvolutionInputGenerator": (dict(ifm_dim=(4, 4), ifm_channels=4, kernel=(2, 2), input_dtype="INT2"),
-                                  {"SIMD": 2}),
-    "FMPadding": (dict(img_dim=(3, 3), padding=(1, 1, 1, 1), num_channels=4, dtype="INT2"), {"SIMD": 2}),
-    "FMPadding_Pixel": (dict(img_dim=(2, 3), stride=(2, 3), num_channels=4, dtype="INT2"), {"SIMD": 2}),
-    "StreamingMaxPool": (dict(img_dim=(4, 4), pool_dim=(2, 2), num_channels=4, dtype="INT2"), {}),
-    "UpsampleNearestNeighbour": (dict(ifm_dim=(2, 3), ofm_dim=(4, 6), num_channels=4, dtype="INT2"),
-                                 {"SIMD": 2}),
-    "LabelSelect": (dict(labels=8, k=2, input_dtype="INT4"), {"PE": 2}),
-    "GlobalAccPool": (dict(num_channels=4, input_dtype="UINT2", num_input_vectors=(1, 2, 2)), {"PE": 2}),
-    "AddStreams": (dict(num_channels=4, input_dtype="INT2", num_input_vectors=(1, 2, 2)), {"PE": 2}),
-    "DuplicateStreams": (dict(num_channels=4, num_output_streams=3, dtype="INT2", num_input_vectors=(1, 2)),
-                         {"PE": 2}),
-    "StreamingConcat": (dict(channels_per_stream=(4, 2), dtype="INT2", num_input_vectors=(1, 2)), {"SIMD": 2}),
-    "ChannelwiseOp": (dict(func="add", num_channels=4, input_dtype="INT2", param_dtype="INT2",
-                           output_dtype="INT4", params=np.array([1, -1, 0, 1]), num_input_vectors=(1, 2)),
-                      {"PE": 2}),
-    "StreamingDataWidthConverter": (dict(shape=(1, 8), in_width=4, out_width=8, dtype="INT2"), {}),
-    "StreamingFIFO": (dict(width=6), {"depth": 4}),
-    "MatMulStreams": (dict(m=3, k=4, p=6, heads=2, a_dtype="INT4", b_dtype="UINT3", b_transposed=True),
-                      {"SIMD": 2, "PE": 3}),
-    "QuantSoftmax": (dict(n=4, input_dtype="INT4", output_dtype="UINT8", out_max=255, in_scale=0.06, out_scale=0.0039,
-                          num_input_vectors=(1, 3)), {}),
-}
-
-
-def _node(op_type):
-    params, folding = EXAMPLES[op_type]
-    return HWNode(f"{op_type}_0", op_type, params, dict(folding))
+def _node(op_type, k=0):
+    """A node of ``op_type`` built from its op's example ``k`` (``Op.examples``)."""
+    params, folding = OPS[op_type].examples()[k]
+    return HWNode(f"{op_type}_{k}", op_type, params, dict(folding))
 
 
 def test_every_op_has_an_example_and_a_golden():
-    assert set(EXAMPLES) == set(OPS)
+    assert all(callable(op.examples) and op.examples() for op in OPS.values())
     assert all(callable(op.golden) for op in OPS.values())
 
 
-@pytest.mark.parametrize("op_type", sorted(OPS))
-def test_spec_keeps_the_contract(op_type):
+@pytest.mark.parametrize("op_type, k", EXAMPLES)
+def test_spec_keeps_the_contract(op_type, k):
     op = OPS[op_type]
     assert isinstance(op, Op) and op.op_type == op_type
-    spec = _node(op_type).spec()
+    spec = _node(op_type, k).spec()
     assert isinstance(spec, LayerSpec), type(spec)
     assert isinstance(spec.resource_estimate(), Resources)
     assert callable(spec.timing)                            # tests/test_timing_models.py: cycle-exact
@@ -85,14 +51,14 @@ def test_spec_keeps_the_contract(op_type):
         assert shape[-1] * dtype.bitwidth() == width        # the lanes of a word fill its width
 
 
-@pytest.mark.parametrize("op_type", sorted(OPS))
-def test_declaration_matches_the_spec(op_type):
+@pytest.mark.parametrize("op_type, k", EXAMPLES)
+def test_declaration_matches_the_spec(op_type, k):
     op = OPS[op_type]
     fields = {f.name for f in dataclasses.fields(op.spec) if f.init}
     assert set(op.folding.values()) <= fields
     assert set(op.finn_names) <= fields
     assert set(op.parallelism) <= set(op.folding)
-    node = _node(op_type)
+    node = _node(op_type, k)
     for attr in op.parallelism:
         legal = op.legal(attr, node.params)
         assert legal and legal == sorted(legal)
@@ -106,12 +72,12 @@ def test_declaration_matches_the_spec(op_type):
     assert set(op.finn_arrays) <= fields
 
 
-@pytest.mark.parametrize("op_type", sorted(op for op in OPS if OPS[op].small_instance is not None))
-def test_small_instance_is_the_same_generator_smaller(op_type):
+@pytest.mark.parametrize("op_type, k", [case for case in EXAMPLES if OPS[case[0]].small_instance is not None])
+def test_small_instance_is_the_same_generator_smaller(op_type, k):
     """``rtlgen prove``'s stand-in for a large node: spec fields only, a valid spec of the same input
     datatype and folding, no more cycles per frame and no larger than the node's frame."""
     op = OPS[op_type]
-    spec = _node(op_type).spec()
+    spec = _node(op_type, k).spec()
     changes = op.small_instance(spec)
     assert set(changes) <= {f.name for f in dataclasses.fields(op.spec) if f.init}
     small = dataclasses.replace(spec, **changes)

@@ -8,11 +8,11 @@ import pytest
 
 from rtlgen.ir.graph import OPS
 from sim.harness import Backpressure, simulate_streams
-from tests.test_layer_contract import EXAMPLES, _node, _words
+from tests.test_layer_contract import _node, _words
 
 FRAMES = 2
 
-# Foldings beyond each op's example in test_layer_contract.EXAMPLES (which is always a case); params
+# Foldings beyond each op's example (its Op.examples()[0], which is always a case); params
 # overrides under "params".
 CASES = [(op_type, {}) for op_type in sorted(OPS)] + [
     ("ConvolutionInputGenerator", {"SIMD": 4, "parallel_window": True}),
