@@ -41,7 +41,7 @@ __all__ = ["QuantSoftmaxSpec", "QuantSoftmax", "softmax_constants"]
 
 EXP_FRACTION_BITS = 30          # F: E[d] = round(2^F exp(-s d)); its rounding moves p by < (n + 1) 2^-(F+1)
 RECIPROCAL_BITS = 32            # R = K // S keeps at least this many bits (its floor moves p by < 2^-31 p)
-LATENCY = 3                     # an output step -> the code register -> the output FIFO (2)
+LATENCY = 5                     # an output step -> E[d]'s register -> the product's -> the code's -> the FIFO (2)
 NO_WORD = np.iinfo(np.int64).min // 4
 
 
@@ -174,15 +174,17 @@ class QuantSoftmaxSpec:
 
     def resource_estimate(self):
         """The row buffer, the exp table as LUT ROM, the sum, the divider (a subtractor and its registers),
-        the product e * R (fabric, one LUT per bit pair), the rounding, the counters and the FIFO."""
+        the product e * R in DSP48E1s (as Yosys splits it: 17 x 24-bit pieces), its registers, the rounding,
+        the counters and the FIFO. (Yosys, attention_2heads: 431 LUT, 226 FF, 4 DSP before the product's
+        pipeline registers were added.)"""
         ib, eb, sb, qb = self.in_width, self.fraction_bits + 1, self.sum_bits, self.quotient_bits
         table = rom_luts(eb, len(self.exp_table))
-        product = eb * qb
+        dsp = -(-min(eb, qb) // 17) * -(-max(eb, qb) // 24)
         counters = 3 * max(1, self.row_steps.bit_length())
         fifo = output_fifo_spec(self.out_width).resource_estimate()
-        lut = self.n * ib // 2 + 2 * ib + table + sb + 2 * sb + product + (eb + qb) + counters + fifo.lut
-        ff = self.n * ib + ib + sb + 2 * sb + qb + self.out_width + 1 + counters + fifo.ff
-        return Resources(lut=lut, ff=ff, bram18=0)
+        lut = self.n * ib // 2 + 2 * ib + table + 3 * sb + (eb + qb) + 2 * self.out_width + counters + fifo.lut
+        ff = self.n * ib + ib + 3 * sb + qb + eb + self.out_width + 4 + counters + fifo.ff
+        return Resources(lut=lut, ff=ff, bram18=0, dsp=dsp)
 
 
 class QuantSoftmax(wiring.Component):
@@ -249,11 +251,18 @@ class QuantSoftmax(wiring.Component):
             m.d.sync += [rem.eq(Mux(fits, shifted - total, shifted)), quotient.eq(Cat(fits, quotient[:-1])),
                          t.eq(wrapping_increment(t, qb))]
 
-        # a code: min((e * R + 2^(Z-1)) >> Z, out_max)
-        scaled = Signal(eb + qb + 1)
-        m.d.comb += scaled.eq((e * quotient + (1 << (z - 1))) >> z)
+        # a code: min((e * R + 2^(Z-1)) >> Z, out_max) = min((floor(e * R / 2^(Z-1)) + 1) >> 1, out_max): the
+        # rounding adds to the product's top bits only. Registers after the table and after the product
+        # (the DSP48E1s' own) keep the path from the ROM through the multiplier to the clamp apart.
+        e_valid = register(m, advance, go & giving, name="e_valid", reset_less=False)
+        e_reg = register(m, advance, e, name="e")
+        product_valid = register(m, advance, e_valid, name="product_valid", reset_less=False)
+        product = register(m, advance, e_reg * quotient, name="product")
+        high = product[z - 1:] if z - 1 < len(product) else Const(0, 1)
+        scaled = Signal(len(high) + 1)
+        m.d.comb += scaled.eq((high + 1) >> 1)
         code = Mux(scaled > s.out_max, s.out_max, scaled)
-        out_valid = register(m, advance, go & giving, name="out_valid", reset_less=False)
+        out_valid = register(m, advance, product_valid, name="out_valid", reset_less=False)
         out = register(m, advance, code[:s.out_width], name="out")
         m.d.comb += [fifo_in.valid.eq(out_valid), fifo_in.payload.eq(out)]
 
