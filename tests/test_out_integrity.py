@@ -63,7 +63,7 @@ def test_commands_on_an_edited_out_say_so_first(digits_out_copy, tmp_path, capsy
     x = npy(tmp_path, np.zeros((1, 1, 8, 8), dtype=np.float32))
     monkeypatch.setattr("rtlgen.api.Design.simulate", stub_simulate(lambda x: np.zeros((len(x), 10), np.float32)))
     monkeypatch.setattr("rtlgen.backend.build.build", lambda *a, **k: None)
-    monkeypatch.setattr("rtlgen.cli.prove_out", lambda *a, **k: [])
+    monkeypatch.setattr("rtlgen.cli_commands.prove_out", lambda *a, **k: [])
     argv = {"sim": ["sim", str(out), "--input", x], "build": ["build", str(out)], "prove": ["prove", str(out)]}
     main(argv[command])
     err = capsys.readouterr().err
