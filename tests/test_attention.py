@@ -76,17 +76,24 @@ def test_two_heads_interleaved_in_stream_order_match_qonnx():
     golden_matches_qonnx(path, model, graph, _batch(path, 16, 3))
 
 
-def test_the_encoder_block_is_refused_naming_the_node():
-    """QuantMultiheadAttention's export with biases: the q projection's bias Add (per feature, on the last
-    axis of a (tokens, 1, features) sequence) before the head split is not mapped yet, and said so (not
-    "nothing to put in hardware")."""
+def test_the_encoder_block_is_bit_exact():
+    """QuantMultiheadAttention (2 heads, biases on the projections, batch-first transposes) + residual Adds +
+    QuantReLU MLP: every layout op relabels a stream, the projections' biases (per feature, the last axis of
+    the (tokens, 1, features) sequence) are carried exactly into their quantizers."""
+    path, model, graph = _lowered("encoder_block")
+    kinds = [n.op_type for n in graph.nodes]
+    assert kinds.count("MatMulStreams") == 2 and kinds.count("QuantSoftmax") == 1 and kinds.count("AddStreams") == 2
+    assert [n.spec().interleaved for n in graph.nodes if n.op_type == "MatMulStreams"] == [True, True]
+    assert golden_matches_qonnx(path, model, graph, _batch(path, 32, 4)).exact
+
+
+def test_heads_split_into_4d_tensors_are_refused_naming_the_node():
+    """Heads split HuggingFace-style into (batch, heads, tokens, d): 4-D tensors are feature maps to the
+    compiler: the reshape into one is refused, naming the node (not "nothing to put in hardware")."""
     with pytest.raises(CompileError) as info:
-        lower(load_model(MODELS / "encoder_block.onnx"))
-    message = str(info.value)
-    assert message.startswith("node Reshape_0 (Reshape) reads Add_0's output, the unquantized accumulator of "
-                              "MatMul_0 (MatMul) through Add_0"), message
-    assert "of shape (16,) is neither one number nor one per channel" in message
-    assert "nothing to put in hardware" not in message
+        lower(load_model(MODELS / "attention_4d_heads.onnx"))
+    assert str(info.value) == ("node Reshape_0 (Reshape) reshapes (1, 8, 16) into the feature map (1, 8, 2, 8); only "
+                               "flattening feature maps is supported")
 
 
 def test_a_transpose_read_by_a_product_with_weights_is_not_relabelled(tmp_path):
@@ -217,6 +224,15 @@ def test_one_attention_head_rtl_at_the_ii_under_backpressure(tmp_path):
     x = _batch(path, 2, 7)
     outputs, io = rtl_at_the_ii_under_backpressure(path, x, tmp_path)
     assert verify_outputs(path, x, outputs, io).passed
+
+
+@pytest.mark.slow
+@pytest.mark.sim
+def test_encoder_block_rtl_at_the_ii_under_backpressure(tmp_path):
+    path = MODELS / "encoder_block.onnx"
+    x = _batch(path, 2, 10)
+    outputs, io = rtl_at_the_ii_under_backpressure(path, x, tmp_path)
+    assert verify_outputs(path, x, outputs, io).exact
 
 
 @pytest.mark.slow

@@ -332,8 +332,9 @@ class ModelLoweringContext:
             data = list(n.input).index(tensor)
             value = self.model.get_initializer(n.input[1 - data])
             full = np.broadcast_to(np.asarray(value, dtype=np.float64), shape)
-            per_channel = np.moveaxis(full, 1, 0).reshape(shape[1], -1)
-            if shape[1] != channels or not np.all(per_channel == per_channel[:, :1]):
+            axis = -1 if len(shape) == 3 else 1         # a sequence (batch, tokens, features): features last
+            per_channel = np.moveaxis(full, axis, 0).reshape(shape[axis], -1)
+            if shape[axis] != channels or not np.all(per_channel == per_channel[:, :1]):
                 raise CompileError(f"{reads}: the constant of node {n.name} ({n.op_type}) of shape {np.shape(value)} "
                                    f"is neither one number nor one per channel")
             c = per_channel[:, 0]

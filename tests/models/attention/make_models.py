@@ -20,6 +20,8 @@ sequences (1, tokens, features): a stream of token vectors.
   them (transpose to (tokens, 1, 16), reshape to (tokens, heads, 8), transpose to (heads, tokens, 8); K^T
   one more transpose) after the q, k, v quantizers, and merged back (transpose, reshape, transpose) before
   the context quantizer.
+- attention_4d_heads.onnx: the same split HuggingFace-style into 4-D (batch, heads, tokens, 8) tensors (not
+  mapped yet: 4-D tensors are feature maps to the compiler).
 - encoder_block.onnx: a transformer encoder block as users export it: QuantMultiheadAttention (2 heads,
   16 features, unpacked q/k/v projections with biases, 4-bit weights and Q, K, V, 8-bit scores and
   softmax output) with torch's head split (Reshape, Transpose), a residual Add (both branches through
@@ -121,6 +123,24 @@ class Attention2Heads(Attention1Head):
         return self.out(self.ctx_quant(merged))
 
 
+class Attention4dHeads(Attention1Head):
+    """Attention1Head with two heads split HuggingFace-style into 4-D (batch, heads, tokens, d) tensors."""
+    heads = 2
+
+    def forward(self, x):
+        x = self.inp(x)
+        q, k, v = self.q_quant(self.q(x)), self.k_quant(self.k(x)), self.v_quant(self.v(x))
+        batch, h, d = x.shape[0], self.heads, FEATURES // self.heads
+
+        def split(t):
+            return t.view(batch, TOKENS, h, d).transpose(1, 2)
+
+        scores = self.scores_quant(torch.matmul(split(q), split(k).transpose(-1, -2)) / 2.0)
+        probs = self.probs_quant(torch.softmax(scores, dim=-1))
+        merged = torch.matmul(probs, split(v)).transpose(1, 2).reshape(batch, TOKENS, FEATURES)
+        return self.out(self.ctx_quant(merged))
+
+
 class EncoderBlock(nn.Module):
     def __init__(self, heads=2):
         super().__init__()
@@ -176,6 +196,7 @@ def main():
                               ("softmax", Softmax, (1, TOKENS, TOKENS)),
                               ("attention_1head", Attention1Head, (1, TOKENS, FEATURES)),
                               ("attention_2heads", Attention2Heads, (1, TOKENS, FEATURES)),
+                              ("attention_4d_heads", Attention4dHeads, (1, TOKENS, FEATURES)),
                               ("encoder_block", EncoderBlock, (1, TOKENS, FEATURES))):
         torch.manual_seed(0)
         export(name, make(), shape)
