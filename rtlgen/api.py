@@ -194,12 +194,12 @@ def _keep_warnings(new, kept):
 
 def partition(model, out, *, devices, budget=None, board="pynq-z2", max_utilization=None, fixed=None,
               link_gbps=1.0, flit_width=64, max_packet_bytes=1440, clock_mhz=100.0, fifo_sizing="analytic",
-              plan_only=False, force=False, say=None, warn=None):
+              input_dtype=None, plan_only=False, force=False, say=None, warn=None):
     """Split ``model`` over at most ``devices`` FPGAs linked by Galapagos (`rtlgen partition`): the plan
     (cuts, folding, cluster files) and, unless ``plan_only``, each device's kernel, written into ``out``
     as a compile is (:mod:`rtlgen.ir.outdir`: built beside it and swapped in at the end). ``budget`` is
     per device (``"lut=N,ff=N,bram36=N,dsp=N"``, default the board x ``max_utilization``); ``fixed`` pins
-    nodes, {node name: device index}. Returns the :class:`rtlgen.passes.partition.Partition`."""
+    nodes, {node name: device index}; ``input_dtype`` as `rtlgen compile --input-dtype`. Returns the :class:`rtlgen.passes.partition.Partition`."""
     # onnx and galapagos: loaded by a partition only, so the command line's errors stay fast
     from rtlgen.backend import scaleout
     from rtlgen.flows import FRONT, Runner
@@ -215,7 +215,8 @@ def partition(model, out, *, devices, budget=None, board="pynq-z2", max_utilizat
     if budget is not None and not np.isfinite(per_device.as_vector()).any():     # "": no budget, not no limit
         raise CompileError(f"--budget {budget!r}: names no resource; give lut=N,ff=N,bram36=N,dsp=N (any "
                            f"subset), or leave it out for the board x --max-utilization")
-    options = CompileOptions.create(clock_mhz=clock_mhz, board=board, fifo_sizing=fifo_sizing).check()
+    options = CompileOptions.create(clock_mhz=clock_mhz, board=board, fifo_sizing=fifo_sizing,
+                                    input_dtype=input_dtype).check()
     graph = Runner().run(FRONT, model, options)
     try:
         part = plan_partition(graph, devices, per_device, link_gbps=link_gbps, clock_mhz=clock_mhz, fixed=fixed,

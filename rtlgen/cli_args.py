@@ -141,6 +141,7 @@ def add_partition_arguments(parser):
                              "simulation, or the join bounds (none)")
     parser.add_argument("--plan-only", action="store_true",
                         help="write the plan and cluster files, do not build the per-device kernels")
+    add_compile_options(parser, ("input_dtype",))
     add_force_option(parser)
 
 

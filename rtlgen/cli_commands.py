@@ -485,7 +485,8 @@ def run_partition_command(args):
     api.partition(args.model, args.out, devices=args.devices, budget=args.budget, board=args.board,
                   max_utilization=args.max_utilization, fixed=fixed, link_gbps=args.link_gbps,
                   flit_width=args.flit_width, max_packet_bytes=args.max_packet_bytes, clock_mhz=args.clock_mhz,
-                  fifo_sizing=args.fifo_sizing, plan_only=args.plan_only, force=args.force, say=print_line,
+                  fifo_sizing=args.fifo_sizing, input_dtype=args.input_dtype, plan_only=args.plan_only,
+                  force=args.force, say=print_line,
                   warn=lambda text: print_warning(args.command, text))
     if not args.plan_only:
         print_line(f"simulate the cluster: rtlgen sim {args.out} --input X.npy")

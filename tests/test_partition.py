@@ -350,3 +350,16 @@ def test_cli_partition_file_naming_an_unknown_node(tmp_path, capsys):
     code, _, err = _cli(["partition", model, "-o", str(tmp_path / "p"), "--devices", "2", "--partition", str(fixed)],
                         capsys)
     assert code == 2 and "MVAU_9" in err and err.count("\n") == 1, err
+
+
+def test_cli_input_dtype_as_compile_takes_it(tmp_path, capsys):
+    """A model whose input has no quantizer (QKeras' fixed-point dense net) is partitioned with
+    ``--input-dtype`` as `rtlgen compile` takes it; without it, the one-line refusal names the option."""
+    model = str(Path(__file__).parent / "models" / "no_act_quant" / "qkeras_dense.onnx")
+    argv = ["partition", model, "-o", str(tmp_path / "plan"), "--devices", "2", "--plan-only"]
+    code, stdout, err = _cli(argv, capsys)
+    assert code == 2 and "--input-dtype" in err and len(err.strip().splitlines()) == 1, err
+    code, stdout, err = _cli(argv + ["--input-dtype", "FIXED<16,6>"], capsys)
+    assert code == 0 and (tmp_path / "plan" / "partition.json").exists(), err
+    code, stdout, err = _cli(argv + ["--force", "--input-dtype", "FIXED<4,8>"], capsys)
+    assert code == 2 and "--input-dtype FIXED<4,8>" in err, err
