@@ -3,10 +3,14 @@ an AxiLiteMaster is the CPU on GP0. Job: ``ddr_size``, ``stalls`` (random pauses
 ``read_latency`` / ``write_latency`` (cycles from a burst's address handshake to its first read beat, and from
 its last write beat to its response: the DDR behind the PS's interconnect; AxiRam alone answers at once),
 ``batches``: [{"src", "dst", "frames", "input" (hex bytes), "out_bytes", "reset_after" (bool)}].
-Result per batch: ``status``, ``done``, ``cycles``, ``output`` (hex bytes at dst), ``polls``."""
+Result per batch: ``status``, ``done``, ``cycles``, ``output`` (hex bytes at dst), ``polls``. With ``progress``
+(a file path): every ``PROGRESS_SECONDS`` of wall clock while a batch runs, ``batch index, frames DONE`` written
+there, for the caller's progress line (DONE is read on AXI-Lite, which the accelerator's timing does not see)."""
 
 import itertools
 import random
+import time
+from pathlib import Path
 
 import cocotb
 from cocotb.queue import Queue
@@ -19,6 +23,7 @@ from sim import tb_job
 from sim.axis import CLOCK_NS, reset
 
 POLL_LIMIT = 20_000         # STATUS reads before a batch counts as hung
+PROGRESS_SECONDS = 1.0      # wall clock between the frames-done reports (job "progress")
 HP_READS_ACCEPTED = 8       # read bursts HP0 takes before its AR waits (UG585: the AFI's read acceptance)
 
 
@@ -48,19 +53,22 @@ async def run_batches(dut):
         return await cpu.read_dword(REGISTERS[name])
 
     results = []
-    for batch in job["batches"]:
+    for index, batch in enumerate(job["batches"]):
         ram.write(batch["src"] % job["ddr_size"], bytes.fromhex(batch["input"]))
         ram.write(batch["dst"] % job["ddr_size"], b"\xee" * batch["out_bytes"])
         await write("FRAMES", batch["frames"])
         await write("SRC", batch["src"])
         await write("DST", batch["dst"])
         await write("CTRL", 1)
-        polls, status = 0, 0
+        polls, status, reported = 0, 0, time.monotonic()
         while polls < POLL_LIMIT:
             status = await read("STATUS")
             polls += 1
             if status & 0b10:
                 break
+            if job.get("progress") and time.monotonic() - reported > PROGRESS_SECONDS:
+                Path(job["progress"]).write_text(f"{index} {await read('DONE')}\n")
+                reported = time.monotonic()
             await ClockCycles(dut.clk, 16)
         results.append({"status": status, "polls": polls, "done": await read("DONE"),
                         "cycles": await read("CYCLES"), "magic": await read("MAGIC"),

@@ -158,3 +158,16 @@ def test_progress_interval_must_be_a_positive_number(tmp_path, capsys, monkeypat
     assert main(["compile", str(DIGITS), "-o", str(tmp_path / "out")]) == 2
     assert capsys.readouterr().err.strip() == ("rtlgen compile: error: RTLGEN_PROGRESS_SECONDS=0: must be a positive "
                                                "number of seconds (default 10)")
+
+
+def test_shell_simulation_passes_on_the_frames_the_bench_reports(tmp_path):
+    """The bench writes `batch frames` to its progress file; the batch of many (index 1) moves the count."""
+    from rtlgen.check.shell_sim import _frames_done
+    seen = []
+    path = tmp_path / "progress"
+    with _frames_done(path, seen.append):
+        path.write_text("0 1\n")            # the single frame's batch: not the count of the many
+        time.sleep(0.7)
+        path.write_text("1 37\n")
+        time.sleep(0.7)
+    assert seen and set(seen) == {37}

@@ -9,7 +9,11 @@ two runs' cycles over the extra frames (the fill and drain of a batch cancel), t
 batch's, read back from the simulated DDR.
 """
 
+import tempfile
+import threading
+from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
@@ -33,6 +37,29 @@ class ShellRun:
     outputs: np.ndarray             # model outputs (host post ops applied)
     read_latency: int               # the DDR's, in cycles, as simulated
     write_latency: int
+
+
+@contextmanager
+def _frames_done(path, update):
+    """While the body runs, the frames the bench reports done in the batch of many (its ``progress`` file:
+    ``batch index, frames``) passed on to ``update``."""
+    stop = threading.Event()
+
+    def watch():
+        while not stop.wait(0.5):
+            try:
+                index, done = map(int, path.read_text().split())
+            except (OSError, ValueError):
+                continue
+            if index == 1:
+                update(done)
+    thread = threading.Thread(target=watch, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
 
 
 def simulate_in_shell(design, x, *, simulator=None):
@@ -59,10 +86,13 @@ def simulate_in_shell(design, x, *, simulator=None):
                 "out_bytes": max(8, frames * out_frame), "reset_after": False}]
     with progress.task("zynq shell: building the simulation"):
         built = build(to_verilog(shell, "top") + design.verilog, toplevel="top", simulator=simulator)
-    with progress.task(f"zynq shell: simulating 1 frame, then {frames:,} frame(s), DDR to DDR"):
+    with tempfile.TemporaryDirectory(prefix="rtlgen-shell-") as tmp, \
+            progress.task(f"zynq shell: simulating {frames:,} frame(s) DDR to DDR (after one alone)",
+                          total=frames) as update, _frames_done(Path(tmp) / "progress", update):
         one, batch = run_cocotb(built, "boards.tb_zynq", {
             "ddr_size": ddr, "stalls": False, "read_latency": timing.read_latency,
-            "write_latency": timing.write_latency, "batches": batches})["batches"]
+            "write_latency": timing.write_latency, "batches": batches,
+            "progress": str(Path(tmp) / "progress")})["batches"]
     for result, n in ((one, 1), (batch, frames)):
         if result["status"] & 0b111 != 0b010 or result["done"] != n:
             raise SimulationError(f"the zynq shell ended a {n}-frame batch with status {result['status']:#x} "
