@@ -66,3 +66,14 @@ def test_prove_timeout_reports_the_depth_reached(digits_out, tmp_path, capsys, m
     reached = re.search(r"MVAU_0  unknown: timed out after 6 s in the bmc check, at step (\d+) of 400: the "
                         r"properties hold for the first (\d+) cycles only", out)
     assert reached and 0 < int(reached[1]) == int(reached[2]) < 400, out
+
+
+def test_no_design_in_the_budget_says_what_to_try(tmp_path, capsys):
+    from tests.test_cli_errors import one_line
+    line = one_line(capsys, ["compile", str(DIGITS), "-o", str(tmp_path / "out"), *FAST, "--budget", "lut=10"])
+    assert line.startswith("rtlgen compile: error: no design fits the budget (LUT 10) at any folding")
+    assert line.endswith("; give a larger --budget, or split the network across devices (rtlgen partition)")
+    line = one_line(capsys, ["compile", str(DIGITS), "-o", str(tmp_path / "out"), *FAST, "--fit", "pynq-z2",
+                             "--max-utilization", "0.01", "--target-fps", "1e7"])
+    assert line.endswith("; lower --target-fps, give a larger --max-utilization, or split the network across "
+                         "devices (rtlgen partition)"), line

@@ -277,8 +277,11 @@ def fold(graph, options):
             # no faster II than the zynq shell's DMA can feed (rtlgen.report.board_rate)
             graph.optimizer = optimize_folding(graph, options.optimizer_budget(), target_cycles=target,
                                                io_cycles=lambda g: graph_shell_cycles(g, options.clock_mhz))
-        except NoFit as exc:
-            raise CompileError(str(exc)) from None
+        except NoFit as exc:           # what to try: the budget, the target, more devices
+            lower = "lower --target-fps, " if options.target_fps is not None else ""
+            budget = "a larger --max-utilization" if options.fit is not None else "a larger --budget"
+            raise CompileError(f"{exc}; {lower}give {budget}, or split the network across devices (rtlgen "
+                               f"partition)") from None
     elif options.target_fps is None and getattr(graph.model, "finn_hw", False):
         pass                        # FINN's hardware-layer ONNX carries the user's folding: kept
     else:
