@@ -17,7 +17,8 @@ residual Adds' are (:mod:`rtlgen.check.exact`). ``F`` and ``Z`` are chosen so th
 float32's own.
 
 Schedule per row, one step a cycle: ``n`` steps taking the codes (and the running max), ``n`` steps
-summing ``E[d]``, ``quotient_bits`` steps of the divider, ``n`` steps each giving one output code.
+summing ``E[d]``, ``quotient_bits / div_bits`` steps of the divider (``div_bits``, its folding: quotient bits
+a step), ``n`` steps each giving one output code.
 """
 
 from dataclasses import dataclass, field
@@ -41,6 +42,7 @@ __all__ = ["QuantSoftmaxSpec", "QuantSoftmax", "softmax_constants"]
 
 EXP_FRACTION_BITS = 30          # F: E[d] = round(2^F exp(-s d)); its rounding moves p by < (n + 1) 2^-(F+1)
 RECIPROCAL_BITS = 32            # R = K // S keeps at least this many bits (its floor moves p by < 2^-31 p)
+MAX_DIV_BITS = 4                # quotient bits a divider step: that many subtractors in series
 LATENCY = 5                     # an output step -> E[d]'s register -> the product's -> the code's -> the FIFO (2)
 NO_WORD = np.iinfo(np.int64).min // 4
 
@@ -70,6 +72,7 @@ class QuantSoftmaxSpec:
     num_input_vectors: tuple = (1,)     # rows: the tensor's other dimensions
     exp_bits: int = EXP_FRACTION_BITS   # F, fraction bits of the exp table (fewer: only for rtlgen prove)
     reciprocal_bits: int = RECIPROCAL_BITS  # least bits of R (fewer: only for rtlgen prove)
+    div_bits: int = 1               # quotient bits the divider finds a step (its folding: 1 .. MAX_DIV_BITS)
     exp_table: tuple = field(init=False, repr=False)     # E[d], d = 0 .. input range
     numerator: int = field(init=False, repr=False)      # K
     shift: int = field(init=False, repr=False)          # Z
@@ -95,8 +98,13 @@ class QuantSoftmaxSpec:
         object.__setattr__(self, "exp_table", table)
         object.__setattr__(self, "numerator", numerator)
         object.__setattr__(self, "shift", shift)
-        # S >= E[0] = 2^F, so K >> quotient_bits < S: the divider starts there, and K // S < 2^quotient_bits
-        object.__setattr__(self, "quotient_bits", max(1, numerator.bit_length() - self.fraction_bits))
+        if self.div_bits not in range(1, MAX_DIV_BITS + 1):
+            raise ValueError(f"QuantSoftmax div_bits={self.div_bits} must be 1 .. {MAX_DIV_BITS} (quotient bits a "
+                             f"divider step)")
+        # S >= E[0] = 2^F, so K >> quotient_bits < S: the divider starts there, and K // S < 2^quotient_bits;
+        # rounded up to whole steps of div_bits (the extra top bits are 0)
+        bits = max(1, numerator.bit_length() - self.fraction_bits)
+        object.__setattr__(self, "quotient_bits", -(-bits // self.div_bits) * self.div_bits)
 
     @property
     def fraction_bits(self):
@@ -127,8 +135,12 @@ class QuantSoftmaxSpec:
         return (*self.num_input_vectors, self.n, 1)
 
     @property
+    def div_steps(self):
+        return self.quotient_bits // self.div_bits
+
+    @property
     def row_steps(self):
-        return 3 * self.n + self.quotient_bits
+        return 3 * self.n + self.div_steps
 
     @property
     def exp_cycles(self):
@@ -141,7 +153,7 @@ class QuantSoftmaxSpec:
     @property
     def latency(self):
         """From the row's last input word to its first code offered: the sum, the division, an output step."""
-        return self.n + self.quotient_bits + 1 + LATENCY
+        return self.n + self.div_steps + 1 + LATENCY
 
     @property
     def error_bound(self):
@@ -182,7 +194,8 @@ class QuantSoftmaxSpec:
         dsp = -(-min(eb, qb) // 17) * -(-max(eb, qb) // 24)
         counters = 3 * max(1, self.row_steps.bit_length())
         fifo = output_fifo_spec(self.out_width).resource_estimate()
-        lut = self.n * ib // 2 + 2 * ib + table + 3 * sb + (eb + qb) + 2 * self.out_width + counters + fifo.lut
+        divider = self.div_bits * 2 * (sb + 1)          # per quotient bit of a step: a subtractor, a multiplexer
+        lut = self.n * ib // 2 + 2 * ib + table + sb + divider + (eb + qb) + 2 * self.out_width + counters + fifo.lut
         ff = self.n * ib + ib + 3 * sb + qb + eb + self.out_width + 4 + counters + fifo.ff
         return Resources(lut=lut, ff=ff, bram18=0, dsp=dsp)
 
@@ -192,7 +205,7 @@ class QuantSoftmax(wiring.Component):
 
     One step a cycle, each only while the output FIFO's registered ``i.ready`` allows (so no ready depends
     on ``o.ready``): ``n`` steps taking a row (``i.ready`` high in those only), ``n`` summing the table's
-    entries, ``spec.quotient_bits`` dividing, ``n`` giving the codes. ``spec.exp_cycles`` a frame.
+    entries, ``spec.div_steps`` dividing, ``n`` giving the codes. ``spec.exp_cycles`` a frame.
     """
 
     def __init__(self, spec):
@@ -205,7 +218,7 @@ class QuantSoftmax(wiring.Component):
 
     def elaborate(self, platform):
         s = self._spec
-        n, qb, z = s.n, s.quotient_bits, s.shift
+        n, qb, z, r = s.n, s.quotient_bits, s.shift, s.div_bits
         ib, eb, sb = s.in_width, s.fraction_bits + 1, s.sum_bits
         m = Module()
         advance, fifo_in = output_stage(m, self.o, s.out_width)
@@ -213,8 +226,8 @@ class QuantSoftmax(wiring.Component):
         step = Signal(range(s.row_steps))
         j = Signal(range(n))                            # the element of the row this step is at
         taking, summing = step < n, (step >= n) & (step < 2 * n)
-        dividing = (step >= 2 * n) & (step < 2 * n + qb)
-        giving = step >= 2 * n + qb
+        dividing = (step >= 2 * n) & (step < 2 * n + s.div_steps)
+        giving = step >= 2 * n + s.div_steps
         go = advance & (~taking | self.i.valid)
         m.d.comb += self.i.ready.eq(advance & taking)
 
@@ -232,24 +245,35 @@ class QuantSoftmax(wiring.Component):
         m.d.comb += rd.addr.eq(top - element_value(row[j], s.input_dtype))
         e = rd.data
 
-        # the sum, then the divider: R = K // S, one quotient bit a step, from remainder K >> qb
+        # the sum, then the divider: R = K // S, ``div_bits`` quotient bits a step (restoring division unrolled),
+        # from the remainder K >> qb
         total = Signal(sb, name="sum")
         rem = Signal(sb + 1, name="remainder")
         quotient = Signal(qb, name="quotient")
         # K's bits below K >> qb, MSB first, by a variable shift of a constant: an Array of constants
         # becomes an ``always @*`` block that Icarus never runs at time 0 (see layers.streams)
         k_low = s.numerator & ((1 << qb) - 1)
-        k_reversed = Const(int(format(k_low, f"0{qb}b")[::-1], 2), qb)     # bit t: the one step t shifts in
-        t = Signal(range(qb), name="div_step")
-        shifted = Signal(sb + 1)
-        k_bit = (k_reversed >> t)[0]
-        m.d.comb += shifted.eq(Mux(t == 0, s.numerator >> qb, rem) * 2 + k_bit)
-        fits = shifted >= total
+        k_reversed = Const(int(format(k_low, f"0{qb}b")[::-1], 2), qb)     # bit b: the b-th shifted in
+        t = Signal(range(s.div_steps), name="div_step")
+        k_at = Signal(range(qb + 1), name="k_at")                          # t * div_bits
+        k_bits = Signal(r)
+        m.d.comb += k_bits.eq(k_reversed >> k_at)
+        remainder = Signal(sb + 1, name="remainder_in")
+        m.d.comb += remainder.eq(Mux(t == 0, s.numerator >> qb, rem))
+        fits = []
+        for i in range(r):
+            shifted = Signal(sb + 1, name=f"shifted_{i}")
+            m.d.comb += shifted.eq(remainder * 2 + k_bits[i])
+            fit = Signal(name=f"fits_{i}")
+            m.d.comb += fit.eq(shifted >= total)
+            remainder = Mux(fit, shifted - total, shifted)
+            fits.append(fit)
         with m.If(go & summing):
             m.d.sync += total.eq(Mux(j == 0, e, total + e))
         with m.If(go & dividing):
-            m.d.sync += [rem.eq(Mux(fits, shifted - total, shifted)), quotient.eq(Cat(fits, quotient[:-1])),
-                         t.eq(wrapping_increment(t, qb))]
+            m.d.sync += [rem.eq(remainder), quotient.eq(Cat(*reversed(fits), quotient[:qb - r])),
+                         t.eq(wrapping_increment(t, s.div_steps)),
+                         k_at.eq(Mux(t == s.div_steps - 1, 0, k_at + r))]
 
         # a code: min((e * R + 2^(Z-1)) >> Z, out_max) = min((floor(e * R / 2^(Z-1)) + 1) >> 1, out_max): the
         # rounding adds to the product's top bits only. Registers after the table and after the product
@@ -346,5 +370,7 @@ def _examples():
 
 
 OP = Op("QuantSoftmax", QuantSoftmaxSpec, QuantSoftmax, golden=_golden, small_instance=_small_instance,
+        folding={"div_bits": "div_bits"}, extensions=("div_bits",),
+        parallelism={"div_bits": lambda params: list(range(1, MAX_DIV_BITS + 1))},
         lowers=(Lowering(("Softmax",), _lower_softmax, when=lambda ctx, node: _only_quantizer(ctx, node) is not None,
                          legal="Softmax (over the last axis and then quantized)"),), examples=_examples)
