@@ -242,3 +242,14 @@ def test_two_heads_rtl_at_the_ii_under_backpressure(tmp_path):
     x = _batch(path, 2, 9)
     outputs, io = rtl_at_the_ii_under_backpressure(path, x, tmp_path)
     assert verify_outputs(path, x, outputs, io).passed
+
+
+@pytest.mark.slow
+@pytest.mark.sim
+def test_encoder_block_at_fit_pynq_z2_rtl_at_the_ii_under_backpressure(tmp_path):
+    """--fit pynq-z2 folds the products (SIMD, PE) and the softmax's divider (div_bits): the same outputs."""
+    from rtlgen.options import CompileOptions
+    path = MODELS / "encoder_block.onnx"
+    x = _batch(path, 2, 11)
+    outputs, io = rtl_at_the_ii_under_backpressure(path, x, tmp_path, CompileOptions(fit="pynq-z2"))
+    assert verify_outputs(path, x, outputs, io).exact
