@@ -207,7 +207,18 @@ def parse(argv):
         for action in command._actions:
             action.default = argparse.SUPPRESS
     args.given = set(vars(explicit.parse_known_args(argv)[0])) - {"command"}
+    _refuse_empty(parser.commands[args.command], args)
     return args
+
+
+def _refuse_empty(command, args):
+    """An option or argument written as "" is an error naming it (never silently the default, or the working
+    directory); where a bare flag means the default (``--waves``, ``--keep-intermediate``), "" means it too."""
+    for action in command._actions:
+        if action.dest in args.given and getattr(args, action.dest, None) == "" and action.nargs != "?":
+            name = action.option_strings[0] if action.option_strings else action.metavar or action.dest
+            what = action.metavar or action.dest.upper()
+            command.error(f"{name} '': an empty value; give {what}")
 
 
 def _unrecognized(parser, command, extra):

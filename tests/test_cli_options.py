@@ -4,6 +4,7 @@ option and what is legal (exit 2, nothing written, no "internal error"); a value
 user should know about is a warning kept in report.json and report.html and passed to the API's ``warn``."""
 
 import json
+import re
 
 import numpy as np
 import pytest
@@ -46,8 +47,8 @@ def test_legal_input_dtypes_are_kept_in_canonical_spelling(given, canonical):
 
 def test_empty_out_is_refused_not_the_working_directory(tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    line = one_line(capsys, ["compile", str(DIGITS), "-o", "", "--force", *FAST])
-    assert line == "rtlgen compile: error: -o '': an empty name; give the output directory (-o . for the current one)"
+    line = parse_error(capsys, ["compile", str(DIGITS), "-o", "", "--force", *FAST])
+    assert line == "rtlgen compile: error: -o '': an empty value; give OUT (`rtlgen compile --help` shows the usage)"
     assert list(tmp_path.iterdir()) == []
     with pytest.raises(OutError, match=r"^-o '': an empty name"):
         api.compile(DIGITS, "", force=True, fifo_sizing="none")
@@ -154,3 +155,28 @@ def test_open_design_of_a_missing_directory_is_an_out_error(tmp_path, capsys):
 def main_ok(argv):
     from rtlgen.cli import main
     return main(argv) == 0
+
+
+@pytest.mark.parametrize("argv", [["sim", "{out}", "--input", "{x}", "-o", ""], ["sim", "{out}", "--input", ""],
+                                  ["sim", "{out}", "--input", "{x}", "--labels", ""],
+                                  ["verify", str(DIGITS), "--input", "{x}", "-o", ""], ["build", "{out}", "--input", ""],
+                                  ["compile", "", "-o", "{tmp}/o"], ["compile", str(DIGITS), "-o", "{tmp}/o", "--budget", ""],
+                                  ["inspect", str(DIGITS), "--input-dtype", ""]],
+                         ids=["sim-o", "sim-input", "labels", "verify-o", "build-input", "model", "budget", "dtype"])
+def test_an_empty_value_is_never_silently_the_default(digits_out, tmp_path, capsys, argv):
+    x = npy(tmp_path, np.zeros((1, 1, 8, 8), dtype=np.float32))
+    argv = [a.format(out=digits_out, x=x, tmp=tmp_path) for a in argv]
+    line = parse_error(capsys, argv)
+    assert re.fullmatch(rf"rtlgen {argv[0]}: error: \S+ '': an empty value; give \S+ \(`rtlgen {argv[0]} --help` "
+                        rf"shows the usage\)", line), line
+
+
+def parse_error(capsys, argv):
+    """A command line argparse refuses: exit 2, one line."""
+    from rtlgen.cli import main
+    with pytest.raises(SystemExit) as exit:
+        main(argv)
+    assert exit.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1, err
+    return err[0]
