@@ -201,6 +201,45 @@ def test_interleaved_heads_alone_against_golden_and_timing(transposed):
             assert np.array_equal(model.writes, result.out_cycles("o"))
 
 
+def _self_attention_scores(tmp_path, tokens=4, features=8):
+    """x (1, tokens, features) -> Quant (INT4) -> x . x^T (a MatMul of the stream by its own transpose) ->
+    Quant (INT8): the smallest product of two streams, made with onnx.helper."""
+    import onnx
+    from onnx import TensorProto, helper
+    consts = [helper.make_tensor(n, TensorProto.FLOAT, [], [v]) for n, v in
+              (("s", 0.37), ("z", 0.0), ("b4", 4.0), ("so", 1.3), ("b8", 8.0))]
+    quant = dict(domain="qonnx.custom_op.general", signed=1, narrow=0, rounding_mode="ROUND")
+    nodes = [helper.make_node("Quant", ["x", "s", "z", "b4"], ["q"], name="in_quant", **quant),
+             helper.make_node("Transpose", ["q"], ["qt"], perm=[0, 2, 1], name="qT"),
+             helper.make_node("MatMul", ["q", "qt"], ["scores"], name="scores"),
+             helper.make_node("Quant", ["scores", "so", "z", "b8"], ["y"], name="out_quant", **quant)]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, tokens, features])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, tokens, tokens])], consts)
+    path = tmp_path / "scores.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13),
+                                                      helper.make_opsetid("qonnx.custom_op.general", 1)]), str(path))
+    return path
+
+
+def test_self_attention_scores_are_bit_exact(tmp_path):
+    path = _self_attention_scores(tmp_path)
+    model = load_model(path)
+    graph = lower(model)
+    assert [n.op_type for n in graph.nodes] == ["MatMulStreams", "Thresholding"]
+    assert graph.nodes[0].spec().b_transposed
+    assert golden_matches_qonnx(path, model, graph, _batch(path, 64, 12)).exact
+
+
+@pytest.mark.sim
+def test_self_attention_scores_rtl_at_the_ii_under_backpressure(tmp_path):
+    """The default suite's RTL test of MatMulStreams: one stream times its own transpose (4 x 8)."""
+    path = _self_attention_scores(tmp_path)
+    x = _batch(path, 3, 13)
+    outputs, io = rtl_at_the_ii_under_backpressure(path, x, tmp_path / "out")
+    assert verify_outputs(path, x, outputs, io).exact
+
+
+@pytest.mark.slow
 @pytest.mark.sim
 def test_qk_matmul_rtl_at_the_ii_under_backpressure(tmp_path):
     path = MODELS / "qk_matmul.onnx"
