@@ -435,8 +435,8 @@ def _lower_matmul_of_streams(ctx, node):
 
 
 def _small_instance(s):
-    """Two rows, two words of SIMD along k and of PE along p, one head."""
-    return dict(m=min(s.m, 2), k=min(s.k, 2 * s.simd), p=min(s.p, 2 * s.pe), heads=1)
+    """Two rows, two words of SIMD along k and of PE along p, at most two heads (interleaved stays so)."""
+    return dict(m=min(s.m, 2), k=min(s.k, 2 * s.simd), p=min(s.p, 2 * s.pe), heads=min(s.heads, 2))
 
 
 def _examples():
