@@ -26,7 +26,7 @@ from rtlgen.backend.build import build as build_design
 from rtlgen.check.verify import simulate_model, verify_outputs
 from rtlgen.errors import CompileError, CompileWarning
 from rtlgen.fit import Usage, fit_line
-from rtlgen.ir.outdir import OutError, check_out, model_source, read_design, replacing
+from rtlgen.ir.outdir import OutError, changed_files, check_out, model_source, read_design, replacing
 from rtlgen.options import CompileOptions, read_config
 from sim import out_files, progress
 from rtlgen.passes.optimize import Budget
@@ -53,6 +53,12 @@ class Design:
     def model_status(self):
         """(:attr:`model`, None if the model is as compiled, else a line saying it changed or is gone)."""
         return model_source(self.out, self.report)
+
+    @property
+    def changed_files(self):
+        """OUT's files whose sha256 differs from the compile's, [(path in OUT, "edited" | "gone" |
+        "unreadable")]: what `rtlgen sim|verify|build|prove` name first."""
+        return changed_files(self.out)
 
     @property
     def warnings(self):
@@ -207,6 +213,7 @@ def partition(model, out, *, devices, budget=None, board="pynq-z2", max_utilizat
     from rtlgen.passes.partition import partition as plan_partition
 
     say = say or (lambda line: None)
+    _check_partition_options(devices, link_gbps, flit_width, max_packet_bytes)
     check_out(out, force=force)         # now, not after the solve
     try:
         per_device = Budget.parse(budget) if budget is not None else Budget.for_board(board, max_utilization)
@@ -245,6 +252,23 @@ def partition(model, out, *, devices, budget=None, board="pynq-z2", max_utilizat
                     f"{device.receive.words_per_frame} x {device.receive.word_width}-bit words -> layers -> "
                     f"ToGalapagos TDEST {device.send.dest}) -> {shown(path)}")
     return part
+
+
+def _check_partition_options(devices, link_gbps, flit_width, max_packet_bytes):
+    """`rtlgen partition`'s own options, each named by its flag with what is legal, before any long step."""
+    from galapagos.bridges import FLIT_WIDTHS       # start-up: with the partition only
+    whole = lambda value: isinstance(value, int) and not isinstance(value, bool)
+    if not whole(devices) or devices < 1:
+        raise CompileError(f"--devices {devices!r}: must be a whole number of devices, at least 1")
+    if isinstance(link_gbps, bool) or not isinstance(link_gbps, (int, float)) or not 0 < link_gbps < float("inf"):
+        raise CompileError(f"--link-gbps {link_gbps!r}: must be a positive number of Gbit/s (1 for Gigabit "
+                           f"Ethernet)")
+    if flit_width not in FLIT_WIDTHS:
+        raise CompileError(f"--flit-width {flit_width!r}: legal: {', '.join(map(str, FLIT_WIDTHS))} bits")
+    if not whole(max_packet_bytes) or max_packet_bytes < flit_width // 8:
+        raise CompileError(f"--max-packet-bytes {max_packet_bytes!r}: must be a whole number of bytes, at least one "
+                           f"{flit_width}-bit flit ({flit_width // 8}); 1440 is the Ethernet MTU's, 8992 with "
+                           f"jumbo frames")
 
 
 def _unused_devices(used, devices, bound_by, fixed):

@@ -9,6 +9,7 @@ import pytest
 from rtlgen import api
 from rtlgen.check.prove import _reached
 from rtlgen.cli import main
+from rtlgen.errors import CompileError
 from tests.test_cli_errors import DIGITS, FAST
 
 
@@ -77,3 +78,20 @@ def test_no_design_in_the_budget_says_what_to_try(tmp_path, capsys):
                              "--max-utilization", "0.01", "--target-fps", "1e7"])
     assert line.endswith("; lower --target-fps, give a larger --max-utilization, or split the network across "
                          "devices (rtlgen partition)"), line
+
+
+@pytest.mark.parametrize("flag, value, message", [
+    ("--devices", "0", "--devices 0: must be a whole number of devices, at least 1"),
+    ("--link-gbps", "-1", "--link-gbps -1.0: must be a positive number of Gbit/s (1 for Gigabit Ethernet)"),
+    ("--link-gbps", "nan", "--link-gbps nan: must be a positive number of Gbit/s (1 for Gigabit Ethernet)"),
+    ("--max-packet-bytes", "4", "--max-packet-bytes 4: must be a whole number of bytes, at least one 64-bit flit (8); "
+                                "1440 is the Ethernet MTU's, 8992 with jumbo frames"),
+])
+def test_partition_options_are_named_by_their_flags(tmp_path, capsys, flag, value, message):
+    from tests.test_cli_errors import one_line
+    argv = ["partition", str(DIGITS), "-o", str(tmp_path / "out"), "--devices", "2", flag, value]
+    assert one_line(capsys, argv) == f"rtlgen partition: error: {message}"
+    assert not (tmp_path / "out").exists()
+    with pytest.raises(CompileError, match=f"^{flag} "):
+        api.partition(DIGITS, tmp_path / "api", **{"devices": 2, flag[2:].replace("-", "_"): {
+            "--devices": 0, "--link-gbps": -1.0, "--max-packet-bytes": 4}.get(flag, float(value))})

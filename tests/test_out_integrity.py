@@ -25,9 +25,12 @@ def edit(out):
 
 
 def test_changed_files_lists_edits_and_losses(digits_out_copy):
+    from rtlgen import api
+    design = api.open_design(digits_out_copy)
     edit(digits_out_copy)
     assert changed_files(digits_out_copy) == [("finn_design_wrapper.v", "edited"), ("folding.json", "gone"),
                                               ("io.json", "edited")]
+    assert design.changed_files == changed_files(digits_out_copy)           # the API's view
 
 
 def test_manifest_keeps_a_hash_per_file(digits_out):
