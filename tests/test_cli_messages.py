@@ -95,3 +95,25 @@ def test_partition_options_are_named_by_their_flags(tmp_path, capsys, flag, valu
     with pytest.raises(CompileError, match=f"^{flag} "):
         api.partition(DIGITS, tmp_path / "api", **{"devices": 2, flag[2:].replace("-", "_"): {
             "--devices": 0, "--link-gbps": -1.0, "--max-packet-bytes": 4}.get(flag, float(value))})
+
+
+def test_layer_table_keeps_numbers_whole_at_any_width(digits_out):
+    """The per-layer table at every console width from 20 to 260 columns: every number printed whole (the
+    text columns wrap, or the rows stack when even the numbers do not fit), never an ellipsis."""
+    import io
+
+    from rich.console import Console
+
+    from rtlgen.report.summary import _rows, layer_table
+    report = json.loads((digits_out / "report.json").read_text())
+    for k, layer in enumerate(report["layers"]):          # numbers as wide as a big design's
+        layer["resources"]["LUT"], layer["resources"]["FF"] = 5_512_345 + k, 55_123_456 + k
+    report["totals"]["LUT"] = 123_456_789
+    header, rows, ends = _rows(report)
+    numbers = {cell.removeprefix("II ") for cells, _ in rows + ends for cell in cells[3:] if cell}
+    for width in range(20, 261, 3):
+        text = io.StringIO()
+        Console(file=text, width=width, no_color=True, highlight=False).print(layer_table(report, width))
+        printed = text.getvalue()
+        assert "…" not in printed, width
+        assert all(n in printed for n in numbers), (width, [n for n in numbers if n not in printed])
