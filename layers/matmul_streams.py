@@ -373,7 +373,8 @@ def _layout_readers(ctx, node):
     def of_two_streams(r):
         return r.op_type == "MatMul" and all(ctx.initializer(i) is None for i in r.input)
 
-    sequences = len(ctx.shape(node.input[0])) != 4 and len(ctx.shape(out)) != 4    # feature maps: the host's
+    # (batch..., tokens, features) sequences only: feature maps are the host's, and a 2-D tensor reads as one vector
+    sequences = len(ctx.shape(node.input[0])) == 3 and len(ctx.shape(out)) == 3
     return sequences and bool(readers) and not ctx.is_graph_output(out) and all(
         r.op_type in LAYOUT_READERS or of_two_streams(r) for r in readers)
 

@@ -142,7 +142,8 @@ class _Lowering(ModelLoweringContext):
             return new, True
         if node.op_type not in ELEMENTWISE_OPS:
             return None, False
-        moved = self._input_affine(t, node)
+        # float ops into the next MatMul's rows: only on a stream in its own order (not a relabelled one)
+        moved = self._input_affine(t, node) if t.row_order is None else None
         if moved is not None:
             self.wires[moved.name] = self.wires[t.name]
             return moved, False
