@@ -4,6 +4,7 @@ One accumulator word (PE lanes) per channel fold sits in a small memory; every i
 its fold's entry, and the last pixel's words leave as the sums, so outputs overlap the input.
 """
 
+import numpy as np
 from dataclasses import dataclass, field
 
 from amaranth.hdl import Cat, Module, Mux, Signal
@@ -204,6 +205,30 @@ def _lower(ctx, node):
     return ctx.tensor(node.output[0], pool.spec().output_dtype, t.scale / (h * w))     # (per channel too)
 
 
+def reduces_tokens(ctx, node):
+    """A ReduceMean over the tokens (axis 1) of a (1, tokens, features) sequence: a transformer's mean pooling."""
+    shape = tuple(ctx.shape(node.input[0]))
+    axes = ctx.attrs(node).get("axes")
+    if axes is None and len(node.input) > 1 and node.input[1]:          # opset 18: axes as an input
+        value = ctx.initializer(node.input[1])
+        axes = None if value is None else [int(a) for a in np.ravel(value)]
+    return len(shape) == 3 and shape[0] == 1 and axes is not None and [a % 3 for a in axes] == [1]
+
+
+def _lower_token_mean(ctx, node):
+    """The mean over a sequence's tokens: the per-feature sum (a GlobalAccPool over tokens x 1 pixels), the
+    code at scale / tokens; the quantizer after it thresholds the sum."""
+    t = ctx.input(node)
+    ctx.require_codes(t, node)
+    if t.row_order is not None or np.ndim(t.scale):
+        raise ctx.error(f"node {node.name} (ReduceMean): its input {t.name} must be a per-tensor quantized sequence "
+                        f"in its own order")
+    _, tokens, features = t.shape
+    pool = ctx.add("GlobalAccPool", dict(num_channels=features, input_dtype=t.dtype, num_input_vectors=(1, tokens, 1)),
+                   [node])
+    return ctx.tensor(node.output[0], pool.spec().output_dtype, t.scale / tokens)
+
+
 def _examples():
     """Sums over a 2x2 map."""
     return [(dict(num_channels=4, input_dtype="UINT2", num_input_vectors=(1, 2, 2)), {"PE": 2})]
@@ -214,5 +239,7 @@ OP = Op("GlobalAccPool", GlobalAccPoolSpec, GlobalAccPool, folding={"PE": "pe"},
         finn_names={"num_channels": "NumChannels", "input_dtype": "inputDataType",
                     "num_input_vectors": "numInputVectors"},
         old_names=("GlobalAccPool_Batch",), golden=_golden, small_instance=shrink_channels("num_channels", "pe"),
-        lowers=(Lowering(("GlobalAveragePool",), _lower), Lowering(("AveragePool",), _lower, when=whole_map)),
+        lowers=(Lowering(("GlobalAveragePool",), _lower), Lowering(("AveragePool",), _lower, when=whole_map),
+                Lowering(("ReduceMean",), _lower_token_mean, when=reduces_tokens,
+                         legal="ReduceMean (over a sequence's tokens)")),
         examples=_examples)

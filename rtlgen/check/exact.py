@@ -10,7 +10,7 @@ difference then travels through the rest of the network.
 
 :func:`exact_reference` evaluates the model node by node with the accelerator's semantics: quantizer
 outputs are kept exactly (``code * scale`` in float64) for the linear ops that consume them; MatMul,
-Conv and Gemm, an Add of two such tensors, a Softmax of one (and ops that only move values: reshapes, pooling by max,
+Conv and Gemm, an Add of two such tensors, a Softmax or a ReduceMean of one (and ops that only move values: reshapes, pooling by max,
 padding...) are evaluated in float64 and rounded once to float32; every other node runs as qonnx runs it, in float32.
 A dot product's exact value, and constant scales and biases on it, are kept as well for a next dot
 product that reads them with no quantizer between (the accelerator carries such an accumulator into the
@@ -103,6 +103,12 @@ def _run(model, opset, inputs, *, exact):
             pre[node.name] = np.asarray(ctx[node.input[0]], np.float32).copy()
         if exact and node.op_type in LINEAR_OPS and not _scaled_gemm(node):
             exact_of[node.output[0]], ctx[node.output[0]] = _linear(node, ctx, exact_of, opset)
+            continue
+        if exact and node.op_type == "ReduceMean" and node.input[0] in exact_of:
+            # a mean of exact values (the accelerator sums the codes exactly): float64, one rounding to float32
+            exact_of[node.output[0]] = _float64(node, [exact_of[node.input[0]], *(ctx.get(i) for i in node.input[1:])],
+                                                opset)[0]
+            ctx[node.output[0]] = np.asarray(exact_of[node.output[0]]).astype(np.float32)
             continue
         if exact and node.op_type == "Softmax" and node.input[0] in exact_of:
             # the accelerator's softmax is the real one up to far less than float32's rounding: float64, then

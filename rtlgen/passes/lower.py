@@ -152,10 +152,13 @@ class _Lowering(ModelLoweringContext):
 
     def _rows_consumed(self, tensor):
         """Whether every reader of ``tensor``, a feature map flattened in stream order (h, w, c), is a MatMul,
-        which takes that order by permuting its weight rows. Anything else (a graph output, a host op)
-        would read the stream's order as the model's (c, h, w) one."""
+        which takes that order by permuting its weight rows, or a layout op the registry relabels (a
+        transpose to (h*w, c) tokens: the stream's own order again). Anything else (a graph output, a host
+        op) would read the stream's order as the model's (c, h, w) one."""
         readers = self.consumers(tensor)
-        return bool(readers) and not self.is_graph_output(tensor) and all(r.op_type == "MatMul" for r in readers)
+        return bool(readers) and not self.is_graph_output(tensor) and all(
+            r.op_type == "MatMul" or r.op_type == "Transpose" and rule_for(self, r, "node", [tensor]) is not None
+            for r in readers)
 
     def _check_host(self, host):
         """Host nodes after the accelerator must not include compute that hardware should have done."""
