@@ -17,7 +17,7 @@ from rtlgen.cli_args import UsageError, refuse_compile_options
 from rtlgen.errors import BuildError, CompileError
 from rtlgen.ir.outdir import OutError, changed_line, claim, read_design
 from rtlgen.options import CompileOptions, default_config, from_args, option_fields
-from sim import out_files
+from sim import out_files, progress
 from sim.compiled import network_engine
 from sim.runner import SimulationError
 from sim.stream_io import InputError, StreamIO, input_batch
@@ -31,7 +31,9 @@ __all__ = ["RUN", "print_line", "print_warning", "first_line"]
 
 
 def print_line(text):
+    """A line on stdout (the progress reporter counts it: no progress line is due for another interval)."""
     print(text, flush=True)
+    progress.line_written()
 
 
 def _options(args):
@@ -180,7 +182,8 @@ def run_sim_command(args):
         return _run_shell_sim(args, design, x, labels, output)
     waves = _waves_path(args)
     start = time.perf_counter()
-    run = design.simulate(x, simulator=args.simulator, waves=None if waves is None else str(waves))
+    with progress.step(f"simulating {len(x):,} frame(s)"):         # in a log: a line every 10 s
+        run = design.simulate(x, simulator=args.simulator, waves=None if waves is None else str(waves))
     seconds = time.perf_counter() - start
     ii = report["analytic_cycles_per_frame"]
     if args.json:
@@ -302,7 +305,8 @@ def _run_cluster_sim(args):
     labels = _labels(args.labels, len(x)) if args.labels else None
     output = _npy_path(args.output) if args.output else None
     start = time.perf_counter()
-    run = scaleout.simulate(args.out, x, latency=args.link_latency)
+    with progress.step(f"simulating {len(x):,} frame(s) on the cluster"):
+        run = scaleout.simulate(args.out, x, latency=args.link_latency)
     seconds = time.perf_counter() - start
     line = f"simulated {run.frames} frame(s) on {len(run.devices)} device(s) in {seconds:.1f} s: {run.cycles} cycles, " \
            f"latency {run.latency} cycles"
@@ -389,11 +393,13 @@ def run_verify_command(args):
     with tempfile.TemporaryDirectory(prefix="rtlgen-verify-") as tmp:
         design = api.open_design(args.model) if existing else _compile(args.model, args.out or tmp, args)
         start = time.perf_counter()
-        run = design.simulate(x, simulator=args.simulator)
+        with progress.step(f"simulating {len(x):,} frame(s)"):
+            run = design.simulate(x, simulator=args.simulator)
         print_line(f"simulated {run.frames} frame(s) in {time.perf_counter() - start:.1f} s"
              + (f", {run.cycles_per_frame:.1f} cycles/frame (II {design.report['analytic_cycles_per_frame']})"
                 if run.cycles_per_frame is not None else ""))
-    result = verify_outputs(model, x, run.outputs, design.io)
+    with progress.step("qonnx's execution of the model"):
+        result = verify_outputs(model, x, run.outputs, design.io)
     print_line(result.summary())
     if edited and not result.passed:    # the first line said which: the mismatch may be the edit
         print_line(f"files of {args.model} were edited since the compile (the first line names them): recompile "
@@ -421,7 +427,8 @@ def _verify_netlist(args, existing, model):
                          f"(rtlgen compile {args.model} -o OUT, rtlgen build OUT), not {args.model}")
     read_netlist(args.model, api.open_design(args.model).verilog)   # no build, or a stale one: before qonnx runs
     x = _model_input(model, _load_input(args.input))
-    return verify_netlist(args.model, model, x, simulator=args.simulator, say=print_line)
+    with progress.step("the netlist's simulation"):
+        return verify_netlist(args.model, model, x, simulator=args.simulator, say=print_line)
 
 
 def run_build_command(args):
@@ -501,8 +508,9 @@ def run_prove_command(args):
     started = time.time()
     _warn_changed(args.command, args.out)
     try:
-        outcomes = prove_out(args.out, depth=args.depth, node=args.node, timeout=args.timeout,
-                             report=lambda outcome: print_line(outcome.line()))
+        with progress.step("proving the nodes' stream contracts"):     # a node's run may take minutes
+            outcomes = prove_out(args.out, depth=args.depth, node=args.node, timeout=args.timeout,
+                                 report=lambda outcome: print_line(outcome.line()))
     except ValueError as exc:           # an unknown --node, naming the legal ones
         raise UsageError(str(exc)) from None
     except ToolMissing as exc:          # the environment, not a bug

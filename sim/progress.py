@@ -20,7 +20,7 @@ import threading
 import time
 from contextlib import contextmanager, nullcontext
 
-__all__ = ["task", "step", "over", "reporting", "text_reporter"]
+__all__ = ["task", "step", "over", "line_written", "reporting", "text_reporter"]
 
 _reporter = None
 
@@ -50,6 +50,14 @@ def step(description):
     show = getattr(_reporter, "step", None)
     with (show(description) if show is not None else nullcontext(_ignore)) as update:
         yield update
+
+
+def line_written():
+    """Tell the reporter that a line was just written beside it (a command's own output): a log's progress
+    lines are due only after an interval without any."""
+    wrote = getattr(_reporter, "wrote", None)
+    if wrote is not None:
+        wrote()
 
 
 def over(items, description):
@@ -83,9 +91,12 @@ class _TextReporter:
         self.stop = self.thread = None
 
     def write(self, text):
+        self.wrote()
+        self._write(text)
+
+    def wrote(self):
         with self.lock:
             self.last = time.monotonic()
-        self._write(text)
 
     def __call__(self, description, total):
         return self._open(description, total, announce=True)

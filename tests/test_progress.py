@@ -171,3 +171,15 @@ def test_shell_simulation_passes_on_the_frames_the_bench_reports(tmp_path):
         path.write_text("1 37\n")
         time.sleep(0.7)
     assert seen and set(seen) == {37}
+
+
+def test_a_line_written_beside_the_reporter_restarts_its_interval():
+    """A command's own lines (prove's outcomes, the passes) count: a progress line only after a silence."""
+    lines = []
+    with progress.reporting(progress.text_reporter(lines.append, every=0.2)):
+        with progress.step("proving"):
+            for _ in range(6):                  # a line every 0.1 s: never 0.2 s of silence
+                time.sleep(0.1)
+                progress.line_written()
+            time.sleep(0.35)                    # then silence: the step speaks
+    assert len(lines) == 1 and lines[0].startswith("proving: running for "), lines
