@@ -106,6 +106,8 @@ def add_build_arguments(parser):
 def add_inspect_arguments(parser):
     parser.add_argument("model", metavar="MODEL.onnx")
     parser.add_argument("--json", action="store_true", help="print the description as JSON")
+    parser.add_argument("--config", metavar="BUILD.json", help="a build file (`rtlgen config`): its options, the "
+                        "flags written here over them")
     add_compile_options(parser, INSPECT)
 
 

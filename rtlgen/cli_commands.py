@@ -457,8 +457,7 @@ def run_inspect_command(args):
     from rtlgen.report.describe import describe, print_description       # start-up
     from rtlgen.report.summary import console       # start-up
 
-    args.fifo_sizing = "none"         # inspect stops before the FIFOs
-    options = _options(args)
+    options = from_args(args, fifo_sizing="none").check()        # inspect stops before the FIFOs
     _warn_options(args.command, options)
     info = describe(args.model, options)
     if args.json:

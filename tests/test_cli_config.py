@@ -98,3 +98,14 @@ def test_compile_help_groups_the_options_by_task():
         "objective": "objective", "board": "board", "input_dtype": "input", "config": "input", "out": "output",
         "json": "output", "fifo_sizing": "simulation"}
     assert all(f.metadata["group"] in GROUPS for f in option_fields())
+
+
+def test_inspect_reads_a_build_file(tmp_path, capsys):
+    path = write(tmp_path, {"target_fps": 1e6, "fifo_sizing": "sim", "clock_mhz": 100})
+    assert main(["inspect", str(DIGITS), "--json", "--config", str(path)]) == 0
+    fast = json.loads(capsys.readouterr().out)
+    assert main(["inspect", str(DIGITS), "--json"]) == 0
+    default = json.loads(capsys.readouterr().out)
+    assert fast != default              # the file's 1e6 frames/s folds the layers wider than the default
+    line = one_line(capsys, ["inspect", str(DIGITS), "--config", str(write(tmp_path, {"fit": 3}, "bad.json"))])
+    assert line.startswith("rtlgen inspect: error: --config ") and line.endswith("fit 3: must be a string, not int")
