@@ -62,6 +62,22 @@ def test_one_attention_head_matches_qonnx():
     golden_matches_qonnx(path, model, graph, _batch(path, 16, 2))
 
 
+def _digits(n):
+    data = np.load(MODELS / "digits_vit_testset.npz")
+    return (data["images"][:n].astype(np.float32) / 16.0).reshape(n, 1, 1, 8, 8), data["labels"][:n]
+
+
+def test_the_tiny_vit_matches_qonnx():
+    """A trained tiny ViT on 8x8 digits (make_vit.py): patch-embedding conv, 16 tokens (flatten + transpose:
+    the stream's own order), the encoder block, mean pooling over tokens (GlobalAccPool), a linear head;
+    equal to qonnx up to float32 rounding at the float end."""
+    path, model, graph = _lowered("digits_vit")
+    kinds = [n.op_type for n in graph.nodes]
+    assert kinds[:2] == ["ConvolutionInputGenerator", "MVAU"] and "GlobalAccPool" in kinds
+    x, _ = _digits(24)
+    golden_matches_qonnx(path, model, graph, x)
+
+
 # --- refused, naming the node and why ------------------------------------------------------------
 
 def test_two_heads_interleaved_in_stream_order_match_qonnx():
@@ -292,3 +308,26 @@ def test_encoder_block_at_fit_pynq_z2_rtl_at_the_ii_under_backpressure(tmp_path)
     x = _batch(path, 2, 11)
     outputs, io = rtl_at_the_ii_under_backpressure(path, x, tmp_path, CompileOptions(fit="pynq-z2"))
     assert verify_outputs(path, x, outputs, io).exact
+
+
+@pytest.mark.slow
+def test_the_tiny_vits_accuracy_in_golden_equals_torchs():
+    """All 360 test digits: the accelerator's integer semantics classify as the trained model did in torch
+    (46.4 %; qonnx's float32 execution 46.1 %: argmax ties of float outputs equal up to float32 rounding)."""
+    from rtlgen.passes.to_hw import stream_io
+    from rtlgen.check.execute import run_golden
+    path, model, graph = _lowered("digits_vit")
+    x, labels = _digits(360)
+    io = stream_io(model, graph)
+    ours = io.output_from_codes(run_golden(graph, io.input_codes(x)))
+    assert np.sum(ours.reshape(360, -1).argmax(1) == labels) == 167
+    assert verify_outputs(path, x, ours, io).passed
+
+
+@pytest.mark.slow
+@pytest.mark.sim
+def test_the_tiny_vit_rtl_at_the_ii_under_backpressure(tmp_path):
+    path = MODELS / "digits_vit.onnx"
+    x, _ = _digits(2)
+    outputs, io = rtl_at_the_ii_under_backpressure(path, x, tmp_path)
+    assert verify_outputs(path, x, outputs, io).passed
