@@ -26,7 +26,8 @@ from benchmarks.tables import write_section
 from rtlgen.costmodel import estimate
 from rtlgen.options import CompileOptions
 from rtlgen.passes.load import load_model
-from rtlgen.passes.optimize import Budget, NoFit, design_estimate, fold_groups, group_options, optimize_folding
+from rtlgen.fit import Budget
+from rtlgen.passes.optimize import NoFit, design_estimate, fold_groups, group_options, optimize_folding
 from rtlgen.passes.to_hw import to_hw
 from benchmarks.folding import MODELS
 

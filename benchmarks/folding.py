@@ -29,7 +29,8 @@ from rtlgen.options import CompileOptions
 from rtlgen.passes.to_hw import to_hw
 from rtlgen.passes.fold import set_folding
 from rtlgen.passes.load import load_model
-from rtlgen.passes.optimize import Budget, NoFit, design_estimate, optimize_folding
+from rtlgen.fit import Budget
+from rtlgen.passes.optimize import NoFit, design_estimate, optimize_folding
 
 MODELS = Path(__file__).resolve().parent.parent / "tests" / "models"
 NETWORKS = [("TFC-w1a1", "TFC_1W1A.onnx"), ("TFC-w2a2", "TFC_2W2A.onnx"), ("CNV-w1a1", "cnv_1w1a_ts_clean.onnx"),

@@ -24,7 +24,7 @@ from benchmarks.tables import write_section
 from rtlgen.costmodel import estimate
 from rtlgen.options import CompileOptions
 from rtlgen.passes.load import load_model
-from rtlgen.passes.optimize import Budget
+from rtlgen.fit import Budget
 from rtlgen.passes.to_hw import to_hw
 from boards.yosys import XC7Z020
 

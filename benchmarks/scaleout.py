@@ -26,7 +26,7 @@ from rtlgen.backend import scaleout
 from rtlgen.options import CompileOptions
 from rtlgen.passes.load import load_model
 from rtlgen.passes.lower import lower
-from rtlgen.passes.optimize import Budget
+from rtlgen.fit import Budget
 from rtlgen.backend.scaleout import write_plan
 from rtlgen.passes.partition import PartitionError, partition
 from rtlgen.check.verify import verify_outputs

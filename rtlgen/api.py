@@ -25,11 +25,10 @@ import numpy as np
 from rtlgen.backend.build import build as build_design
 from rtlgen.check.verify import simulate_model, verify_outputs
 from rtlgen.errors import CompileError, CompileWarning
-from rtlgen.fit import Usage, fit_line
+from rtlgen.fit import Budget, Usage, fit_line
 from rtlgen.ir.outdir import OutError, changed_files, check_out, model_source, read_design, replacing
 from rtlgen.options import CompileOptions, read_config
 from sim import out_files, progress
-from rtlgen.passes.optimize import Budget
 from sim.harness import FULL_RATE
 
 __all__ = ["compile", "partition", "open_design", "Design"]

@@ -5,8 +5,7 @@ commands (``given``: the options written on the command line). :mod:`rtlgen.cli`
 
 import argparse
 
-from rtlgen.options import INSPECT, SIMULATOR_HELP, add_arguments, argument_groups, option_fields
-from rtlgen.passes.size_fifos import FIFO_SIZINGS
+from rtlgen.options import FIFO_SIZINGS, INSPECT, SIMULATOR_HELP, add_arguments, argument_groups, option_fields
 
 __all__ = ["COMMANDS", "UsageError", "build_parser", "parse", "option_name", "refuse_compile_options"]
 

@@ -6,10 +6,12 @@ reports utilisation), so BRAM36 used = BRAM18 / 2.
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from boards.yosys import XC7Z020
 
 __all__ = ["BOARDS", "Usage", "usage", "fits", "binding", "fit_line", "FAR_OVER", "BRAM18_PER_BRAM36", "BOARD_NAMES",
-           "DEFAULT_UTILIZATION", "utilization_shares"]
+           "DEFAULT_UTILIZATION", "utilization_shares", "Budget"]
 
 BOARDS = {"pynq-z2": ("xc7z020", XC7Z020)}          # board -> (device, capacity)
 FAR_OVER = 1.5          # `build` refuses to start Yosys when the estimate exceeds a resource by this factor
@@ -106,3 +108,48 @@ def fit_line(usages, board="pynq-z2", what="estimate"):
         return f"fits the {board} ({device}) by the {what}: " + ", ".join(str(u) for u in usages)
     over = sorted((u for u in usages if not u.fits), key=lambda u: -u.fraction)
     return f"does not fit the {board} ({device}) by the {what}: " + ", ".join(str(u) for u in over)
+
+
+@dataclass(frozen=True)
+class Budget:
+    """Resources available to the accelerator (7-series primitives; BRAM in 18 Kbit halves)."""
+    lut: float
+    ff: float
+    bram18: float
+    dsp: float
+
+    def as_vector(self):
+        return np.array([self.lut, self.ff, self.bram18, self.dsp], dtype=float)
+
+    @classmethod
+    def for_board(cls, board, max_utilization=None):
+        """The board's device capacity times ``max_utilization`` (one share, per-resource shares as
+        ``--max-utilization`` takes them, or None: :data:`rtlgen.fit.DEFAULT_UTILIZATION`)."""
+        capacity, share = BOARDS[board][1], utilization_shares(max_utilization)
+        return cls(capacity["LUT"] * share["LUT"], capacity["FF"] * share["FF"],
+                   BRAM18_PER_BRAM36 * capacity["BRAM36"] * share["BRAM36"], capacity["DSP"] * share["DSP"])
+
+    @classmethod
+    def parse(cls, text):
+        """``lut=N,ff=N,bram36=N,dsp=N`` (any subset; the rest unlimited; ``bram18=N`` also accepted)."""
+        values = {"lut": np.inf, "ff": np.inf, "bram18": np.inf, "dsp": np.inf}
+        for item in filter(None, (part.strip() for part in str(text).split(","))):
+            key, sep, number = item.partition("=")
+            key = key.strip().lower()
+            try:
+                amount = float(number)
+            except ValueError:
+                amount = -1
+            if not sep or key not in ("lut", "ff", "bram36", "bram18", "dsp") or not amount >= 0:
+                raise ValueError(f"--budget {text!r}: {item!r} is not KEY=N with KEY one of lut, ff, bram36, "
+                                 f"bram18, dsp and N >= 0")
+            if key == "bram36":
+                key, amount = "bram18", BRAM18_PER_BRAM36 * amount
+            values[key] = amount
+        return cls(**values)
+
+    def describe(self):
+        return ", ".join(f"{name} {value:,.0f}" for name, value in
+                         (("LUT", self.lut), ("FF", self.ff), ("BRAM36", self.bram18 / BRAM18_PER_BRAM36),
+                          ("DSP", self.dsp))
+                         if np.isfinite(value))

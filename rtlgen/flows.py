@@ -43,14 +43,14 @@ from rtlgen.backend import stitch
 from rtlgen.backend.emit import model_hw
 from rtlgen.costmodel import estimate
 from rtlgen.errors import CompileWarning
-from rtlgen.fit import BRAM18_PER_BRAM36, fit_line, usage
+from rtlgen.fit import BRAM18_PER_BRAM36, Budget, fit_line, usage
 from rtlgen.ir.graph import INSERTED_ROLES, DataflowGraph
 from rtlgen.options import CompileOptions
 from rtlgen.passes.check_fit import check_fit
 from rtlgen.passes.fold import fold
 from rtlgen.passes.latency import fall_through_fifos
 from rtlgen.passes.load import load_model
-from rtlgen.passes.optimize import RESOURCES, Budget, design_estimate
+from rtlgen.passes.optimize import RESOURCES, design_estimate
 from rtlgen.passes.place_memories import place_memories
 from rtlgen.passes.insert import insert_duplicates, insert_dwcs_and_fifos
 from rtlgen.passes.size_fifos import analytic_fifo_depths, check_fifo_depths, join_fifo_depths, simulated_fifo_depths

@@ -4,7 +4,8 @@
 field's metadata the command-line flag, help and legal values. The command line's arguments are
 generated from it (:func:`add_arguments`, :func:`from_args`), the API's ``compile(**options)`` is
 validated by it, and :meth:`CompileOptions.check` says what no compile can use before any long step. A new
-option is one field here (and what reads it).
+option is one field here (and what reads it). The options' own files are read here too: a build file
+(:func:`read_config`) and a FINN folding file (:func:`load_folding_config`, checked before any step).
 """
 
 import json
@@ -17,15 +18,13 @@ from pathlib import Path
 import numpy as np
 
 from rtlgen.errors import CompileError
-from rtlgen.fit import BOARDS, utilization_shares
-from rtlgen.passes.fold import load_folding_config, target_cycles
-from rtlgen.passes.optimize import Budget
-from rtlgen.passes.size_fifos import FIFO_SIZINGS
+from rtlgen.fit import BOARDS, Budget, utilization_shares
 
 __all__ = ["CompileOptions", "DEFAULT_TARGET_CYCLES", "MAX_PLAUSIBLE_MHZ", "add_arguments", "argument_groups",
-           "from_args", "read_config", "default_config", "check_input_dtype", "INSPECT", "OPTIMIZER"]
+           "FIFO_SIZINGS", "target_cycles", "load_folding_config", "check_folding_config", "from_args", "read_config", "default_config", "check_input_dtype", "INSPECT", "OPTIMIZER"]
 
 DEFAULT_TARGET_CYCLES = 1000        # naive folding target when neither a folding file nor a target fps is given
+FIFO_SIZINGS = ("analytic", "sim", "none")     # --fifo-sizing: by the timing models, by simulation, join bounds only
 SIMULATORS = ("verilator", "icarus")
 SIMULATOR_HELP = ("HDL simulator: verilator (a compiled C++ bench; fast) or icarus (the cocotb bench; a second "
                   "opinion, slow on big networks); default: $RTLGEN_SIM, else verilator")
@@ -309,3 +308,41 @@ def default_config(**options):
     """A build file's JSON text: every option, at ``options`` or its default."""
     chosen = CompileOptions.create(**options).check()
     return json.dumps({f.name: getattr(chosen, f.name) for f in option_fields()}, indent=2) + "\n"
+
+
+def target_cycles(target_fps, clock_mhz):
+    """FINN's target: int(1e9 / clk_ns / target_fps) cycles per frame."""
+    if not target_fps or target_fps <= 0 or not clock_mhz or clock_mhz <= 0:
+        raise ValueError(f"target_fps and clock_mhz must be positive, not {target_fps!r} and {clock_mhz!r}")
+    clk_ns = 1000.0 / clock_mhz
+    return int(1e9 / clk_ns / target_fps)
+
+
+def load_folding_config(path):
+    """Read a FINN folding config JSON file -> dict. Raises ValueError naming the file and the problem."""
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        raise ValueError(f"folding config {path}: no such file") from None
+    except OSError as exc:
+        raise ValueError(f"folding config {path}: cannot read it ({exc.strerror or exc})") from None
+    try:
+        config = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"folding config {path}: invalid JSON at line {exc.lineno} column {exc.colno}: "
+                         f"{exc.msg}") from None
+    try:
+        check_folding_config(config)
+    except ValueError as exc:
+        raise ValueError(f"folding config {path}: {exc}") from None
+    return config
+
+
+def check_folding_config(config):
+    """A FINN folding config's shape, {node name: {attribute: value}}; ValueError saying what is wrong."""
+    if not isinstance(config, dict):
+        raise ValueError(f"must be a JSON object {{node name: {{attribute: value}}}}, not {type(config).__name__}")
+    for key, entry in config.items():
+        if not isinstance(entry, dict):
+            raise ValueError(f"entry {key!r} must be an object {{attribute: value}}, not {type(entry).__name__}")

@@ -1,6 +1,7 @@
 """The house's rules, checked on its source: the compile flow is what the docs say, dependencies point one
-way with no import cycle, no module reaches into another's private names, and the compiler (``rtlgen``)
-names no layer op type: it asks the op registry."""
+way with no import cycle, the compiler's modules stand in layers that import only downward, no module
+reaches into another's private names, and the compiler (``rtlgen``) names no layer op type: it asks the op
+registry."""
 
 import ast
 import re
@@ -20,6 +21,22 @@ BELOW_THE_COMPILER = ("layers", "swg", "memstream", "sim", "golden", "boards", "
 FORBIDDEN = {package: ("rtlgen",) for package in BELOW_THE_COMPILER}
 FORBIDDEN.update({"layers": ("rtlgen", "sim"), "swg": ("rtlgen", "sim"), "memstream": ("rtlgen", "sim"),
                   "sim": ("rtlgen", "boards"), "golden": tuple(p for p in PACKAGES if p != "golden")})
+# The compiler's layers, from the ground up (docs/architecture.md says what each is): a module imports
+# modules of its own layer or of lower ones, never of a higher one. A name is a module or a package (all
+# its modules), except ``rtlgen`` itself: its face (``__init__.py``), which defines nothing; every module of
+# rtlgen is on exactly one layer.
+COMPILER_LAYERS = (
+    ("rtlgen", "rtlgen.errors", "rtlgen.fit", "rtlgen.ir"),           # what everything shares: the dataflow graph, boards
+    ("rtlgen.costmodel", "rtlgen.options"),                 # resource estimates; the compile options
+    ("rtlgen.analyses",),           # what passes and writers both read off a graph: timing, latency, board rate
+    ("rtlgen.passes",),             # graph -> graph
+    ("rtlgen.flows",),              # the passes in order, the Runner
+    ("rtlgen.report",),             # rendering a compile's figures: rows, summary, report.html, inspect
+    ("rtlgen.backend",),            # the compile whole: stitch, simulate, write OUT, build, scale out
+    ("rtlgen.check",),              # verify, prove, netlist and shell simulations of what the backend made
+    ("rtlgen.api", "rtlgen.demo"),
+    ("rtlgen.cli_args", "rtlgen.cli_commands", "rtlgen.cli", "rtlgen.__main__"),
+)
 
 
 def _modules():
@@ -107,6 +124,55 @@ def test_dependencies_point_one_way(package):
     bad = sorted(f"{m} imports {d}" for m, ds in edges.items() if m.split(".")[0] == package
                  for d in ds if d.split(".")[0] in FORBIDDEN[package])
     assert not bad, "\n".join(bad)
+
+
+def layer_of(module, layers=COMPILER_LAYERS):
+    """The index of ``module``'s layer (the longest name of ``layers`` that is it or a package holding it)."""
+    found = [(len(name), index) for index, names in enumerate(layers) for name in names
+             if module == name or (name != "rtlgen" and module.startswith(name + "."))]
+    return max(found)[1] if found else None
+
+
+def upward_imports(edges, layers=COMPILER_LAYERS):
+    """["a (layer i) imports b (layer j)", ...] for every import of ``edges`` ({module: {imported}}) from a
+    lower layer to a higher one."""
+    bad = []
+    for module, imported in sorted(edges.items()):
+        low = layer_of(module, layers)
+        bad += [f"{module} (layer {low}) imports {other} (layer {layer_of(other, layers)})"
+                for other in sorted(imported) if low is not None and (layer_of(other, layers) or -1) > low]
+    return bad
+
+
+def test_every_compiler_module_is_on_a_layer():
+    assert [m for m in MODULES if m.split(".")[0] == "rtlgen" and layer_of(m) is None] == []
+
+
+# Imports that still run back up while issue 44 item 1 moves them down (each step removes its own).
+STILL_UPWARD = {
+    "rtlgen.backend.build (layer 6) imports rtlgen.check.netlist (layer 7)",
+    "rtlgen.backend.scaleout (layer 6) imports rtlgen.check.simulate (layer 7)",
+    "rtlgen.flows (layer 4) imports rtlgen.backend (layer 6)",
+    "rtlgen.flows (layer 4) imports rtlgen.backend.emit (layer 6)",
+    "rtlgen.flows (layer 4) imports rtlgen.backend.stitch (layer 6)",
+    "rtlgen.passes.fold (layer 3) imports rtlgen.report.board_rate (layer 5)",
+    "rtlgen.passes.size_fifos (layer 3) imports rtlgen.check.simulate (layer 7)",
+}
+
+
+def test_the_compiler_imports_only_downward():
+    bad = [line for line in upward_imports(_graph()) if line not in STILL_UPWARD]
+    assert not bad, "imports that run back up the compiler's layers:\n" + "\n".join(bad)
+
+
+def test_an_upward_import_is_caught():
+    """The check itself: a planted import of a pass from the options (a lower layer) is reported, one of
+    a pass from a flow is not."""
+    planted = {"rtlgen.options": {"rtlgen.fit", "rtlgen.passes.fold"}, "rtlgen.flows": {"rtlgen.passes.fold"}}
+    assert upward_imports(planted) == ["rtlgen.options (layer 1) imports rtlgen.passes.fold (layer 3)"]
+    edges = _graph()
+    edges["rtlgen.passes.insert"] = edges["rtlgen.passes.insert"] | {"rtlgen.backend.stitch"}
+    assert "rtlgen.passes.insert (layer 3) imports rtlgen.backend.stitch (layer 6)" in upward_imports(edges)
 
 
 def test_no_module_imports_another_modules_private_names():

@@ -14,7 +14,8 @@ from rtlgen.cli import main
 from rtlgen.options import CompileOptions
 from rtlgen.passes.to_hw import to_hw
 from rtlgen.passes.load import load_model
-from rtlgen.passes.optimize import Budget, design_estimate, optimize_folding
+from rtlgen.fit import Budget
+from rtlgen.passes.optimize import design_estimate, optimize_folding
 from rtlgen.check.verify import qonnx_reference
 
 MODELS = Path(__file__).parent / "models"

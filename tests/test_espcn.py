@@ -15,7 +15,8 @@ from rtlgen.costmodel import estimate
 from rtlgen.flows import COMPILE, Runner
 from rtlgen.ir.graph import op_with_role
 from rtlgen.options import CompileOptions
-from rtlgen.passes.optimize import RESOURCES, Budget
+from rtlgen.fit import Budget
+from rtlgen.passes.optimize import RESOURCES
 
 MODELS = Path(__file__).parent / "models" / "espcn"
 TINY, LARGE = MODELS / "espcn_16.onnx", MODELS / "espcn_128.onnx"

@@ -7,8 +7,8 @@ import re
 import numpy as np
 import pytest
 
-from rtlgen.passes.fold import (apply_folding_config, folding_config, load_folding_config, set_folding,
-                            target_cycles, write_folding_config)
+from rtlgen.options import load_folding_config, target_cycles
+from rtlgen.passes.fold import apply_folding_config, folding_config, set_folding, write_folding_config
 from rtlgen.ir.graph import HWNode
 
 

@@ -13,7 +13,8 @@ import pytest
 
 from rtlgen.options import CompileOptions
 from rtlgen.passes.load import load_model
-from rtlgen.passes.optimize import Budget, optimize_folding
+from rtlgen.fit import Budget
+from rtlgen.passes.optimize import optimize_folding
 from rtlgen.passes.to_hw import to_hw
 from tests.conftest import rtl_matches_qonnx
 

@@ -17,7 +17,8 @@ from rtlgen.passes.fold import set_folding
 from rtlgen.passes.load import load_model
 from rtlgen.check.verify import qonnx_reference
 from sim.harness import Backpressure
-from rtlgen.passes.optimize import (Budget, _cheapest_within, _optimize, candidate_iis, design_estimate, fold_groups,
+from rtlgen.fit import Budget
+from rtlgen.passes.optimize import (_cheapest_within, _optimize, candidate_iis, design_estimate, fold_groups,
                                     group_options, optimize_folding, smallest_fitting)
 
 MODELS = Path(__file__).parent / "models"

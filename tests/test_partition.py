@@ -14,7 +14,8 @@ from galapagos.bridges import FromGalapagosSpec, ToGalapagosSpec
 from rtlgen.costmodel import estimate
 from rtlgen.passes.load import load_model
 from rtlgen.passes.lower import lower
-from rtlgen.passes.optimize import RESOURCES, Budget, design_estimate, fold_groups, group_options, optimize_folding
+from rtlgen.fit import Budget
+from rtlgen.passes.optimize import RESOURCES, design_estimate, fold_groups, group_options, optimize_folding
 from rtlgen.passes import partition_program
 from rtlgen.passes.partition import PartitionError, legal_cuts, partition
 from rtlgen.passes.partition_program import PartitionProgram

@@ -27,12 +27,12 @@ from layers.op import divisors
 from memstream.memstream import BRAM_OR_LUT_STYLES
 from rtlgen.errors import CompileError, CompileWarning
 from rtlgen.ir.graph import INSERTED_ROLES, OPS, canonical_op_type, ops_with_role
+from rtlgen.options import check_folding_config, load_folding_config
 from rtlgen.passes.optimize import NoFit, optimize_folding
-from rtlgen.passes.setfolding import max_cycles, set_folding, spec_of, target_cycles
+from rtlgen.passes.setfolding import max_cycles, set_folding, spec_of
 from rtlgen.report.board_rate import graph_shell_cycles
 
-__all__ = ["load_folding_config", "apply_folding_config", "folding_config", "write_folding_config",
-           "target_cycles", "set_folding", "divisors", "max_cycles"]
+__all__ = ["apply_folding_config", "folding_config", "write_folding_config", "set_folding", "divisors", "max_cycles"]
 
 DEFAULTS_KEY = "Defaults"
 
@@ -55,35 +55,6 @@ def _known_attrs():
 
 
 # ---------------------------------------------------------------------------------------------- config I/O
-
-def load_folding_config(path):
-    """Read a FINN folding config JSON file -> dict. Raises ValueError naming the file and the problem."""
-    path = Path(path)
-    try:
-        text = path.read_text()
-    except FileNotFoundError:
-        raise ValueError(f"folding config {path}: no such file") from None
-    except OSError as exc:
-        raise ValueError(f"folding config {path}: cannot read it ({exc.strerror or exc})") from None
-    try:
-        config = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"folding config {path}: invalid JSON at line {exc.lineno} column {exc.colno}: "
-                         f"{exc.msg}") from None
-    try:
-        _check_shape(config)
-    except ValueError as exc:
-        raise ValueError(f"folding config {path}: {exc}") from None
-    return config
-
-
-def _check_shape(config):
-    if not isinstance(config, dict):
-        raise ValueError(f"must be a JSON object {{node name: {{attribute: value}}}}, not {type(config).__name__}")
-    for key, entry in config.items():
-        if not isinstance(entry, dict):
-            raise ValueError(f"entry {key!r} must be an object {{attribute: value}}, not {type(entry).__name__}")
-
 
 def _split_name(name):
     """'MVAU_hls_3' -> ('MVAU', 3); None when the name has no trailing index."""
@@ -182,7 +153,7 @@ def apply_folding_config(nodes, config):
     """
     if not isinstance(config, dict):
         config = load_folding_config(config)
-    _check_shape(config)
+    check_folding_config(config)
     warns = []
     matched, match_warns = _match_keys(nodes, config)
     warns += match_warns

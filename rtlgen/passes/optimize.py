@@ -33,11 +33,11 @@ import numpy as np
 from qonnx.core.datatype import DataType
 
 from rtlgen.costmodel import estimate
-from rtlgen.fit import BOARD_NAMES, BOARDS, BRAM18_PER_BRAM36, utilization_shares
+from rtlgen.fit import BOARD_NAMES, BRAM18_PER_BRAM36, Budget
 from rtlgen.passes.setfolding import FoldingContext, folded_with, set_folding
 from sim import progress
 
-__all__ = ["Budget", "optimize_folding", "OptimizerResult", "NoFit", "RESOURCES", "MAX_ROUNDS", "Option", "fold_groups",
+__all__ = ["optimize_folding", "OptimizerResult", "NoFit", "RESOURCES", "MAX_ROUNDS", "Option", "fold_groups",
            "node_foldings", "group_options", "candidate_iis", "smallest_fitting", "least_cost", "describe_resources", "design_estimate",
            "inserted_estimate"]
 
@@ -49,51 +49,6 @@ IO_ROUNDS = 3           # cheapest-at-the-I/O-bound solves while the new folding
 
 class NoFit(ValueError):
     """No folding fits the budget (or reaches the target within it)."""
-
-
-@dataclass(frozen=True)
-class Budget:
-    """Resources available to the accelerator (7-series primitives; BRAM in 18 Kbit halves)."""
-    lut: float
-    ff: float
-    bram18: float
-    dsp: float
-
-    def as_vector(self):
-        return np.array([self.lut, self.ff, self.bram18, self.dsp], dtype=float)
-
-    @classmethod
-    def for_board(cls, board, max_utilization=None):
-        """The board's device capacity times ``max_utilization`` (one share, per-resource shares as
-        ``--max-utilization`` takes them, or None: :data:`rtlgen.fit.DEFAULT_UTILIZATION`)."""
-        capacity, share = BOARDS[board][1], utilization_shares(max_utilization)
-        return cls(capacity["LUT"] * share["LUT"], capacity["FF"] * share["FF"],
-                   BRAM18_PER_BRAM36 * capacity["BRAM36"] * share["BRAM36"], capacity["DSP"] * share["DSP"])
-
-    @classmethod
-    def parse(cls, text):
-        """``lut=N,ff=N,bram36=N,dsp=N`` (any subset; the rest unlimited; ``bram18=N`` also accepted)."""
-        values = {"lut": np.inf, "ff": np.inf, "bram18": np.inf, "dsp": np.inf}
-        for item in filter(None, (part.strip() for part in str(text).split(","))):
-            key, sep, number = item.partition("=")
-            key = key.strip().lower()
-            try:
-                amount = float(number)
-            except ValueError:
-                amount = -1
-            if not sep or key not in ("lut", "ff", "bram36", "bram18", "dsp") or not amount >= 0:
-                raise ValueError(f"--budget {text!r}: {item!r} is not KEY=N with KEY one of lut, ff, bram36, "
-                                 f"bram18, dsp and N >= 0")
-            if key == "bram36":
-                key, amount = "bram18", BRAM18_PER_BRAM36 * amount
-            values[key] = amount
-        return cls(**values)
-
-    def describe(self):
-        return ", ".join(f"{name} {value:,.0f}" for name, value in
-                         (("LUT", self.lut), ("FF", self.ff), ("BRAM36", self.bram18 / BRAM18_PER_BRAM36),
-                          ("DSP", self.dsp))
-                         if np.isfinite(value))
 
 
 @dataclass(frozen=True)

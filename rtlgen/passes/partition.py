@@ -41,7 +41,7 @@ def partition(graph, devices, budgets, *, link_gbps=1.0, clock_mhz=100.0, fixed=
               flit_width=DEFAULT_FLIT_WIDTH, host_links=True, max_packet_bytes=MAX_PACKET_BYTES,
               solve_seconds=SOLVE_SECONDS):
     """Cut ``graph`` into at most ``devices`` contiguous segments and fold every node, for the lowest II
-    (cycles per frame at ``clock_mhz``) that fits each device's :class:`~rtlgen.passes.optimize.Budget` (``budgets``:
+    (cycles per frame at ``clock_mhz``) that fits each device's :class:`~rtlgen.fit.Budget` (``budgets``:
     one per device, or one for all) and each cut's link (``link_gbps`` Gbit/s of payload per link).
     ``fixed`` maps node names to device indices (a user's partition file): honoured as constraints.
     ``host_links``: the host's links (graph input and output) bound the II too; off when the host

@@ -4,7 +4,8 @@ folding and estimates, the cuts with their link loads, and where a graph may be 
 from dataclasses import dataclass, field
 
 from rtlgen.ir.graph import DataflowGraph
-from rtlgen.passes.optimize import Budget, fold_groups
+from rtlgen.fit import Budget
+from rtlgen.passes.optimize import fold_groups
 
 __all__ = ["PartitionError", "DevicePlan", "Cut", "Partition", "legal_cuts", "segment_graph"]
 

@@ -59,9 +59,9 @@ from scipy.sparse import coo_matrix
 from galapagos.bridges import FLIT_WIDTHS, MAX_PACKET_BYTES, FromGalapagosSpec, ToGalapagosSpec, max_packet_flits
 from galapagos.link import header_flits
 from rtlgen.costmodel import estimate
-from rtlgen.fit import BOARD_NAMES
+from rtlgen.fit import BOARD_NAMES, Budget
 from rtlgen.ir.graph import words_per_frame
-from rtlgen.passes.optimize import (MAX_ROUNDS, RESOURCES, Budget, candidate_iis, describe_resources, design_estimate,
+from rtlgen.passes.optimize import (MAX_ROUNDS, RESOURCES, candidate_iis, describe_resources, design_estimate,
                                     fold_groups, group_options, least_cost, smallest_fitting)
 from rtlgen.passes.partition_plan import Cut, DevicePlan, Partition, PartitionError, legal_cuts, segment_graph
 

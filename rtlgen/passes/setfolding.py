@@ -7,7 +7,7 @@ the optimizer (:mod:`rtlgen.passes.optimize`); it names no op type.
 
 from rtlgen.ir.graph import INSERTED_ROLES, DataflowGraph
 
-__all__ = ["target_cycles", "max_cycles", "set_folding", "FoldingContext", "folded_with", "spec_of"]
+__all__ = ["max_cycles", "set_folding", "FoldingContext", "folded_with", "spec_of"]
 
 
 def spec_of(node, folding=None):
@@ -22,14 +22,6 @@ def spec_of(node, folding=None):
         raise ValueError(msg if msg.startswith(node.name) else f"{node.name}: {msg}") from None
     finally:
         node.folding = saved
-
-
-def target_cycles(target_fps, clock_mhz):
-    """FINN's target: int(1e9 / clk_ns / target_fps) cycles per frame."""
-    if not target_fps or target_fps <= 0 or not clock_mhz or clock_mhz <= 0:
-        raise ValueError(f"target_fps and clock_mhz must be positive, not {target_fps!r} and {clock_mhz!r}")
-    clk_ns = 1000.0 / clock_mhz
-    return int(1e9 / clk_ns / target_fps)
 
 
 def max_cycles(nodes):

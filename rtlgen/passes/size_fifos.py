@@ -39,11 +39,10 @@ from rtlgen.passes.insert import DEFAULT_FIFO_DEPTH, insert_dwcs_and_fifos, is_r
 from sim.compiled import network_engine
 from sim.runner import SimulationError
 
-__all__ = ["FIFO_SIZINGS", "GraphTiming", "graph_timing", "paced_arrivals", "analytic_fifo_depths", "latency_cycles",
+__all__ = ["GraphTiming", "graph_timing", "paced_arrivals", "analytic_fifo_depths", "latency_cycles",
            "SIZING_FRAMES", "MAX_SIZING_DEPTH", "finn_fifo_depth", "branch_fifo_bounds", "check_fifo_depths",
            "tensor_fifo_depths", "simulated_fifo_depths", "join_fifo_depths"]
 
-FIFO_SIZINGS = ("analytic", "sim", "none")     # --fifo-sizing: analytic_fifo_depths, simulated_fifo_depths, join_fifo_depths
 SIZING_FRAMES = 3           # frames the model runs to find every FIFO's largest occupancy (at least)
 MAX_SIZING_FRAMES = 64      # (at most: more only while the output's frame period has not settled)
 MAX_SIZING_DEPTH = 16384    # deepest FIFO simulated_fifo_depths simulates with
