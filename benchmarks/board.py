@@ -43,7 +43,7 @@ DESIGNS = {     # name -> (model, options as CompileOptions fields, what the row
 def figures(name):
     """The report's board figures for design ``name`` from the compiler's passes (no Verilog)."""
     from rtlgen import flows
-    from rtlgen.report.board_rate import board_figures, graph_ports
+    from rtlgen.analyses.board_rate import board_figures, graph_ports
     from rtlgen.passes.size_fifos import latency_cycles
     from rtlgen.passes.load import load_model
 

@@ -150,12 +150,10 @@ def test_every_compiler_module_is_on_a_layer():
 
 # Imports that still run back up while issue 44 item 1 moves them down (each step removes its own).
 STILL_UPWARD = {
-    "rtlgen.backend.build (layer 6) imports rtlgen.check.netlist (layer 7)",
     "rtlgen.backend.scaleout (layer 6) imports rtlgen.check.simulate (layer 7)",
     "rtlgen.flows (layer 4) imports rtlgen.backend (layer 6)",
     "rtlgen.flows (layer 4) imports rtlgen.backend.emit (layer 6)",
     "rtlgen.flows (layer 4) imports rtlgen.backend.stitch (layer 6)",
-    "rtlgen.passes.fold (layer 3) imports rtlgen.report.board_rate (layer 5)",
     "rtlgen.passes.size_fifos (layer 3) imports rtlgen.check.simulate (layer 7)",
 }
 
@@ -223,7 +221,7 @@ def test_every_compiler_module_is_on_the_architecture_page():
     listed = set(re.findall(r"`([a-z_/]+\.py)`", page))
     short = {name for name in re.findall(r"`([a-z_]+\.py)`", page)}         # layers/mvau.py, `vvau.py`, ...
     missing = [str(path.relative_to(ROOT)) for path, _ in MODULES.values()
-               if path.parts[-2] in ("rtlgen", "ir", "passes", "backend", "check", "report", "layers")
+               if path.parts[-2] in ("rtlgen", "ir", "analyses", "passes", "backend", "check", "report", "layers")
                and path.name != "__init__.py" and path.name != "__main__.py"
                and str(path.relative_to(ROOT)) not in listed and not (path.parts[-2] == "layers" and path.name in short)]
     assert not missing, f"docs/architecture.md does not say what these are: {missing}"

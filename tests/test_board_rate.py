@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from rtlgen.report.board_rate import graph_shell_cycles
+from rtlgen.analyses.board_rate import graph_shell_cycles
 from rtlgen.cli import main
 from rtlgen.options import CompileOptions
 from rtlgen.passes.to_hw import to_hw

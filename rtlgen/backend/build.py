@@ -15,6 +15,7 @@ Steps, all under ``OUT/build/``:
    :mod:`rtlgen.check.netlist`).
 """
 
+import hashlib
 import json
 import shutil
 from pathlib import Path
@@ -28,16 +29,29 @@ from boards.yosys import XC7Z020, YosysError, check_fits, synthesize, yosys_engi
 from boards.zynq import ZynqShell, ZynqTop
 from memstream.packing import pack_words
 from rtlgen.backend.stitch import DEFAULT_TOP_NAME
-from rtlgen.check.netlist import NETLIST_FILE, netlist_record
 from rtlgen.errors import BuildError
 from rtlgen.fit import BOARDS, BRAM18_PER_BRAM36, FAR_OVER, usage
 from rtlgen.ir.outdir import read_design
 from rtlgen.report.html import write_html
 from sim.harness import cycle_budget, run_stitched
 
-__all__ = ["BuildError", "build", "SHELLS"]
+__all__ = ["BuildError", "build", "SHELLS", "NETLIST_FILE", "design_digest", "netlist_record"]
 
 SHELLS = ("standalone", "zynq")
+
+NETLIST_FILE = "netlist.v"          # in OUT/build/yosys/, beside report.json
+
+
+def design_digest(verilog):
+    """The sha256 of a design's Verilog text: what a netlist records to be matched with its OUT later."""
+    return hashlib.sha256(verilog.encode()).hexdigest()
+
+
+def netlist_record(verilog):
+    """What ``rtlgen build`` stores under ``"netlist"`` in its report: the file, its module, the design."""
+    return {"file": NETLIST_FILE, "module": DEFAULT_TOP_NAME, "design_sha256": design_digest(verilog)}
+
+
 SELFTEST_FRAMES = 4
 
 

@@ -22,9 +22,9 @@ from onnx import TensorProto, helper
 from qonnx.core.datatype import BaseDataType
 
 from sim import out_files
+from rtlgen.analyses.board_rate import board_figures
 from rtlgen.fit import BOARDS, BRAM18_PER_BRAM36, fits, usage
 from rtlgen.passes.fold import write_folding_config
-from rtlgen.report.board_rate import board_figures
 from rtlgen.report.html import write_html
 from rtlgen.passes.size_fifos import latency_cycles
 from rtlgen.backend.stitch import DEFAULT_TOP_NAME
@@ -77,7 +77,7 @@ def build_report(compiled):
         "fit": _fit(total["resources"], compiled.options.board),
         "optimizer": _optimizer(compiled.folded.optimizer, compiled.options),
     }
-    # on the board: behind the zynq shell's DMA (rtlgen.report.board_rate)
+    # on the board: behind the zynq shell's DMA (rtlgen.analyses.board_rate)
     report.update(board_figures(ii=ii, latency=latency, clock_mhz=compiled.options.clock_mhz,
                                 in_width=report["input"]["width"], out_width=report["output"]["width"],
                                 in_words=model.input.words_per_frame, out_words=model.output.words_per_frame,

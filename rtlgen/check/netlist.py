@@ -19,7 +19,6 @@ reported as such, never masked by a fixed fill. Every flip-flop, LUTRAM and bloc
 ``INIT`` (the configured board, no GSR pulse to drive) and the bench pulses ``ap_rst_n`` as the shells do.
 """
 
-import hashlib
 import json
 import time
 from dataclasses import dataclass
@@ -28,6 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from boards.xilinx_sim import cell_models
+from rtlgen.backend.build import design_digest
 from rtlgen.backend.stitch import DEFAULT_TOP_NAME
 from rtlgen.check.verify import verify_outputs
 from rtlgen.ir.outdir import OutError, read_design
@@ -35,21 +35,10 @@ from sim.compiled import network_engine
 from sim.harness import FULL_RATE, cycle_budget, run_stitched
 from sim.runner import wrap_long_lines
 
-__all__ = ["NETLIST_FILE", "X_SEEDS", "design_digest", "netlist_record", "read_netlist", "NetlistRun",
+__all__ = ["X_SEEDS", "read_netlist", "NetlistRun",
            "simulate_netlist"]
 
-NETLIST_FILE = "netlist.v"          # in OUT/build/yosys/, beside report.json
 X_SEEDS = (1, 2)                    # Verilator: the two draws of the x values
-
-
-def design_digest(verilog):
-    """The sha256 of a design's Verilog text: what a netlist records to be matched with its OUT later."""
-    return hashlib.sha256(verilog.encode()).hexdigest()
-
-
-def netlist_record(verilog):
-    """What ``rtlgen build`` stores under ``"netlist"`` in its report: the file, its module, the design."""
-    return {"file": NETLIST_FILE, "module": DEFAULT_TOP_NAME, "design_sha256": design_digest(verilog)}
 
 
 def read_netlist(out, verilog):

@@ -19,7 +19,7 @@ import numpy as np
 
 from boards.driver import pack_words_to_bytes, unpack_bytes_to_words
 from boards.zynq import ZynqShell
-from rtlgen.report.board_rate import shell_timing_of
+from rtlgen.analyses.board_rate import shell_timing_of
 from sim import progress
 from sim.runner import SimulationError, build, run_cocotb, to_verilog
 

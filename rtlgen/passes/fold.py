@@ -25,12 +25,12 @@ from pathlib import Path
 
 from layers.op import divisors
 from memstream.memstream import BRAM_OR_LUT_STYLES
+from rtlgen.analyses.board_rate import graph_shell_cycles
 from rtlgen.errors import CompileError, CompileWarning
 from rtlgen.ir.graph import INSERTED_ROLES, OPS, canonical_op_type, ops_with_role
 from rtlgen.options import check_folding_config, load_folding_config
 from rtlgen.passes.optimize import NoFit, optimize_folding
 from rtlgen.passes.setfolding import max_cycles, set_folding, spec_of
-from rtlgen.report.board_rate import graph_shell_cycles
 
 __all__ = ["apply_folding_config", "folding_config", "write_folding_config", "set_folding", "divisors", "max_cycles"]
 
@@ -245,7 +245,7 @@ def fold(graph, options):
                 from rtlgen.passes.latency import optimize_latency        # start-up: scipy.optimize, ~0.35 s
                 graph.optimizer = optimize_latency(graph, options.optimizer_budget(), target_cycles=target)
                 return graph
-            # no faster II than the zynq shell's DMA can feed (rtlgen.report.board_rate)
+            # no faster II than the zynq shell's DMA can feed (rtlgen.analyses.board_rate)
             graph.optimizer = optimize_folding(graph, options.optimizer_budget(), target_cycles=target,
                                                io_cycles=lambda g: graph_shell_cycles(g, options.clock_mhz))
         except NoFit as exc:           # what to try: the budget, the target, more devices
