@@ -191,6 +191,9 @@ def _lower_matmul(ctx, node):
     wscale = ctx.per_channel(wscale, mh, node)
     # an offset on the input adds offset @ W to every output channel: a bias for the thresholds
     bias = None if t.bias is None else np.asarray(t.bias, dtype=np.float64) @ (codes * wscale[None, :])
+    if t.row_order is not None and len(t.row_order) != mw:
+        raise ctx.error(f"node {node.name} (MatMul): its input {t.name} streams in another order than its own (a "
+                        f"transposed sequence); a MatMul with weights reads a sequence's rows in order")
     if t.row_order is not None:         # a flattened feature map streams (h, w, c): permute the rows
         codes = codes[t.row_order, :]
     vecs = tuple(t.shape[:-1]) if len(t.shape) > 2 else (1,)

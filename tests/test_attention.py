@@ -148,6 +148,28 @@ def test_a_float_softmax_at_the_end_runs_on_the_host(tmp_path):
         lower(load_model(tmp_path / "float_softmax.onnx"))
 
 
+def test_a_transposed_sequence_requantized_then_read_by_weights_is_refused(tmp_path):
+    """A relabelled (transposed) stream through a quantizer into a MatMul with weights: refused naming the
+    MatMul (it reads a sequence's rows in order), never a wrong row order."""
+    import onnx
+    from onnx import TensorProto, helper
+    consts = [helper.make_tensor(n, TensorProto.FLOAT, [], [v]) for n, v in (("s", 0.5), ("z", 0.0), ("b", 4.0))]
+    consts.append(helper.make_tensor("w", TensorProto.FLOAT, [8, 4], np.ones(32)))
+    quant = dict(domain="qonnx.custom_op.general", signed=1, rounding_mode="ROUND")
+    nodes = [helper.make_node("Quant", ["x", "s", "z", "b"], ["q"], narrow=0, name="in_quant", **quant),
+             helper.make_node("Transpose", ["q"], ["qt"], perm=[0, 2, 1], name="flip"),
+             helper.make_node("Quant", ["qt", "s", "z", "b"], ["qq"], narrow=0, name="requant", **quant),
+             helper.make_node("Quant", ["w", "s", "z", "b"], ["wq"], narrow=1, name="w_quant", **quant),
+             helper.make_node("MatMul", ["qq", "wq"], ["y"], name="fc")]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8, 16])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 16, 4])], consts)
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13),
+                                                      helper.make_opsetid("qonnx.custom_op.general", 1)]),
+              str(tmp_path / "flip_requant.onnx"))
+    with pytest.raises(CompileError, match=r"node fc \(MatMul\): its input .* streams in another order than its own"):
+        lower(load_model(tmp_path / "flip_requant.onnx"))
+
+
 # --- the ops alone ------------------------------------------------------------------------------
 
 def test_transposed_order_reads_the_stream_as_its_transpose():
