@@ -42,7 +42,8 @@ DESIGNS = {     # name -> (model, options as CompileOptions fields, what the row
 
 def figures(name):
     """The report's board figures for design ``name`` from the compiler's passes (no Verilog)."""
-    from rtlgen import flows
+    from rtlgen.backend import compile as compile_flow
+    from rtlgen.flows import Runner
     from rtlgen.analyses.board_rate import board_figures, graph_ports
     from rtlgen.passes.size_fifos import latency_cycles
     from rtlgen.passes.load import load_model
@@ -52,11 +53,11 @@ def figures(name):
         path = Path(tempfile.mkdtemp()) / "folding.json"
         path.write_text(json.dumps(II_4_FOLDING))
         fields = dict(fields, folding=str(path))
-    options = flows.RoundOptions(**fields)
+    options = compile_flow.RoundOptions(**fields)
     options.check()
     start = time.perf_counter()
-    runner = flows.Runner()
-    state = runner.run(flows.COMPILE, str(MODELS / model_name), options, stop="insert_fifos")
+    runner = Runner()
+    state = runner.run(compile_flow.COMPILE, str(MODELS / model_name), options, stop="insert_fifos")
     graphs = runner.results
     ii = max(n.spec().exp_cycles for n in state.nodes)
     in_width, out_width, in_words, out_words = graph_ports(graphs["fold"])

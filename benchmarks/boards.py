@@ -13,7 +13,7 @@ from pathlib import Path
 
 from benchmarks.tables import write_section
 from rtlgen.backend.build import build
-from rtlgen.flows import compile_model
+from rtlgen.backend.compile import compile_model
 from rtlgen.backend.emit import write_outputs
 
 MODELS = Path(__file__).resolve().parent.parent / "tests" / "models"

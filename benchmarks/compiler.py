@@ -23,7 +23,7 @@ import numpy as np
 
 from benchmarks.tables import write_section
 from rtlgen.options import CompileOptions
-from rtlgen.flows import compile_model
+from rtlgen.backend.compile import compile_model
 from rtlgen.backend.emit import write_outputs
 from sim.stream_io import read_outputs
 from rtlgen.check.verify import compare, qonnx_reference, simulate_model, tolerance

@@ -50,7 +50,8 @@ WORKER = r"""
 import json, resource, sys, time, warnings
 warnings.filterwarnings("ignore")
 import numpy as np
-from rtlgen.flows import COMPILE, Runner
+from rtlgen.backend.compile import COMPILE
+from rtlgen.flows import Runner
 from rtlgen.options import CompileOptions
 from rtlgen.passes import size_fifos
 from rtlgen.passes.insert import insert_dwcs_and_fifos, tensor_words

@@ -36,7 +36,7 @@ __all__ = ["compile", "partition", "open_design", "Design"]
 
 class Design:
     """A compiled accelerator in its output directory ``out`` (``verilog``, ``io``, ``report`` as written
-    there). ``compiled`` is the compiler's :class:`rtlgen.flows.Compiled` when this process made it."""
+    there). ``compiled`` is the compiler's :class:`rtlgen.backend.compile.Compiled` when this process made it."""
 
     def __init__(self, out, compiled=None):
         self.out = Path(out)
@@ -106,7 +106,7 @@ def compile(model, out, *, config=None, keep_intermediate=None, force=False, say
     report.html."""
     # onnx: loaded by a compile only, so the command line's errors on an existing OUT stay fast
     from rtlgen.backend.emit import write_outputs
-    from rtlgen.flows import compile_model
+    from rtlgen.backend.compile import compile_model
 
     if config is not None:
         options = {**read_config(config), **options}

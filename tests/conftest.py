@@ -93,7 +93,7 @@ def rtl_at_the_ii_under_backpressure(model, x, out, options=None, seed=7):
 
     from rtlgen.options import CompileOptions
 
-    from rtlgen.flows import compile_model
+    from rtlgen.backend.compile import compile_model
     from rtlgen.backend.emit import write_outputs
     from rtlgen.check.verify import simulate_model
     from sim.harness import Backpressure

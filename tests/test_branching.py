@@ -16,12 +16,12 @@ import pytest
 from onnx import helper
 
 from rtlgen.passes import insert, size_fifos as sizing
-from rtlgen.check.simulate import simulate_chain
+from rtlgen.backend.simulate import simulate_chain, simulated_fifo_depths
 from rtlgen.cli import main
 from rtlgen.options import CompileOptions
 from rtlgen.passes.to_hw import stream_io
 from rtlgen.passes.insert import insert_duplicates
-from rtlgen.flows import compile_model
+from rtlgen.backend.compile import compile_model
 from rtlgen.passes.fold import fold
 from rtlgen.check.execute import run_golden
 from rtlgen.passes.load import CompileError, load_model
@@ -141,7 +141,7 @@ def test_undersized_branch_fifo_is_detected_not_shipped():
     words_out = insert.tensor_words(shallow)[shallow.output]
     with pytest.raises(SimulationError):
         simulate_chain(shallow, [0] * 3 * words_in, 3 * words_out, compiled=True, blank_memories=True)
-    sized = insert.insert_dwcs_and_fifos(graph, sizing.simulated_fifo_depths(graph))
+    sized = insert.insert_dwcs_and_fifos(graph, simulated_fifo_depths(graph))
     sizing.check_fifo_depths(sized)
     assert sized.node(name).spec().depth >= bound
 

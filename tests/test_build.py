@@ -13,7 +13,7 @@ from boards.shells import SelfTest
 from memstream.packing import pack_words, padded_width
 from rtlgen.cli import main
 from rtlgen.options import CompileOptions
-from rtlgen.flows import compile_model
+from rtlgen.backend.compile import compile_model
 from rtlgen.backend.emit import write_outputs
 from rtlgen.check.execute import run_golden
 from sim.runner import build as build_sim, run_cocotb, to_verilog

@@ -273,8 +273,8 @@ def _fault(exc):
 
 
 def test_an_internal_fault_is_not_disguised_as_bad_input(tmp_path, capsys, monkeypatch):
-    import rtlgen.flows
-    monkeypatch.setattr(rtlgen.flows, "compile_model", _fault(ValueError("operands could not be broadcast")))
+    import rtlgen.backend.compile
+    monkeypatch.setattr(rtlgen.backend.compile, "compile_model", _fault(ValueError("operands could not be broadcast")))
     argv = ["compile", str(DIGITS), "-o", str(tmp_path / "out")]
     line = one_line(capsys, argv, code=1, kind="internal error")
     assert "ValueError: operands could not be broadcast (a bug in rtlgen; rerun with --verbose" in line
@@ -284,7 +284,7 @@ def test_an_internal_fault_is_not_disguised_as_bad_input(tmp_path, capsys, monke
 
 
 def test_ctrl_c_is_one_line_and_exit_130(tmp_path, capsys, monkeypatch):
-    import rtlgen.flows
-    monkeypatch.setattr(rtlgen.flows, "compile_model", _fault(KeyboardInterrupt()))
+    import rtlgen.backend.compile
+    monkeypatch.setattr(rtlgen.backend.compile, "compile_model", _fault(KeyboardInterrupt()))
     assert main(["compile", str(DIGITS), "-o", str(tmp_path / "out")]) == 130
     assert capsys.readouterr().err == "rtlgen compile: interrupted\n"

@@ -153,7 +153,7 @@ def test_ctrl_c_during_a_recompile_keeps_the_previous_design(tmp_path, capsys, m
     assert compile_into(out) == 0
     user_files(out)
     before = snapshot(out)
-    monkeypatch.setattr("rtlgen.flows.compile_model", _fault(KeyboardInterrupt()))
+    monkeypatch.setattr("rtlgen.backend.compile.compile_model", _fault(KeyboardInterrupt()))
     assert compile_into(out) == 130
     assert capsys.readouterr().err == "rtlgen compile: interrupted\n"
     assert snapshot(out) == before and leftovers(out) == []
@@ -162,7 +162,7 @@ def test_ctrl_c_during_a_recompile_keeps_the_previous_design(tmp_path, capsys, m
 
 
 def test_a_first_compile_interrupted_leaves_nothing(tmp_path, monkeypatch):
-    monkeypatch.setattr("rtlgen.flows.compile_model", _fault(KeyboardInterrupt()))
+    monkeypatch.setattr("rtlgen.backend.compile.compile_model", _fault(KeyboardInterrupt()))
     assert compile_into(tmp_path / "out") == 130
     assert sorted(p.name for p in tmp_path.iterdir()) == []
 
@@ -246,17 +246,17 @@ def test_out_below_a_file_is_named(tmp_path, capsys):
 def test_a_second_compile_into_the_same_out_is_refused(tmp_path, capsys, monkeypatch):
     """A compile running in a thread holds OUT's lock; a second one refuses at once and the first one
     finishes with a whole design."""
-    import rtlgen.flows
+    import rtlgen.backend.compile
     from rtlgen import api
     out = tmp_path / "out"
-    real = rtlgen.flows.compile_model
+    real = rtlgen.backend.compile.compile_model
     started, release = threading.Event(), threading.Event()
 
     def slow(*args, **kwargs):
         started.set()
         release.wait(60)
         return real(*args, **kwargs)
-    monkeypatch.setattr(rtlgen.flows, "compile_model", slow)
+    monkeypatch.setattr(rtlgen.backend.compile, "compile_model", slow)
     first = {}
     thread = threading.Thread(target=lambda: first.setdefault("design", api.compile(DIGITS, out, fifo_sizing="none")))
     thread.start()

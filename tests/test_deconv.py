@@ -23,7 +23,8 @@ from layers.fmpadding_pixel import FMPaddingPixel, FMPaddingPixelSpec, deconv_pa
 from memstream.packing import pack_words, unpack_words
 from rtlgen.check.execute import run_golden
 from rtlgen.errors import CompileError
-from rtlgen.flows import COMPILE, Runner
+from rtlgen.backend.compile import COMPILE
+from rtlgen.flows import Runner
 from rtlgen.options import CompileOptions
 from rtlgen.passes.load import load_model
 from rtlgen.passes.lower import lower
@@ -240,7 +241,7 @@ def test_model_hw_reads_back_and_runs_as_finn_would(tmp_path):
     """The compile's model_hw.onnx (FINN's FMPadding_Pixel: ImgDim, Stride, NumChannels, SIMD,
     inputDataType): FINN's semantics (sim.finn_exec, numpy of its own) on it equal the layers' goldens, and
     read back as FINN hardware-layer ONNX it lowers to the same layers with the same results."""
-    from rtlgen.backend.emit import model_hw
+    from rtlgen.ir.model_hw import model_hw
     from sim.finn_exec import execute_finn_hw
 
     runner = Runner()

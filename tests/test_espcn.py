@@ -12,7 +12,8 @@ import pytest
 
 from tests.conftest import golden_matches_qonnx, rtl_matches_qonnx
 from rtlgen.costmodel import estimate
-from rtlgen.flows import COMPILE, Runner
+from rtlgen.backend.compile import COMPILE
+from rtlgen.flows import Runner
 from rtlgen.ir.graph import op_with_role
 from rtlgen.options import CompileOptions
 from rtlgen.fit import Budget

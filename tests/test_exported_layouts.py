@@ -14,7 +14,8 @@ from onnx import TensorProto, helper
 
 from tests.conftest import golden_matches_qonnx, rtl_matches_qonnx
 from rtlgen.errors import CompileError
-from rtlgen.flows import COMPILE, Runner
+from rtlgen.backend.compile import COMPILE
+from rtlgen.flows import Runner
 from rtlgen.options import CompileOptions
 from rtlgen.passes.load import load_model
 from rtlgen.passes.lower import lower

@@ -17,7 +17,7 @@ MODULES = ["layers.fifo", "layers.memcost", "layers.dwc", "layers.datapath", "la
            "boards.pynq_z2", "boards.shells", "boards.zynq", "boards.zynq_timing", "boards.driver", "rtlgen.backend.build",
            "rtlgen.demo",
            "rtlgen.backend.layer_verilog", "rtlgen.check.verify", "sim.stream_io", "rtlgen.backend.stitch",
-           "rtlgen.passes.insert", "rtlgen.passes.size_fifos", "rtlgen.check.simulate", "rtlgen.report.graph",
+           "rtlgen.passes.insert", "rtlgen.passes.size_fifos", "rtlgen.backend.simulate", "rtlgen.report.graph",
            "rtlgen.passes.lower", "rtlgen.passes.lowering_context", "rtlgen.passes.lowering_rules",
            "rtlgen.passes.float_ops", "rtlgen.passes.exact_scales", "rtlgen.passes.weight_codes"]
 

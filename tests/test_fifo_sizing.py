@@ -14,9 +14,9 @@ import numpy as np
 import pytest
 
 from rtlgen.passes import insert, size_fifos as sizing
-from rtlgen.check.simulate import simulate_chain
+from rtlgen.backend.simulate import simulate_chain
 from rtlgen.options import CompileOptions
-from rtlgen.flows import compile_model
+from rtlgen.backend.compile import compile_model
 from rtlgen.demo import DEMO_MODEL, bundled
 from rtlgen.passes.size_fifos import analytic_fifo_depths, graph_timing, latency_cycles, paced_arrivals
 from sim.harness import Backpressure
@@ -145,7 +145,8 @@ RECORDED = {**NETWORKS, "upsample-concat": (MODELS / "branching" / "upsample_con
 
 @pytest.mark.parametrize("name", sorted(WORD_BY_WORD))
 def test_depths_and_latency_are_what_the_word_by_word_models_gave(name):
-    from rtlgen.flows import COMPILE, Runner
+    from rtlgen.backend.compile import COMPILE
+    from rtlgen.flows import Runner
     model, options = RECORDED[name]
     stitched = Runner().run(COMPILE, model, CompileOptions(**options), stop="insert_fifos")
     fifos = sorted((n for n in stitched.nodes if insert.is_role(n, "fifo")), key=lambda n: int(n.name.split("_")[-1]))

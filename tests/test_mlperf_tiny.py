@@ -20,7 +20,7 @@ from rtlgen.options import CompileOptions
 
 from rtlgen.passes.to_hw import stream_io
 
-from rtlgen.flows import compile_model
+from rtlgen.backend.compile import compile_model
 from rtlgen.backend.emit import write_outputs
 from rtlgen.check.execute import run_golden
 from rtlgen.passes.load import load_model

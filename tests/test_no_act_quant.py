@@ -21,7 +21,8 @@ from qonnx.core.modelwrapper import ModelWrapper
 from rtlgen.check.exact import exact_reference
 from rtlgen.check.verify import qonnx_reference
 from rtlgen.errors import CompileError
-from rtlgen.flows import COMPILE, Runner
+from rtlgen.backend.compile import COMPILE
+from rtlgen.flows import Runner
 from rtlgen.options import CompileOptions
 from rtlgen.passes.load import load_model
 from rtlgen.passes.lower import lower

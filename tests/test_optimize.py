@@ -255,11 +255,11 @@ def test_fifos_sized_beyond_the_budget_are_folded_around_or_named(monkeypatch):
     # The optimizer counts FIFOs at their analytic depths; when simulation sizes them deeper and the design
     # goes over the budget, the compile folds again with that cost held back (CNV-w2a2 --fit pynq-z2: 24
     # BRAM36 over, then within at II 27,648); FIFOs that alone outgrow the budget end in a warning.
-    from rtlgen import flows
+    import rtlgen.backend.compile
     from rtlgen.errors import CompileWarning
-    from rtlgen.flows import compile_model
+    from rtlgen.backend.compile import compile_model
     from rtlgen.backend.emit import build_report
-    monkeypatch.setattr(flows, "simulated_fifo_depths", _deep_fifos)
+    monkeypatch.setattr(rtlgen.backend.compile, "simulated_fifo_depths", _deep_fifos)
     said = []
     with pytest.warns(CompileWarning, match=r"over the optimizer's budget after its FIFOs were sized by simulation"):
         compiled = compile_model(MODELS / "TFC_2W2A.onnx", CompileOptions(budget="lut=8000,bram36=12",

@@ -21,7 +21,8 @@ from onnx import TensorProto, helper, numpy_helper
 
 from rtlgen.check.execute import run_golden
 from rtlgen.check.verify import verify_outputs
-from rtlgen.flows import COMPILE, Runner
+from rtlgen.backend.compile import COMPILE
+from rtlgen.flows import Runner
 from rtlgen.options import CompileOptions
 from rtlgen.passes.load import CompileError, load_model, quantizer_output_codes
 from rtlgen.passes.lower import lower
@@ -290,7 +291,7 @@ def test_mobilenet_v1_w4a4_uint8_input_one_frame_matches_qonnx():
 def test_mobilenet_v1_w4a4_does_not_fit_one_pynq_z2():
     """4.2 M weights of 4 bits (8 in the first layer) are 16.8 Mbit, 457 BRAM36 packed full; the xc7z020 has
     140 BRAM36 (5.0 Mbit) and 53,200 LUTs: ``--fit pynq-z2`` says that no folding fits, as one error."""
-    from rtlgen.flows import compile_model
+    from rtlgen.backend.compile import compile_model
     with pytest.raises(CompileError, match="no design fits the budget"):
         compile_model(MOBILENET, CompileOptions(fit="pynq-z2", input_dtype="UINT8"))
 

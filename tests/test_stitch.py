@@ -11,7 +11,7 @@ from qonnx.core.datatype import DataType
 from memstream.packing import pack_words, padded_width, unpack_words
 from rtlgen.backend import stitch
 from rtlgen.passes import insert, size_fifos as sizing
-from rtlgen.check.simulate import simulate_chain
+from rtlgen.backend.simulate import simulate_chain, simulated_fifo_depths
 from rtlgen.ir.graph import HWNode, words_per_frame
 from rtlgen.report.graph import graph_report
 import golden
@@ -206,7 +206,7 @@ def test_size_fifos_rule_and_sized_chain_keeps_rate(make_nodes, expect, exact, s
     """FINN's rule on the observed occupancies (the 32-vector MLP backs up more than 32 words in front of its
     slowest layer, so one depth is exact); the sized chain keeps the deep chain's timing exactly."""
     nodes = make_nodes()
-    depths = sizing.simulated_fifo_depths(nodes, simulator=simulator)
+    depths = simulated_fifo_depths(nodes, simulator=simulator)
     chain = insert.insert_dwcs_and_fifos(nodes, depths)
     fifos = [n.name for n in chain if n.op_type == "StreamingFIFO"]
     assert sorted(depths) == sorted(fifos)
@@ -264,7 +264,7 @@ def test_window_gaps_cost_no_cycles_behind_a_narrowing_dwc(simulator):
     works on earlier windows: the FIFO sits on the DWC's wide side, so the SWG can run ahead. In front of
     the DWC's narrow side it could not (the DWC takes a window only every 2 cycles): 148 cycles per frame."""
     nodes = padded_conv_nodes()
-    chain = insert.insert_dwcs_and_fifos(nodes, sizing.simulated_fifo_depths(nodes, simulator=simulator))
+    chain = insert.insert_dwcs_and_fifos(nodes, simulated_fifo_depths(nodes, simulator=simulator))
     order = [n.op_type for n in chain]
     assert order[order.index("ConvolutionInputGenerator") + 1:][:2] == ["StreamingFIFO", "StreamingDataWidthConverter"]
     frames = 8

@@ -9,7 +9,7 @@ import pytest
 
 from boards.driver import pack_words_to_bytes, unpack_bytes_to_words
 from boards.zynq import MAGIC, ZynqShell, word_bytes
-from rtlgen.flows import compile_model
+from rtlgen.backend.compile import compile_model
 from rtlgen.backend.emit import build_report
 from rtlgen.check.verify import qonnx_reference
 from sim.runner import build as build_sim, run_cocotb, to_verilog

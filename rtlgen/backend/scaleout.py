@@ -39,13 +39,14 @@ from galapagos.cluster import Device, Kernel, check_cluster, logical_xml, map_xm
 from galapagos.link import DEFAULT_LATENCY, PROBES, LinkModel, LinkSpec
 from memstream.packing import padded_width
 from rtlgen.backend import stitch
-from rtlgen.backend.emit import model_hw
+from rtlgen.backend.compile import DEVICE
 from rtlgen.backend.layer_verilog import convert
+from rtlgen.backend.simulate import simulate_chain
 from rtlgen.costmodel import estimate
 from rtlgen.errors import BuildError
 from rtlgen.fit import BRAM18_PER_BRAM36
-from rtlgen.check.simulate import simulate_chain
-from rtlgen.flows import DEVICE, FRONT, Runner
+from rtlgen.ir.model_hw import model_hw
+from rtlgen.flows import FRONT, Runner
 from rtlgen.options import CompileOptions
 from rtlgen.passes.insert import tensor_words
 from rtlgen.passes.to_hw import stream_io

@@ -1,13 +1,18 @@
 """Simulating a stitched design: its Verilog (:func:`rtlgen.backend.stitch.to_verilog`) on the stream bench
-of :mod:`sim.harness` (cocotb, or the C++ Verilator bench of :mod:`sim.compiled`)."""
+of :mod:`sim.harness` (cocotb, or the C++ Verilator bench of :mod:`sim.compiled`); and FIFO depths sized by
+such a simulation (``--fifo-sizing sim``, :func:`simulated_fifo_depths`)."""
 
 import re
 
 from rtlgen.backend.stitch import DEFAULT_TOP_NAME, StitchedAccelerator, to_verilog
-from rtlgen.passes.insert import tensor_words
+from rtlgen.ir.graph import as_graph
+from rtlgen.passes.insert import insert_dwcs_and_fifos, tensor_words
+from rtlgen.passes.size_fifos import MAX_SIZING_DEPTH, branch_fifo_bounds, finn_fifo_depth, tensor_fifo_depths
+from sim.compiled import network_engine
 from sim.harness import FULL_RATE, cycle_budget, run_stitched
+from sim.runner import SimulationError
 
-__all__ = ["simulate_chain", "strip_memory_init"]
+__all__ = ["simulate_chain", "strip_memory_init", "simulated_fifo_depths"]
 
 
 def simulate_chain(design, input_words, output_count, *, backpressure=FULL_RATE, simulator=None,
@@ -48,3 +53,38 @@ def strip_memory_init(verilog):
     """``verilog`` without the ``initial`` blocks that load memory contents (``mem[3] = 8'h5a;`` lines,
     as Yosys writes Amaranth memories); registers keep their reset values."""
     return _MEMORY_INIT.sub("", verilog)
+
+
+def simulated_fifo_depths(graph, *, frames=3, simulator=None, max_depth=MAX_SIZING_DEPTH):
+    """FIFO depths by simulation (FINN's InsertAndSetFIFODepths): ``{fifo name: depth}``.
+
+    ``graph`` (or a chain) has no DWCs and FIFOs yet. Every FIFO is first made deep (see
+    :func:`tensor_fifo_depths`); ``frames`` frames of zero words stream in at full rate (every layer's
+    timing is data independent, so on Verilator the memories are left blank) and out at full rate;
+    then each FIFO gets :func:`finn_fifo_depth` of the largest occupancy it saw (at most its deep
+    depth), and never less than its join bound (:func:`branch_fifo_bounds`). The sized design then
+    repeats the deep design's timing cycle for cycle. The names match ``insert_dwcs_and_fifos(graph)``.
+    A deep design that still deadlocks is an error naming the joins' FIFOs.
+
+    As in FINN, the input arrives as fast as the design takes it, so the FIFO in front of the slowest
+    layer fills with the backlog up to its deep depth: in a linear chain that depth usually buys nothing
+    (the slowest layer is never starved either way) and can be trimmed by hand.
+    """
+    graph = as_graph(graph)
+    deep = tensor_fifo_depths(graph, max_depth=max_depth)
+    sized = insert_dwcs_and_fifos(graph, deep)
+    words = tensor_words(sized)
+    in_words, out_words = words[sized.input] * frames, words[sized.output] * frames
+    simulator, compiled = network_engine(simulator)
+    try:
+        result = simulate_chain(sized, [0] * in_words, out_words, simulator=simulator, monitor=True,
+                                toplevel="fifo_sizing", compiled=compiled,
+                                blank_memories=compiled)         # Verilator reads them as 0, Icarus as X
+    except SimulationError as exc:
+        raise ValueError(f"FIFO sizing: the design with deep FIFOs ({', '.join(f'{k}={v}' for k, v in deep.items() if v > 2)}) "
+                         f"does not finish ({str(exc).splitlines()[0]})") from None
+    bounds = branch_fifo_bounds(sized)
+    # A FIFO that filled up (count = depth + 1) was holding back its producer in the deep run already;
+    # its deep depth repeats that run exactly, so no FIFO grows beyond its deep depth.
+    return {name: max(finn_fifo_depth(min(result.probe(f"{name}_max_count"), depth)), bounds.get(name, 0))
+            for name, depth in deep.items()}

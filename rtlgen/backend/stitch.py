@@ -11,7 +11,7 @@ The compiler calls, in this order::
 - :func:`to_verilog` is its Verilog, each layer converted on its own and cached
   (:mod:`rtlgen.backend.layer_verilog`).
 
-Simulating it: :mod:`rtlgen.check.simulate`. Every function takes a :class:`DataflowGraph`, or a list of
+Simulating it: :mod:`rtlgen.backend.simulate`. Every function takes a :class:`DataflowGraph`, or a list of
 nodes as a chain.
 """
 

@@ -4,8 +4,8 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from rtlgen.backend.simulate import simulate_chain
 from rtlgen.backend.stitch import DEFAULT_TOP_NAME
-from rtlgen.check.simulate import simulate_chain
 from sim import progress
 from sim.compiled import network_engine
 from sim.harness import FULL_RATE, cycle_budget

@@ -20,9 +20,10 @@ model, which reaches the II. The depths are never below the join bounds of :func
 either. ``tests/test_fifo_sizing.py`` checks both claims against simulation on the networks the tests
 compile.
 
-The other two sizings (``--fifo-sizing``) live here too: :func:`simulated_fifo_depths` is FINN's
-InsertAndSetFIFODepths (``largefifo_rtlsim``): simulate with deep FIFOs, read each FIFO's ``max_count``,
-round as FINN does (:func:`finn_fifo_depth`); :func:`join_fifo_depths` only the analytic lower bound of
+The other two sizings (``--fifo-sizing``): :func:`rtlgen.backend.simulate.simulated_fifo_depths` is FINN's
+InsertAndSetFIFODepths (``largefifo_rtlsim``): simulate with deep FIFOs (:func:`tensor_fifo_depths`, here),
+read each FIFO's ``max_count``, round as FINN does (:func:`finn_fifo_depth`); it stitches and simulates, so
+it lives in the backend. :func:`join_fifo_depths` is only the analytic lower bound of
 :func:`branch_fifo_bounds` on reconvergent paths (the short branch buffers the long one's lead), which
 every sizing keeps. FIFOs, width converters and joins are the ops with role ``"fifo"``, ``"dwc"``,
 ``"join"`` (:mod:`rtlgen.passes.insert` puts the first two in).
@@ -33,19 +34,16 @@ from dataclasses import dataclass
 import numpy as np
 
 from layers.timing import as_cycles, composing
-from rtlgen.check.simulate import simulate_chain
 from rtlgen.ir.graph import as_graph
 from rtlgen.passes.insert import DEFAULT_FIFO_DEPTH, insert_dwcs_and_fifos, is_role, tensor_words
-from sim.compiled import network_engine
-from sim.runner import SimulationError
 
 __all__ = ["GraphTiming", "graph_timing", "paced_arrivals", "analytic_fifo_depths", "latency_cycles",
            "SIZING_FRAMES", "MAX_SIZING_DEPTH", "finn_fifo_depth", "branch_fifo_bounds", "check_fifo_depths",
-           "tensor_fifo_depths", "simulated_fifo_depths", "join_fifo_depths"]
+           "tensor_fifo_depths", "join_fifo_depths"]
 
 SIZING_FRAMES = 3           # frames the model runs to find every FIFO's largest occupancy (at least)
 MAX_SIZING_FRAMES = 64      # (at most: more only while the output's frame period has not settled)
-MAX_SIZING_DEPTH = 16384    # deepest FIFO simulated_fifo_depths simulates with
+MAX_SIZING_DEPTH = 16384    # deepest FIFO simulated sizing simulates with
 JOIN_SLACK = 8              # words of pipeline registers a join bound leaves out
 _MAX_ROUNDS = 64            # converter <-> consumer agreement rounds (a few in practice)
 
@@ -268,7 +266,7 @@ def join_fifo_depths(graph):
 # ---------------------------------------------------------------------------------------------- by simulation
 
 def tensor_fifo_depths(graph, *, max_depth=MAX_SIZING_DEPTH):
-    """The deep FIFOs :func:`simulated_fifo_depths` starts from: each FIFO as deep as one frame of its tensor
+    """The deep FIFOs :func:`rtlgen.backend.simulate.simulated_fifo_depths` starts from: each FIFO as deep as one frame of its tensor
     (words per frame of what its consumer takes; the graph output FIFO: of what the last layer emits),
     or its join bound if larger, at most ``max_depth``, at least 2. ``graph`` has no FIFOs yet."""
     fifoed = insert_dwcs_and_fifos(graph)
@@ -279,38 +277,3 @@ def tensor_fifo_depths(graph, *, max_depth=MAX_SIZING_DEPTH):
             frame = words[node.inputs[0]]
             deep[node.name] = max(DEFAULT_FIFO_DEPTH, min(int(max_depth), max(frame, 2 * bounds.get(node.name, 0))))
     return deep
-
-
-def simulated_fifo_depths(graph, *, frames=3, simulator=None, max_depth=MAX_SIZING_DEPTH):
-    """FIFO depths by simulation (FINN's InsertAndSetFIFODepths): ``{fifo name: depth}``.
-
-    ``graph`` (or a chain) has no DWCs and FIFOs yet. Every FIFO is first made deep (see
-    :func:`tensor_fifo_depths`); ``frames`` frames of zero words stream in at full rate (every layer's
-    timing is data independent, so on Verilator the memories are left blank) and out at full rate;
-    then each FIFO gets :func:`finn_fifo_depth` of the largest occupancy it saw (at most its deep
-    depth), and never less than its join bound (:func:`branch_fifo_bounds`). The sized design then
-    repeats the deep design's timing cycle for cycle. The names match ``insert_dwcs_and_fifos(graph)``.
-    A deep design that still deadlocks is an error naming the joins' FIFOs.
-
-    As in FINN, the input arrives as fast as the design takes it, so the FIFO in front of the slowest
-    layer fills with the backlog up to its deep depth: in a linear chain that depth usually buys nothing
-    (the slowest layer is never starved either way) and can be trimmed by hand.
-    """
-    graph = as_graph(graph)
-    deep = tensor_fifo_depths(graph, max_depth=max_depth)
-    sized = insert_dwcs_and_fifos(graph, deep)
-    words = tensor_words(sized)
-    in_words, out_words = words[sized.input] * frames, words[sized.output] * frames
-    simulator, compiled = network_engine(simulator)
-    try:
-        result = simulate_chain(sized, [0] * in_words, out_words, simulator=simulator, monitor=True,
-                                toplevel="fifo_sizing", compiled=compiled,
-                                blank_memories=compiled)         # Verilator reads them as 0, Icarus as X
-    except SimulationError as exc:
-        raise ValueError(f"FIFO sizing: the design with deep FIFOs ({', '.join(f'{k}={v}' for k, v in deep.items() if v > 2)}) "
-                         f"does not finish ({str(exc).splitlines()[0]})") from None
-    bounds = branch_fifo_bounds(sized)
-    # A FIFO that filled up (count = depth + 1) was holding back its producer in the deep run already;
-    # its deep depth repeats that run exactly, so no FIFO grows beyond its deep depth.
-    return {name: max(finn_fifo_depth(min(result.probe(f"{name}_max_count"), depth)), bounds.get(name, 0))
-            for name, depth in deep.items()}
