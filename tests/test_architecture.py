@@ -149,13 +149,8 @@ def test_every_compiler_module_is_on_a_layer():
     assert [m for m in MODULES if m.split(".")[0] == "rtlgen" and layer_of(m) is None] == []
 
 
-# Imports that still run back up while issue 44 item 1 moves them down (each step removes its own).
-STILL_UPWARD = {
-}
-
-
 def test_the_compiler_imports_only_downward():
-    bad = [line for line in upward_imports(_graph()) if line not in STILL_UPWARD]
+    bad = upward_imports(_graph())
     assert not bad, "imports that run back up the compiler's layers:\n" + "\n".join(bad)
 
 

@@ -12,9 +12,14 @@ from math import prod
 from boards.zynq import BEAT_BYTES
 from boards.zynq_timing import shell_timing
 
-__all__ = ["shell_timing_of", "board_figures", "graph_shell_cycles", "graph_ports", "SHELL"]
+__all__ = ["shell_timing_of", "board_figures", "graph_shell_cycles", "graph_ports", "top_width", "SHELL"]
 
 SHELL = "zynq"
+
+
+def top_width(bits):
+    """A stream's width on the stitched top's port: whole bytes, as AXI-Stream's TDATA carries it."""
+    return -(-bits // 8) * 8
 
 
 def shell_timing_of(in_width, out_width, in_words, out_words, clock_mhz):

@@ -1,5 +1,6 @@
 """The compile whole: the flows that end in a stitched top (``COMPILE``, ``DEVICE``), their last two passes,
-and :func:`compile_model`, which runs ``COMPILE`` into a :class:`Compiled`.
+and :func:`compile_model`, which runs ``COMPILE`` into a :class:`Compiled`: the design, and the figures
+computed once on it (its latency, its rate behind the board's shell) that OUT's writers save.
 
 ``insert_fifos`` and ``stitch`` are the backend's passes: FIFOs may be sized by simulating the stitched
 design (``--fifo-sizing sim``, :func:`rtlgen.backend.simulate.simulated_fifo_depths`), and ``stitch``
@@ -13,6 +14,7 @@ from dataclasses import asdict, dataclass, field, replace
 
 import numpy as np
 
+from rtlgen.analyses.board_rate import board_figures, top_width
 from rtlgen.backend import stitch
 from rtlgen.backend.simulate import simulated_fifo_depths
 from rtlgen.costmodel import estimate
@@ -24,7 +26,7 @@ from rtlgen.options import CompileOptions
 from rtlgen.passes.insert import insert_dwcs_and_fifos
 from rtlgen.passes.latency import fall_through_fifos
 from rtlgen.passes.optimize import RESOURCES, design_estimate
-from rtlgen.passes.size_fifos import analytic_fifo_depths, check_fifo_depths, join_fifo_depths
+from rtlgen.passes.size_fifos import analytic_fifo_depths, check_fifo_depths, join_fifo_depths, latency_cycles
 from rtlgen.passes.to_hw import stream_io
 from sim.stream_io import StreamIO
 
@@ -77,6 +79,8 @@ class Compiled:
     io: StreamIO
     host_ops: dict                  # {"pre": [onnx node names], "post": [...]}
     verilog: str
+    latency_cycles: int             # one frame into the idle design, first input word to last output word
+    board: dict                     # frames/s and latency behind the zynq shell (analyses.board_rate.board_figures)
     seconds: dict = field(default_factory=dict)
     options: CompileOptions = field(default_factory=CompileOptions)
 
@@ -125,9 +129,20 @@ def compile_model(model_path, options=None, *, say=lambda text: None, keep=None)
             f"({_resources_text(extra)} beyond their analytic depths): folding again with that held back")
         options = replace(options, fifo_reserve=tuple(np.maximum(options.fifo_reserve, extra).tolist()))
     verilog = runner.run(COMPILE, stitched, options, start="stitch")
-    model = runner.results["load"]
-    return Compiled(str(model_path), runner.results["fold"], stitched, stream_io(model, stitched),
-                    {"pre": stitched.host_pre, "post": stitched.host_post}, verilog, runner.seconds, options)
+    io = stream_io(runner.results["load"], stitched)
+    latency = latency_cycles(stitched)
+    return Compiled(str(model_path), runner.results["fold"], stitched, io,
+                    {"pre": stitched.host_pre, "post": stitched.host_post}, verilog, latency,
+                    _board(stitched, io, latency, options.clock_mhz), runner.seconds, options)
+
+
+def _board(stitched, io, latency, clock_mhz):
+    """The design's figures behind the zynq shell's DMA, at the stitched top's ports."""
+    first, last = stitched.nodes[0].spec(), stitched.nodes[-1].spec()
+    ii = max(n.spec().exp_cycles for n in stitched.nodes)
+    return board_figures(ii=ii, latency=latency, clock_mhz=clock_mhz, in_width=top_width(first.in_width),
+                         out_width=top_width(last.out_width), in_words=io.input.words_per_frame,
+                         out_words=io.output.words_per_frame, dense_in_bits=io.input.words_per_frame * first.in_width)
 
 
 def _sized_fifo_cost(stitched, folded, options):

@@ -20,11 +20,10 @@ import numpy as np
 import onnx
 
 from sim import out_files
-from rtlgen.analyses.board_rate import board_figures
+from rtlgen.analyses.board_rate import top_width
 from rtlgen.fit import BOARDS, BRAM18_PER_BRAM36, fits, usage
 from rtlgen.passes.fold import write_folding_config
 from rtlgen.report.html import write_html
-from rtlgen.passes.size_fifos import latency_cycles
 from rtlgen.backend.stitch import DEFAULT_TOP_NAME
 from rtlgen.ir.model_hw import model_hw
 from rtlgen.report.graph import graph_report
@@ -52,7 +51,7 @@ def build_report(compiled):
     layers, total = rows[:-1], rows[-1]
     model = compiled.io
     ii = compiled.analytic_cycles
-    latency = latency_cycles(compiled.graph)
+    latency = compiled.latency_cycles
     report = {
         "model": str(Path(compiled.model_path).resolve()),
         "top": DEFAULT_TOP_NAME,
@@ -62,10 +61,10 @@ def build_report(compiled):
         "host_ops": compiled.host_ops,
         "input": {"model_tensor": model.model_input, "stream_tensor": model.input.tensor,
                   "dtype": model.input.dtype.name, "words_per_frame": model.input.words_per_frame,
-                  "width": _top_width(compiled.chain[0], "in")},
+                  "width": top_width(compiled.chain[0].spec().in_width)},
         "output": {"model_tensor": model.model_output, "stream_tensor": model.output.tensor,
                    "dtype": model.output.dtype.name, "words_per_frame": model.output.words_per_frame,
-                   "width": _top_width(compiled.chain[-1], "out")},
+                   "width": top_width(compiled.chain[-1].spec().out_width)},
         "compile_seconds": {k: round(v, 3) for k, v in compiled.seconds.items()},
         "clock_mhz": compiled.options.clock_mhz,
         "frames_per_second": round(compiled.options.clock_mhz * 1e6 / ii, 1),
@@ -75,11 +74,7 @@ def build_report(compiled):
         "fit": _fit(total["resources"], compiled.options.board),
         "optimizer": _optimizer(compiled.folded.optimizer, compiled.options),
     }
-    # on the board: behind the zynq shell's DMA (rtlgen.analyses.board_rate)
-    report.update(board_figures(ii=ii, latency=latency, clock_mhz=compiled.options.clock_mhz,
-                                in_width=report["input"]["width"], out_width=report["output"]["width"],
-                                in_words=model.input.words_per_frame, out_words=model.output.words_per_frame,
-                                dense_in_bits=model.input.words_per_frame * compiled.chain[0].spec().in_width))
+    report.update(compiled.board)          # on the board: behind the zynq shell's DMA, as the compile found it
     return report
 
 
@@ -117,8 +112,3 @@ def _fit(totals, board):
 
 def _sources(compiled, name):
     return next((n.sources for n in compiled.chain if n.name == name), ())
-
-
-def _top_width(node, end):
-    width = getattr(node.spec(), f"{end}_width")
-    return -(-width // 8) * 8
