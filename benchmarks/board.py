@@ -45,7 +45,7 @@ def figures(name):
     from rtlgen.backend import compile as compile_flow
     from rtlgen.flows import Runner
     from rtlgen.analyses.board_rate import board_figures, graph_ports
-    from rtlgen.passes.size_fifos import latency_cycles
+    from rtlgen.analyses.timing import latency_cycles
     from rtlgen.passes.load import load_model
 
     model_name, fields, what = DESIGNS[name]

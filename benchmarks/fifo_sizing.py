@@ -54,7 +54,8 @@ from rtlgen.backend.compile import COMPILE
 from rtlgen.flows import Runner
 from rtlgen.options import CompileOptions
 from rtlgen.passes import size_fifos
-from rtlgen.passes.insert import insert_dwcs_and_fifos, tensor_words
+from rtlgen.analyses.timing import tensor_words
+from rtlgen.passes.insert import insert_dwcs_and_fifos
 path, options, repeat = sys.argv[1], json.loads(sys.argv[2]), int(sys.argv[3])
 def cpu():
     usage = resource.getrusage(resource.RUSAGE_SELF)

@@ -15,6 +15,7 @@ import onnx
 import pytest
 from onnx import helper
 
+from rtlgen.analyses.timing import tensor_words
 from rtlgen.passes import insert, size_fifos as sizing
 from rtlgen.backend.simulate import simulate_chain, simulated_fifo_depths
 from rtlgen.cli import main
@@ -137,8 +138,8 @@ def test_undersized_branch_fifo_is_detected_not_shipped():
     shallow = insert.insert_dwcs_and_fifos(graph)
     with pytest.raises(ValueError, match=f"{name} \\(depth 2\\) in front of a join"):
         sizing.check_fifo_depths(shallow)
-    words_in = insert.tensor_words(shallow)[shallow.input]
-    words_out = insert.tensor_words(shallow)[shallow.output]
+    words_in = tensor_words(shallow)[shallow.input]
+    words_out = tensor_words(shallow)[shallow.output]
     with pytest.raises(SimulationError):
         simulate_chain(shallow, [0] * 3 * words_in, 3 * words_out, compiled=True, blank_memories=True)
     sized = insert.insert_dwcs_and_fifos(graph, simulated_fifo_depths(graph))

@@ -18,7 +18,9 @@ from rtlgen.backend.simulate import simulate_chain
 from rtlgen.options import CompileOptions
 from rtlgen.backend.compile import compile_model
 from rtlgen.demo import DEMO_MODEL, bundled
-from rtlgen.passes.size_fifos import analytic_fifo_depths, graph_timing, latency_cycles, paced_arrivals
+from rtlgen.analyses.timing import graph_timing, latency_cycles, paced_arrivals, tensor_words
+from rtlgen.ir.graph import is_role
+from rtlgen.passes.size_fifos import analytic_fifo_depths
 from sim.harness import Backpressure
 
 MODELS = Path(__file__).parent / "models"
@@ -52,7 +54,7 @@ def _folded(name, cache={}):
 def test_composed_model_is_the_designs_timing(name):
     compiled = _folded(name)
     graph = insert.insert_duplicates(compiled.folded)
-    words = insert.tensor_words(insert.insert_dwcs_and_fifos(graph))
+    words = tensor_words(insert.insert_dwcs_and_fifos(graph))
     never_full = {f: FRAMES * words[insert.insert_dwcs_and_fifos(graph).node(f).inputs[0]] + 4
                   for f in sizing.tensor_fifo_depths(graph)}
     deep = insert.insert_dwcs_and_fifos(graph, never_full)
@@ -72,7 +74,7 @@ def test_analytic_depths_run_at_the_ii(name):
     depths = analytic_fifo_depths(graph)
     sized = sizing.check_fifo_depths(insert.insert_dwcs_and_fifos(insert.insert_duplicates(compiled.folded), depths))
     ii = max(n.spec().exp_cycles for n in sized.nodes)
-    words = insert.tensor_words(sized)
+    words = tensor_words(sized)
     frames = 6
     rng = np.random.default_rng(1)
     inputs = [int(w) for w in rng.integers(0, 2 ** 8, frames * words[sized.input])]
@@ -95,7 +97,7 @@ def test_latency_is_what_simulation_measures(name):
     compiled = _folded(name)
     graph = insert.insert_dwcs_and_fifos(insert.insert_duplicates(compiled.folded))
     sized = insert.insert_dwcs_and_fifos(insert.insert_duplicates(compiled.folded), analytic_fifo_depths(graph))
-    words = insert.tensor_words(sized)
+    words = tensor_words(sized)
     run = _run(sized, [0] * words[sized.input], words[sized.output])
     measured = run.out_cycles("m_axis_0")[-1] - run.in_cycles("s_axis_0")[0] + 1
     assert latency_cycles(sized) == measured
@@ -149,6 +151,6 @@ def test_depths_and_latency_are_what_the_word_by_word_models_gave(name):
     from rtlgen.flows import Runner
     model, options = RECORDED[name]
     stitched = Runner().run(COMPILE, model, CompileOptions(**options), stop="insert_fifos")
-    fifos = sorted((n for n in stitched.nodes if insert.is_role(n, "fifo")), key=lambda n: int(n.name.split("_")[-1]))
+    fifos = sorted((n for n in stitched.nodes if is_role(n, "fifo")), key=lambda n: int(n.name.split("_")[-1]))
     assert [n.name for n in fifos] == [f"StreamingFIFO_{k}" for k in range(len(fifos))]
     assert (latency_cycles(stitched), [n.folding["depth"] for n in fifos]) == WORD_BY_WORD[name]

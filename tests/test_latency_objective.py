@@ -31,7 +31,8 @@ def folded(**options):
 def stitched_latency(graph, objective):
     from rtlgen.passes.insert import insert_duplicates, insert_dwcs_and_fifos
     from rtlgen.passes.latency import design_latency
-    from rtlgen.passes.size_fifos import analytic_fifo_depths, latency_cycles
+    from rtlgen.analyses.timing import latency_cycles
+    from rtlgen.passes.size_fifos import analytic_fifo_depths
     if objective == "latency":
         return design_latency(graph)
     branched = insert_duplicates(graph)

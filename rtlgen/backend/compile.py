@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass, field, replace
 import numpy as np
 
 from rtlgen.analyses.board_rate import board_figures, top_width
+from rtlgen.analyses.timing import latency_cycles
 from rtlgen.backend import stitch
 from rtlgen.backend.simulate import simulated_fifo_depths
 from rtlgen.costmodel import estimate
@@ -26,7 +27,7 @@ from rtlgen.options import CompileOptions
 from rtlgen.passes.insert import insert_dwcs_and_fifos
 from rtlgen.passes.latency import fall_through_fifos
 from rtlgen.passes.optimize import RESOURCES, design_estimate
-from rtlgen.passes.size_fifos import analytic_fifo_depths, check_fifo_depths, join_fifo_depths, latency_cycles
+from rtlgen.passes.size_fifos import analytic_fifo_depths, check_fifo_depths, join_fifo_depths
 from rtlgen.passes.to_hw import stream_io
 from sim.stream_io import StreamIO
 

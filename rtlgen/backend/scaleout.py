@@ -38,6 +38,7 @@ from boards.yosys import XC7Z020, check_fits, synthesize
 from galapagos.cluster import Device, Kernel, check_cluster, logical_xml, map_xml, sw_kernel
 from galapagos.link import DEFAULT_LATENCY, PROBES, LinkModel, LinkSpec
 from memstream.packing import padded_width
+from rtlgen.analyses.timing import tensor_words
 from rtlgen.backend import stitch
 from rtlgen.backend.compile import DEVICE
 from rtlgen.backend.layer_verilog import convert
@@ -48,7 +49,6 @@ from rtlgen.fit import BRAM18_PER_BRAM36
 from rtlgen.ir.model_hw import model_hw
 from rtlgen.flows import FRONT, Runner
 from rtlgen.options import CompileOptions
-from rtlgen.passes.insert import tensor_words
 from rtlgen.passes.to_hw import stream_io
 from sim import out_files
 from sim.harness import FULL_RATE, cycle_budget

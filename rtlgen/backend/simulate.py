@@ -5,8 +5,9 @@ such a simulation (``--fifo-sizing sim``, :func:`simulated_fifo_depths`)."""
 import re
 
 from rtlgen.backend.stitch import DEFAULT_TOP_NAME, StitchedAccelerator, to_verilog
+from rtlgen.analyses.timing import tensor_words
 from rtlgen.ir.graph import as_graph
-from rtlgen.passes.insert import insert_dwcs_and_fifos, tensor_words
+from rtlgen.passes.insert import insert_dwcs_and_fifos
 from rtlgen.passes.size_fifos import MAX_SIZING_DEPTH, branch_fifo_bounds, finn_fifo_depth, tensor_fifo_depths
 from sim.compiled import network_engine
 from sim.harness import FULL_RATE, cycle_budget, run_stitched

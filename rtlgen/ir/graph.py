@@ -25,7 +25,7 @@ import swg
 from layers.op import Op, discover
 
 __all__ = ["OPS", "ops_with_role", "op_with_role", "INSERTED_ROLES", "HWNode", "StreamTensor", "DataflowGraph", "canonical_op_type", "MEM_MODE_ALIASES",
-           "input_port", "output_port", "as_graph", "words_per_frame"]
+           "input_port", "output_port", "as_graph", "words_per_frame", "is_role"]
 
 # Every op a layer module declares (``OP`` / ``OPS`` in :mod:`layers` and :mod:`swg`): FINN op type -> Op.
 OPS = discover(layers, swg)
@@ -49,6 +49,11 @@ INSERTED_ROLES = ("fifo", "dwc", "fanout")
 
 # Older FINN names of the same ops (v0.7 .. v0.9); the SpecializeLayers suffixes are handled below.
 MEM_MODE_ALIASES = {"const": "internal_embedded", "decoupled": "internal_decoupled"}
+
+
+def is_role(node, role):
+    """Whether ``node``'s op has ``role`` (``"fifo"``, ``"dwc"``, ``"fanout"``, ``"join"``, ``"layer"``)."""
+    return node.op.role == role
 
 
 def canonical_op_type(op_type):

@@ -18,17 +18,11 @@ Every function takes a :class:`DataflowGraph`, or a list of nodes as a chain.
 from dataclasses import dataclass, replace
 
 from layers.op import input_widths
-from rtlgen.ir.graph import DataflowGraph, HWNode, as_graph, op_with_role, words_per_frame
+from rtlgen.ir.graph import DataflowGraph, HWNode, as_graph, is_role, op_with_role
 
-__all__ = ["DEFAULT_FIFO_DEPTH", "insert_duplicates", "insert_dwcs_and_fifos", "tensor_words", "is_role",
-           "StreamPlan", "stream_plan"]
+__all__ = ["DEFAULT_FIFO_DEPTH", "insert_duplicates", "insert_dwcs_and_fifos", "StreamPlan", "stream_plan"]
 
 DEFAULT_FIFO_DEPTH = 2
-
-
-def is_role(node, role):
-    """Whether ``node``'s op has ``role`` (``"fifo"``, ``"dwc"``, ``"fanout"``, ``"join"``, ``"layer"``)."""
-    return node.op.role == role
 
 
 def _unique_namer(taken, op_type):
@@ -214,29 +208,3 @@ def stream_plan(graph):
     layers = {n.name for n in graph.nodes}
     return StreamPlan(nodes, graph.input, nodes[-1].outputs[0],
                       frozenset(n.name for n in nodes if n.name not in layers))
-
-
-def tensor_words(graph):
-    """{tensor: words per frame} for every stream of ``graph`` (FIFOs pass their neighbours' counts on)."""
-    words = {}
-    for node in graph.nodes:
-        spec = node.spec()
-        if is_role(node, "fifo"):
-            continue
-        if is_role(node, "dwc"):
-            words[node.inputs[0]], words[node.outputs[0]] = spec.in_words, spec.out_words
-            continue
-        for k, t in enumerate(node.inputs):
-            words.setdefault(t, words_per_frame(spec.folded_input_shapes[k]))
-        for t in node.outputs:
-            words[t] = words_per_frame(spec.folded_output_shape)
-    fifos = [n for n in graph.nodes if is_role(n, "fifo")]
-    changed = True
-    while changed:
-        changed = False
-        for f in fifos:
-            a, b = f.inputs[0], f.outputs[0]
-            if (a in words) != (b in words):
-                words[a] = words[b] = words.get(a, words.get(b))
-                changed = True
-    return words

@@ -19,7 +19,7 @@ wait for the whole vector. So:
    the consumer's SF its producer's NF), the overlap min(NF, SF) - 1, within the budget (the inserted
    FIFOs and converters counted after a solve and taken off the budget while it is over, as the
    throughput search does);
-4. each solution's latency is the composed timing model's (:func:`rtlgen.passes.size_fifos.latency_cycles`,
+4. each solution's latency is the composed timing model's (:func:`rtlgen.analyses.timing.latency_cycles`,
    the figure report.json and the simulation give); the lowest wins, ties to the higher frame rate. The
    search stops where the II alone is above the best latency found (one frame takes at least an II).
 """
@@ -32,11 +32,12 @@ from scipy.optimize import Bounds, LinearConstraint, milp
 from scipy.sparse import coo_array
 
 from layers.fifo import SRL_MAX_DEPTH
+from rtlgen.analyses.timing import latency_cycles
 from rtlgen.costmodel import estimate
 from rtlgen.passes import optimize as _opt
 from rtlgen.passes.insert import insert_duplicates, insert_dwcs_and_fifos
 from rtlgen.passes.optimize import RESOURCES, NoFit, OptimizerResult
-from rtlgen.passes.size_fifos import analytic_fifo_depths, latency_cycles
+from rtlgen.passes.size_fifos import analytic_fifo_depths
 
 __all__ = ["OBJECTIVES", "optimize_latency", "fall_through_fifos", "design_latency"]
 
