@@ -454,12 +454,15 @@ def run_build_command(args):
 
 
 def run_inspect_command(args):
+    from rtlgen.flows import INSPECT, Runner        # start-up
     from rtlgen.report.describe import describe, print_description       # start-up
     from rtlgen.report.summary import console       # start-up
 
     options = from_args(args, fifo_sizing="none").check()        # inspect stops before the FIFOs
     _warn_options(args.command, options)
-    info = describe(args.model, options)
+    runner = Runner()
+    graph = runner.run(INSPECT, args.model, options)
+    info = describe(args.model, runner.results["load"], graph)
     if args.json:
         print(json.dumps(info, indent=2))
     else:

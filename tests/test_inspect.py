@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from rtlgen.cli import main
+from rtlgen.flows import INSPECT, Runner
 from rtlgen.options import CompileOptions
 from rtlgen.passes.fold import fold
 from rtlgen.passes.to_hw import to_hw
@@ -21,7 +22,9 @@ CASES = ["TFC_2W2A.onnx", "cnv_1w1a_ts_clean.onnx", "branching/resnet_block.onnx
 @pytest.mark.parametrize("name", CASES)
 def test_every_listed_value_is_accepted_by_the_folding_pass(name):
     options = CompileOptions()
-    info = describe(MODELS / name, options)
+    runner = Runner()
+    inspected = runner.run(INSPECT, MODELS / name, options)
+    info = describe(MODELS / name, runner.results["load"], inspected)
     graph = fold(to_hw(load_model(MODELS / name), options), options)
     assert [n["name"] for n in info["nodes"]] == [n.name for n in graph.nodes]
     applied = 0

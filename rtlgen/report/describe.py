@@ -1,14 +1,14 @@
 """`rtlgen inspect`: what the compiler makes of a model before any hardware is generated. The lowered and
 folded dataflow graph node by node (the ONNX nodes each absorbs, datatypes, folded shapes, cycles, the
 estimate) with every folding axis's current value and legal values, and the ONNX nodes left to the host
-and why. A model that cannot be lowered fails here with the same one-line error as `compile`."""
+and why: read off the graph the ``INSPECT`` flow (:mod:`rtlgen.flows`) made, where a model that cannot be
+lowered fails with the same one-line error as `compile`."""
 
 import numpy as np
 from rich import box
 from rich.table import Table
 
 from rtlgen.costmodel import estimate
-from rtlgen.flows import INSPECT, Runner
 
 __all__ = ["describe", "print_description"]
 
@@ -18,11 +18,9 @@ def _scale(scale):
     return float(scale[0]) if scale.size == 1 else f"per channel ({scale.size})"
 
 
-def describe(model_path, options):
-    """A JSON-able dict of the lowered, folded graph of ``model_path`` under ``options`` (CompileOptions)."""
-    runner = Runner()
-    graph = runner.run(INSPECT, model_path, options)
-    model = runner.results["load"]
+def describe(model_path, model, graph):
+    """A JSON-able dict of ``graph``, the lowered and folded graph of ``model`` (the qonnx model loaded from
+    ``model_path``)."""
     ops = {n.name: n.op_type for n in model.graph.node}
     nodes = []
     for node in graph.nodes:
