@@ -21,7 +21,8 @@ from rtlgen.errors import CompileError
 from rtlgen.fit import BOARDS, Budget, utilization_shares
 
 __all__ = ["CompileOptions", "DEFAULT_TARGET_CYCLES", "MAX_PLAUSIBLE_MHZ", "add_arguments", "argument_groups",
-           "FIFO_SIZINGS", "target_cycles", "load_folding_config", "check_folding_config", "from_args", "read_config", "default_config", "check_input_dtype", "INSPECT", "OPTIMIZER"]
+           "FIFO_SIZINGS", "target_cycles", "load_folding_config", "check_folding_config", "from_args", "read_config",
+           "default_config", "check_input_dtype", "INSPECT", "OPTIMIZER"]
 
 DEFAULT_TARGET_CYCLES = 1000        # naive folding target when neither a folding file nor a target fps is given
 FIFO_SIZINGS = ("analytic", "sim", "none")     # --fifo-sizing: by the timing models, by simulation, join bounds only

@@ -146,9 +146,10 @@ def join_fifo_depths(graph):
 # ---------------------------------------------------------------------------------------------- by simulation
 
 def tensor_fifo_depths(graph, *, max_depth=MAX_SIZING_DEPTH):
-    """The deep FIFOs :func:`rtlgen.backend.simulate.simulated_fifo_depths` starts from: each FIFO as deep as one frame of its tensor
-    (words per frame of what its consumer takes; the graph output FIFO: of what the last layer emits),
-    or its join bound if larger, at most ``max_depth``, at least 2. ``graph`` has no FIFOs yet."""
+    """The deep FIFOs :func:`rtlgen.backend.simulate.simulated_fifo_depths` starts from: each FIFO as deep as
+    one frame of its tensor (words per frame of what its consumer takes; the graph output FIFO: of what the
+    last layer emits), or its join bound if larger, at most ``max_depth``, at least 2. ``graph`` has no FIFOs
+    yet."""
     fifoed = insert_dwcs_and_fifos(graph)
     bounds, words = branch_fifo_bounds(fifoed), tensor_words(fifoed)
     deep = {}
