@@ -12,7 +12,9 @@ left are added by one carry chain, registered too; the flip-flops are cheap besi
 (about one per term).
 """
 
-from amaranth.hdl import Array, Cat, Const
+from functools import lru_cache
+
+from amaranth.hdl import Cat, Const
 
 from layers.datapath import register
 
@@ -72,10 +74,22 @@ def heap_cost(n_terms, term_inputs=1):
 
 
 def _counter(bits):
-    """The number of ones among up to 6 bits, as a lookup (pure logic: one LUT6 per output bit)."""
-    n = len(bits)
-    table = Array([Const(bin(i).count("1"), n.bit_length()) for i in range(1 << n)])
-    return table[Cat(*bits)]
+    """The number of ones among up to 6 bits, least significant bit first, as a lookup (pure logic:
+    one LUT6 per output bit).
+
+    Output bit j is its truth table, a 2^n-bit constant, read at the bits (``bit_select``: one
+    ``$shiftx`` cell). The same function as a 2^n-way ``Array`` of the counts, which Amaranth builds,
+    converts and writes as 2^n cases per output bit: 22 MB of Verilog and ~5 minutes of elaboration for
+    CNV's PE 16 x SIMD 576 layer, where this is a line per bit. A list, not a ``Cat``: Amaranth would
+    emit a ``Cat``'s every part again for each bit sliced from it."""
+    index = Cat(*bits)
+    return [Const(table, 1 << len(bits)).bit_select(index, 1) for table in _count_tables(len(bits))]
+
+
+@lru_cache(maxsize=None)
+def _count_tables(n):
+    """Per output bit j of the count of n bits, its truth table: bit i set when bit j of popcount(i) is."""
+    return tuple(sum(1 << i for i in range(1 << n) if bin(i).count("1") >> j & 1) for j in range(n.bit_length()))
 
 
 def popcount_heap(m, advance, terms, *, term_inputs=1, name="pop"):
