@@ -7,8 +7,11 @@ single-threaded. A stitched design converts its layers as separate modules inste
 - FIFO sizing and the final design (which differ only in their FIFOs) share every other layer, and
 - a rerun on the same model (``rtlgen verify`` after ``rtlgen compile``, a test, a benchmark) converts
   nothing: texts are cached on disk under ``$RTLGEN_CACHE_DIR/verilog``, keyed by the layer's spec,
-  its name, Amaranth's version and a hash of the layer sources (``layers``, ``swg``, ``memstream``),
-  so an edited layer never reuses stale Verilog.
+  Amaranth's version and a hash of the layer sources (``layers``, ``swg``, ``memstream``), so an edited
+  layer never reuses stale Verilog, and
+- identical layers (the same op and spec under different names: CNV's FIFOs of one depth and width)
+  convert once: a text is converted and cached under a placeholder module name, each node's name put
+  in when it is read.
 
 A module is named ``{top}.{node}`` (its submodules ``{top}.{node}.{sub}``), exactly as a single
 conversion of :class:`rtlgen.backend.stitch.StitchedAccelerator` names them.
@@ -32,7 +35,8 @@ from sim.runner import cache_dir, to_verilog
 
 __all__ = ["LayerModule", "layer_modules", "unused", "convert", "sources_hash"]
 
-_PLACEHOLDER = "rtlgen_top_placeholder"         # top name while cached; replaced by the real one
+_PLACEHOLDER = "rtlgen_top_placeholder.rtlgen_layer_placeholder"    # the layer's module name while cached;
+                                                                    # replaced by "{top}.{node}"
 _PARALLEL_FROM = 3                              # uncached layers worth starting worker processes for
 
 
@@ -46,13 +50,13 @@ class LayerModule:
 def layer_modules(nodes, specs, *, prefix):
     """One :class:`LayerModule` per node (in order), module names under ``prefix`` (the top's name)."""
     keys = [_key(node, spec) for node, spec in zip(nodes, specs)]
-    missing = [(k, node, spec) for k, node, spec in zip(keys, nodes, specs) if _cached(k) is None]
+    missing = {k: (k, node, spec) for k, node, spec in zip(keys, nodes, specs) if _cached(k) is None}
     if missing:
         with progress.task("converting layers to Verilog", total=len(missing)) as update:
-            _convert_missing(missing, update)
+            _convert_missing(list(missing.values()), update)
     modules = []
-    for k in keys:
-        text = _cached(k).replace(f"{_PLACEHOLDER}.", f"{prefix}.")
+    for k, node in zip(keys, nodes):
+        text = _cached(k).replace(_PLACEHOLDER, f"{prefix}.{node.name}")
         name, ports = _header(text)
         modules.append(LayerModule(name, ports, text))
     return modules
@@ -109,7 +113,7 @@ def convert(component, name):
 
 def _convert(job):
     node, spec = job
-    return convert(node.component(spec), f"{_PLACEHOLDER}.{node.name}")
+    return convert(node.component(spec), _PLACEHOLDER)
 
 
 def _header(text):
@@ -128,7 +132,8 @@ _MEMORY = {}
 
 
 def _key(node, spec):
-    blob = pickle.dumps((sources_hash(), node.op_type, node.name, len(node.inputs), len(node.outputs), spec),
+    # not the node's name: a layer's text is the same under any name (put in when read)
+    blob = pickle.dumps((sources_hash(), _PLACEHOLDER, node.op_type, len(node.inputs), len(node.outputs), spec),
                         protocol=4)
     return hashlib.sha256(blob).hexdigest()[:32], len(blob)
 
