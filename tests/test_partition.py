@@ -335,7 +335,7 @@ def test_cli_writes_the_plan_and_cluster_files(tmp_path, capsys):
     (["--devices", "99"], "99 devices for 4 layers"),
     (["--devices", "2", "--budget", "lut=10"], "no partition over 2 devices fits"),
     (["--devices", "2", "--budget", "nonsense=3"], "--budget"),
-    (["--devices", "2", "--max-packet-bytes", "3"], "max_packet_bytes must be an integer of at least one flit"),
+    (["--devices", "2", "--max-packet-bytes", "3"], "--max-packet-bytes 3: must be a whole number of bytes, at least one 64-bit flit"),
 ])
 def test_cli_bad_input_is_one_line_and_exit_2(tmp_path, capsys, extra, fragment):
     model = str(Path(__file__).parent / "models" / "TFC_2W2A.onnx")
