@@ -123,8 +123,13 @@ def zero_point_model(path):
                                      kernel_shape=[3, 3]))
     nodes.insert(4, helper.make_node("MaxPool", ["a"], ["pooled"], name="pool", kernel_shape=[2, 2], strides=[2, 2]))
     nodes.insert(6, helper.make_node("Conv", ["pooled", "w_pwq"], ["pw"], name="pw_conv", kernel_shape=[1, 1]))
-    graph = helper.make_graph(nodes, "zero_points", [helper.make_tensor_value_info("x", TensorProto.FLOAT, (1, c, 6, 6))],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, (1, c, 3, 3))], inits)
+    return _saved(path, nodes, "zero_points", (1, c, 6, 6), (1, c, 3, 3), inits)
+
+
+def _saved(path, nodes, name, in_shape, out_shape, inits):
+    """A one-input, one-output QONNX model of ``nodes`` saved at ``path`` (returned)."""
+    graph = helper.make_graph(nodes, name, [helper.make_tensor_value_info("x", TensorProto.FLOAT, in_shape)],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, out_shape)], inits)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13),
                                                     helper.make_opsetid("qonnx.custom_op.general", 1)])
     model.ir_version = 8
@@ -164,14 +169,7 @@ def shared_quantizer_block(path, shortcut_ratio=None, join="Add"):
                                      kernel_shape=[3, 3]))
     nodes.insert(8, helper.make_node(join, ["m", "s"], ["sum"], name="join", **({"axis": 1} if join == "Concat" else {})))
     out_channels = c if join == "Add" else 2 * c
-    graph = helper.make_graph(nodes, "shared_quantizer", [helper.make_tensor_value_info("x", TensorProto.FLOAT,
-                                                                                          (1, c, 4, 4))],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, (1, out_channels, 4, 4))], inits)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13),
-                                                    helper.make_opsetid("qonnx.custom_op.general", 1)])
-    model.ir_version = 8
-    onnx.save(model, str(path))
-    return path
+    return _saved(path, nodes, "shared_quantizer", (1, c, 4, 4), (1, out_channels, 4, 4), inits)
 
 
 def block_inputs(n, seed):
