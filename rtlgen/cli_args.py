@@ -27,7 +27,15 @@ def add_compile_options(parser, names=None):
                                       "written here override it")
     add_arguments(parser, names, groups)
     groups["output"].add_argument("-q", "--quiet", action="store_true", help="no per-pass lines, no per-layer table")
+    add_cluster_option(groups["output"])
     return groups
+
+
+def add_cluster_option(parser):
+    parser.add_argument("--cluster", metavar="ADDRESS",
+                        help="run the per-layer jobs (Verilog conversion, proofs) on the Dask scheduler at "
+                             "ADDRESS (tcp://HOST:8786; needs pip install 'rtlgen[cluster]'; default: "
+                             "$RTLGEN_CLUSTER, else a process per core here)")
 
 
 def add_force_option(parser):
@@ -144,6 +152,7 @@ def add_partition_arguments(parser):
                         help="write the plan and cluster files, do not build the per-device kernels")
     add_compile_options(parser, ("input_dtype",))
     add_force_option(parser)
+    add_cluster_option(parser)
 
 
 def add_prove_arguments(parser):
@@ -155,7 +164,9 @@ def add_prove_arguments(parser):
     parser.add_argument("--node", metavar="NAME", help="prove this node only (a name from report.json)")
     parser.add_argument("--timeout", type=float, metavar="S",
                         help="seconds per SymbiYosys run (default 300); a node whose run takes longer is "
-                             "reported unknown")
+                             "reported unknown, with the step its bounded check reached")
+    parser.add_argument("--jobs", type=int, metavar="N", help="nodes proven at once (default: one per core)")
+    add_cluster_option(parser)
 
 
 # {command: (help, function adding its arguments)}; rtlgen.cli_commands.RUN has what each runs

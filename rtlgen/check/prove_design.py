@@ -1,0 +1,214 @@
+"""`rtlgen prove OUT`: every node of a compiled design (or of every device of a partition) proven, the
+nodes in parallel (:mod:`rtlgen.backend.jobs`: a process per core, ``--jobs N``, or a Dask cluster with
+``--cluster ADDRESS``), each by :mod:`rtlgen.check.prove`. Nodes already proven (the cache, by spec) are
+not run again, and identical nodes run once. What was shown goes to the terminal as each node finishes and
+into ``OUT/prove/report.json`` (:data:`REPORT`), with the step a timed-out bounded check reached."""
+
+import json
+import time
+from dataclasses import dataclass, fields
+from pathlib import Path
+
+import numpy as np
+
+from rtlgen.backend.jobs import completed
+from rtlgen.check.prove import (TRACKED_ROLES, ProofJob, cached_outcome, finish, proof_sources_hash, shrink_bridge,
+                                small_instance, solve)
+from rtlgen.ir.graph import OPS, HWNode, canonical_op_type
+from rtlgen.ir.outdir import OutError, read_design
+from sim import out_files, progress
+
+__all__ = ["prove_out", "prove_node", "design_nodes", "cluster_nodes", "BridgeOp", "REPORT"]
+
+REPORT = "prove/report.json"        # in OUT: the last `rtlgen prove`'s outcomes, one per node
+
+
+def _attribute(value):
+    if isinstance(value, bytes):
+        return value.decode()
+    if isinstance(value, list):
+        return tuple(value)
+    return value
+
+
+def design_nodes(out):
+    """[(node name, Op, spec)] of the compiled design in ``out``, from its ``model_hw.onnx`` (every node
+    with the attributes and memory images it was built with), checked against ``report.json``. For an
+    `rtlgen partition` OUT (:func:`cluster_nodes`): every device's nodes and bridges, ``device{d}/NAME``."""
+    out = Path(out)
+    if (out / out_files.PARTITION).is_file():
+        return cluster_nodes(out)
+    _, _, report = read_design(out)             # OutError for a missing, partial or damaged OUT
+    return _hw_nodes(out / out_files.MODEL_HW, report.get("layers", ()),
+                     f"compile again: rtlgen compile MODEL.onnx -o {out}")
+
+
+@dataclass(frozen=True)
+class BridgeOp:
+    """What :func:`prove_node` needs of an Op, for a Galapagos bridge (no Op of the layer registry: the
+    stitcher never places one; :mod:`rtlgen.backend.scaleout` puts them around a device's layers)."""
+    op_type: str
+    component: type
+    role: str                       # sim.formal's ``track`` of the bridge
+    small_instance: object = shrink_bridge
+    folding = {}
+    finn_names = {}
+
+
+def cluster_nodes(out):
+    """[(``device{d}/NAME``, Op, spec)] of an `rtlgen partition` OUT: per device, its FromGalapagos
+    bridge, the nodes of ``device{d}/model_hw.onnx`` (checked against ``device{d}/report.json``) and its
+    ToGalapagos bridge, with the geometry, kernel ID and TDEST the kernel was built with."""
+    # start-up (the CLI imports this module): partition OUTs only; scaleout brings flows, emit, galapagos, ~0.5 s
+    from galapagos.bridges import FromGalapagos, FromGalapagosSpec, ToGalapagos, ToGalapagosSpec
+    from rtlgen.backend.scaleout import load_cluster
+
+    out = Path(out)
+    again = f"partition again: rtlgen partition MODEL.onnx -o {out} --devices N"
+    try:
+        plan, devices = load_cluster(out)
+    except FileNotFoundError as exc:
+        raise OutError(str(exc)) from None
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise OutError(f"{out}: damaged partition output ({exc}); {again}") from None
+    nodes = []
+    for report, _ in devices:
+        where = out / f"device{report['index']}"
+        try:
+            fw, kernel = report["flit_width"], report["kernel_id"]
+            rx, tx = report["receive"], report["send"]
+            receive = FromGalapagosSpec(rx["word_width"], fw, rx["words_per_frame"], kernel_id=kernel,
+                                        max_packet_flits=rx["max_packet_flits"])
+            send = ToGalapagosSpec(tx["word_width"], fw, tx["words_per_frame"], dest=tx["dest"], source_id=kernel,
+                                   max_packet_flits=tx["max_packet_flits"])
+        except (KeyError, TypeError, ValueError) as exc:
+            raise OutError(f"{where / 'report.json'}: no bridge geometry ({exc}); {again}") from None
+        prefix = f"device{report['index']}/"
+        nodes.append((prefix + "FromGalapagos", BridgeOp("FromGalapagos", FromGalapagos, "from_galapagos"), receive))
+        nodes += [(prefix + name, op, spec)
+                  for name, op, spec in _hw_nodes(where / out_files.MODEL_HW, report.get("layers", ()), again)]
+        nodes.append((prefix + "ToGalapagos", BridgeOp("ToGalapagos", ToGalapagos, "to_galapagos"), send))
+    return nodes
+
+
+def _hw_nodes(path, report_layers, again):
+    """[(node name, Op, spec)] from the ``model_hw.onnx`` at ``path``, checked against the report's layers
+    (OutError saying ``again`` where they disagree or the file is missing or damaged)."""
+    import onnx             # start-up: the CLI's main loads no onnx (as rtlgen.ir.outdir)
+    from onnx import helper, numpy_helper
+
+    try:
+        model = onnx.load(str(path))
+    except FileNotFoundError:
+        raise OutError(f"{path}: missing; {again}") from None
+    except Exception as exc:
+        raise OutError(f"{path}: damaged ({str(exc).splitlines()[0] if str(exc) else type(exc).__name__}); "
+                       f"{again}") from None
+    arrays = {i.name: numpy_helper.to_array(i) for i in model.graph.initializer}
+    nodes = []
+    for onode in model.graph.node:
+        op_type = canonical_op_type(onode.op_type)
+        if op_type not in OPS:
+            raise OutError(f"{path}: node {onode.name} has op type {onode.op_type}, which rtlgen has no layer for; "
+                           f"{again}")
+        op = OPS[op_type]
+        spec_fields = {f.name for f in fields(op.spec) if f.init}
+        by_finn = {op.finn_names.get(f, f): f for f in spec_fields}
+        params, folding = {}, {}
+        for attr in onode.attribute:
+            value = _attribute(helper.get_attribute_value(attr))
+            if attr.name in op.folding:
+                folding[attr.name] = value
+            elif attr.name in by_finn:
+                params[by_finn[attr.name]] = value
+        prefix = f"{onode.name}_"
+        for name in onode.input:
+            if name.startswith(prefix) and name in arrays and name[len(prefix):] in spec_fields:
+                a = arrays[name]
+                params[name[len(prefix):]] = a.astype(np.int64) if np.all(np.round(a) == a) else a
+        node = HWNode(onode.name, op_type, params, folding, inputs=tuple(onode.input), outputs=tuple(onode.output))
+        try:
+            spec = node.spec()
+        except (ValueError, TypeError) as exc:
+            raise OutError(f"{path}: node {onode.name} does not make a {op_type}: {exc}; {again}") from None
+        nodes.append((onode.name, op, spec))
+    layers = {layer["name"]: layer for layer in report_layers if isinstance(layer, dict)}
+    for name, op, spec in nodes:
+        layer = layers.get(name)
+        if layer is None or any(layer.get(k) != getattr(spec, k) for k in ("in_width", "out_width", "exp_cycles")):
+            raise OutError(f"{path}: node {name} does not match report.json; {again}")
+    if len(layers) != len(nodes):
+        raise OutError(f"{path}: {len(nodes)} nodes, {path.parent / 'report.json'} lists {len(layers)}; {again}")
+    return nodes
+
+
+def _job(op, spec, *, depth=None, timeout=None):
+    """(:class:`ProofJob`, description of the small instance or None) of one node of a design."""
+    small, change = small_instance(op, spec)
+    track = op.role if op.role in TRACKED_ROLES else None
+    return ProofJob(small, op.component, track, depth, False, timeout), change
+
+
+def prove_node(name, op, spec, *, depth=None, keep=None, use_cache=True, timeout=None):
+    """The :class:`rtlgen.check.prove.Outcome` of one node of a design (a small instance of it where it is
+    too large), proven in this process."""
+    started = time.monotonic()
+    job, change = _job(op, spec, depth=depth, timeout=timeout)
+    key = job.key()
+    outcome = (cached_outcome(name, key, started) if use_cache else None) or finish(name, solve(job), keep=keep,
+                                                                                      key=key)
+    outcome.instance = change
+    return outcome
+
+
+def prove_out(out, *, depth=None, node=None, report=print, timeout=None, jobs=None, cluster=None):
+    """Prove every node of the design in ``out`` (or the one named ``node``); the outcomes in the design's
+    order, each passed to ``report`` as it comes (cached ones first). The uncached nodes run in parallel:
+    ``jobs`` processes (default: one per core) or on the Dask scheduler at ``cluster`` (default:
+    ``$RTLGEN_CLUSTER``). An unknown ``node`` is a ValueError naming the legal ones."""
+    started = time.monotonic()
+    nodes = design_nodes(out)
+    if node is not None:
+        chosen = [n for n in nodes if n[0] == node]
+        if not chosen:
+            raise ValueError(f"--node {node!r}: no such node in {out}; legal: {', '.join(n for n, _, _ in nodes)}")
+        nodes = chosen
+    keep = Path(out) / "prove"
+    outcomes = [None] * len(nodes)
+    todo = {}                                   # {cache key: (job, [(index, name, instance)])}: identical nodes once
+    for index, (name, op, spec) in enumerate(nodes):
+        job, change = _job(op, spec, depth=depth, timeout=timeout)
+        key = job.key()
+        cached = cached_outcome(name, key)
+        if cached is not None:
+            cached.instance = change
+            outcomes[index] = cached
+            report(cached)
+        else:
+            todo.setdefault(key, (job, []))[1].append((index, name, change))
+    keys = list(todo)
+    with progress.task(f"proving {sum(len(t[1]) for t in todo.values())} nodes", total=len(keys)) as update:
+        done = 0
+        for position, result in completed(solve, [todo[k][0] for k in keys], jobs=jobs, cluster=cluster,
+                                          check=proof_sources_hash):
+            for index, name, change in todo[keys[position]][1]:
+                outcome = finish(name, result, keep=keep, key=keys[position])
+                outcome.instance = change
+                outcomes[index] = outcome
+                report(outcome)
+            done += 1
+            update(done)
+    _write_report(Path(out) / REPORT, outcomes, time.monotonic() - started)
+    return outcomes
+
+
+def _write_report(path, outcomes, seconds):
+    """``OUT/prove/report.json``: every node's outcome (status, depth, the step a timed-out check reached,
+    failed properties and counterexample, seconds, cached)."""
+    nodes = [{f.name: getattr(o, f.name) for f in fields(o)} for o in outcomes]
+    counts = {status: sum(o.status == status for o in outcomes) for status in ("proven", "bounded", "failed", "unknown")}
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps({"nodes": nodes, **counts, "seconds": round(seconds, 3)}, indent=1) + "\n")
+    except OSError:
+        pass            # an OUT on a read-only disk: the terminal has said it all
