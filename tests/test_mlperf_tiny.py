@@ -35,6 +35,7 @@ OPS = {
     "fc_autoencoder": {"MVAU": 10},
     "ds_cnn": {"MVAU": 6, "VVAU": 4, "GlobalAccPool": 1},
     "resnet8": {"MVAU": 10, "AddStreams": 3, "GlobalAccPool": 1},
+    "resnet8_w8a8": {"MVAU": 10, "AddStreams": 3, "GlobalAccPool": 1},
     "mobilenet_v1_025": {"MVAU": 15, "VVAU": 13, "GlobalAccPool": 1},
 }
 
@@ -62,6 +63,12 @@ def test_lowered_graph_matches_qonnx(name):
     """The lowered graph's layer goldens (the input quantizer on the host) against qonnx: the committed
     samples and 8 more."""
     _golden_case(name, np.concatenate([np.load(MODELS / f"{name}_inputs.npy"), inputs(name, 8, seed=2)]))
+
+
+def test_resnet8_w8a8_lowered_graph_matches_qonnx():
+    """ResNet-8 at W8A8 (make_resnet8_w8a8.py; issue 43: INT8 convolutions, 8-bit requantizers, residual
+    Adds of INT8 branches): the four committed samples."""
+    _golden_case("resnet8_w8a8", np.load(MODELS / "resnet8_w8a8_inputs.npy"))
 
 
 def test_mobilenet_lowered_graph_matches_qonnx():
@@ -97,6 +104,6 @@ def _rtl_case(name, n, tmp_path_factory):
 
 @pytest.mark.slow
 @pytest.mark.sim
-@pytest.mark.parametrize("name", ["fc_autoencoder", "ds_cnn", "resnet8", "mobilenet_v1_025"])
+@pytest.mark.parametrize("name", ["fc_autoencoder", "ds_cnn", "resnet8", "resnet8_w8a8", "mobilenet_v1_025"])
 def test_rtl_at_the_ii_and_under_backpressure(name, tmp_path_factory):
     _rtl_case(name, 12, tmp_path_factory)
