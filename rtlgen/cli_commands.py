@@ -17,12 +17,12 @@ from rtlgen.check.prove_design import prove_out
 from rtlgen.check.verify import verify_outputs
 from rtlgen.cli_args import UsageError, refuse_compile_options
 from rtlgen.errors import BuildError, CompileError
-from rtlgen.ir.outdir import OutError, changed_line, claim, read_design
+from sim.outdir import OutError, changed_line, claim, read_design
 from rtlgen.options import CompileOptions, default_config, from_args, option_fields
-from sim import out_files, progress
+from sim import outdir, progress
 from sim.compiled import network_engine
 from sim.runner import SimulationError
-from sim.stream_io import InputError, StreamIO, input_batch
+from sim.stream_io import InputError, input_batch
 
 __all__ = ["RUN", "print_line", "print_warning", "first_line"]
 
@@ -153,7 +153,7 @@ def _warn_changed(command, out):
     OUT is read first, so that a damaged file is its own one-line error, not a warning before it."""
     if not Path(out).is_dir():
         return None
-    if not (Path(out) / out_files.PARTITION).is_file():
+    if not (Path(out) / outdir.PARTITION).is_file():
         read_design(out)
     line = changed_line(out)
     if line:
@@ -166,7 +166,7 @@ def run_sim_command(args):
 
     _warn_changed(args.command, args.out)
 
-    if (Path(args.out) / out_files.PARTITION).is_file():
+    if (Path(args.out) / outdir.PARTITION).is_file():
         if getattr(args, "shell", None):
             raise InputError(f"--shell {args.shell}: {args.out} is an `rtlgen partition` output (its devices talk "
                              f"through Galapagos bridges); --shell takes a single-device compile")
@@ -302,7 +302,7 @@ def _run_cluster_sim(args):
     if args.link_latency is not None and args.link_latency < 2:
         raise InputError(f"--link-latency {args.link_latency}: must be at least 2 cycles")
     plan, _ = scaleout.load_cluster(args.out)
-    io = StreamIO.load(args.out)
+    io = outdir.read_io(args.out)
     x = io.check_input(_load_input(args.input))
     labels = _labels(args.labels, len(x)) if args.labels else None
     output = _npy_path(args.output) if args.output else None
@@ -326,8 +326,8 @@ def _run_cluster_sim(args):
         print_line(f"  link {link.src} -> {link.dst}: {link.flits_per_frame} flits in {link.packets_per_frame} "
              f"packet(s) per frame, wire time {link.wire_cycles:.1f} cycles/frame, utilisation {used}, receive "
              f"buffer up to {link.max_level} of {link.depth} flits")
-    (Path(args.out) / out_files.CLUSTER_SIM).write_text(json.dumps(run.as_dict(), indent=2) + "\n")
-    claim(args.out, [out_files.CLUSTER_SIM])         # this plan's: the next partition into OUT removes it
+    (Path(args.out) / outdir.CLUSTER_SIM).write_text(json.dumps(run.as_dict(), indent=2) + "\n")
+    claim(args.out, [outdir.CLUSTER_SIM])         # this plan's: the next partition into OUT removes it
     if output:
         np.save(output, run.outputs)
         print_line(f"output {run.outputs.shape} -> {output}")
@@ -438,7 +438,7 @@ def run_build_command(args):
 
     _warn_changed(args.command, args.out)
 
-    if (Path(args.out) / out_files.PARTITION).is_file():
+    if (Path(args.out) / outdir.PARTITION).is_file():
         if args.shell != "standalone" or args.toolchain != "yosys" or args.input:
             raise BuildError("a partitioned OUT is built as Galapagos kernels by Yosys, out of context (no "
                              "--shell zynq, --toolchain vivado or --input: there is no Galapagos shell for the "
@@ -539,6 +539,8 @@ def _on_cluster(run):
     def run_with_cluster(args):
         try:
             with jobs.using(cluster=getattr(args, "cluster", None)):
+                if hasattr(args, "cluster"):        # a command with jobs: a bad address now, not after a compile
+                    jobs.connect()
                 return run(args)
         except jobs.ClusterError as exc:
             raise UsageError(str(exc)) from None

@@ -27,7 +27,7 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
 
-__all__ = ["ClusterError", "WorkersLost", "completed", "using", "cluster_address", "local_workers", "ENV"]
+__all__ = ["ClusterError", "WorkersLost", "completed", "using", "connect", "cluster_address", "local_workers", "ENV"]
 
 ENV = "RTLGEN_CLUSTER"          # the scheduler's address when --cluster is not given
 CONNECT_SECONDS = 10            # to reach the scheduler, and for it to have a worker
@@ -117,6 +117,14 @@ def _worker_start():
 _CLIENTS = {}
 
 
+def connect(cluster=None):
+    """Reach the cluster the jobs would go to now (if any), so that a bad address is said before a long
+    step rather than at its first job; :class:`ClusterError` if it cannot be used."""
+    address = cluster_address(cluster)
+    if address:
+        _client(address)
+
+
 def _client(address):
     """A connected :class:`distributed.Client` with at least one worker (one per address per process)."""
     try:
@@ -157,7 +165,7 @@ def _on_cluster(address, function, items, check):
     futures = client.map(call, items, pure=False)
     index = {future.key: i for i, future in enumerate(futures)}
     try:
-        for future in distributed.as_completed(futures):
+        for future in distributed.as_completed(futures, loop=client.loop):
             yield index[future.key], future.result()
     except BaseException:
         client.cancel(futures)

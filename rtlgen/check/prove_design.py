@@ -11,12 +11,12 @@ from pathlib import Path
 
 import numpy as np
 
-from rtlgen.backend.jobs import completed
+from rtlgen.backend.jobs import cluster_address, completed, local_workers
 from rtlgen.check.prove import (TRACKED_ROLES, ProofJob, cached_outcome, finish, proof_sources_hash, shrink_bridge,
                                 small_instance, solve)
 from rtlgen.ir.graph import OPS, HWNode, canonical_op_type
-from rtlgen.ir.outdir import OutError, read_design
-from sim import out_files, progress
+from sim.outdir import OutError, read_design
+from sim import outdir, progress
 
 __all__ = ["prove_out", "prove_node", "design_nodes", "cluster_nodes", "BridgeOp", "REPORT"]
 
@@ -36,10 +36,10 @@ def design_nodes(out):
     with the attributes and memory images it was built with), checked against ``report.json``. For an
     `rtlgen partition` OUT (:func:`cluster_nodes`): every device's nodes and bridges, ``device{d}/NAME``."""
     out = Path(out)
-    if (out / out_files.PARTITION).is_file():
+    if (out / outdir.PARTITION).is_file():
         return cluster_nodes(out)
     _, _, report = read_design(out)             # OutError for a missing, partial or damaged OUT
-    return _hw_nodes(out / out_files.MODEL_HW, report.get("layers", ()),
+    return _hw_nodes(out / outdir.MODEL_HW, report.get("layers", ()),
                      f"compile again: rtlgen compile MODEL.onnx -o {out}")
 
 
@@ -82,11 +82,11 @@ def cluster_nodes(out):
             send = ToGalapagosSpec(tx["word_width"], fw, tx["words_per_frame"], dest=tx["dest"], source_id=kernel,
                                    max_packet_flits=tx["max_packet_flits"])
         except (KeyError, TypeError, ValueError) as exc:
-            raise OutError(f"{where / 'report.json'}: no bridge geometry ({exc}); {again}") from None
+            raise OutError(f"{where / outdir.REPORT}: no bridge geometry ({exc}); {again}") from None
         prefix = f"device{report['index']}/"
         nodes.append((prefix + "FromGalapagos", BridgeOp("FromGalapagos", FromGalapagos, "from_galapagos"), receive))
         nodes += [(prefix + name, op, spec)
-                  for name, op, spec in _hw_nodes(where / out_files.MODEL_HW, report.get("layers", ()), again)]
+                  for name, op, spec in _hw_nodes(where / outdir.MODEL_HW, report.get("layers", ()), again)]
         nodes.append((prefix + "ToGalapagos", BridgeOp("ToGalapagos", ToGalapagos, "to_galapagos"), send))
     return nodes
 
@@ -94,7 +94,7 @@ def cluster_nodes(out):
 def _hw_nodes(path, report_layers, again):
     """[(node name, Op, spec)] from the ``model_hw.onnx`` at ``path``, checked against the report's layers
     (OutError saying ``again`` where they disagree or the file is missing or damaged)."""
-    import onnx             # start-up: the CLI's main loads no onnx (as rtlgen.ir.outdir)
+    import onnx             # start-up: the CLI's main loads no onnx (as sim.outdir)
     from onnx import helper, numpy_helper
 
     try:
@@ -138,7 +138,7 @@ def _hw_nodes(path, report_layers, again):
         if layer is None or any(layer.get(k) != getattr(spec, k) for k in ("in_width", "out_width", "exp_cycles")):
             raise OutError(f"{path}: node {name} does not match report.json; {again}")
     if len(layers) != len(nodes):
-        raise OutError(f"{path}: {len(nodes)} nodes, {path.parent / 'report.json'} lists {len(layers)}; {again}")
+        raise OutError(f"{path}: {len(nodes)} nodes, {path.parent / outdir.REPORT} lists {len(layers)}; {again}")
     return nodes
 
 
@@ -187,7 +187,8 @@ def prove_out(out, *, depth=None, node=None, report=print, timeout=None, jobs=No
         else:
             todo.setdefault(key, (job, []))[1].append((index, name, change))
     keys = list(todo)
-    with progress.task(f"proving {sum(len(t[1]) for t in todo.values())} nodes", total=len(keys)) as update:
+    nodes_left = sum(len(t[1]) for t in todo.values())
+    with progress.task(f"proving {nodes_left} nodes ({len(keys)} distinct)", total=len(keys)) as update:
         done = 0
         for position, result in completed(solve, [todo[k][0] for k in keys], jobs=jobs, cluster=cluster,
                                           check=proof_sources_hash):
@@ -198,17 +199,21 @@ def prove_out(out, *, depth=None, node=None, report=print, timeout=None, jobs=No
                 report(outcome)
             done += 1
             update(done)
-    _write_report(Path(out) / REPORT, outcomes, time.monotonic() - started)
+    processes = min(local_workers(jobs), max(len(keys), 1))
+    ran_on = cluster_address(cluster) or f"{processes} local process{'es' if processes > 1 else ''}"
+    _write_report(Path(out) / REPORT, outcomes, time.monotonic() - started, ran_on)
     return outcomes
 
 
-def _write_report(path, outcomes, seconds):
+def _write_report(path, outcomes, seconds, ran_on):
     """``OUT/prove/report.json``: every node's outcome (status, depth, the step a timed-out check reached,
-    failed properties and counterexample, seconds, cached)."""
-    nodes = [{f.name: getattr(o, f.name) for f in fields(o)} for o in outcomes]
+    failed properties and counterexample, seconds, cached) and its line as printed."""
+    nodes = [{**{f.name: getattr(o, f.name) for f in fields(o)}, "seconds": round(o.seconds, 3), "line": o.line()}
+             for o in outcomes]
     counts = {status: sum(o.status == status for o in outcomes) for status in ("proven", "bounded", "failed", "unknown")}
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps({"nodes": nodes, **counts, "seconds": round(seconds, 3)}, indent=1) + "\n")
+        path.write_text(json.dumps({"nodes": nodes, **counts, "seconds": round(seconds, 3), "ran_on": ran_on},
+                                   indent=1) + "\n")
     except OSError:
         pass            # an OUT on a read-only disk: the terminal has said it all
