@@ -59,7 +59,7 @@ def lowered(name):
     return to_hw(load_model(str(MODELS / name)), CompileOptions())
 
 
-@pytest.mark.parametrize("bound", [40.0, 130.0])
+@pytest.mark.parametrize("bound", [pytest.param(40.0, marks=pytest.mark.slow), 130.0])    # CI time: one bound
 def test_optimizer_stops_at_the_io_bound(bound):
     """With a shell that needs ``bound`` cycles a frame, the optimizer builds the cheapest design at that II,
     not the fastest the budget allows (same board rate, fewer resources); with a fast shell nothing changes."""

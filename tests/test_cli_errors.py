@@ -233,13 +233,23 @@ def test_target_beyond_one_frame_per_cycle_is_refused(tmp_path, capsys):
                     "most any design reaches (at most 100,000,000 frames/s at --clock-mhz 100)")
 
 
-def test_generator_mlp_does_not_fit_and_build_stops_at_once(tmp_path, capsys):
+GEN_OVER = r"DSP [\d,]+ of 220 \((\d+)%\)"
+
+
+def test_generator_mlp_does_not_fit_and_strict_compile_stops(tmp_path, capsys):
     """The INT8 generator at its default (fastest) folding: its MACs need several times the board's DSPs."""
     out = tmp_path / "gan"
-    over = r"DSP [\d,]+ of 220 \((\d+)%\)"
     line = one_line(capsys, ["compile", str(MODELS / "gen_mlp_int8.onnx"), "-o", str(out), "--strict", "-q"])
     assert "does not fit the pynq-z2 (xc7z020) by the estimate: " in line
-    assert int(re.search(over, line).group(1)) > 150, line
+    assert int(re.search(GEN_OVER, line).group(1)) > 150, line
+    assert not out.exists()
+
+
+@pytest.mark.slow       # CI time: converting the generator at its fastest folding takes minutes
+def test_generator_mlp_does_not_fit_and_build_stops_at_once(tmp_path, capsys):
+    """Compiled anyway (a warning), the same design: ``rtlgen build`` refuses before starting Yosys."""
+    out = tmp_path / "gan"
+    over = GEN_OVER
     assert main(["compile", str(MODELS / "gen_mlp_int8.onnx"), "-o", str(out), "-q", *FAST]) == 0
     err = capsys.readouterr().err
     assert "rtlgen compile: warning: does not fit the pynq-z2 (xc7z020) by the estimate: " in err and "DSP" in err
@@ -251,6 +261,20 @@ def test_generator_mlp_does_not_fit_and_build_stops_at_once(tmp_path, capsys):
     assert "compile again with --fit pynq-z2 for the fastest folding that fits" in line
     assert int(re.search(over, line).group(1)) > 150, line
     assert not (out / "build").exists()
+
+
+def test_build_refuses_an_estimate_far_over_the_board(digits_out):
+    """The policy the slow generator test shows end to end, on the digits design's own report with its DSP
+    total pushed past the board's 220 x FAR_OVER: refused unless forced, the fix named."""
+    from rtlgen.backend.build import _refuse_far_over
+    from rtlgen.errors import BuildError
+    report = json.loads((digits_out / "report.json").read_text())
+    _refuse_far_over(report, "pynq-z2", force=False)                    # the design as compiled: fine
+    report["totals"]["DSP"] = 400                                        # 182 % of 220
+    with pytest.raises(BuildError, match=r"far over the pynq-z2 \(xc7z020\): DSP 400 of 220 \(182%\); compile "
+                                         r"again with --fit pynq-z2 for the fastest folding that fits"):
+        _refuse_far_over(report, "pynq-z2", force=False)
+    _refuse_far_over(report, "pynq-z2", force=True)
 
 
 def test_unknown_yosys_engine_is_refused_before_building(digits_out, capsys, monkeypatch):

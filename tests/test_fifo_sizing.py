@@ -49,8 +49,9 @@ def _folded(name, cache={}):
 
 
 @pytest.mark.sim
-@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow) if n == "concat" else n   # CI time: concat
-                                  for n in EXACTNESS])                        # runs at the II below
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow) if n in ("concat", "resnet-block") else n
+                                  for n in EXACTNESS])    # CI time: concat runs at the II below, digits-mlp and
+                                                          # small-cnn cover DWCs, SWGs, pooling and padding
 def test_composed_model_is_the_designs_timing(name):
     compiled = _folded(name)
     graph = insert.insert_duplicates(compiled.folded)

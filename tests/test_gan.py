@@ -65,6 +65,7 @@ def test_whole_design_in_the_zynq_shell_fits_by_yosys(tmp_path):
     assert totals["bram36"] + totals["bram18"] / 2 <= 140
 
 
+@pytest.mark.slow   # CI time (67 s): the generator's 4-input test above covers requantizers and DSP pairs in RTL
 @pytest.mark.sim
 def test_another_int8_mlp_gets_the_requantizer_and_dsp_packing_with_no_flag(tmp_path):
     # 64-512-384-768, per-channel weight scales, float biases (tests/models/int8_mlp/make_int8_mlp.py):
