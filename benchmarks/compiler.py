@@ -25,7 +25,7 @@ from benchmarks.tables import write_section
 from rtlgen.options import CompileOptions
 from rtlgen.backend.compile import compile_model
 from rtlgen.backend.emit import write_outputs
-from sim.stream_io import read_outputs
+from sim.outdir import read_outputs
 from rtlgen.check.verify import compare, qonnx_reference, simulate_model, tolerance
 
 MODELS = Path(__file__).resolve().parent.parent / "tests" / "models"

@@ -96,7 +96,7 @@ class AcceleratorDriver:
 
     @classmethod
     def from_compile(cls, out, board, **kwargs):
-        from sim.stream_io import read_outputs
+        from sim.outdir import read_outputs
         _, io, report = read_outputs(out)
         return cls(board, io, report, **kwargs)
 
@@ -186,7 +186,7 @@ class SimulatedBoard(Board):
     an error (``code``), ``hang`` makes batches never finish (for the driver's timeout)."""
 
     def __init__(self, out, *, ddr_size=1 << 22):
-        from sim.stream_io import read_outputs
+        from sim.outdir import read_outputs
 
         self.verilog, self.io, self.report = read_outputs(out)
         self.ddr = bytearray(ddr_size)

@@ -11,7 +11,7 @@
 
 Errors are the command line's: :class:`rtlgen.passes.load.CompileError` (bad model or options),
 :class:`sim.stream_io.InputError` (bad inputs), :class:`rtlgen.backend.build.BuildError`,
-:class:`rtlgen.ir.outdir.OutError` (an OUT that is not rtlgen's, in use, or damaged).
+:class:`sim.outdir.OutError` (an OUT that is not rtlgen's, in use, or damaged).
 """
 
 import json
@@ -26,9 +26,9 @@ from rtlgen.backend.build import build as build_design
 from rtlgen.check.verify import simulate_model, verify_outputs
 from rtlgen.errors import CompileError, CompileWarning
 from rtlgen.fit import Budget, Usage, fit_line
-from rtlgen.ir.outdir import OutError, changed_files, check_out, model_source, read_design, replacing
+from sim.outdir import OutError, changed_files, check_out, model_source, read_design, replacing
 from rtlgen.options import CompileOptions, read_config
-from sim import out_files, progress
+from sim import outdir, progress
 from sim.harness import FULL_RATE
 
 __all__ = ["compile", "partition", "open_design", "Design"]
@@ -95,7 +95,7 @@ def compile(model, out, *, config=None, keep_intermediate=None, force=False, say
     """Compile ``model`` (a QONNX / FINN-ONNX file) into the directory ``out`` and return its
     :class:`Design`. ``out`` is new, empty, or an earlier compile's output (``force``: any directory);
     the design is built beside it and swapped in at the end, keeping files that are not rtlgen's (see
-    :mod:`rtlgen.ir.outdir`). ``options`` are the fields of :class:`rtlgen.options.CompileOptions` (the
+    :mod:`sim.outdir`). ``options`` are the fields of :class:`rtlgen.options.CompileOptions` (the
     `rtlgen compile` flags: ``folding``, ``target_fps``, ``clock_mhz``, ``fit``, ``budget``, ...; an unknown
     name is a CompileError listing the legal ones); ``config`` a build file (`rtlgen compile --config`, see
     :func:`rtlgen.options.read_config`) whose options ``options`` override; ``keep_intermediate`` a directory, or True for
@@ -120,7 +120,7 @@ def compile(model, out, *, config=None, keep_intermediate=None, force=False, say
         compiled = compile_model(model, options, say=say or (lambda line: None), keep=keep)
         with progress.step(f"writing the design into {out}"):
             write_outputs(compiled, new)
-        for line in _design_warnings(json.loads((new / out_files.REPORT).read_text()), options):
+        for line in _design_warnings(json.loads((new / outdir.REPORT).read_text()), options):
             warnings.warn(line, CompileWarning, stacklevel=2)
         _keep_warnings(new, kept)
     return Design(out, compiled)
@@ -190,7 +190,7 @@ def over_the_board(report, options):
 def _keep_warnings(new, kept):
     """The warnings into the new OUT's report.json and report.html."""
     from rtlgen.report.html import write_html
-    path = new / out_files.REPORT
+    path = new / outdir.REPORT
     report = json.loads(path.read_text())
     report["warnings"] = list(kept)
     path.write_text(json.dumps(report, indent=2) + "\n")
@@ -202,7 +202,7 @@ def partition(model, out, *, devices, budget=None, board="pynq-z2", max_utilizat
               input_dtype=None, plan_only=False, force=False, say=None, warn=None):
     """Split ``model`` over at most ``devices`` FPGAs linked by Galapagos (`rtlgen partition`): the plan
     (cuts, folding, cluster files) and, unless ``plan_only``, each device's kernel, written into ``out``
-    as a compile is (:mod:`rtlgen.ir.outdir`: built beside it and swapped in at the end). ``budget`` is
+    as a compile is (:mod:`sim.outdir`: built beside it and swapped in at the end). ``budget`` is
     per device (``"lut=N,ff=N,bram36=N,dsp=N"``, default the board x ``max_utilization``); ``fixed`` pins
     nodes, {node name: device index}; ``input_dtype`` as `rtlgen compile --input-dtype`. Returns the :class:`rtlgen.passes.partition.Partition`."""
     # onnx and galapagos: loaded by a partition only, so the command line's errors stay fast

@@ -20,7 +20,7 @@ from boards.yosys import YosysError
 from rtlgen.cli_args import UsageError, build_parser, parse
 from rtlgen.cli_commands import RUN, first_line, print_line, print_warning
 from rtlgen.errors import BuildError, CompileError, CompileWarning
-from rtlgen.ir.outdir import OutError
+from sim.outdir import OutError
 from sim import progress
 from sim.runner import SimulationError, cache_dir, cache_limit_bytes
 from sim.stream_io import InputError, InputWarning

@@ -6,7 +6,7 @@ demo compiles it, simulates the test set through the stitched RTL, checks every 
 execution of the model, and reports accuracy, cycles per frame and (``rtlgen build``: Yosys) resources
 and timing.
 
-The compile goes into an OUT directory like ``rtlgen compile``'s (:mod:`rtlgen.ir.outdir`: its manifest,
+The compile goes into an OUT directory like ``rtlgen compile``'s (:mod:`sim.outdir`: its manifest,
 lock and atomic swap), with the verification result and the Yosys build in it, so ``report.html`` there
 has every section and ``rtlgen sim|verify|build OUT`` work on it afterwards. ``rtlgen demo`` keeps it in
 ``./rtlgen-demo`` unless ``-o`` says where: a new user's first command should leave a report to open and a

@@ -2,24 +2,21 @@
 
 :class:`StreamIO` turns model tensors into stream words and back (host pre ops, quantizer codes, NHWC
 stream order, FINN word packing; then unpacking, scales, host post ops). It is all that ``rtlgen sim``
-needs besides the Verilog, and it is saved beside it (``io.json``, ``host_pre.onnx``, ``host_post.onnx``);
-:func:`read_outputs` reads a compile's OUT back. This is the runtime that the compiler (``rtlgen``), the
+needs besides the Verilog, and :mod:`sim.outdir` saves it beside it (``io.json`` and the host's models)
+and reads a compile's OUT back. This is the runtime that the compiler (``rtlgen``), the
 board driver (``boards``) and the benches share, so it lives below all of them.
 """
 
 import copy
-import json
 from dataclasses import dataclass
 from math import prod
-from pathlib import Path
 
 import numpy as np
 from qonnx.core.datatype import DataType
 
 from memstream.packing import pack_words, unpack_words
-from sim import out_files
 
-__all__ = ["InputError", "InputWarning", "StreamEnd", "StreamIO", "input_batch", "run_submodel", "read_outputs"]
+__all__ = ["InputError", "InputWarning", "StreamEnd", "StreamIO", "input_batch", "run_submodel"]
 
 
 
@@ -203,34 +200,16 @@ class StreamIO:
         codes = unpack_words(np.array(words, dtype=object), self.output.dtype, self.output.lanes)
         return self.output_from_codes(np.asarray(codes, dtype=np.int64).reshape(batch, -1))
 
-    # ---- files ----
-    def save(self, out):
-        out = Path(out)
-        for name, sub in ((out_files.HOST_PRE, self.host_pre), (out_files.HOST_POST, self.host_post)):
-            path = out / name
-            if sub is not None:
-                sub.save(str(path))
-            elif path.exists():
-                path.unlink()
-        meta = {"model_input": self.model_input, "model_input_shape": list(self.model_input_shape),
-                "model_output": self.model_output, "input": self.input.to_json(), "output": self.output.to_json(),
-                "host_models": [n for n, sub in ((out_files.HOST_PRE, self.host_pre), (out_files.HOST_POST, self.host_post))
-                                if sub is not None]}
-        (out / out_files.IO).write_text(json.dumps(meta, indent=2) + "\n")
+    # ---- io.json (written and read by sim.outdir, which names OUT's files) ----
+    def to_json(self):
+        """What io.json holds of it (sim.outdir adds the names of the host models' files)."""
+        return {"model_input": self.model_input, "model_input_shape": list(self.model_input_shape),
+                "model_output": self.model_output, "input": self.input.to_json(), "output": self.output.to_json()}
 
     @classmethod
-    def load(cls, out):
-        from qonnx.core.modelwrapper import ModelWrapper
-
-        out = Path(out)
-        meta = json.loads((out / out_files.IO).read_text())
-        lost = [n for n in meta.get("host_models", ()) if not (out / n).is_file()]
-        if lost:
-            raise FileNotFoundError(f"{out}: {lost[0]} is missing (the host's share of the model, written by "
-                                    f"`rtlgen compile`); compile again")
-        subs = [ModelWrapper(str(out / n)) if (out / n).exists() else None for n in (out_files.HOST_PRE, out_files.HOST_POST)]
+    def from_json(cls, meta, host_pre=None, host_post=None):
         return cls(meta["model_input"], tuple(meta["model_input_shape"]), meta["model_output"],
-                   StreamEnd.from_json(meta["input"]), StreamEnd.from_json(meta["output"]), *subs)
+                   StreamEnd.from_json(meta["input"]), StreamEnd.from_json(meta["output"]), host_pre, host_post)
 
 
 # ---- the host's share: small qonnx models run in batches ----
@@ -287,12 +266,3 @@ def _batched(sub, n):
         _BATCHED[key] = (sub, model)
     return _BATCHED[key][1]
 
-
-def read_outputs(out):
-    """(Verilog text, StreamIO, report dict) of a compile output directory; clear errors if it is not one."""
-    out = Path(out)
-    missing = out_files.missing(out)
-    if missing:
-        raise FileNotFoundError(f"{out}: not an rtlgen compile output (missing {', '.join(missing)}); "
-                                f"run `rtlgen compile MODEL.onnx -o {out}` first")
-    return (out / out_files.VERILOG).read_text(), StreamIO.load(out), json.loads((out / out_files.REPORT).read_text())

@@ -28,7 +28,7 @@ def test_readme_api_snippet_runs(tmp_path, monkeypatch, capsys):
 
 def test_api_errors_are_the_cli_errors(tmp_path):
     from rtlgen import api
-    from rtlgen.ir.outdir import OutError
+    from sim.outdir import OutError
     from rtlgen.passes.load import CompileError
     with pytest.raises(CompileError, match="--clock-mhz -1: must be a positive number"):
         api.compile("model.onnx", tmp_path / "out", clock_mhz=-1)

@@ -11,7 +11,7 @@ import pytest
 
 from rtlgen import api
 from rtlgen.errors import CompileError
-from rtlgen.ir.outdir import OutError
+from sim.outdir import OutError
 from rtlgen.options import CompileOptions
 from tests.test_cli_errors import DIGITS, FAST, npy, one_line
 

@@ -1,4 +1,4 @@
-"""OUT is rtlgen's alone, and replaced as a whole (rtlgen/ir/outdir.py): a manifest of what a compile wrote;
+"""OUT is rtlgen's alone, and replaced as a whole (sim/outdir.py): a manifest of what a compile wrote;
 only those files are ever removed; a folder that is neither empty nor an rtlgen OUT is refused unless
 --force; the new design is built beside the old one and swapped in, so an interrupted or failed
 recompile leaves the previous design usable; a second compile into the same OUT refuses while one
@@ -17,7 +17,7 @@ import onnx
 import pytest
 
 from rtlgen.cli import main
-from rtlgen.ir.outdir import MANIFEST
+from sim.outdir import MANIFEST
 
 from tests.test_cli_errors import DIGITS, FAST, npy, one_line
 

@@ -39,7 +39,7 @@ def test_demo_runs_bit_exact(capsys, tmp_path, monkeypatch):
 
     import numpy as np
     from rtlgen.demo import DEMO_TESTSET, bundled
-    from rtlgen.ir.outdir import MANIFEST
+    from sim.outdir import MANIFEST
     monkeypatch.chdir(tmp_path)
     assert main(["demo", "--no-synth"]) == 0
     out = capsys.readouterr().out

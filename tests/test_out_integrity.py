@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from rtlgen.cli import main
-from rtlgen.ir.outdir import MANIFEST, changed_files, sha256
+from sim.outdir import MANIFEST, changed_files, sha256
 from rtlgen.report.html import write_html
 from tests.test_cli_errors import npy
 

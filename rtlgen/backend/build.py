@@ -31,7 +31,8 @@ from memstream.packing import pack_words
 from rtlgen.backend.stitch import DEFAULT_TOP_NAME
 from rtlgen.errors import BuildError
 from rtlgen.fit import BOARDS, BRAM18_PER_BRAM36, FAR_OVER, usage
-from rtlgen.ir.outdir import read_design
+from sim import outdir
+from sim.outdir import read_design
 from rtlgen.report.html import write_html
 from sim.harness import cycle_budget, run_stitched
 
@@ -76,7 +77,7 @@ def build(out, *, shell="standalone", toolchain="yosys", board="pynq-z2", inputs
         raise BuildError(str(exc)) from None
     verilog, io, report = read_design(out)
     _refuse_far_over(report, board, force)
-    root = Path(out) / "build"
+    root = Path(out) / outdir.BUILD
     name = f"rtlgen_{shell}"
 
     top = _standalone(verilog, io, report, inputs, say) if shell == "standalone" else _zynq(verilog, io, report, say)
@@ -90,13 +91,13 @@ def build(out, *, shell="standalone", toolchain="yosys", board="pynq-z2", inputs
     say("Yosys synth_xilinx of the whole design (minutes on large designs) ...")
     try:
         synth = synthesize(shell_verilog, top=name, hierarchy=True, children_of=DEFAULT_TOP_NAME,
-                           workdir=root / "yosys", sta=True, netlist=(DEFAULT_TOP_NAME, NETLIST_FILE))
+                           workdir=Path(out) / outdir.YOSYS_DIR, sta=True, netlist=(DEFAULT_TOP_NAME, NETLIST_FILE))
     except YosysError as exc:
         raise BuildError(f"Yosys failed during {exc.step}: {exc.error}; log: {exc.log}") from None
     result = _report_dict(synth, report)
     result["netlist"] = netlist_record(verilog)     # `rtlgen verify OUT --netlist` checks it against OUT
-    (root / "yosys").mkdir(parents=True, exist_ok=True)
-    (root / "yosys" / "report.json").write_text(json.dumps(result, indent=2) + "\n")
+    (Path(out) / outdir.YOSYS_DIR).mkdir(parents=True, exist_ok=True)
+    (Path(out) / outdir.YOSYS_REPORT).write_text(json.dumps(result, indent=2) + "\n")
     say(_table(result))
     say(f"report -> {write_html(out)}")
     over = check_fits(synth, device)

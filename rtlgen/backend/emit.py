@@ -8,9 +8,9 @@ OUT/
                           frames/s and latency of the accelerator and of the board (behind the zynq shell)
   report.html             the same as a page with plots (and Yosys / verify results once they have run)
   io.json, host_pre.onnx, host_post.onnx   how the model's tensors map onto the streams
-  .rtlgen-manifest.json   what the compile wrote, and the model's sha256 and path (rtlgen.ir.outdir)
+  .rtlgen-manifest.json   what the compile wrote, and the model's sha256 and path (sim.outdir)
 
-A compile writes these into a new directory beside OUT and :mod:`rtlgen.ir.outdir` swaps it in.
+A compile writes these into a new directory beside OUT and :mod:`sim.outdir` swaps it in.
 """
 
 import json
@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 import onnx
 
-from sim import out_files
+from sim import outdir
 from rtlgen.analyses.board_rate import top_width
 from rtlgen.fit import BOARDS, BRAM18_PER_BRAM36, fits, usage
 from rtlgen.passes.fold import write_folding_config
@@ -30,7 +30,7 @@ from rtlgen.report.graph import graph_report
 
 __all__ = ["write_outputs", "build_report"]
 
-assert out_files.VERILOG == f"{DEFAULT_TOP_NAME}.v"      # the top's module name is its file's
+assert outdir.VERILOG == f"{DEFAULT_TOP_NAME}.v"      # the top's module name is its file's
 
 
 def write_outputs(compiled, out):
@@ -38,11 +38,11 @@ def write_outputs(compiled, out):
     # The weights live inside the Verilog (memory initial values), so no mem/*.dat images are written: a
     # file that the design does not read would invite edits that change nothing.
     out.mkdir(parents=True, exist_ok=True)
-    (out / out_files.VERILOG).write_text(compiled.verilog)
-    compiled.io.save(out)
-    write_folding_config(compiled.nodes, out / out_files.FOLDING)
-    onnx.save(model_hw(compiled.graph), str(out / out_files.MODEL_HW))
-    (out / out_files.REPORT).write_text(json.dumps(build_report(compiled), indent=2) + "\n")
+    (out / outdir.VERILOG).write_text(compiled.verilog)
+    outdir.write_io(compiled.io, out)
+    write_folding_config(compiled.nodes, out / outdir.FOLDING)
+    onnx.save(model_hw(compiled.graph), str(out / outdir.MODEL_HW))
+    (out / outdir.REPORT).write_text(json.dumps(build_report(compiled), indent=2) + "\n")
     write_html(out)
 
 

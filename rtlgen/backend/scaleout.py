@@ -50,9 +50,8 @@ from rtlgen.ir.model_hw import model_hw
 from rtlgen.flows import FRONT, Runner
 from rtlgen.options import CompileOptions
 from rtlgen.passes.to_hw import stream_io
-from sim import out_files
+from sim import outdir
 from sim.harness import FULL_RATE, cycle_budget
-from sim.stream_io import StreamIO
 
 __all__ = ["DeviceKernel", "write_plan", "ClusterSim", "build_devices", "write_devices", "cluster_verilog", "simulate",
            "ClusterRun", "CLUSTER_TOP", "device_name", "load_cluster"]
@@ -192,7 +191,7 @@ class DeviceBuild:
 
 def build_devices(model_path, part, *, options=None, say=lambda line: None):
     """Per used device of ``part`` (a :class:`rtlgen.passes.partition.Partition` of ``model_path``'s lowered
-    graph): its stitched subgraph and kernel Verilog; and the whole network's :class:`StreamIO`.
+    graph): its stitched subgraph and kernel Verilog; and the whole network's :class:`sim.stream_io.StreamIO`.
     Returns ``(devices, io)``."""
     options = options or CompileOptions(clock_mhz=part.clock_mhz)
     runner = Runner()
@@ -239,14 +238,14 @@ def write_devices(devices, io, out):
     attributes and memory images they were built with, for `rtlgen prove`) and the network's ``io.json``
     with the host models; returns the kernel Verilog paths."""
     out = Path(out)
-    io.save(out)
+    outdir.write_io(io, out)
     paths = []
     for device in devices:
         where = out / f"device{device.index}"
         where.mkdir(parents=True, exist_ok=True)
         path = where / f"{device.name}.v"
         path.write_text(device.verilog)
-        onnx.save(model_hw(device.graph), str(where / out_files.MODEL_HW))
+        onnx.save(model_hw(device.graph), str(where / outdir.MODEL_HW))
         layers = [{"name": n.name, "op_type": n.op_type, "in_width": n.spec().in_width,
                    "out_width": n.spec().out_width, "exp_cycles": n.spec().exp_cycles,
                    "estimate": dict(estimate(n.spec()))} for n in device.graph.nodes]
@@ -255,7 +254,7 @@ def write_devices(devices, io, out):
                   "accelerator": f"{device.name}_accel", "flit_width": device.send.flit_width,
                   "receive": _geometry(device.receive), "send": dict(_geometry(device.send), dest=device.send.dest),
                   "cycles": max(layer["exp_cycles"] for layer in layers), "layers": layers, "bridges": bridges}
-        (where / out_files.REPORT).write_text(json.dumps(report, indent=2) + "\n")
+        (where / outdir.REPORT).write_text(json.dumps(report, indent=2) + "\n")
         paths.append(path)
     return paths
 
@@ -297,14 +296,14 @@ def load_cluster(out):
     """(partition.json as a dict, [(device report dict, kernel Verilog)]) of an `rtlgen partition` OUT;
     FileNotFoundError naming what is missing."""
     out = Path(out)
-    plan_path = out / out_files.PARTITION
+    plan_path = out / outdir.PARTITION
     if not plan_path.is_file():
         raise FileNotFoundError(f"{out}: not an `rtlgen partition` output (missing partition.json)")
     plan = json.loads(plan_path.read_text())
     devices = []
     for device in plan["devices"]:
         where = out / f"device{device['index']}"
-        report_path = where / out_files.REPORT
+        report_path = where / outdir.REPORT
         if not report_path.is_file():
             raise FileNotFoundError(f"{out}: device {device['index']} was not built (missing {report_path}); "
                                     f"run `rtlgen partition` without --plan-only")
@@ -335,7 +334,7 @@ def simulate(out, x, *, latency=None, header_flits=None, backpressure=None):
     """Model inputs ``x`` through the host ops and the cluster of ``out`` (an `rtlgen partition` output),
     on the compiled Verilator bench: a :class:`ClusterRun`."""
     text, links, plan, reports = cluster_verilog(out, latency=latency, header_flits=header_flits)
-    io = StreamIO.load(out)
+    io = outdir.read_io(out)
     x = io.check_input(x)
     words = io.encode(x)
     frames, per_frame = x.shape[0], io.output.words_per_frame
@@ -392,7 +391,7 @@ def build_kernels(out, *, say=lambda line: None, device_capacity=None, check=Tru
                   "layers": {name: dict(sub.as_row(), estimate=estimates.get(name, {}))
                              for name, sub in (synth.modules or {}).items()},
                   "fits": not over, "over": over, "yosys_seconds": round(synth.seconds, 1)}
-        (where / out_files.REPORT).write_text(json.dumps(result, indent=2) + "\n")
+        (where / outdir.REPORT).write_text(json.dumps(result, indent=2) + "\n")
         say(f"device {report['index']}: LUT {result['lut_including_memory']:,} (incl. LUTRAM/SRL), FF {row['ff']:,}, "
             f"BRAM36 {row['bram36'] + row['bram18'] / BRAM18_PER_BRAM36:g}, DSP {row['dsp']} -> "
             + ("fits the xc7z020" if not over else "OVER: " + "; ".join(over)))
@@ -432,7 +431,7 @@ def write_plan(part, out, *, board="pynq-z2"):
                   "link_utilization": round(c.link_utilization, 4)} for c in part.cuts],
         "host_links": {name.removeprefix("link "): ii for name, ii in part.host_links.items()},
     }
-    paths = {"partition": out / out_files.PARTITION, "folding": out / out_files.FOLDING,
+    paths = {"partition": out / outdir.PARTITION, "folding": out / outdir.FOLDING,
              "logical": out / "cluster" / "logical.xml", "map": out / "cluster" / "map.xml"}
     paths["partition"].write_text(json.dumps(plan, indent=2) + "\n")
     paths["folding"].write_text(json.dumps(part.folding, indent=2) + "\n")

@@ -30,7 +30,8 @@ from boards.xilinx_sim import cell_models
 from rtlgen.backend.build import design_digest
 from rtlgen.backend.stitch import DEFAULT_TOP_NAME
 from rtlgen.check.verify import verify_outputs
-from rtlgen.ir.outdir import OutError, read_design
+from sim import outdir
+from sim.outdir import OutError, read_design
 from sim.compiled import network_engine
 from sim.harness import FULL_RATE, cycle_budget, run_stitched
 from sim.runner import wrap_long_lines
@@ -45,16 +46,16 @@ def read_netlist(out, verilog):
     """The netlist text of ``out``'s build, checked against ``verilog`` (OUT's design Verilog now);
     :class:`OutError` when there is no build, no netlist, or the netlist is of another (older) design."""
     out = Path(out)
-    yosys = out / "build" / "yosys"
+    yosys, report = out / outdir.YOSYS_DIR, out / outdir.YOSYS_REPORT
     build_again = f"run rtlgen build {out}"
-    if not (yosys / "report.json").is_file():
+    if not report.is_file():
         raise OutError(f"{out}: no netlist to simulate, the design was not built; {build_again} first")
     try:
-        record = json.loads((yosys / "report.json").read_text()).get("netlist")
+        record = json.loads(report.read_text()).get("netlist")
     except (ValueError, AttributeError):
-        raise OutError(f"{yosys / 'report.json'}: damaged (not a JSON object); {build_again} again") from None
+        raise OutError(f"{report}: damaged (not a JSON object); {build_again} again") from None
     if not isinstance(record, dict) or not {"file", "module", "design_sha256"} <= set(record):
-        raise OutError(f"{yosys / 'report.json'}: the build kept no netlist (an older rtlgen built it); "
+        raise OutError(f"{report}: the build kept no netlist (an older rtlgen built it); "
                        f"{build_again} again")
     path = yosys / record["file"]
     if not path.is_file():

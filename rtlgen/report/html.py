@@ -23,13 +23,10 @@ import re
 from pathlib import Path
 
 from rtlgen.fit import BRAM18_PER_BRAM36
-from rtlgen.ir.outdir import claim, rehash
-from sim import out_files
+from sim import outdir
 
-__all__ = ["write_html", "record_verification", "fmt", "HTML_NAME", "VERIFY_NAME", "BAR_UNITS"]
+__all__ = ["write_html", "record_verification", "fmt", "BAR_UNITS"]
 
-HTML_NAME = "report.html"
-VERIFY_NAME = out_files.VERIFY
 RESOURCES = ("LUT", "FF", "BRAM18", "DSP")
 BAR_UNITS = 1000                    # an SVG bar's full width (its scale's 100 %)
 ESTIMATE, YOSYS, BOTTLENECK, BUDGET = "#4a7ab5", "#e08a1e", "#c33", "#222"
@@ -74,9 +71,9 @@ def fmt(value):
 def write_html(out):
     """Write ``out/report.html`` from the JSON files in ``out``; returns its path."""
     out = Path(out)
-    report = json.loads((out / out_files.REPORT).read_text())
-    synth = _load(out / "build" / "yosys" / "report.json")
-    verify = _load(out / VERIFY_NAME)
+    report = json.loads((out / outdir.REPORT).read_text())
+    synth = _load(out / outdir.YOSYS_REPORT)
+    verify = _load(out / outdir.VERIFY)
     stale = synth is not None and synth.get("estimate", report["totals"]) != report["totals"]
     # a recompile keeps OUT/build (it may hold a bitstream), but its numbers are an earlier design's
     current = None if stale else synth
@@ -92,9 +89,9 @@ def write_html(out):
     page = (f"<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><meta name=\"viewport\" "
             f"content=\"width=device-width\"><title>rtlgen: {_e(Path(report['model']).name)}</title>"
             f"<style>{_CSS}</style></head><body>\n" + "\n".join(p for p in parts if p) + "\n</body></html>\n")
-    path = out / HTML_NAME
+    path = out / outdir.REPORT_HTML
     path.write_text(page)
-    rehash(out, [HTML_NAME])            # rewritten by rtlgen (verify, build): not an edit of the design
+    outdir.rehash(out, [outdir.REPORT_HTML])            # rewritten by rtlgen (verify, build): not an edit of the design
     return path
 
 
@@ -104,8 +101,8 @@ def record_verification(out, comparison):
     record = {"passed": comparison.passed, "exact": comparison.exact, "samples": comparison.samples,
               "elements": comparison.elements, "bad_elements": comparison.bad_elements,
               "bad_samples": comparison.bad_samples, "rounding_ties": ties, "summary": comparison.summary()}
-    (Path(out) / VERIFY_NAME).write_text(json.dumps(record, indent=2) + "\n")
-    claim(out, [VERIFY_NAME])           # the design's: removed with it by the next compile
+    (Path(out) / outdir.VERIFY).write_text(json.dumps(record, indent=2) + "\n")
+    outdir.claim(out, [outdir.VERIFY])           # the design's: removed with it by the next compile
     return write_html(out)
 
 
