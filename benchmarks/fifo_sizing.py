@@ -54,6 +54,7 @@ from rtlgen.backend.compile import COMPILE
 from rtlgen.flows import Runner
 from rtlgen.options import CompileOptions
 from rtlgen.passes import size_fifos
+from rtlgen.analyses import timing
 from rtlgen.analyses.timing import tensor_words
 from rtlgen.passes.insert import insert_dwcs_and_fifos
 path, options, repeat = sys.argv[1], json.loads(sys.argv[2]), int(sys.argv[3])
@@ -67,11 +68,11 @@ graph = runner.run(COMPILE, lowered, options, start="fold", stop="insert_duplica
 fold = cpu() - start
 fifoed = insert_dwcs_and_fifos(graph)
 frames = []
-compose = size_fifos.graph_timing
+compose = timing.graph_timing
 def counted(g, source):
     frames.append(len(source) // tensor_words(g)[g.input])
     return compose(g, source)
-size_fifos.graph_timing = counted
+timing.graph_timing = counted
 best = None
 for _ in range(repeat):
     frames.clear()
