@@ -3,6 +3,7 @@ folding optimizer can choose, kept as data (``rtlgen/data/cost_corpus.json``) so
 :mod:`rtlgen.costmodel` is reproducible without Yosys.
 
     python -m benchmarks.cost_corpus [--jobs N] [--only OP]     # synthesizes what is missing (resumable)
+    python -m benchmarks.cost_corpus --cluster tcp://HOST:8786   # the syntheses on a Dask cluster
     python -m benchmarks.cost_corpus --redo-registered          # the records a datapath change made stale
 
 Each configuration is drawn deterministically (fixed seeds) from a grid per op; a record holds the op, the
@@ -13,12 +14,13 @@ Records already in the file are kept, so an interrupted run continues where it s
 import argparse
 import json
 import random
-from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 
 import numpy as np
 from qonnx.core.datatype import DataType
 from qonnx.util.basic import gen_finn_dt_tensor
+
+from rtlgen.backend import jobs
 
 CORPUS = Path(__file__).resolve().parent.parent / "rtlgen" / "data" / "cost_corpus.json"
 # (input, weight, output) datatypes and thresholds per output channel; None: no activation
@@ -238,6 +240,10 @@ def _dot(op, p):
     return spec, component(spec)
 
 
+def _synthesize(config):
+    return synthesize_one(*config)
+
+
 def synthesize_one(key, op, params):
     from boards.yosys import synthesize
     spec, component = build(op, params)
@@ -259,6 +265,8 @@ def load():
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--jobs", type=int, default=1)
+    parser.add_argument("--cluster", metavar="ADDRESS", help="synthesize on the Dask scheduler at ADDRESS "
+                        "(rtlgen.backend.jobs; default: $RTLGEN_CLUSTER, else --jobs processes here)")
     parser.add_argument("--only", help="one op type")
     parser.add_argument("--redo-registered", action="store_true",
                         help="synthesize again the MVAU records whose datapath gained registers on 2026-11-24 "
@@ -276,14 +284,11 @@ def main(argv=None):
     if args.redo_registered:
         todo = [c for c in configurations() if c[0] in corpus and c[1] == "MVAU" and _registered(build(*c[1:])[0])]
     print(f"{len(corpus)} records, {len(todo)} to synthesize", flush=True)
-    with ProcessPoolExecutor(args.jobs) as pool:
-        futures = [pool.submit(synthesize_one, *c) for c in todo]
-        for future in as_completed(futures):
-            key, record = future.result()
-            corpus[key] = record
-            CORPUS.parent.mkdir(parents=True, exist_ok=True)
-            CORPUS.write_text(json.dumps(dict(sorted(corpus.items())), indent=1) + "\n")
-            print(f"{record['seconds']:6.1f} s  {key}: {record['yosys']}", flush=True)
+    for _, (key, record) in jobs.completed(_synthesize, todo, jobs=args.jobs, cluster=args.cluster):
+        corpus[key] = record
+        CORPUS.parent.mkdir(parents=True, exist_ok=True)
+        CORPUS.write_text(json.dumps(dict(sorted(corpus.items())), indent=1) + "\n")
+        print(f"{record['seconds']:6.1f} s  {key}: {record['yosys']}", flush=True)
 
 
 if __name__ == "__main__":

@@ -99,7 +99,7 @@ def _on_pool(function, items, workers):
                 # Ctrl-C, an error, or the caller stopped reading: leaving the block would wait for every
                 # queued job (minutes on CNV); drop them and stop the workers now
                 pool.shutdown(wait=False, cancel_futures=True)
-                for process in list(getattr(pool, "_processes", {}).values()):
+                for process in list((getattr(pool, "_processes", None) or {}).values()):
                     process.terminate()
                 raise
     except BrokenProcessPool as exc:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
-from rtlgen.backend.jobs import cluster_address, completed, local_workers
+from rtlgen.backend.jobs import WorkersLost, cluster_address, completed, local_workers
 from rtlgen.check.prove import (TRACKED_ROLES, ProofJob, cached_outcome, finish, proof_sources_hash, shrink_bridge,
                                 small_instance, solve)
 from rtlgen.ir.graph import OPS, HWNode, canonical_op_type
@@ -187,22 +187,36 @@ def prove_out(out, *, depth=None, node=None, report=print, timeout=None, jobs=No
         else:
             todo.setdefault(key, (job, []))[1].append((index, name, change))
     keys = list(todo)
-    nodes_left = sum(len(t[1]) for t in todo.values())
-    with progress.task(f"proving {nodes_left} nodes ({len(keys)} distinct)", total=len(keys)) as update:
-        done = 0
-        for position, result in completed(solve, [todo[k][0] for k in keys], jobs=jobs, cluster=cluster,
-                                          check=proof_sources_hash):
-            for index, name, change in todo[keys[position]][1]:
-                outcome = finish(name, result, keep=keep, key=keys[position])
-                outcome.instance = change
-                outcomes[index] = outcome
-                report(outcome)
-            done += 1
-            update(done)
+    _prove_uncached([todo[k] for k in keys], keys, outcomes, keep=keep, report=report, jobs=jobs, cluster=cluster)
     processes = min(local_workers(jobs), max(len(keys), 1))
     ran_on = cluster_address(cluster) or f"{processes} local process{'es' if processes > 1 else ''}"
     _write_report(Path(out) / REPORT, outcomes, time.monotonic() - started, ran_on)
     return outcomes
+
+
+def _prove_uncached(todo, keys, outcomes, *, keep, report, jobs, cluster):
+    """Run each (job, [(index, name, instance)]) of ``todo`` (cache key ``keys[i]``) on the job runner,
+    fill ``outcomes`` at its indexes and ``report`` each as it finishes."""
+    with progress.task(f"proving {sum(len(names) for _, names in todo)} nodes ({len(todo)} distinct)",
+                       total=len(todo)) as update:
+        finished = set()
+
+        def done(position, result):
+            for index, name, change in todo[position][1]:
+                outcome = finish(name, result, keep=keep, key=keys[position])
+                outcome.instance = change
+                outcomes[index] = outcome
+                report(outcome)
+            finished.add(position)
+            update(len(finished))
+        try:
+            for position, result in completed(solve, [job for job, _ in todo], jobs=jobs, cluster=cluster,
+                                              check=proof_sources_hash):
+                done(position, result)
+        except WorkersLost:
+            pass                # a worker killed (e.g. for memory): the rest here, one at a time
+        for position in sorted(set(range(len(todo))) - finished):
+            done(position, solve(todo[position][0]))
 
 
 def _write_report(path, outcomes, seconds, ran_on):
