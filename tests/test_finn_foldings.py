@@ -7,6 +7,8 @@ import numpy as np
 import pytest
 
 from rtlgen import api
+from rtlgen.backend.compile import COMPILE
+from rtlgen.flows import Runner
 from rtlgen.options import CompileOptions
 from rtlgen.passes.place_memories import place_memories
 from rtlgen.check.verify import verify_outputs
@@ -62,9 +64,10 @@ def test_cnv_at_finn_folding(tmp_path, name, folding, cycles):
 def test_place_memories_moves_shallow_weights_to_free_bram(tmp_path):
     """CNV-w1a1 at FINN's folding: MVAU_1's weights (36 words of 1,024 bits) would be LUT ROM under
     ram_style auto; with BRAM free they move to block RAM, and stay in LUTs when the BRAM cap is tiny."""
-    design = api.compile(MODELS / "cnv_1w1a_ts_clean.onnx", tmp_path / "out",
-                         folding=str(FOLDINGS / "cnv-w1a1.json"), fifo_sizing="none")
-    graph = design.compiled.graph
+    # the passes up to the stitched graph, not its Verilog (CI time: converting CNV costs ~40 s)
+    graph = Runner().run(COMPILE, MODELS / "cnv_1w1a_ts_clean.onnx",
+                         CompileOptions(folding=str(FOLDINGS / "cnv-w1a1.json"), fifo_sizing="none"),
+                         stop="insert_fifos")
     mvau1 = next(n for n in graph.nodes if n.name == "MVAU_1")
     assert mvau1.spec().wmem == 36 and mvau1.spec().weight_width == 1024
     assert mvau1.spec().weight_ram_style == "block"
