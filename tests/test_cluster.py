@@ -118,3 +118,13 @@ def test_a_cluster_that_cannot_be_used_is_one_line(tmp_path, capsys, monkeypatch
     assert main(["prove", str(out)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "Dask distributed is not installed; pip install 'dask[distributed]'" in err[0], err
+
+
+def test_a_kernel_synthesis_that_fails_brings_its_log_back():
+    """A partition's kernel synthesized as a job (rtlgen/backend/scaleout.py): Yosys's error comes back as
+    a line and its log as a file for OUT, not as a path into the worker's removed temporary directory."""
+    from rtlgen.backend.scaleout import synthesize_kernel
+
+    synth, files, failure = synthesize_kernel(("module top(input a); assign b = ; endmodule\n", "top", None))
+    assert synth is None and failure.startswith("yosys failed on 'top' during ") and "rtlgen-kernel-" not in failure
+    assert "ERROR" in files["yosys.log"].decode() and files["top.v"].startswith(b"module top")

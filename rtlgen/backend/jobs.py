@@ -22,12 +22,13 @@ deep below the CLI needs no parameter threaded through every pass.
 import multiprocessing
 import os
 import signal
-import sys
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
+from pathlib import Path
 
-__all__ = ["ClusterError", "WorkersLost", "completed", "using", "connect", "cluster_address", "local_workers", "ENV"]
+__all__ = ["ClusterError", "WorkersLost", "completed", "using", "connect", "cluster_address", "local_workers",
+           "kill_tree", "ENV"]
 
 ENV = "RTLGEN_CLUSTER"          # the scheduler's address when --cluster is not given
 CONNECT_SECONDS = 10            # to reach the scheduler, and for it to have a worker
@@ -98,8 +99,9 @@ def _on_pool(function, items, workers):
             except BaseException:
                 # Ctrl-C, an error, or the caller stopped reading: leaving the block would wait for every
                 # queued job (minutes on CNV); drop them and stop the workers now
+                workers = list((getattr(pool, "_processes", None) or {}).values())    # shutdown forgets them
                 pool.shutdown(wait=False, cancel_futures=True)
-                for process in list((getattr(pool, "_processes", None) or {}).values()):
+                for process in workers:
                     process.terminate()
                 raise
     except BrokenProcessPool as exc:
@@ -107,9 +109,35 @@ def _on_pool(function, items, workers):
 
 
 def _worker_start():
-    # a terminated worker unwinds (SystemExit) instead of dying at once, so a job's cleanup runs: a
-    # proof kills its solver's process tree, which lives in a session of its own
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))
+    # a terminated worker takes its job's processes with it: a proof's solver lives in a session of its
+    # own, which no signal to the worker's process group reaches
+    def stop(*_):
+        kill_tree(os.getpid(), itself=False)
+        os._exit(1)
+    signal.signal(signal.SIGTERM, stop)
+
+
+def kill_tree(pid, itself=True):
+    """SIGKILL every process below ``pid`` (and ``pid`` itself): a tool that starts its helpers in process
+    groups or sessions of their own (sby: smtbmc and the solver) leaves them running when only its group
+    is killed."""
+    children = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            parent = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+        children.setdefault(parent, []).append(int(stat.parent.name))
+    tree, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        tree.append(p)
+        todo += children.get(p, [])
+    for p in tree if itself else tree[1:]:
+        try:
+            os.kill(p, signal.SIGKILL)
+        except OSError:
+            pass                    # already gone
 
 
 # ---- a Dask distributed cluster ----

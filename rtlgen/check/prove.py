@@ -31,7 +31,6 @@ import os
 import pickle
 import re
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -42,6 +41,7 @@ from pathlib import Path
 import numpy as np
 from amaranth.back import rtlil
 
+from rtlgen.backend.jobs import kill_tree
 from rtlgen.backend.layer_verilog import sources_hash
 from sim import formal
 from sim.formal import FormalHarness, failing_properties, plan_of
@@ -129,28 +129,6 @@ class _Unknown(Exception):
         self.reason, self.log, self.reached = reason, log, reached
 
 
-def _kill_tree(pid):
-    """SIGKILL ``pid`` and every process below it: sby starts smtbmc and the solver in process groups of
-    their own, which killing sby's group would leave running."""
-    children = {}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields_ = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        children.setdefault(int(fields_[1]), []).append(int(stat.parent.name))
-    tree, todo = [], [pid]
-    while todo:
-        p = todo.pop()
-        tree.append(p)
-        todo += children.get(p, [])
-    for p in tree:
-        try:
-            os.kill(p, signal.SIGKILL)
-        except OSError:
-            pass                    # already gone
-
-
 def _run_sby(rtlil_text, mode, depth, workdir, timeout=None):
     """Run SymbiYosys; ('pass' | 'unknown' | 'fail', counterexample VCD path or None). :class:`_Unknown`
     when it ran out of ``timeout`` seconds (default :data:`TIMEOUT`) or failed without an answer."""
@@ -166,12 +144,12 @@ def _run_sby(rtlil_text, mode, depth, workdir, timeout=None):
         try:
             log, _ = run.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
-            _kill_tree(run.pid)
+            kill_tree(run.pid)
             log, _ = run.communicate()
             raise _Unknown(f"timed out after {timeout:g} s in the {mode} check, {_reached(log, depth)}",
                            reached=_steps_reached(log)) from None
         except BaseException:       # interrupted: leave no solver running
-            _kill_tree(run.pid)
+            kill_tree(run.pid)
             raise
     status = {0: "pass", 4: "unknown", 2: "fail"}.get(run.returncode)
     if status is None:
