@@ -57,9 +57,10 @@ def measure(name, tmp, yosys=False):
                    f"exit {code}")
     t = report["totals"]
     layers = [entry for entry in report["layers"] if entry["op_type"] == "MVAU"]
+    heaps = " (bit heaps)" if layers and all(l["folding"].get("pipeline") == "distributed" for l in layers) else ""
     row = {"design": name, "model": model, "objective": objective, "--max-utilization": utilization,
            "compile": f"{seconds:.0f} s",
-           "folding (PE x SIMD per layer)": ", ".join(f"{l['folding']['PE']}x{l['folding']['SIMD']}" for l in layers),
+           "folding (PE x SIMD per layer)": ", ".join(f"{l['folding']['PE']}x{l['folding']['SIMD']}" for l in layers) + heaps,
            "II (cycles)": f"{report['analytic_cycles_per_frame']}; measured {run.get('cycles_per_frame', '-')}",
            "latency reported": f"{report['latency_cycles']} cycles = {report['latency_ns']:.0f} ns",
            "latency measured": f"{run.get('latency_cycles', '-')} cycles",

@@ -27,7 +27,8 @@ from memstream.packing import element_codes, pack_words
 __all__ = ["UnitSpec", "check_positive", "canonical_digits", "MEM_MODES", "POPCOUNTS", "XNOR_ROM_WORDS"]
 
 MEM_MODES = ("internal_embedded", "internal_decoupled", "external")
-PIPELINES = ("throughput", "latency")   # pipeline: registers for the clock everywhere, or the fewest stages
+PIPELINES = ("throughput", "latency", "distributed")   # pipeline: registers for the clock everywhere, the fewest
+                                        # stages, or an MVAU's constant weights as bit heaps (layers.distributed)
 RES_TYPES = ("auto", "lut", "dsp")
 AUTO_DSP_BITS = 6               # resType auto: DSP48E1 multipliers when both operands are at least this wide
 AUTO_BRAM_MIN_DEPTH = 65        # ram_style auto: weights in block RAM from this many words, else LUT ROM

@@ -18,6 +18,7 @@ from layers.dotproduct import POPCOUNTS, UnitSpec, XNOR_ROM_WORDS, check_positiv
 from layers.dotproduct_hooks import (UNIT_FOLDING, activation_choices, finn_import_unit, lower_dot_product,
                                      multiplier_kind, unit_finn_export)
 from layers.dotproduct_unit import DotProductUnit
+from layers.distributed import DistributedUnit, check_distributed, distributed_plan
 from layers.op import Lowering, Op, divisors_of
 from layers import small
 from memstream.memstream import BRAM_OR_LUT_STYLES
@@ -57,6 +58,7 @@ class MVAUSpec(UnitSpec):
                                         # (ram_style=block): BRAM spilled into LUTs a bit column at a time
     shared_activation: bool = False     # the PE lanes take turns at fewer activation units (activation_lanes)
     popcount: Literal["tree", "heap"] = "tree"     # binary lanes: adder tree, or registered compressor heap
+    clock_mhz: float = 200.0            # pipeline=distributed: the clock its registers are placed for
     xnor: bool = field(init=False, repr=False)
     offset_inputs: bool = field(init=False, repr=False)
     table: ThresholdTable = field(init=False, repr=False)              # the contract's thresholds
@@ -64,6 +66,7 @@ class MVAUSpec(UnitSpec):
     requant: object = field(init=False, repr=False)
 
     owner = "MVAU"
+    LATENCY_PIPELINES = ("latency", "distributed")     # what the latency objective tries (rtlgen.passes.latency)
 
     def __post_init__(self):
         check_positive(self.owner, self, "mw", "mh", "simd", "pe")
@@ -77,6 +80,26 @@ class MVAUSpec(UnitSpec):
         if self.popcount == "heap" and not self.xnor:
             raise ValueError(f"MVAU popcount=heap needs an XNOR layer (1-bit inputs and weights, BIPOLAR or "
                              f"binary_xnor_mode), not {self.input_dtype.name} x {self.weight_dtype.name}")
+        if not self.clock_mhz > 0:
+            raise ValueError(f"MVAU clock_mhz must be positive, not {self.clock_mhz!r}")
+        if self.distributed:
+            check_distributed(self)
+
+    @property
+    def distributed(self):
+        """``pipeline="distributed"``: the weights as bit heaps (:mod:`layers.distributed`)."""
+        return self.pipeline == "distributed"
+
+    @property
+    def latency(self):
+        if self.distributed:        # only the registers inside: the FIFOs on both sides register the ends
+            return distributed_plan(self).latency
+        return UnitSpec.latency.fget(self)
+
+    def resource_estimate(self):
+        if self.distributed:
+            return distributed_plan(self).resources()
+        return UnitSpec.resource_estimate(self)
 
     @property
     def in_elems(self):
@@ -139,6 +162,11 @@ class MVAUSpec(UnitSpec):
 
 class MVAU(DotProductUnit):
     __doc__ = DotProductUnit.__doc__
+
+
+def _component(spec):
+    """The MVAU's datapath: the dot-product engine, or with ``pipeline="distributed"`` the bit heaps."""
+    return DistributedUnit(spec) if spec.distributed else MVAU(spec)
 
 
 def _golden(spec, xs, producer):
@@ -282,16 +310,17 @@ def _examples():
                   thresholds=np.sort(rng.integers(-8, 8, (4, 3)), axis=1), output_dtype="UINT2"), {"PE": 2, "SIMD": 4})]
 
 
-OP = Op("MVAU", MVAUSpec, MVAU, folding={**UNIT_FOLDING, "weight_lut_bits": "weight_lut_bits", "pipeline": "pipeline",
-                                         "shared_activation": "shared_activation", "popcount": "popcount"},
+OP = Op("MVAU", MVAUSpec, _component,
+        folding={**UNIT_FOLDING, "weight_lut_bits": "weight_lut_bits", "pipeline": "pipeline",
+                 "shared_activation": "shared_activation", "popcount": "popcount", "clock_mhz": "clock_mhz"},
         parallelism={"SIMD": divisors_of("mw"), "PE": divisors_of("mh")},
         finn_names={"mw": "MW", "mh": "MH", "input_dtype": "inputDataType", "weight_dtype": "weightDataType",
                     "output_dtype": "outputDataType", "act_val": "ActVal", "num_input_vectors": "numInputVectors"},
         old_names=("StreamingFCLayer_Batch", "MatrixVectorActivation"),
         finn_import=finn_import_unit, finn_arrays=("weights", "thresholds"),
         golden=_golden, small_instance=_small_instance, fold=_fold, finn_export=unit_finn_export,
-        cost_group=lambda spec: f"MVAU/{multiplier_kind(spec)}",
-        extensions=("weight_lut_bits", "pipeline", "shared_activation", "popcount"),
+        cost_group=lambda spec: "MVAU/distributed" if spec.distributed else f"MVAU/{multiplier_kind(spec)}",
+        extensions=("weight_lut_bits", "pipeline", "shared_activation", "popcount", "clock_mhz"),
         lowers=(Lowering(("MatMul",), _lower_matmul, legal="MatMul, Gemm"), Lowering(("Conv",), _lower_conv)),
         choices={"resType": ("lut", "dsp"), "ram_style": BRAM_OR_LUT_STYLES,
                  "activation_style": activation_choices, "shared_activation": shared_activation_choices,

@@ -59,7 +59,8 @@ def test_latency_objective_beats_throughput_on_the_same_budget(both):
     # what it trades: a frame rate no higher than the throughput objective's
     ii = lambda g: max(n.spec().exp_cycles for n in g.nodes)
     assert ii(short) >= ii(fast)
-    assert all(n.folding.get("pipeline") == "latency" for n in short.nodes if n.op_type == "MVAU")
+    # built for latency: the fewest stages, or the weights as bit heaps where they fit (issue 43)
+    assert all(n.folding.get("pipeline") in ("latency", "distributed") for n in short.nodes if n.op_type == "MVAU")
 
 
 def test_target_fps_is_a_floor_on_the_rate(both):

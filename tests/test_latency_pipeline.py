@@ -118,5 +118,5 @@ def test_mvau_csd_products(pruned_layers, layer, simulator):
 
 
 def test_pipeline_names_legal_values(jet_layers):
-    with pytest.raises(ValueError, match=r"MVAU pipeline must be one of throughput, latency, not 'fast'"):
+    with pytest.raises(ValueError, match=r"MVAU pipeline must be one of throughput, latency, distributed, not 'fast'"):
         jet_layers[3].spec(pipeline="fast")

@@ -243,7 +243,8 @@ def fold(graph, options):
         try:
             if getattr(options, "objective", "throughput") == "latency":
                 from rtlgen.passes.latency import optimize_latency        # start-up: scipy.optimize, ~0.35 s
-                graph.optimizer = optimize_latency(graph, options.optimizer_budget(), target_cycles=target)
+                graph.optimizer = optimize_latency(graph, options.optimizer_budget(), target_cycles=target,
+                                                   clock_mhz=options.clock_mhz)
                 return graph
             # no faster II than the zynq shell's DMA can feed (rtlgen.analyses.board_rate)
             graph.optimizer = optimize_folding(graph, options.optimizer_budget(), target_cycles=target,

@@ -80,15 +80,24 @@ def design_latency(graph):
     return latency_cycles(_stitched(graph))
 
 
-def _latency_pipeline(graph):
+def _latency_pipeline(graph, clock_mhz):
     for node in graph.nodes:
         if "pipeline" in node.op.folding:
             node.folding["pipeline"] = "latency"
+        if clock_mhz is not None and "clock_mhz" in node.op.folding:     # where its registers go
+            node.folding["clock_mhz"] = float(clock_mhz)
+
+
+def _pipelines(node):
+    """The pipelines the latency objective tries for ``node``: its spec's ``LATENCY_PIPELINES`` (the MVAU:
+    "latency", and "distributed" where its weights can be bit heaps), else the one it has."""
+    return getattr(node.op.spec, "LATENCY_PIPELINES", None) or (None,)
 
 
 def _node_options(node):
     found = {}
-    for folding in _opt.node_foldings(node):
+    foldings = ({**f, "pipeline": p} if p else f for f in _opt.node_foldings(node) for p in _pipelines(node))
+    for folding in foldings:
         # fewer choices than the throughput search, to keep the pairwise program small: no lanes sharing
         # activation units (a cycle each, never shorter), weights in BRAM or as auto places them
         if folding.get("shared_activation") or folding.get("ram_style") == "distributed":
@@ -185,18 +194,19 @@ def _apply(graph, choices, picked):
         node.folding.update(opts[k].folding)
 
 
-def optimize_latency(graph, budget, *, target_cycles=None):
+def optimize_latency(graph, budget, *, target_cycles=None, clock_mhz=None):
     """Set the folding of every node of ``graph`` (in place) to the lowest-latency design within ``budget``
     (every node at most ``target_cycles`` cycles per frame when given); returns an
     :class:`rtlgen.passes.optimize.OptimizerResult` whose ``latency`` is the design's (stitched, in cycles).
-    Raises :class:`NoFit` when no folding fits."""
+    Raises :class:`NoFit` when no folding fits. ``clock_mhz``: the clock the layers that place their registers
+    by a timing model (``clock_mhz`` in their folding) are built for."""
     start = time.perf_counter()
     paired = [g for g in _opt.fold_groups(graph) if len(g) > 1]
     if paired:      # a depthwise window generator folded with its VVAU: not in this search yet
         names = " and ".join(graph.nodes[k].name for k in paired[0])
         raise NoFit(f"--objective latency: {names} must be folded together, which the latency search does not do "
                     f"yet; use --objective throughput for this model")
-    _latency_pipeline(graph)
+    _latency_pipeline(graph, clock_mhz)
     choices = [_node_options(node) for node in graph.nodes]
     if any(not c for c in choices):
         bad = graph.nodes[[not c for c in choices].index(True)]

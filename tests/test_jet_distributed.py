@@ -1,0 +1,222 @@
+"""Distributed arithmetic (issue 43 item 2): an MVAU's constant weights as bit heaps at II 1
+(``pipeline="distributed"``, layers/distributed.py), chosen by ``--objective latency``.
+
+Independent goldens: numpy's matrix product and golden_mvau (the reference math), the threshold table's
+counts (searchsorted), qonnx's execute_onnx on the original models; the simulated latency against the
+spec's (the plan's register count)."""
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from qonnx.core.datatype import DataType
+
+from layers.mvau import golden_mvau
+from layers.distributed import (DistributedPlan, NEXT_FIFO_NS, csd_digits, cycle_budget_ns, distributed_plan,
+                                power_of_two_requant)
+from layers.mvau import MVAUSpec
+from layers.thresholding import ThresholdTable
+from memstream.packing import pack_words, unpack_words
+from rtlgen.ir.graph import OPS
+from sim.harness import Backpressure, simulate_streams
+
+MODELS = Path(__file__).parent / "models" / "jet_tagger"
+TINY, TINY_FEATURES = MODELS / "jet_tiny.onnx", MODELS / "tiny_features.npy"
+JET_OPTIONS = dict(fit="pynq-z2", clock_mhz=200.0, input_dtype="FIXED<16,6>", objective="latency")
+
+
+def _weights(rng, mw, mh, zeros=0.5, bits=6):
+    w = rng.integers(-(1 << (bits - 1)) + 1, 1 << (bits - 1), (mw, mh))
+    w[rng.random((mw, mh)) < zeros] = 0
+    w[:, 0] = 0                         # a channel of zeros
+    w[0, 1] = -(1 << (bits - 1)) + 1    # the most negative digit pattern
+    return w
+
+
+def _line_thresholds(rng, mh, levels, shift, half_even=True):
+    """Thresholds of a power-of-two requantizer: level k starts at k 2^shift (+1 for odd k, half-even) - o."""
+    offsets = rng.integers(-40, 40, mh)
+    return np.array([[(k << shift) + (k & 1 if half_even else 0) - o for k in range(1, levels + 1)] for o in offsets])
+
+
+def _spec(w, input_dtype, thresholds=None, output_dtype=None, clock_mhz=200.0, **kw):
+    mw, mh = w.shape
+    return MVAUSpec(mw=mw, mh=mh, simd=mw, pe=mh, input_dtype=input_dtype, weight_dtype="INT6", weights=w,
+                    thresholds=thresholds, output_dtype=output_dtype, mem_mode="internal_embedded", res_type="lut",
+                    pipeline="distributed", clock_mhz=clock_mhz, **kw)
+
+
+def _heap_value(plan, c, x_u, n):
+    """Channel c's heap summed in numpy: the terms' bits (inverted for a negative digit) and the constant,
+    modulo 2^width, as a signed number."""
+    ch = plan.channels[c]
+    total = ch.constant
+    for i, k, sign in ch.terms:
+        bits = x_u[:, i] if sign > 0 else ((1 << n) - 1) ^ x_u[:, i]
+        total = total + (bits << k)
+    total = total % (1 << ch.width)
+    return np.where(total >= 1 << (ch.width - 1), total - (1 << ch.width), total)
+
+
+def test_csd_digits_add_up_and_are_the_fewest():
+    for value in range(-300, 301):
+        digits = csd_digits(value)
+        assert sum(sign << k for sign, k in digits) == value
+        ks = [k for _, k in digits]
+        assert all(b - a >= 2 for a, b in zip(ks, ks[1:]))        # no two adjacent non-zero digits
+
+
+@pytest.mark.parametrize("input_dtype", ["INT16", "UINT6", "INT3", "UINT1"])
+def test_heap_sums_to_the_matrix_product(input_dtype):
+    """Every channel's terms and constant (signs, inversions, the modulus) give x . W exactly, for random
+    constant matrices with zeros, negatives, a zero channel, at the extremes of the input range."""
+    rng = np.random.default_rng(11)
+    w = _weights(rng, 12, 7)
+    spec = _spec(w, input_dtype)
+    plan = distributed_plan(spec)
+    dt = DataType[input_dtype]
+    x = np.concatenate([rng.integers(dt.min(), dt.max() + 1, (200, 12)), np.full((1, 12), dt.min()),
+                        np.full((1, 12), dt.max())])
+    n = dt.bitwidth()
+    x_u = x + (1 << (n - 1)) if dt.signed() else x
+    for c in range(w.shape[1]):
+        np.testing.assert_array_equal(_heap_value(plan, c, x_u, n), x @ w[:, c])
+
+
+def test_every_counter_level_ends_in_two_rows():
+    rng = np.random.default_rng(4)
+    plan = distributed_plan(_spec(_weights(rng, 40, 6, zeros=0.1), "UINT6"))
+    for ch in plan.channels:
+        heights = [0] * ch.width
+        for _, k, _ in ch.terms:
+            for b in range(k, min(k + 6, ch.width)):
+                heights[b] += 1
+        for b in range(ch.width):
+            heights[b] += ch.constant >> b & 1
+        if ch.levels:
+            assert list(ch.levels[0][0]) == heights
+        from layers.distributed import _level_plan
+        after = list(ch.levels[-1][0]) if ch.levels else heights
+        if ch.levels:
+            _, after = _level_plan(after)
+        assert max(after[:ch.width], default=0) <= 2
+
+
+def test_power_of_two_requant_counts_equal_the_table():
+    rng = np.random.default_rng(5)
+    for shift, half_even in ((3, True), (5, False), (0, False)):
+        t = _line_thresholds(rng, 6, 7, shift, half_even)
+        table = ThresholdTable("MVAU", t, 6, 6, (-2000, 2000))
+        form = power_of_two_requant("MVAU", table)
+        acc = np.arange(-2000, 2001)[:, None].repeat(6, axis=1)
+        truth = np.stack([np.searchsorted(t[c], acc[:, c], side="right") for c in range(6)], axis=1)
+        np.testing.assert_array_equal(form.counts(acc), truth)
+
+
+def test_thresholds_off_a_power_of_two_line_are_refused():
+    rng = np.random.default_rng(6)
+    w = _weights(rng, 8, 4)
+    t = np.sort(rng.integers(-100, 100, (4, 3)), axis=1)
+    with pytest.raises(ValueError, match="pipeline=distributed.*power-of-two"):
+        _spec(w, "UINT4", thresholds=t, output_dtype="UINT2")
+
+
+@pytest.mark.parametrize("change, message", [
+    (dict(simd=4), "SIMD = MW and PE = MH"), (dict(res_type="dsp"), "resType must be lut"),
+    (dict(mem_mode="internal_decoupled"), "constant weights")])
+def test_what_distributed_arithmetic_cannot_build_is_refused(change, message):
+    w = _weights(np.random.default_rng(7), 8, 4)
+    params = dict(mw=8, mh=4, simd=8, pe=4, input_dtype="UINT4", weight_dtype="INT6", weights=w,
+                  mem_mode="internal_embedded", res_type="lut", pipeline="distributed")
+    with pytest.raises(ValueError, match=message):
+        MVAUSpec(**{**params, **change})
+
+
+@pytest.mark.parametrize("clock_mhz", [100.0, 200.0, 300.0])
+def test_registers_go_where_the_clock_needs_them(clock_mhz):
+    """Each stretch between registers fits the cycle by the delay model (where one step alone can), and
+    a register less somewhere would not: no stretch plus the next step fits."""
+    rng = np.random.default_rng(8)
+    plan = distributed_plan(_spec(_weights(rng, 32, 8, zeros=0.3), "UINT6", _line_thresholds(rng, 8, 63, 7),
+                                  "UINT6", clock_mhz=clock_mhz))
+    budget = cycle_budget_ns(clock_mhz)
+    for c in range(len(plan.channels)):
+        steps = [ns for _, ns in plan.steps(c)]
+        bounds = [0] + [r + 1 for r in plan.registers[c]] + [len(steps)]
+        for a, b in zip(bounds, bounds[1:]):
+            used = sum(steps[a:b]) + (NEXT_FIFO_NS if b == len(steps) else 0)
+            assert used <= budget or b - a == 1
+            if b < len(steps):
+                extra = steps[b] + (NEXT_FIFO_NS if b + 1 == len(steps) else 0)
+                assert used + extra > budget
+    slower = distributed_plan(_spec(_weights(np.random.default_rng(8), 32, 8, zeros=0.3), "UINT6",
+                                    _line_thresholds(np.random.default_rng(8), 8, 63, 7), "UINT6", clock_mhz=50.0))
+    assert slower.latency == 0 and isinstance(slower, DistributedPlan)
+
+
+# the default suite: a signed input with the activation and two registers, and an all-combinational layer
+CASES = [("INT5", True, 200.0), ("UINT6", True, 100.0),
+         pytest.param("UINT4", False, 200.0, marks=pytest.mark.slow), pytest.param("INT8", True, 400.0, marks=pytest.mark.slow)]
+
+
+@pytest.mark.sim
+@pytest.mark.parametrize("input_dtype, activation, clock_mhz", CASES)
+def test_distributed_unit_matches_golden_at_full_rate_and_under_backpressure(input_dtype, activation, clock_mhz):
+    """The RTL against golden_mvau for random constant matrices (zeros, negatives, a zero channel), one
+    vector a cycle and under random backpressure; the first output leaves ``spec.latency`` cycles after the
+    first input (the analytic figure, in simulation)."""
+    rng = np.random.default_rng(hash((input_dtype, clock_mhz)) % 1000)
+    w = _weights(rng, 7, 5)
+    t = _line_thresholds(rng, 5, 7, 4) if activation else None
+    spec = _spec(w, input_dtype, t, "UINT3" if activation else None, clock_mhz=clock_mhz)
+    dt = DataType[input_dtype]
+    x = rng.integers(dt.min(), dt.max() + 1, (48, 7))
+    want = golden_mvau(x[:, None, :], w, t, 0, False, False)[:, 0, :]
+    for backpressure in (None, Backpressure(seed=3, valid_prob=0.6, ready_prob=0.5)):
+        extra = {} if backpressure is None else {"backpressure": backpressure}
+        result = simulate_streams(OPS["MVAU"].component(spec), inputs={"i": pack_words(x, dt)},
+                                  outputs={"o": len(x)}, **extra)
+        got = np.asarray(unpack_words(result.words("o"), spec.output_dtype, 5)).reshape(want.shape)
+        np.testing.assert_array_equal(got, want)
+        if backpressure is None:
+            assert result.out_cycles("o")[0] - result.in_cycles("i")[0] == spec.latency
+            assert result.out_cycles("o")[-1] - result.out_cycles("o")[0] == len(x) - 1     # II 1
+
+
+def test_latency_objective_chooses_distributed_arithmetic():
+    """On the tiny jet-tagger-like model every MVAU becomes bit heaps, and the design is shorter than the
+    latency objective's best without them."""
+    import warnings
+
+    from rtlgen.flows import INSPECT, Runner
+    from rtlgen.options import CompileOptions
+    from rtlgen.passes.latency import design_latency
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        graph = Runner().run(INSPECT, str(TINY), CompileOptions(**JET_OPTIONS).check())
+    mvaus = [n for n in graph.nodes if n.op_type == "MVAU"]
+    assert mvaus and all(n.folding["pipeline"] == "distributed" for n in mvaus)
+    assert all(n.folding["clock_mhz"] == 200.0 for n in mvaus)
+    with_heaps = design_latency(graph)
+    for n in mvaus:
+        n.folding["pipeline"] = "latency"
+    assert with_heaps < design_latency(graph)
+
+
+@pytest.mark.sim
+def test_tiny_jet_model_bit_exact_at_the_ii_and_under_backpressure(tmp_path, capsys):
+    """The tiny model compiled with --objective latency: bit-exact against qonnx (full rate and random
+    backpressure), and the simulated latency equals report.json's."""
+    from rtlgen.cli import main
+    from rtlgen.options import CompileOptions
+    from tests.conftest import rtl_matches_qonnx
+    x = np.load(TINY_FEATURES)[:8]
+    out = tmp_path / "tiny"
+    rtl_matches_qonnx(str(TINY), x, out, CompileOptions(**JET_OPTIONS).check())
+    report = json.loads((out / "report.json").read_text())
+    np.save(tmp_path / "x.npy", x[:1])
+    capsys.readouterr()
+    assert main(["sim", str(out), "--input", str(tmp_path / "x.npy"), "--json"]) == 0
+    text = capsys.readouterr().out
+    assert json.loads(text[text.index("{"):])["latency_cycles"] == report["latency_cycles"]
