@@ -12,7 +12,7 @@ from layers.datapath import (StreamLayer, ChannelFolded, check_dtype, check_fits
 from memstream.packing import pack_words
 from layers.memcost import rom_luts
 from layers.timing import one_to_one
-from layers.op import Lowering, Op, Resources, divisors_of
+from layers.op import Lowering, Op, Resources, divisors_of, grid_examples, random_elements
 from layers.small import shrink_channels
 import golden
 
@@ -182,8 +182,20 @@ class ChannelwiseOp(StreamLayer):
 
 
 
+# ---- the golden: this op on numpy from its definition, written apart from the hardware (no folding,
+# packing or pipeline, no spec); the OP's golden hook applies it to a spec's streams
+def golden_channelwise(x, params, func):
+    """p[c] OP x[..., c] with channels last: cmp_le -> [p <= x], cmp_ge -> [p >= x] (0/1), add, mul."""
+    x, p = golden.integers(x), golden.integers(params)
+    ops = {"cmp_le": lambda: (p <= x).astype(np.int64), "cmp_ge": lambda: (p >= x).astype(np.int64),
+           "add": lambda: p + x, "mul": lambda: p * x}
+    if func not in ops:
+        raise ValueError(f"channelwise func must be one of {', '.join(ops)}, not {func!r}")
+    return ops[func]()
+
+
 def _golden(spec, xs, producer):
-    return golden.channelwise(xs[0], spec.params, spec.func)
+    return golden_channelwise(xs[0], spec.params, spec.func)
 
 
 def _lower_bias(ctx, sources, t, bias):
@@ -201,9 +213,16 @@ def _lower_bias(ctx, sources, t, bias):
 
 
 def _examples():
-    """A per-channel add."""
+    """A per-channel add, then FINN's grid (test_fpgadataflow_channelwise_ops: INT4 inputs and params,
+    add/mul into INT8, 16 channels, fold -1/4/1) plus the compares into BINARY."""
+    def case(c):
+        odt = "BINARY" if c["func"].startswith("cmp") else "INT8"
+        return dict(func=c["func"], num_channels=16, input_dtype="INT4", param_dtype="INT4", output_dtype=odt,
+                    params=random_elements("INT4", 16, c["pe"]), num_input_vectors=c["vecs"]), {"PE": c["pe"]}
+    grid = dict(func=["add", "mul", "cmp_le", "cmp_ge"], vecs=[(1,), (1, 7, 7)], pe=[1, 4, 16])
     return [(dict(func="add", num_channels=4, input_dtype="INT2", param_dtype="INT2", output_dtype="INT4",
-                  params=np.array([1, -1, 0, 1]), num_input_vectors=(1, 2)), {"PE": 2})]
+                  params=np.array([1, -1, 0, 1]), num_input_vectors=(1, 2)), {"PE": 2}),
+            *grid_examples(grid, case, stride=11)]
 
 
 OP = Op("ChannelwiseOp", ChannelwiseOpSpec, ChannelwiseOp, folding={"PE": "pe"},

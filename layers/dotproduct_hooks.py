@@ -3,9 +3,10 @@ activation-style choices, the cost model's multiplier groups, the FINN attribute
 and their lowering through ``LoweringContext.dot_product``."""
 
 import numpy as np
+from qonnx.core.datatype import DataType
 
 __all__ = ["UNIT_FOLDING", "activation_choices", "multiplier_kind", "unit_finn_export", "lower_dot_product",
-           "finn_import_unit"]
+           "finn_import_unit", "example_activation"]
 
 
 UNIT_FOLDING = {"PE": "pe", "SIMD": "simd", "mem_mode": "mem_mode", "ram_style": "ram_style",
@@ -61,3 +62,16 @@ def finn_import_unit(ctx, attrs, params, folding):
     if "weights" not in params:
         raise ctx.error("no weights; legal: the weight tensor as an initializer on input 1 (mem_mode "
                         "internal_embedded, internal_decoupled (const, decoupled in older FINN))")
+
+
+def example_activation(act, acc_range, channels, seed):
+    """The spec fields (thresholds, output_dtype, act_val) of FINN's activation grid value ``act`` for an
+    example MVAU / VVAU: None (no activation), BIPOLAR or an INTn / UINTn quantizer whose ascending random
+    thresholds span the accumulator range ``acc_range`` (FINN's tests sort random integers)."""
+    if act is None:
+        return {}
+    odt = DataType[act]
+    steps = 1 if odt.name == "BIPOLAR" else (1 << odt.bitwidth()) - 1
+    lo, hi = acc_range
+    thresholds = np.sort(np.random.default_rng(seed).integers(lo, hi + 2, size=(channels, steps)), axis=1)
+    return dict(thresholds=thresholds, output_dtype=act, act_val=0 if odt.name == "BIPOLAR" else int(odt.min()))

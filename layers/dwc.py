@@ -10,7 +10,7 @@ from layers.datapath import StreamLayer
 import numpy as np
 
 from layers.timing import Timing, as_cycles, take_in_turn, take_when_ready, take_when_ready_in_place
-from layers.op import OneDatatype, Op, Resources, StreamContract
+from layers.op import Example, OneDatatype, Op, Resources, StreamContract
 
 __all__ = ["DWCSpec", "StreamingDataWidthConverter"]
 
@@ -368,8 +368,15 @@ def _small_instance(s):
 
 
 def _examples():
-    """Two 4-bit words into one of 8."""
-    return [(dict(shape=(1, 8), in_width=4, out_width=8, dtype="INT2"), {})]
+    """Two 4-bit words into one of 8, then FINN's grid (shape, in and out width in bits, datatype) and
+    non-integer and wide ratios; every third in the default suite."""
+    grid = [((1, 24), 6, 4, "INT2"), ((1, 24), 4, 6, "INT2"), ((1, 4), 2, 4, "BIPOLAR"), ((1, 4), 4, 2, "INT2"),
+            ((1, 2, 8), 4, 4, "INT2"), ((1, 2, 8), 8, 16, "INT2"),
+            ((1, 784), 49, 16, "BINARY"), ((1, 784), 16, 49, "BINARY"), ((4, 64), 512, 8, "UINT8"),
+            ((4, 64), 8, 512, "UINT8"), ((2, 30), 12, 45, "UINT3"), ((1, 36), 36, 8, "INT4")]
+    return [(dict(shape=(1, 8), in_width=4, out_width=8, dtype="INT2"), {}),
+            *(Example(dict(shape=shape, in_width=iw, out_width=ow, dtype=dtype), {}, slow=k % 3 != 0)
+              for k, (shape, iw, ow, dtype) in enumerate(grid))]
 
 
 OP = Op("StreamingDataWidthConverter", DWCSpec, StreamingDataWidthConverter,

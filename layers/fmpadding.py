@@ -9,9 +9,8 @@ from amaranth.lib.wiring import In, Out
 
 from layers.datapath import PixelFolded, check_dtype, legal_divisors, output_stage, wrapping_increment
 from layers.fifo import output_fifo_spec
-from layers.op import OneDatatype, OneWidth, Op, Resources, divisors_of
+from layers.op import OneDatatype, OneWidth, Op, Resources, divisors_of, grid_examples
 from layers import small
-import golden
 from layers.timing import Timing, as_cycles, frames_of, take_when_ready_in_place
 
 
@@ -188,8 +187,20 @@ def pad_stream(m, i, o, width, inside, *, waits):
     return advance & ready_to_emit
 
 
+# ---- the golden: this op on numpy from its definition, written apart from the hardware (no folding,
+# packing or pipeline, no spec); the OP's golden hook applies it to a spec's streams
+def golden_fm_padding(x, padding, value=0):
+    """Pad the two spatial axes of x (N, H, W, C) by padding = [top, left, bottom, right] with ``value``."""
+    top, left, bottom, right = (int(p) for p in padding)
+    x = np.asarray(x)
+    out = np.full((x.shape[0], x.shape[1] + top + bottom, x.shape[2] + left + right, *x.shape[3:]), value,
+                  dtype=x.dtype)
+    out[:, top:top + x.shape[1], left:left + x.shape[2]] = x
+    return out
+
+
 def _golden(spec, xs, producer):
-    return golden.fm_padding(xs[0].reshape(xs[0].shape[0], *spec.img_dim, spec.num_channels), spec.padding)
+    return golden_fm_padding(xs[0].reshape(xs[0].shape[0], *spec.img_dim, spec.num_channels), spec.padding)
 
 
 def _small_instance(s):
@@ -198,8 +209,13 @@ def _small_instance(s):
 
 
 def _examples():
-    """One pixel of padding on every side."""
-    return [(dict(img_dim=(3, 3), padding=(1, 1, 1, 1), num_channels=4, dtype="INT2"), {"SIMD": 2})]
+    """One pixel of padding on every side, then FINN's grid (test_fpgadataflow_fmpadding) without its
+    hls/rtl axis."""
+    grid = dict(idim=[(8, 8), (10, 8)], pad=[(1, 1, 1, 1), (1, 1, 2, 2), (1, 3, 2, 3), (7, 0, 8, 0)],
+                channels=[2, 4], simd=[1, 2], dtype=["INT2", "INT4"])
+    return [(dict(img_dim=(3, 3), padding=(1, 1, 1, 1), num_channels=4, dtype="INT2"), {"SIMD": 2}),
+            *grid_examples(grid, lambda c: (dict(img_dim=c["idim"], padding=c["pad"], num_channels=c["channels"],
+                                                 dtype=c["dtype"]), {"SIMD": c["simd"]}), stride=43)]
 
 
 OP = Op("FMPadding", FMPaddingSpec, FMPadding, folding={"SIMD": "simd"},

@@ -18,9 +18,8 @@ from layers.datapath import PixelFolded, positive_pair, StreamLayer, check_dtype
 from layers.fifo import output_fifo_spec
 from layers.fmpadding import PaddingWalk, pad_stream
 from layers.mvau import conv_bias, lower_conv_windows, pad_borders
-from layers.op import Lowering, OneDatatype, OneWidth, Op, Resources, divisors_of
+from layers.op import Lowering, OneDatatype, OneWidth, Op, Resources, divisors_of, grid_examples
 from layers import small
-import golden
 
 __all__ = ["FMPaddingPixelSpec", "FMPaddingPixel", "deconv_padding", "deconv_weights"]
 
@@ -122,8 +121,21 @@ class FMPaddingPixel(StreamLayer):
         return m
 
 
+# ---- the golden: this op on numpy from its definition, written apart from the hardware (no folding,
+# packing or pipeline, no spec); the OP's golden hook applies it to a spec's streams
+def golden_pixel_padding(x, stride):
+    """FINN's FMPadding_Pixel on x (N, H, W, C): stride - 1 zero pixels between neighbouring pixels along each
+    spatial axis, stride = (sy, sx); out[:, y * sy, x * sx] = x[:, y, x], zero elsewhere, shape
+    (N, (H - 1) * sy + 1, (W - 1) * sx + 1, C)."""
+    sy, sx = (int(s) for s in stride)
+    x = np.asarray(x)
+    out = np.zeros((x.shape[0], (x.shape[1] - 1) * sy + 1, (x.shape[2] - 1) * sx + 1, *x.shape[3:]), dtype=x.dtype)
+    out[:, ::sy, ::sx] = x
+    return out
+
+
 def _golden(spec, xs, producer):
-    return golden.pixel_padding(xs[0].reshape(xs[0].shape[0], *spec.img_dim, spec.num_channels), spec.stride)
+    return golden_pixel_padding(xs[0].reshape(xs[0].shape[0], *spec.img_dim, spec.num_channels), spec.stride)
 
 
 def _small_instance(s):
@@ -240,8 +252,13 @@ def _geometry(ctx, node, weights_shape, dim):
 
 
 def _examples():
-    """Zeros between the pixels along both axes, two words per pixel."""
-    return [(dict(img_dim=(2, 3), stride=(2, 3), num_channels=4, dtype="INT2"), {"SIMD": 2})]
+    """Zeros between the pixels along both axes, two words per pixel; then a grid of strides, images,
+    foldings and datatypes."""
+    grid = dict(idim=[(3, 3), (2, 4), (1, 3)], stride=[(2, 2), (2, 3), (1, 2), (3, 1)], channels=[2, 4],
+                simd=[1, 2], dtype=["INT2", "UINT4", "TERNARY"])
+    return [(dict(img_dim=(2, 3), stride=(2, 3), num_channels=4, dtype="INT2"), {"SIMD": 2}),
+            *grid_examples(grid, lambda c: (dict(img_dim=c["idim"], stride=c["stride"], num_channels=c["channels"],
+                                                 dtype=c["dtype"]), {"SIMD": c["simd"]}), stride=59)]
 
 
 OP = Op("FMPadding_Pixel", FMPaddingPixelSpec, FMPaddingPixel, folding={"SIMD": "simd"},

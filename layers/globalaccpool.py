@@ -14,7 +14,7 @@ from qonnx.core.datatype import DataType
 
 from layers.datapath import (ChannelFolded, StreamLayer, check_dtype, dtype_for_range, dtype_range, element_value, legal_divisors, output_stage,
                              register, wrapping_increment)
-from layers.op import Lowering, Op, Resources, divisors_of
+from layers.op import Example, Lowering, Op, Resources, divisors_of
 from layers.small import shrink_channels
 import golden
 from layers.timing import Timing, frames_of, take_when_ready
@@ -172,8 +172,17 @@ class GlobalAccPool(StreamLayer):
 
 
 
+# ---- the golden: this op on numpy from its definition, written apart from the hardware (no folding,
+# packing or pipeline, no spec); the OP's golden hook applies it to a spec's streams
+def golden_global_acc_pool(x):
+    """Sum over the spatial axes: (N, H, W, C) -> (N, 1, 1, C)."""
+    return golden.integers(x).sum(axis=(1, 2), keepdims=True)
+
+
 def _golden(spec, xs, producer):
-    return golden.global_acc_pool(xs[0].reshape(xs[0].shape[0], *spec.num_input_vectors[1:], spec.num_channels))
+    # a frame may hold several maps (num_input_vectors (N, H, W)): each is summed on its own
+    maps = xs[0].reshape(-1, *spec.num_input_vectors[1:], spec.num_channels)
+    return golden_global_acc_pool(maps).reshape(len(xs[0]), -1, spec.num_channels)
 
 
 def whole_map(ctx, node):
@@ -230,8 +239,15 @@ def _lower_token_mean(ctx, node):
 
 
 def _examples():
-    """Sums over a 2x2 map."""
-    return [(dict(num_channels=4, input_dtype="UINT2", num_input_vectors=(1, 2, 2)), {"PE": 2})]
+    """Sums over a 2x2 map; FINN's 7x7x64 case at a few PEs, then small images, signed and unsigned,
+    NF = 1 and NF > 1 (channels, PE, datatype, input vectors; the first two in the default suite)."""
+    cases = [(6, 2, "INT8", (2, 3, 3)), (64, 16, "UINT4", (1, 7, 7)), (3, 3, "UINT8", (2, 2, 5)),
+             (4, 1, "BIPOLAR", (1, 4, 4)), (64, 64, "INT4", (1, 7, 7)), (64, 1, "INT8", (1, 7, 7)),
+             (64, 4, "UINT8", (2, 7, 7)), (64, 32, "BIPOLAR", (1, 7, 7)), (5, 5, "UINT1", (3, 1, 1)),
+             (8, 2, "INT2", (1, 1, 9))]
+    return [(dict(num_channels=4, input_dtype="UINT2", num_input_vectors=(1, 2, 2)), {"PE": 2}),
+            *(Example(dict(num_channels=ch, input_dtype=dtype, num_input_vectors=vecs), {"PE": pe}, slow=k >= 2)
+              for k, (ch, pe, dtype, vecs) in enumerate(cases))]
 
 
 OP = Op("GlobalAccPool", GlobalAccPoolSpec, GlobalAccPool, folding={"PE": "pe"},

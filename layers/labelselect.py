@@ -14,7 +14,7 @@ from amaranth.lib import data
 from qonnx.core.datatype import DataType
 
 from layers.datapath import StreamLayer, check_dtype, dtype_for_range, element_value, legal_divisors, output_stage, wrapping_increment
-from layers.op import Lowering, Op, Resources, StreamContract, divisors_of
+from layers.op import Lowering, Op, Resources, StreamContract, divisors_of, grid_examples
 from layers import small
 import golden
 from layers.timing import Timing, as_cycles, frames_of, take_in_turn, take_when_ready
@@ -228,8 +228,26 @@ def _insert(vals, idxs, value, index):
 
 
 
+# ---- the golden: this op on numpy from its definition, written apart from the hardware (no folding,
+# packing or pipeline, no spec); the OP's golden hook applies it to a spec's streams
+def golden_label_select(x, k, dtype_min):
+    """Indices of the ``k`` largest values of the last axis, largest first: (..., L) -> (..., k).
+
+    Equal values rank by lower index first (ONNX TopK). Only values strictly above ``dtype_min`` are
+    ranked; if fewer than ``k`` are, the remaining outputs are index 0 (FINN's LabelSelect starts its
+    list as k entries of (dtype_min, index 0) and inserts with a strict >).
+    """
+    x = golden.integers(x)
+    flat = x.reshape(-1, x.shape[-1])
+    out = np.zeros((flat.shape[0], k), dtype=np.int64)
+    for r, row in enumerate(flat):
+        ranked = [i for i in np.argsort(-row, kind="stable") if row[i] > dtype_min][:k]
+        out[r, :len(ranked)] = ranked
+    return out.reshape(*x.shape[:-1], k)
+
+
 def _golden(spec, xs, producer):
-    return golden.label_select(xs[0], spec.k, spec.input_dtype.min())
+    return golden_label_select(xs[0], spec.k, spec.input_dtype.min())
 
 
 MAX_TOPK_CHECK = 1 << 20            # accumulator values checked one by one to absorb a chain into TopK
@@ -269,8 +287,11 @@ def _small_instance(s):
 
 
 def _examples():
-    """The top 2 of 8 labels."""
-    return [(dict(labels=8, k=2, input_dtype="INT4"), {"PE": 2})]
+    """The top 2 of 8 labels, then FINN's grid (fold -1: PE = 1, else PE = Labels / fold)."""
+    grid = dict(idt=["UINT8", "UINT16", "INT16"], labels=[10, 100], k=[1, 5], fold=[-1, 2, 10])
+    return [(dict(labels=8, k=2, input_dtype="INT4"), {"PE": 2}),
+            *grid_examples(grid, lambda c: (dict(labels=c["labels"], k=c["k"], input_dtype=c["idt"], num_input_vectors=(2,)),
+                                            {"PE": 1 if c["fold"] == -1 else c["labels"] // c["fold"]}), stride=13)]
 
 
 OP = Op("LabelSelect", LabelSelectSpec, LabelSelect, folding={"PE": "pe"},

@@ -14,7 +14,7 @@ from amaranth.lib.memory import Memory
 
 from layers.datapath import positive_pair, StreamLayer, check_dtype, element_value, legal_divisors, output_stage, register, wrapping_increment
 from layers.fifo import output_fifo_spec
-from layers.op import Lowering, OneDatatype, Op, Resources, StreamContract, divisors_of
+from layers.op import Lowering, OneDatatype, Op, Resources, StreamContract, divisors_of, grid_examples
 from layers import small
 import golden
 from layers.timing import Timing, as_cycles, frames_of, take_when_ready
@@ -261,8 +261,29 @@ class StreamingMaxPool(StreamLayer):
 
 
 # PE is a parallelism axis in 1D only: a 2D pool streams whole pixels (SetFolding leaves it alone).
+# ---- the golden: this op on numpy from its definition, written apart from the hardware (no folding,
+# packing or pipeline, no spec); the OP's golden hook applies it to a spec's streams
+def golden_maxpool(x, k, ceil_mode=False):
+    """Max pooling with stride = kernel on (N, H, W, C); ``k`` is an int or (kh, kw).
+
+    Without ``ceil_mode`` the output has floor(H/kh) x floor(W/kw) pixels (trailing rows and columns
+    are dropped); with it ceil(...) pixels, a partial window taking the max of its valid elements.
+    BIPOLAR inputs (-1/+1) need nothing special.
+    """
+    x = golden.integers(x)
+    kh, kw = (k, k) if np.isscalar(k) else (int(k[0]), int(k[1]))
+    _, h, w, _ = x.shape
+    oh, ow = (-(-h // kh), -(-w // kw)) if ceil_mode else (h // kh, w // kw)
+    y = np.empty((x.shape[0], oh, ow, x.shape[3]), dtype=np.int64)
+    for r in range(oh):
+        for c in range(ow):
+            y[:, r, c, :] = x[:, r * kh:(r + 1) * kh, c * kw:(c + 1) * kw, :].max(axis=(1, 2))
+    return y
+
+
 def _golden(spec, xs, producer):
-    return golden.maxpool_nhwc(xs[0].reshape(xs[0].shape[0], *spec.img_dim, spec.num_channels), spec.pool_dim)
+    return golden_maxpool(xs[0].reshape(xs[0].shape[0], *spec.img_dim, spec.num_channels), spec.pool_dim,
+                               spec.ceil_mode)
 
 
 def _lower(ctx, node):
@@ -296,8 +317,22 @@ def _small_instance(s):
 
 
 def _examples():
-    """2x2 pooling of a 4x4 map."""
-    return [(dict(img_dim=(4, 4), pool_dim=(2, 2), num_channels=4, dtype="INT2"), {})]
+    """2x2 pooling of a 4x4 map, then FINN's grid plus floor mode in 1D. Left out: BIPOLAR in 1D and a k
+    that does not divide the image in 2D (illegal); PE other than 1 in 2D (ignored there) and floor mode
+    in 2D (the same as ceil there)."""
+    def legal(c):
+        if c["dim"] == "1d":
+            return c["dtype"] != "BIPOLAR" and c["ch"] % c["pe"] == 0
+        return c["ifm"] % c["k"] == 0 and c["pe"] == 1 and c["ceil"]
+
+    def case(c):
+        img, pool = ((1, c["ifm"]), (1, c["k"])) if c["dim"] == "1d" else ((c["ifm"],) * 2, (c["k"],) * 2)
+        return dict(img_dim=img, pool_dim=pool, num_channels=c["ch"], ceil_mode=c["ceil"], dtype=c["dtype"]), \
+            {"PE": c["pe"]}
+    grid = dict(dim=["1d", "2d"], dtype=["BIPOLAR", "INT4"], k=[2, 4], ifm=[4, 10], ch=[1, 3], pe=[1, 3],
+                ceil=[True, False])
+    return [(dict(img_dim=(4, 4), pool_dim=(2, 2), num_channels=4, dtype="INT2"), {}),
+            *grid_examples(grid, case, stride=13, legal=legal)]
 
 
 OP = Op("StreamingMaxPool", StreamingMaxPoolSpec, StreamingMaxPool, folding={"PE": "pe"},

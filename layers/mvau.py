@@ -5,6 +5,7 @@ Per input vector of MW elements it computes MH accumulators ``acc = x . W`` (or 
 parallel, SIMD input elements per cycle: SF * NF cycles per vector.
 """
 
+import itertools
 from dataclasses import dataclass, field
 from math import prod
 from typing import Literal
@@ -14,12 +15,12 @@ from qonnx.core.datatype import DataType
 
 from layers.datapath import legal_divisors
 from layers.thresholding import ThresholdTable
-from layers.dotproduct import POPCOUNTS, UnitSpec, XNOR_ROM_WORDS, check_positive
-from layers.dotproduct_hooks import (UNIT_FOLDING, activation_choices, finn_import_unit, lower_dot_product,
+from layers.dotproduct import MEM_MODES, POPCOUNTS, UnitSpec, XNOR_ROM_WORDS, check_positive
+from layers.dotproduct_hooks import (UNIT_FOLDING, activation_choices, example_activation, finn_import_unit, lower_dot_product,
                                      multiplier_kind, unit_finn_export)
 from layers.dotproduct_unit import DotProductUnit
 from layers.distributed import DistributedUnit, check_distributed, distributed_plan
-from layers.op import Lowering, Op, divisors_of
+from layers.op import Example, Lowering, Op, divisors_of, random_elements
 from layers import small
 from memstream.memstream import BRAM_OR_LUT_STYLES
 import golden
@@ -169,10 +170,20 @@ def _component(spec):
     return DistributedUnit(spec) if spec.distributed else MVAU(spec)
 
 
+# ---- the golden: this op on numpy from its definition, written apart from the hardware (no folding,
+# packing or pipeline, no spec); the OP's golden hook applies it to a spec's streams
+def golden_mvau(x, w, thresholds=None, act_val=0, xnor=False, bipolar_out=False):
+    """Matrix-vector-activation: accumulate (matmul, or xnor-popcount), then optionally threshold."""
+    acc = golden.xnor_popcount(x, w) if xnor else golden.matmul(x, w)
+    if thresholds is None:
+        return acc
+    return golden.multithreshold(acc, thresholds, act_val, bipolar_out)
+
+
 def _golden(spec, xs, producer):
-    """The numpy reference (:func:`golden.mvau`) on the spec's weights and thresholds."""
+    """The numpy reference (:func:`golden_mvau`) on the spec's weights and thresholds."""
     thresholds = None if spec.table is None else spec.table.thresholds
-    return golden.mvau(xs[0], np.asarray(spec.weights), thresholds, spec.act_val, spec.xnor,
+    return golden_mvau(xs[0], np.asarray(spec.weights), thresholds, spec.act_val, spec.xnor,
                        spec.output_dtype.name == "BIPOLAR")
 
 
@@ -304,10 +315,29 @@ def _small_instance(s):
 
 
 def _examples():
-    """A small MVAU with thresholds: two words of SIMD inputs and of PE outputs."""
+    """A small MVAU with thresholds: two words of SIMD inputs and of PE outputs. Then FINN's grid
+    (test_fpgadataflow_mvau): mem_mode x activation x weight and input datatype x NF x SF with MW = MH = 16
+    (fold -1: PE or SIMD 1; 1: fully parallel; no activation: INT32 outputs, UINT32 for XNOR). The default
+    suite takes every fifth (mem_mode, activation, datatypes), which reaches every value of each, with the
+    folds cycling through the (NF, SF) pairs."""
     rng = np.random.default_rng(5)
-    return [(dict(mw=8, mh=4, input_dtype="INT2", weight_dtype="INT2", weights=rng.integers(-2, 2, (8, 4)),
-                  thresholds=np.sort(rng.integers(-8, 8, (4, 3)), axis=1), output_dtype="UINT2"), {"PE": 2, "SIMD": 4})]
+    examples = [(dict(mw=8, mh=4, input_dtype="INT2", weight_dtype="INT2", weights=rng.integers(-2, 2, (8, 4)),
+                      thresholds=np.sort(rng.integers(-8, 8, (4, 3)), axis=1), output_dtype="UINT2"),
+                 {"PE": 2, "SIMD": 4})]
+    folds = list(itertools.product([-1, 2, 1], repeat=2))
+    for k, (mode, act, wdt, idt) in enumerate(itertools.product(MEM_MODES, [None, "BIPOLAR", "INT4"],
+                                                                ["BIPOLAR", "INT4"], ["BIPOLAR", "INT4"])):
+        for j, (nf, sf) in enumerate(folds):
+            seed = len(mode) + nf + 3 * sf
+            w = random_elements(wdt, (16, 16), seed)
+            probe = MVAUSpec(16, 16, 1, 1, idt, wdt, w)
+            fields = example_activation(act, probe.acc_range(), 16, seed) or \
+                dict(output_dtype="UINT32" if probe.xnor else "INT32")
+            examples.append(Example(dict(mw=16, mh=16, input_dtype=idt, weight_dtype=wdt, weights=w, **fields),
+                                    {"PE": 1 if nf == -1 else 16 // nf, "SIMD": 1 if sf == -1 else 16 // sf,
+                                     "mem_mode": mode},
+                                    slow=not (k % 5 == 0 and j == (k // 5) % len(folds))))
+    return examples
 
 
 OP = Op("MVAU", MVAUSpec, _component,

@@ -10,13 +10,17 @@ anywhere else (a user's module, a test) joins the same registry with :func:`regi
 """
 
 import importlib
+import itertools
 import pkgutil
 import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
-from typing import Callable, Protocol, runtime_checkable
+from typing import Callable, NamedTuple, Protocol, runtime_checkable
 
-__all__ = ["Op", "FoldContext", "FinnImportContext", "LayerSpec", "Resources", "StreamContract", "OneDatatype", "OneWidth", "divisors", "divisors_of", "discover",
+import numpy as np
+from qonnx.core.datatype import DataType
+
+__all__ = ["Op", "Example", "examples_of", "grid_examples", "random_elements", "FoldContext", "FinnImportContext", "LayerSpec", "Resources", "StreamContract", "OneDatatype", "OneWidth", "divisors", "divisors_of", "discover",
            "input_dtypes", "input_widths",
            "Lowering", "LoweringContext", "REGISTRY", "register", "unregister",
            "ArrayMemo"]
@@ -299,13 +303,47 @@ class Op:
                                     # none: those only
     extensions: tuple = ()          # folding attributes of rtlgen's own (FINN has none of that name): a
                                     # folding file carries one only where it differs from the spec's default
-    examples: Callable = None       # examples() -> [(params, folding)]: small instances of the op (a node's
-                                    # spec fields and its folding; the first is its example), on which
-                                    # tests/test_layer_contract.py checks the contract; every op has one
+    examples: Callable = None       # examples() -> [Example(params, folding, slow)] (or (params, folding)):
+                                    # instances of the op (a node's spec fields and its folding; the first
+                                    # is its example, small), grown to FINN's test grid where it has one
+                                    # (grid_examples; the larger part ``slow``). tests/test_layer_contract.py
+                                    # checks the contract on each default one, tests/test_op_grid.py
+                                    # simulates each against the golden; every op has one
 
     def legal(self, attr, params):
         """Legal values of the parallelism axis ``attr`` for a node with ``params``."""
         return self.parallelism[attr](params)
+
+
+class Example(NamedTuple):
+    """One instance of an op: a node's spec fields and its folding; ``slow``: simulated only in the slow
+    suite (the larger part of a FINN grid)."""
+    params: dict
+    folding: dict
+    slow: bool = False
+
+
+def examples_of(op):
+    """``op.examples()`` as :class:`Example` s (an op may give plain (params, folding) pairs)."""
+    return [Example(*example) for example in op.examples()]
+
+
+def grid_examples(axes, make, *, stride, legal=lambda case: True):
+    """Examples over the product of ``axes`` ({name: values}) that ``legal`` accepts; ``make(case)`` ->
+    (params, folding) of one case ({name: value}). Every ``stride``-th case is a default example, the
+    rest slow: a stride coprime to the axis sizes reaches every value of every axis in the default suite."""
+    cases = [dict(zip(axes, combo)) for combo in itertools.product(*axes.values())]
+    cases = [case for case in cases if legal(case)]
+    return [Example(*make(case), slow=k % stride != 0) for k, case in enumerate(cases)]
+
+
+def random_elements(dtype, shape, seed):
+    """Random values of the FINN datatype ``dtype`` (BIPOLAR: -1 and +1), reproducible from ``seed``: an
+    example's weights, parameters or thresholds."""
+    dt, rng = DataType[str(dtype)], np.random.default_rng(seed)
+    if dt.name == "BIPOLAR":
+        return rng.choice(np.array([-1, 1]), size=shape)
+    return rng.integers(int(dt.min()), int(dt.max()) + 1, size=shape)
 
 
 class FoldContext(Protocol):

@@ -297,10 +297,22 @@ class QuantSoftmax(wiring.Component):
         return m
 
 
+# ---- the golden: this op on numpy from its definition, written apart from the hardware (no folding,
+# packing or pipeline, no spec); the OP's golden hook applies it to a spec's streams
+def golden_quant_softmax(x, exp_table, numerator, shift, out_max):
+    """Softmax over the last axis of integer codes, quantized, in integers: e = E[max - x], R = K // sum(e),
+    min((e * R + 2^(shift-1)) >> shift, out_max). Python integers (e * R exceeds int64)."""
+    x = golden.integers(x)
+    e = np.asarray(exp_table, dtype=object)[x.max(axis=-1, keepdims=True) - x]
+    r = int(numerator) // e.sum(axis=-1, keepdims=True)
+    codes = (e * r + (1 << (int(shift) - 1))) >> int(shift)
+    return np.minimum(codes, int(out_max)).astype(np.int64)
+
+
 def _golden(spec, xs, producer):
-    """golden.quant_softmax on each row."""
+    """golden_quant_softmax on each row."""
     x = xs[0].reshape(xs[0].shape[0], -1, spec.n)
-    y = golden.quant_softmax(x, spec.exp_table, spec.numerator, spec.shift, spec.out_max)
+    y = golden_quant_softmax(x, spec.exp_table, spec.numerator, spec.shift, spec.out_max)
     return y.reshape(xs[0].shape[0], -1, 1)
 
 

@@ -14,7 +14,7 @@ from layers.datapath import (ChannelFolded, check_dtype, dtype_for_range, dtype_
                              output_stage, register, wrapping_increment)
 from layers.fifo import StreamingFIFO, output_fifo_spec
 from layers.timing import Timing, as_cycles, one_to_one, take_when_ready
-from layers.op import Lowering, OneDatatype, OneWidth, Op, Resources, StreamContract, divisors_of
+from layers.op import Lowering, OneDatatype, OneWidth, Op, Resources, StreamContract, divisors_of, grid_examples
 from layers import small
 from layers.small import shrink_channels
 import golden
@@ -490,8 +490,20 @@ def _lower_concat(ctx, node):
     return ctx.tensor(node.output[0], common, s)
 
 
+# ---- the golden: this op on numpy from its definition, written apart from the hardware (no folding,
+# packing or pipeline, no spec); the OP's golden hook applies it to a spec's streams
+def golden_add_streams(a, b):
+    """Elementwise a + b, exact."""
+    return golden.integers(a) + golden.integers(b)
+
+
+def golden_concat(xs):
+    """Concatenate tensors along the last (channel) axis."""
+    return np.concatenate([np.asarray(x) for x in xs], axis=-1)
+
+
 def _golden_add(spec, xs, producer):
-    return golden.add_streams(*xs)
+    return golden_add_streams(*xs)
 
 
 def _golden_duplicate(spec, xs, producer):
@@ -500,7 +512,7 @@ def _golden_duplicate(spec, xs, producer):
 
 
 def _golden_concat(spec, xs, producer):
-    return golden.concat_channels(xs)
+    return golden_concat(xs)
 
 
 def _small_concat(s):
@@ -510,8 +522,13 @@ def _small_concat(s):
 
 
 def _add_examples():
-    """Two small feature maps added."""
-    return [(dict(num_channels=4, input_dtype="INT2", num_input_vectors=(1, 2, 2)), {"PE": 2})]
+    """Two small feature maps added, then FINN's grid (test_fpgadataflow_addstreams: UINT4/UINT8 x C {1, 64}
+    x fold) plus signed INT4."""
+    grid = dict(dtype=["UINT4", "UINT8", "INT4"], channels=[1, 64], pe=[1, 2, 64], vecs=[(1,), (1, 2, 2)])
+    return [(dict(num_channels=4, input_dtype="INT2", num_input_vectors=(1, 2, 2)), {"PE": 2}),
+            *grid_examples(grid, lambda c: (dict(num_channels=c["channels"], input_dtype=c["dtype"],
+                                                 num_input_vectors=c["vecs"]), {"PE": c["pe"]}),
+                           stride=23, legal=lambda c: c["channels"] % c["pe"] == 0)]
 
 
 def _duplicate_examples():

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 import numpy as np
+from qonnx.core.datatype import DataType
 from amaranth.hdl import C, Cat, Const, Module, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory
@@ -21,7 +22,7 @@ from memstream.axilite import AXILiteSignature, accept_writes, refuse_reads
 from memstream.memstream import BRAM_OR_LUT_STYLES
 from layers.memcost import bram18_count, rom_bram_cost, rom_luts
 from layers.timing import one_to_one
-from layers.op import ArrayMemo, Lowering, Op, Resources, divisors_of
+from layers.op import ArrayMemo, Lowering, Op, Resources, divisors_of, grid_examples, random_elements
 from layers.small import shrink_channels
 import golden
 from layers.requant import requant_form
@@ -406,10 +407,25 @@ def _finn_import(ctx, attrs, params, folding):
 
 
 def _examples():
-    """Three thresholds per channel on a small feature map."""
+    """Three thresholds per channel on a small feature map, then FINN's grid without its hls/rtl axis:
+    ascending random thresholds over the threshold datatype (which may exceed the input's); a 1-step
+    (BIPOLAR) quantizer has no narrow form."""
+    def case(c):
+        channels, act = c["channels"], DataType[c["act"]]
+        pe = {-1: 1, 1: channels, 2: channels // 2}[c["fold"]]
+        idt, tdt = c["types"]
+        steps = 1 if act.name == "BIPOLAR" else (1 << act.bitwidth()) - 1 - int(c["narrow"])
+        act_val = 0 if act.name == "BIPOLAR" else int(act.min()) + int(c["narrow"])
+        t = np.sort(random_elements(tdt, (1 if c["per_tensor"] else channels, steps), channels + pe), axis=1)
+        return dict(num_channels=channels, input_dtype=idt, output_dtype=act.name, thresholds=t, act_val=act_val,
+                    num_input_vectors=c["vecs"]), {"PE": pe}
+    grid = dict(channels=[6, 16], vecs=[(1,), (1, 2, 2)], act=["INT4", "BIPOLAR"],
+                types=[("INT8", "INT8"), ("INT8", "INT9"), ("UINT8", "UINT8"), ("UINT8", "UINT9")],
+                fold=[-1, 1, 2], narrow=[False, True], per_tensor=[False, True])
     thresholds = np.sort(np.random.default_rng(5).integers(-8, 8, (4, 3)), axis=1)
     return [(dict(num_channels=4, input_dtype="INT4", output_dtype="UINT2", thresholds=thresholds,
-                  num_input_vectors=(1, 2, 2)), {"PE": 2})]
+                  num_input_vectors=(1, 2, 2)), {"PE": 2}),
+            *grid_examples(grid, case, stride=47, legal=lambda c: not (c["act"] == "BIPOLAR" and c["narrow"]))]
 
 
 OP = Op("Thresholding", ThresholdingSpec, Thresholding,

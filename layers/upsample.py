@@ -17,7 +17,6 @@ from layers.fifo import output_fifo_spec
 from layers.memcost import bram18_count
 from layers.op import Lowering, OneDatatype, OneWidth, Op, Resources, divisors_of
 from layers import small
-import golden
 from layers.timing import Timing, as_cycles, frames_of, take_when_ready_in_place
 
 __all__ = ["UpsampleNearestNeighbourSpec", "UpsampleNearestNeighbour"]
@@ -171,8 +170,16 @@ class UpsampleNearestNeighbour(StreamLayer):
         return m
 
 
+# ---- the golden: this op on numpy from its definition, written apart from the hardware (no folding,
+# packing or pipeline, no spec); the OP's golden hook applies it to a spec's streams
+def golden_upsample(x, factor):
+    """Nearest-neighbour upsampling of x (N, H, W, C) by integer factors (sy, sx): out[y, x] = x[y//sy, x//sx]."""
+    sy, sx = factor
+    return np.repeat(np.repeat(np.asarray(x), sy, axis=1), sx, axis=2)
+
+
 def _golden(spec, xs, producer):
-    return golden.upsample_nearest(xs[0].reshape(xs[0].shape[0], *spec.ifm_dim, spec.num_channels), spec.factor)
+    return golden_upsample(xs[0].reshape(xs[0].shape[0], *spec.ifm_dim, spec.num_channels), spec.factor)
 
 
 def _lower(ctx, node):

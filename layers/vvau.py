@@ -15,10 +15,10 @@ from qonnx.core.datatype import DataType
 from layers.datapath import legal_divisors
 from layers.globalaccpool import check_pool_attrs, whole_map
 from layers.dotproduct import UnitSpec, check_positive
-from layers.dotproduct_hooks import (UNIT_FOLDING, activation_choices, finn_import_unit, lower_dot_product,
+from layers.dotproduct_hooks import (UNIT_FOLDING, activation_choices, example_activation, finn_import_unit, lower_dot_product,
                                      multiplier_kind, unit_finn_export)
 from layers.dotproduct_unit import DotProductUnit
-from layers.op import Lowering, Op, divisors, divisors_of
+from layers.op import Lowering, Op, divisors, divisors_of, grid_examples, random_elements
 from layers import small
 import golden
 from layers.thresholding import ThresholdTable
@@ -134,8 +134,29 @@ class VVAU(DotProductUnit):
 
 
 
+# ---- the golden: this op on numpy from its definition, written apart from the hardware (no folding,
+# packing or pipeline, no spec); the OP's golden hook applies it to a spec's streams
+def golden_depthwise_dot(windows, w, xnor=False):
+    """Depthwise accumulation: windows (..., K, C) with K kernel positions, w (C, K) -> (..., C).
+
+    acc[c] = sum_k windows[k, c] * w[c, k]; with ``xnor``, the number of agreeing bits instead.
+    """
+    windows, w = golden.integers(windows), golden.integers(w)
+    if xnor:
+        return (golden.bits(windows) == golden.bits(w).T).sum(axis=-2).astype(np.int64)
+    return np.einsum("...kc,ck->...c", windows, w)
+
+
+def golden_vvau(windows, w, thresholds=None, act_val=0, xnor=False, bipolar_out=False):
+    """Vector-vector-activation (depthwise conv on im2col windows), then optionally threshold."""
+    acc = golden_depthwise_dot(windows, w, xnor)
+    if thresholds is None:
+        return acc
+    return golden.multithreshold(acc, thresholds, act_val, bipolar_out)
+
+
 def _golden(spec, xs, producer):
-    """The numpy reference (:func:`golden.vvau`), the input words in the order of the depthwise SWG
+    """The numpy reference (:func:`golden_vvau`), the input words in the order of the depthwise SWG
     feeding it (SIMD = the producer's)."""
     x = xs[0]
     k, c = spec.in_elems, spec.channels
@@ -143,7 +164,7 @@ def _golden(spec, xs, producer):
     windows = x.reshape(*x.shape[:-1], c // simd, k, simd)
     windows = np.moveaxis(windows, -2, -3).reshape(*x.shape[:-1], k, c)
     thresholds = None if spec.table is None else spec.table.thresholds
-    return golden.vvau(windows, spec.weight_matrix(), thresholds, spec.act_val, spec.xnor,
+    return golden_vvau(windows, spec.weight_matrix(), thresholds, spec.act_val, spec.xnor,
                        spec.output_dtype.name == "BIPOLAR")
 
 
@@ -206,10 +227,22 @@ def _small_instance(s):
 
 
 def _examples():
-    """A small depthwise 3x3 VVAU without activation."""
+    """A small depthwise 3x3 VVAU without activation, then FINN's grid; illegal folds (PE not dividing C,
+    SIMD not dividing K) left out."""
+    def case(c):
+        seed = c["pe"] + c["simd"]
+        w = random_elements(c["wdt"], (c["channels"], 1, *c["kernel"]), seed)
+        probe = VVAUSpec(c["channels"], c["kernel"], c["dim"], 1, 1, c["idt"], c["wdt"], w)
+        return dict(channels=c["channels"], kernel=c["kernel"], dim=c["dim"], input_dtype=c["idt"],
+                    weight_dtype=c["wdt"], weights=w, **example_activation(c["act"], probe.acc_range(), c["channels"],
+                                                                           seed)), {"PE": c["pe"], "SIMD": c["simd"]}
+    grid = dict(idt=["BIPOLAR", "UINT4"], wdt=["BIPOLAR", "UINT4"], act=["BIPOLAR", "UINT4", None], pe=[1, 3, 6],
+                simd=[1, 9], dim=[(10, 10), (10, 1)], kernel=[(3, 3), (3, 1)], channels=[3, 6])
     rng = np.random.default_rng(5)
     return [(dict(channels=4, kernel=(3, 3), dim=(2, 2), input_dtype="INT2", weight_dtype="INT2",
-                  weights=rng.integers(-2, 2, (4, 1, 3, 3))), {"PE": 2, "SIMD": 1})]
+                  weights=rng.integers(-2, 2, (4, 1, 3, 3))), {"PE": 2, "SIMD": 1}),
+            *grid_examples(grid, case, stride=37, legal=lambda c: c["channels"] % c["pe"] == 0
+                           and (c["kernel"][0] * c["kernel"][1]) % c["simd"] == 0)]
 
 
 OP = Op("VVAU", VVAUSpec, VVAU, folding=UNIT_FOLDING,

@@ -33,7 +33,8 @@ def add_compile_options(parser, names=None):
 
 def add_cluster_option(parser):
     parser.add_argument("--cluster", metavar="ADDRESS",
-                        help="run the per-layer jobs (Verilog conversion, proofs) on the Dask scheduler at "
+                        help="run the per-layer jobs (Verilog conversion, proofs, a partition's kernel "
+                             "syntheses) on the Dask scheduler at "
                              "ADDRESS (tcp://HOST:8786; needs pip install 'rtlgen[cluster]'; default: "
                              "$RTLGEN_CLUSTER, else a process per core here)")
 
@@ -108,6 +109,10 @@ def add_build_arguments(parser):
     parser.add_argument("--input", metavar="X.npy", help="model inputs for the self-test ROM (default: random codes)")
     parser.add_argument("--force", action="store_true",
                         help="run Yosys even on a design estimated far (1.5x) over the board")
+    parser.add_argument("--flat", action="store_true",
+                        help="one Yosys run over the whole design (the default synthesizes each layer on its own, "
+                             "once per distinct layer, cached and in parallel, then the design around them)")
+    add_cluster_option(parser)
 
 
 def add_inspect_arguments(parser):

@@ -1,6 +1,6 @@
 """Sliding-window generators (FINN ``ConvolutionInputGenerator``): default and parallel-window styles."""
 
-from layers.op import Op, divisors_of
+from layers.op import Op, divisors_of, grid_examples
 from layers import small
 import golden
 from swg.default import SlidingWindowBuffer
@@ -16,10 +16,21 @@ def ConvolutionInputGenerator(spec):
 
 
 
+# ---- the golden: this op on numpy from its definition, written apart from the hardware (no folding,
+# packing or pipeline, no spec); the OP's golden hook applies it to a spec's streams
+def golden_depthwise_windows(x, kernel, simd, stride=(1, 1), dilation=(1, 1)):
+    """Windows in FINN's depthwise order: (N, OH, OW, C/simd, kh*kw, simd), flattened per pixel."""
+    cols = golden.im2col(x, kernel, stride, dilation)
+    n, oh, ow, _ = cols.shape
+    c = x.shape[-1]
+    k = kernel[0] * kernel[1]
+    return cols.reshape(n, oh, ow, k, c // simd, simd).transpose(0, 1, 2, 4, 3, 5).reshape(n, oh, ow, -1)
+
+
 def _golden(spec, xs, producer):
     x = xs[0].reshape(xs[0].shape[0], *spec.ifm_dim, spec.ifm_channels)
     if spec.depthwise:
-        return golden.depthwise_windows(x, spec.kernel, spec.simd, spec.stride, spec.dilation)
+        return golden_depthwise_windows(x, spec.kernel, spec.simd, spec.stride, spec.dilation)
     return golden.im2col(x, spec.kernel, spec.stride, spec.dilation)
 
 
@@ -58,8 +69,23 @@ def _small_instance(s):
 
 
 def _examples():
-    """2x2 windows of a 4x4 map."""
-    return [(dict(ifm_dim=(4, 4), ifm_channels=4, kernel=(2, 2), input_dtype="INT2"), {"SIMD": 2})]
+    """2x2 windows of a 4x4 map, then FINN's grid (unlike FINN's, the default style also takes stride >
+    kernel). Left out: SIMD not dividing C, a window wider than the image, and the parallel style of a
+    dense generator with SIMD < C (refused with a clear error)."""
+    def legal(c):
+        (kh, kw), (h, w), (dh, dw) = c["k"], c["ifm"], c["dilation"]
+        if c["c"] % c["simd"] or dh * (kh - 1) + 1 > h or dw * (kw - 1) + 1 > w:
+            return False
+        return not (c["parallel"] and not c["dw"] and c["simd"] != c["c"])
+
+    def case(c):
+        return dict(ifm_dim=c["ifm"], ifm_channels=c["c"], kernel=c["k"], input_dtype=c["idt"], stride=c["stride"],
+                    dilation=c["dilation"], depthwise=c["dw"]), {"SIMD": c["simd"], "parallel_window": c["parallel"]}
+    grid = dict(idt=["INT2", "UINT4"], k=[(2, 2), (3, 3), (1, 5)], ifm=[(8, 8), (1, 21)], c=[2, 4],
+                stride=[(1, 1), (2, 2), (2, 1)], dilation=[(1, 1), (2, 2), (2, 1)], simd=[1, 2, 4],
+                dw=[False, True], parallel=[False, True])
+    return [(dict(ifm_dim=(4, 4), ifm_channels=4, kernel=(2, 2), input_dtype="INT2"), {"SIMD": 2}),
+            *grid_examples(grid, case, stride=149, legal=legal)]
 
 
 OP = Op("ConvolutionInputGenerator", SWGSpec, ConvolutionInputGenerator,

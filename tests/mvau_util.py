@@ -7,7 +7,7 @@ from qonnx.core.datatype import DataType
 from qonnx.util.basic import gen_finn_dt_tensor
 
 from memstream.packing import pack_words, unpack_words
-import golden
+from layers.mvau import golden_mvau
 from sim.harness import simulate_streams
 
 
@@ -28,7 +28,7 @@ def activation_args(act, rng, channels, acc_range):
 
 def expected_mvau(spec, x):
     bipolar_out = spec.output_dtype.name == "BIPOLAR"
-    return golden.mvau(x, spec.weights, spec.thresholds, spec.act_val, spec.xnor, bipolar_out)
+    return golden_mvau(x, spec.weights, spec.thresholds, spec.act_val, spec.xnor, bipolar_out)
 
 
 def run_unit(design, spec, x, expected, backpressure, simulator=None, in_lanes=None):

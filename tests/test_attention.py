@@ -15,7 +15,7 @@ from rtlgen.errors import CompileError
 from rtlgen.passes.load import load_model
 from rtlgen.passes.lower import lower
 from tests.conftest import golden_matches_qonnx, rtl_at_the_ii_under_backpressure
-import golden
+from layers.softmax import golden_quant_softmax
 
 MODELS = Path(__file__).parent / "models" / "attention"
 
@@ -209,7 +209,7 @@ def test_softmax_golden_is_the_quantized_real_softmax():
     x = np.random.default_rng(4).integers(-128, 128, (2000, n))
     real = np.exp(s_in * (x - x.max(axis=1, keepdims=True)))
     real /= real.sum(axis=1, keepdims=True)
-    assert np.array_equal(golden.quant_softmax(x, table, k, z, 255), np.clip(np.round(real / s_out), 0, 255))
+    assert np.array_equal(golden_quant_softmax(x, table, k, z, 255), np.clip(np.round(real / s_out), 0, 255))
 
 
 # --- RTL at the II under backpressure -----------------------------------------------------------

@@ -1,4 +1,5 @@
-"""ChannelwiseOp: bit-exact against golden over FINN's grid, one word per cycle, clear errors."""
+"""ChannelwiseOp: bit-exact against golden, one word per cycle, clear errors (FINN's grid: Op.examples,
+simulated by tests/test_op_grid.py)."""
 
 import numpy as np
 import pytest
@@ -10,9 +11,9 @@ from qonnx.util.basic import gen_finn_dt_tensor
 from layers.channelwise import ChannelwiseOp, ChannelwiseOpSpec
 from layers.datapath import dtype_for_range
 from memstream.packing import pack_words, unpack_words
-import golden
+from layers.channelwise import golden_channelwise
 from sim.harness import FULL_RATE, Backpressure, simulate_streams
-from tests.conftest import RANDOM_EXAMPLES, sampled_grid, simulators_under_test, verilog_once
+from tests.conftest import RANDOM_EXAMPLES, simulators_under_test, verilog_once
 
 
 
@@ -30,7 +31,7 @@ def make_spec(func, channels, pe, idt, pdt, odt=None, vecs=(1,), seed=0):
 def run(spec, frames, backpressure, simulator=None, seed=1):
     np.random.seed(seed)
     x = gen_finn_dt_tensor(spec.input_dtype, (frames, *spec.num_input_vectors, spec.num_channels))
-    expected = golden.channelwise(x, spec.params, spec.func)
+    expected = golden_channelwise(x, spec.params, spec.func)
     words = pack_words(x.reshape(-1, spec.pe), spec.input_dtype)
     result = simulate_streams(verilog_once(ChannelwiseOp, spec), inputs={"i": list(words)}, outputs={"o": len(words)},
                               backpressure=backpressure, simulator=simulator)
@@ -43,30 +44,6 @@ def check(spec, simulator=None, seed=1):
     full = run(spec, 3, FULL_RATE, simulator, seed)
     assert full.steady_cycles("o", spec.exp_cycles) == spec.exp_cycles
     run(spec, 3, Backpressure(seed=seed), simulator, seed)
-
-
-# FINN's grid (test_fpgadataflow_channelwise_ops: INT4 inputs and params, add/mul into INT8, 16 channels,
-# fold -1/4/1) plus the compares into BINARY.
-GRID_AXES = dict(func=["add", "mul", "cmp_le", "cmp_ge"], vecs=[(1,), (1, 7, 7)], pe=[1, 4, 16])
-
-
-def _grid_case(case, simulator):
-    odt = "BINARY" if case["func"].startswith("cmp") else "INT8"
-    spec = make_spec(case["func"], 16, case["pe"], "INT4", "INT4", odt, case["vecs"], seed=case["pe"])
-    check(spec, simulator, seed=case["pe"])
-
-
-@pytest.mark.sim
-@pytest.mark.parametrize("case", sampled_grid(GRID_AXES, stride=11, sample=True))
-def test_finn_grid(case, simulator):
-    _grid_case(case, simulator)
-
-
-@pytest.mark.slow
-@pytest.mark.sim
-@pytest.mark.parametrize("case", sampled_grid(GRID_AXES, stride=11, sample=False))
-def test_finn_grid_rest(case, simulator):
-    _grid_case(case, simulator)
 
 
 @pytest.mark.sim
@@ -99,10 +76,10 @@ def test_result_range_and_rom_image():
 def test_golden_compares_param_on_the_left():
     x = np.array([[1, 5, -2]])
     p = np.array([3, 3, 3])
-    assert golden.channelwise(x, p, "cmp_le").tolist() == [[0, 1, 0]]     # p <= x
-    assert golden.channelwise(x, p, "cmp_ge").tolist() == [[1, 0, 1]]     # p >= x
-    assert golden.channelwise(x, p, "add").tolist() == [[4, 8, 1]]
-    assert golden.channelwise(x, p, "mul").tolist() == [[3, 15, -6]]
+    assert golden_channelwise(x, p, "cmp_le").tolist() == [[0, 1, 0]]     # p <= x
+    assert golden_channelwise(x, p, "cmp_ge").tolist() == [[1, 0, 1]]     # p >= x
+    assert golden_channelwise(x, p, "add").tolist() == [[4, 8, 1]]
+    assert golden_channelwise(x, p, "mul").tolist() == [[3, 15, -6]]
 
 
 P6 = np.array([1, -2, 3, -4, 5, -6])

@@ -2,8 +2,9 @@
 input pixels) + FMPadding (k - 1 - pad around, output_padding at the bottom and right) + a stride-1
 convolution by the flipped kernel with its channels swapped.
 
-- FMPadding_Pixel: its golden against an independent numpy expression, its component bit-exact and at one
-  word per cycle, also under random backpressure; its spec's figures and refusals.
+- FMPadding_Pixel: its golden against an independent numpy expression; its spec's figures and refusals (its
+  component bit-exact at one word per cycle, also under random backpressure, over a grid of shapes:
+  Op.examples, simulated by tests/test_op_grid.py).
 - The formulation against the definition of a transposed convolution (numpy, and onnxruntime's ConvTranspose).
 - Brevitas QuantConvTranspose2d models (tests/models/deconv, made by make_deconv.py): the lowered graph's
   goldens and an ``--fit pynq-z2`` compile against qonnx on the original model; the smallest in RTL at the II
@@ -16,11 +17,11 @@ from pathlib import Path
 import numpy as np
 import onnx
 import pytest
-from qonnx.util.basic import gen_finn_dt_tensor
 
 import golden
-from layers.fmpadding_pixel import FMPaddingPixel, FMPaddingPixelSpec, deconv_padding, deconv_weights
-from memstream.packing import pack_words, unpack_words
+from layers.fmpadding import golden_fm_padding
+from layers.fmpadding_pixel import golden_pixel_padding
+from layers.fmpadding_pixel import FMPaddingPixelSpec, deconv_padding, deconv_weights
 from rtlgen.check.execute import run_golden
 from rtlgen.errors import CompileError
 from rtlgen.backend.compile import COMPILE
@@ -29,8 +30,7 @@ from rtlgen.options import CompileOptions
 from rtlgen.passes.load import load_model
 from rtlgen.passes.lower import lower
 from rtlgen.passes.to_hw import stream_io
-from sim.harness import FULL_RATE, Backpressure, simulate_streams
-from tests.conftest import golden_matches_qonnx, rtl_matches_qonnx, sampled_grid, verilog_once
+from tests.conftest import golden_matches_qonnx, rtl_matches_qonnx
 
 MODELS = Path(__file__).parent / "models" / "deconv"
 SHAPES = {"deconv_tiny": (2, 3, 3), "deconv_s2k3": (4, 4, 4), "deconv_s2k4": (3, 4, 4)}
@@ -44,51 +44,14 @@ def inputs(name, n, seed):
 
 @pytest.mark.parametrize("stride", [(1, 1), (2, 2), (2, 3), (3, 1)])
 def test_golden_pixel_padding_is_a_kronecker_product(stride):
-    """Independent of golden.pixel_padding's slicing: each pixel times a (sy, sx) block that is 1 at its
+    """Independent of golden_pixel_padding's slicing: each pixel times a (sy, sx) block that is 1 at its
     top left only, the trailing stride - 1 zero rows and columns cut off."""
     x = np.random.default_rng(1).integers(-8, 8, (2, 3, 4, 5))
     sy, sx = stride
     corner = np.zeros((1, sy, sx, 1), dtype=np.int64)
     corner[0, 0, 0, 0] = 1
     expected = np.kron(x, corner)[:, :(3 - 1) * sy + 1, :(4 - 1) * sx + 1]
-    assert np.array_equal(golden.pixel_padding(x, stride), expected)
-
-
-def run(spec, frames, backpressure, simulator=None, seed=1):
-    np.random.seed(seed)
-    x = gen_finn_dt_tensor(spec.dtype, (frames, *spec.img_dim, spec.num_channels))
-    expected = golden.pixel_padding(x, spec.stride)
-    words = pack_words(x.reshape(-1, spec.simd), spec.dtype)
-    result = simulate_streams(verilog_once(FMPaddingPixel, spec), inputs={"i": list(words)},
-                              outputs={"o": frames * spec.out_words}, backpressure=backpressure, simulator=simulator)
-    y = unpack_words(np.array(result.words("o"), dtype=object), spec.dtype, spec.simd).reshape(expected.shape)
-    assert np.array_equal(y, expected)
-    return result
-
-
-GRID_AXES = dict(idim=[(3, 3), (2, 4), (1, 3)], stride=[(2, 2), (2, 3), (1, 2), (3, 1)], channels=[2, 4],
-                 simd=[1, 2], dtype=["INT2", "UINT4", "TERNARY"])
-
-
-def _grid_case(case, simulator):
-    spec = FMPaddingPixelSpec(case["idim"], case["stride"], case["channels"], case["simd"], case["dtype"])
-    seed = sum(case["stride"]) + case["channels"]
-    full = run(spec, 3, FULL_RATE, simulator, seed)
-    assert full.steady_cycles("o", spec.out_words) == spec.exp_cycles
-    run(spec, 3, Backpressure(seed=seed), simulator, seed)
-
-
-@pytest.mark.sim
-@pytest.mark.parametrize("case", sampled_grid(GRID_AXES, stride=59, sample=True))
-def test_pixel_padding_grid(case, simulator):
-    _grid_case(case, simulator)
-
-
-@pytest.mark.slow
-@pytest.mark.sim
-@pytest.mark.parametrize("case", sampled_grid(GRID_AXES, stride=59, sample=False))
-def test_pixel_padding_grid_rest(case, simulator):
-    _grid_case(case, simulator)
+    assert np.array_equal(golden_pixel_padding(x, stride), expected)
 
 
 def test_derived_figures():
@@ -136,7 +99,7 @@ def conv_transpose_by_definition(x, w, stride, pads, output_padding):
 def conv_transpose_as_lowered(x, w, stride, pads, output_padding):
     """What the lowering builds: pixel padding, border padding, stride-1 windows by the flipped kernel."""
     kernel = w.shape[2:]
-    padded = golden.fm_padding(golden.pixel_padding(x.transpose(1, 2, 0)[None], stride),
+    padded = golden_fm_padding(golden_pixel_padding(x.transpose(1, 2, 0)[None], stride),
                                deconv_padding(kernel, pads, output_padding))
     conv = deconv_weights(w)                                            # (OC, C, KH, KW)
     matrix = conv.transpose(2, 3, 1, 0).reshape(-1, conv.shape[0])     # rows (ky, kx, c): SWG order

@@ -29,23 +29,16 @@ def run_dwc(spec, frames, backpressure, simulator=None):
     return result
 
 
-# FINN's grid (finn-conventions.md §13) then non-integer and wide ratios.
-GRID = [((1, 24), 6, 4, "INT2"), ((1, 24), 4, 6, "INT2"), ((1, 4), 2, 4, "BIPOLAR"), ((1, 4), 4, 2, "INT2"),
-        ((1, 2, 8), 4, 4, "INT2"), ((1, 2, 8), 8, 16, "INT2"),
-        ((1, 784), 49, 16, "BINARY"), ((1, 784), 16, 49, "BINARY"), ((4, 64), 512, 8, "UINT8"),
-        ((4, 64), 8, 512, "UINT8"), ((2, 30), 12, 45, "UINT3"), ((1, 36), 36, 8, "INT4")]
-
-
+# FINN's grid and other ratios, bit-exact at the II and under backpressure: Op.examples, simulated by
+# tests/test_op_grid.py. Here what that test does not see: at full rate the narrow side moves a word every
+# cycle, one case converting up and one down.
 @pytest.mark.sim
-@pytest.mark.parametrize("shape, iw, ow, dtype", GRID)
-def test_grid(shape, iw, ow, dtype, simulator):
+@pytest.mark.parametrize("shape, iw, ow, dtype", [((1, 24), 6, 4, "INT2"), ((4, 64), 8, 512, "UINT8")])
+def test_narrow_side_never_pauses(shape, iw, ow, dtype, simulator):
     spec = DWCSpec(shape, iw, ow, DataType[dtype])
-    full = run_dwc(spec, frames=4, backpressure=FULL_RATE, simulator=simulator)
-    assert full.steady_cycles("o", spec.out_words) == spec.exp_cycles
-    narrow = "i" if iw < ow else "o"
-    stamps = full.in_cycles("i") if narrow == "i" else full.out_cycles("o")
-    assert stamps == list(range(stamps[0], stamps[0] + len(stamps)))     # the narrow side never pauses
-    run_dwc(spec, frames=3, backpressure=Backpressure(seed=iw * 100 + ow), simulator=simulator)
+    full = run_dwc(spec, frames=3, backpressure=FULL_RATE, simulator=simulator)
+    stamps = full.in_cycles("i") if iw < ow else full.out_cycles("o")
+    assert stamps == list(range(stamps[0], stamps[0] + len(stamps)))
 
 
 @pytest.mark.sim

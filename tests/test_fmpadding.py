@@ -8,9 +8,9 @@ from qonnx.util.basic import gen_finn_dt_tensor
 
 from layers.fmpadding import FMPadding, FMPaddingSpec
 from memstream.packing import pack_words, unpack_words
-import golden
+from layers.fmpadding import golden_fm_padding
 from sim.harness import FULL_RATE, Backpressure, simulate_streams
-from tests.conftest import RANDOM_EXAMPLES, sampled_grid, simulators_under_test, verilog_once
+from tests.conftest import RANDOM_EXAMPLES, simulators_under_test, verilog_once
 
 
 
@@ -23,7 +23,7 @@ def pad_value(dtype):
 def run(spec, frames, backpressure, simulator=None, seed=1):
     np.random.seed(seed)
     x = gen_finn_dt_tensor(spec.dtype, (frames, *spec.img_dim, spec.num_channels))
-    expected = golden.fm_padding(x, spec.padding, pad_value(spec.dtype))
+    expected = golden_fm_padding(x, spec.padding, pad_value(spec.dtype))
     words = pack_words(x.reshape(-1, spec.simd), spec.dtype)
     result = simulate_streams(verilog_once(FMPadding, spec), inputs={"i": list(words)},
                               outputs={"o": frames * spec.out_words}, backpressure=backpressure, simulator=simulator)
@@ -36,29 +36,6 @@ def check(spec, simulator=None, seed=1):
     full = run(spec, 3, FULL_RATE, simulator, seed)
     assert full.steady_cycles("o", spec.out_words) == spec.exp_cycles
     run(spec, 3, Backpressure(seed=seed), simulator, seed)
-
-
-# FINN's grid (test_fpgadataflow_fmpadding) without the hls/rtl axis.
-GRID_AXES = dict(idim=[(8, 8), (10, 8)], pad=[(1, 1, 1, 1), (1, 1, 2, 2), (1, 3, 2, 3), (7, 0, 8, 0)],
-                 channels=[2, 4], simd=[1, 2], dtype=["INT2", "INT4"])
-
-
-def _grid_case(case, simulator):
-    spec = FMPaddingSpec(case["idim"], case["pad"], case["channels"], case["simd"], case["dtype"])
-    check(spec, simulator, seed=sum(case["pad"]) + case["channels"])
-
-
-@pytest.mark.sim
-@pytest.mark.parametrize("case", sampled_grid(GRID_AXES, stride=43, sample=True))
-def test_finn_grid(case, simulator):
-    _grid_case(case, simulator)
-
-
-@pytest.mark.slow
-@pytest.mark.sim
-@pytest.mark.parametrize("case", sampled_grid(GRID_AXES, stride=43, sample=False))
-def test_finn_grid_rest(case, simulator):
-    _grid_case(case, simulator)
 
 
 @pytest.mark.sim
@@ -97,7 +74,7 @@ def test_golden_matches_onnx_pad(idim, pad):
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
     session = onnxruntime.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
     theirs = session.run(None, {"x": x})[0]
-    assert np.array_equal(golden.fm_padding(x, pad), theirs)
+    assert np.array_equal(golden_fm_padding(x, pad), theirs)
 
 
 def test_derived_figures():

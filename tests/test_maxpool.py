@@ -9,16 +9,16 @@ from qonnx.util.basic import gen_finn_dt_tensor
 
 from layers.maxpool import StreamingMaxPool, StreamingMaxPoolSpec
 from memstream.packing import pack_words, unpack_words
-import golden
+from layers.maxpool import golden_maxpool
 from sim.harness import FULL_RATE, Backpressure, simulate_streams
-from tests.conftest import RANDOM_EXAMPLES, sampled_grid, simulators_under_test
+from tests.conftest import RANDOM_EXAMPLES, simulators_under_test
 
 
 def run(spec, frames, backpressure, simulator=None, seed=1, x=None):
     np.random.seed(seed)
     if x is None:
         x = gen_finn_dt_tensor(spec.dtype, (frames, *spec.img_dim, spec.num_channels))
-    expected = golden.maxpool_nhwc(x, spec.pool_dim, spec.ceil_mode)
+    expected = golden_maxpool(x, spec.pool_dim, spec.ceil_mode)
     words = pack_words(x.reshape(-1, spec.lanes), spec.dtype)
     result = simulate_streams(StreamingMaxPool(spec), inputs={"i": list(words)},
                               outputs={"o": len(x) * spec.out_words}, backpressure=backpressure, simulator=simulator)
@@ -31,42 +31,6 @@ def check(spec, simulator=None, seed=1):
     full = run(spec, 3, FULL_RATE, simulator, seed)
     assert full.steady_cycles("o", spec.out_words) == spec.exp_cycles
     run(spec, 3, Backpressure(seed=seed), simulator, seed)
-
-
-# FINN's grid (finn-conventions §13), plus floor mode in 1D. Illegal combinations are skipped: BIPOLAR
-# and a k that does not divide the image in 2D; PE is ignored in 2D, so only PE=1 there; ceil mode
-# changes nothing in 2D, so only ceil there.
-GRID_AXES = dict(dim=["1d", "2d"], dtype=["BIPOLAR", "INT4"], k=[2, 4], ifm=[4, 10], ch=[1, 3], pe=[1, 3],
-                 ceil=[True, False])
-
-
-def _legal(c):
-    if c["dim"] == "1d":
-        return c["dtype"] != "BIPOLAR" and c["ch"] % c["pe"] == 0
-    return c["ifm"] % c["k"] == 0 and c["pe"] == 1 and c["ceil"]
-
-
-def _grid(sample):
-    return sampled_grid(GRID_AXES, stride=13, sample=sample, legal=_legal)
-
-
-def _grid_case(case, simulator):
-    img, pool = ((1, case["ifm"]), (1, case["k"])) if case["dim"] == "1d" else (case["ifm"], case["k"])
-    spec = StreamingMaxPoolSpec(img, pool, case["ch"], case["pe"], case["ceil"], case["dtype"])
-    check(spec, simulator, seed=case["ifm"] * 10 + case["k"])
-
-
-@pytest.mark.sim
-@pytest.mark.parametrize("case", _grid(sample=True))
-def test_finn_grid(case, simulator):
-    _grid_case(case, simulator)
-
-
-@pytest.mark.slow
-@pytest.mark.sim
-@pytest.mark.parametrize("case", _grid(sample=False))
-def test_finn_grid_rest(case, simulator):
-    _grid_case(case, simulator)
 
 
 # Beyond the grid: non-square images and kernels, other datatypes.
@@ -153,7 +117,7 @@ def _onnx_maxpool(x, k, ceil_mode):
 def test_golden_matches_qonnx(shape, k, ceil_mode, dtype):
     np.random.seed(7)
     x = gen_finn_dt_tensor(DataType[dtype], shape)
-    assert np.array_equal(golden.maxpool_nhwc(x, k, ceil_mode), _onnx_maxpool(x, k, ceil_mode))
+    assert np.array_equal(golden_maxpool(x, k, ceil_mode), _onnx_maxpool(x, k, ceil_mode))
 
 
 @pytest.mark.parametrize("kwargs, message", [

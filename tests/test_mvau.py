@@ -1,4 +1,5 @@
-"""MVAU: bit-exact against golden over FINN's grid and larger shapes, exact SF*NF cycles, clear errors."""
+"""MVAU: bit-exact against golden on larger shapes and every option, exact SF*NF cycles, clear errors (FINN's
+grid: Op.examples, simulated by tests/test_op_grid.py)."""
 
 import itertools
 from dataclasses import replace
@@ -11,6 +12,7 @@ from hypothesis import strategies as st
 from qonnx.core.datatype import DataType
 from qonnx.util.basic import gen_finn_dt_tensor
 
+from layers.dotproduct import MEM_MODES
 from layers.mvau import MVAU, MVAUSpec
 from memstream.packing import pack_words, unpack_words
 from sim.harness import FULL_RATE, Backpressure, simulate_streams
@@ -39,51 +41,6 @@ def check(spec, frames=3, seed=1, simulator=None, backpressure_seed=None):
     assert full.steady_cycles("o", spec.nf * prod(spec.num_input_vectors)) == spec.exp_cycles
     bp = Backpressure(seed=seed if backpressure_seed is None else backpressure_seed)
     run_unit(MVAU(spec), spec, x, expected, bp, simulator)
-
-
-# FINN's grid (finn-conventions §13): mem_mode x act x wdt x idt x nf x sf with MW = MH = 16;
-# nf/sf = -1 means PE/SIMD = 1, 1 means fully parallel.
-MEM_MODES = ["internal_embedded", "internal_decoupled", "external"]
-ACTS = [None, "BIPOLAR", "INT4"]
-DTYPES = ["BIPOLAR", "INT4"]
-FOLDS = [-1, 2, 1]
-GRID = list(itertools.product(MEM_MODES, ACTS, DTYPES, DTYPES, FOLDS, FOLDS))
-
-
-def _fold(n, f):
-    return 1 if f == -1 else n // f
-
-
-def _grid_params(sample):
-    # The default suite takes every third (mem_mode, act, wdt, idt), which still reaches every mode, act and
-    # datatype, with the folds cycling through all nine (nf, sf) pairs; the full 324-case grid is a slow test.
-    folds = list(itertools.product(FOLDS, FOLDS))
-    params = []
-    for k, (mode, act, wdt, idt) in enumerate(itertools.product(MEM_MODES, ACTS, DTYPES, DTYPES)):
-        for j, (nf, sf) in enumerate(folds):
-            chosen = k % 3 == 0 and j == (k // 3) % len(folds)
-            if chosen == sample:
-                params.append(pytest.param(mode, act, wdt, idt, nf, sf, id=f"{mode}-{act}-w{wdt}-i{idt}-nf{nf}-sf{sf}"))
-    return params
-
-
-def _grid_case(mode, act, wdt, idt, nf, sf, simulator):
-    spec = make_spec(16, 16, _fold(16, sf), _fold(16, nf), idt, wdt, act, seed=len(mode) + nf + 3 * sf,
-                     mem_mode=mode)
-    check(spec, frames=3, simulator=simulator)
-
-
-@pytest.mark.sim
-@pytest.mark.parametrize("mode, act, wdt, idt, nf, sf", _grid_params(sample=True))
-def test_finn_grid(mode, act, wdt, idt, nf, sf, simulator):
-    _grid_case(mode, act, wdt, idt, nf, sf, simulator)
-
-
-@pytest.mark.slow
-@pytest.mark.sim
-@pytest.mark.parametrize("mode, act, wdt, idt, nf, sf", _grid_params(sample=False))
-def test_finn_grid_rest(mode, act, wdt, idt, nf, sf, simulator):
-    _grid_case(mode, act, wdt, idt, nf, sf, simulator)
 
 
 @pytest.mark.sim

@@ -15,6 +15,7 @@ from rtlgen.backend.simulate import simulate_chain, simulated_fifo_depths
 from rtlgen.ir.graph import HWNode, words_per_frame
 from rtlgen.report.graph import graph_report
 import golden
+from layers.mvau import golden_mvau
 from sim.harness import FULL_RATE, Backpressure
 
 VECS = 4        # vectors per frame of the MLP chain (so a frame is long enough for a 2 % throughput check)
@@ -45,8 +46,8 @@ def mlp_golden(nodes, x):
     x = x.reshape(x.shape[0], -1, 8)
     p0, p1, p2 = (n.params for n in nodes)
     y = golden.multithreshold(x, p0["thresholds"])
-    y = golden.mvau(y, p1["weights"], p1["thresholds"])
-    return golden.mvau(y, p2["weights"])
+    y = golden_mvau(y, p1["weights"], p1["thresholds"])
+    return golden_mvau(y, p2["weights"])
 
 
 def swg_nodes(seed=1):
@@ -65,7 +66,7 @@ def swg_nodes(seed=1):
 
 def swg_golden(nodes, x):
     """x (frames, 5, 5, 2) -> (frames, 3, 3, 4)."""
-    return golden.mvau(golden.im2col(x.reshape(x.shape[0], 5, 5, 2), (3, 3)), nodes[1].params["weights"])
+    return golden_mvau(golden.im2col(x.reshape(x.shape[0], 5, 5, 2), (3, 3)), nodes[1].params["weights"])
 
 
 def stream(nodes, x, frames, *, chain=None, backpressure=FULL_RATE, simulator=None, garbage_seed=None):
@@ -269,7 +270,7 @@ def test_window_gaps_cost_no_cycles_behind_a_narrowing_dwc(simulator):
     assert order[order.index("ConvolutionInputGenerator") + 1:][:2] == ["StreamingFIFO", "StreamingDataWidthConverter"]
     frames = 8
     x = np.random.default_rng(7).integers(0, 4, size=(frames, 8, 8, 2))
-    expected = golden.mvau(golden.im2col(np.pad(x, ((0, 0), (1, 1), (1, 1), (0, 0))), (3, 3)),
+    expected = golden_mvau(golden.im2col(np.pad(x, ((0, 0), (1, 1), (1, 1), (0, 0))), (3, 3)),
                            nodes[2].params["weights"])
     ii = max(n.spec().exp_cycles for n in nodes)
     assert ii == 128

@@ -9,15 +9,16 @@ from qonnx.util.basic import gen_finn_dt_tensor, qonnx_make_model
 
 from memstream.packing import pack_words, unpack_words
 import golden
+from swg import golden_depthwise_windows
 from sim.harness import FULL_RATE, Backpressure, simulate_streams
 from swg import ConvolutionInputGenerator, SWGSpec
-from tests.conftest import RANDOM_EXAMPLES, sampled_grid, simulators_under_test, verilog_once
+from tests.conftest import RANDOM_EXAMPLES, simulators_under_test, verilog_once
 
 
 def expected_windows(spec, x):
     """The output tensor in emission order, from the golden Im2Col (reordered for depthwise)."""
     if spec.depthwise:
-        return golden.depthwise_windows(x, spec.kernel, spec.simd, spec.stride, spec.dilation)
+        return golden_depthwise_windows(x, spec.kernel, spec.simd, spec.stride, spec.dilation)
     return golden.im2col(x, spec.kernel, spec.stride, spec.dilation)
 
 
@@ -40,41 +41,14 @@ def check(spec, simulator=None, seed=1):
     run(spec, 2, Backpressure(seed=seed), simulator, seed)
 
 
-# FINN's grid (finn-conventions §13). Unlike FINN, the default style also takes stride > kernel.
-GRID_AXES = dict(idt=["INT2", "UINT4"], k=[(2, 2), (3, 3), (1, 5)], ifm=[(8, 8), (1, 21)], c=[2, 4],
-                 stride=[(1, 1), (2, 2), (2, 1)], dilation=[(1, 1), (2, 2), (2, 1)], simd=[1, 2, 4],
-                 dw=[False, True], parallel=[False, True])
-
-
-def _legal(case):
-    (kh, kw), (h, w), (dh, dw) = case["k"], case["ifm"], case["dilation"]
-    if case["c"] % case["simd"] or dh * (kh - 1) + 1 > h or dw * (kw - 1) + 1 > w:
-        return False
-    if case["parallel"] and not case["dw"] and case["simd"] != case["c"]:
-        return False                    # a clear error instead: test_illegal_specs
-    return True
-
-
 def _spec(case, **kwargs):
     return SWGSpec(case["ifm"], case["c"], case["k"], case["idt"], simd=case["simd"], stride=case["stride"],
                    dilation=case["dilation"], depthwise=case["dw"], parallel_window=case["parallel"], **kwargs)
 
 
-@pytest.mark.sim
-@pytest.mark.parametrize("case", sampled_grid(GRID_AXES, stride=89, sample=True, legal=_legal))
-def test_grid(case, simulator):
-    check(_spec(case), simulator)
-
-
-@pytest.mark.sim
-@pytest.mark.slow
-@pytest.mark.parametrize("case", sampled_grid(GRID_AXES, stride=89, sample=False, legal=_legal))
-def test_grid_rest(case, simulator):
-    check(_spec(case), simulator)
-
-
-# Shapes the grid misses, each in one style: non-square images and kernels, stride above the kernel,
-# a 1x1 kernel with stride, CNV-like full-SIMD windows; block RAM buffers.
+# Shapes FINN's grid (Op.examples, simulated by tests/test_op_grid.py) misses, each in one style:
+# non-square images and kernels, stride above the kernel, a 1x1 kernel with stride, CNV-like full-SIMD
+# windows; block RAM buffers.
 SHAPES = [
     dict(ifm=(6, 11), c=3, k=(3, 2), stride=(1, 2), dilation=(1, 1), simd=1, dw=False, parallel=False),
     dict(ifm=(6, 11), c=3, k=(3, 2), stride=(1, 2), dilation=(1, 1), simd=1, dw=True, parallel=True),
@@ -147,7 +121,7 @@ def test_depthwise_golden_is_vvau_order():
     windows = golden.im2col(x, (3, 3), (1, 1), (1, 1)).reshape(1, 3, 3, 9, 6)
     spec = VVAUSpec(6, (3, 3), (3, 3), pe=3, simd=3, input_dtype="UINT2", weight_dtype="INT2",
                     weights=np.zeros((6, 1, 3, 3)))
-    assert np.array_equal(golden.depthwise_windows(x, (3, 3), 3).reshape(-1), spec.input_order(windows).reshape(-1))
+    assert np.array_equal(golden_depthwise_windows(x, (3, 3), 3).reshape(-1), spec.input_order(windows).reshape(-1))
 
 
 @pytest.mark.parametrize("kwargs, message", [

@@ -1,4 +1,5 @@
-"""Thresholding: bit-exact against golden over FINN's grid, one word per cycle, clear errors."""
+"""Thresholding: bit-exact against golden, one word per cycle, clear errors (FINN's grid: Op.examples,
+simulated by tests/test_op_grid.py)."""
 
 from math import prod
 
@@ -13,7 +14,7 @@ from layers.thresholding import Thresholding, ThresholdingSpec, ThresholdTable
 from memstream.packing import pack_words, unpack_words
 import golden
 from sim.harness import FULL_RATE, Backpressure, simulate_streams
-from tests.conftest import RANDOM_EXAMPLES, sampled_grid, simulators_under_test
+from tests.conftest import RANDOM_EXAMPLES, simulators_under_test
 
 
 def make_spec(channels, pe, idt, tdt, act, vecs=(1,), narrow=False, per_tensor=False, seed=0, **kwargs):
@@ -43,38 +44,6 @@ def check(spec, simulator=None, seed=1):
     full = run(spec, 3, FULL_RATE, simulator, seed)
     assert full.steady_cycles("o", spec.exp_cycles) == spec.exp_cycles
     run(spec, 3, Backpressure(seed=seed), simulator, seed)
-
-
-# FINN's grid (finn-conventions §13) without the hls/rtl axis (one implementation here).
-GRID_AXES = dict(channels=[6, 16], vecs=[(1,), (1, 2, 2)], act=["INT4", "BIPOLAR"],
-                 types=[("INT8", "INT8"), ("INT8", "INT9"), ("UINT8", "UINT8"), ("UINT8", "UINT9")],
-                 fold=[-1, 1, 2], narrow=[False, True], per_tensor=[False, True])
-
-
-def _grid(sample):
-    # a 1-step (BIPOLAR) quantizer has no narrow form
-    return sampled_grid(GRID_AXES, stride=29, sample=sample, legal=lambda c: not (c["act"] == "BIPOLAR" and c["narrow"]))
-
-
-def _grid_case(case, simulator):
-    c = case["channels"]
-    pe = {-1: 1, 1: c, 2: c // 2}[case["fold"]]
-    idt, tdt = case["types"]
-    spec = make_spec(c, pe, idt, tdt, case["act"], case["vecs"], case["narrow"], case["per_tensor"], seed=c + pe)
-    check(spec, simulator)
-
-
-@pytest.mark.sim
-@pytest.mark.parametrize("case", _grid(sample=True))
-def test_finn_grid(case, simulator):
-    _grid_case(case, simulator)
-
-
-@pytest.mark.slow
-@pytest.mark.sim
-@pytest.mark.parametrize("case", _grid(sample=False))
-def test_finn_grid_rest(case, simulator):
-    _grid_case(case, simulator)
 
 
 @pytest.mark.sim

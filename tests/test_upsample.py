@@ -11,7 +11,7 @@ from qonnx.util.basic import gen_finn_dt_tensor
 
 from layers.upsample import UpsampleNearestNeighbour, UpsampleNearestNeighbourSpec
 from memstream.packing import pack_words, unpack_words
-import golden
+from layers.upsample import golden_upsample
 from sim.harness import FULL_RATE, Backpressure, simulate_streams
 from tests.conftest import RANDOM_EXAMPLES, verilog_once
 
@@ -33,14 +33,14 @@ def onnx_resize(x_nchw, scales):
 @pytest.mark.parametrize("factor", [(2, 2), (3, 1), (1, 2), (2, 3)])
 def test_golden_equals_onnx_resize(factor):
     x = np.random.default_rng(0).integers(-8, 8, (2, 3, 4, 5))            # NCHW
-    ours = golden.upsample_nearest(x.transpose(0, 2, 3, 1), factor)
+    ours = golden_upsample(x.transpose(0, 2, 3, 1), factor)
     assert np.array_equal(ours.transpose(0, 3, 1, 2), onnx_resize(x, factor))
 
 
 def run(spec, frames, backpressure, seed=1):
     np.random.seed(seed)
     x = gen_finn_dt_tensor(spec.dtype, (frames, *spec.ifm_dim, spec.num_channels))
-    expected = golden.upsample_nearest(x, spec.factor)
+    expected = golden_upsample(x, spec.factor)
     words = pack_words(x.reshape(-1, spec.simd), spec.dtype)
     out_words = spec.exp_cycles
     result = simulate_streams(verilog_once(UpsampleNearestNeighbour, spec), inputs={"i": list(words)},

@@ -1,4 +1,5 @@
-"""VVAU: depthwise products bit-exact against golden over FINN's grid, exact cycles, clear errors."""
+"""VVAU: depthwise products bit-exact against golden, exact cycles, clear errors (FINN's grid: Op.examples,
+simulated by tests/test_op_grid.py)."""
 
 import itertools
 
@@ -10,9 +11,9 @@ from qonnx.core.datatype import DataType
 from qonnx.util.basic import gen_finn_dt_tensor
 
 from layers.vvau import VVAU, VVAUSpec
-import golden
+from layers.vvau import golden_vvau
 from sim.harness import FULL_RATE, Backpressure
-from tests.conftest import RANDOM_EXAMPLES, sampled_grid
+from tests.conftest import RANDOM_EXAMPLES
 from tests.mvau_util import activation_args, run_unit
 
 
@@ -31,42 +32,13 @@ def check(spec, frames=2, seed=1, simulator=None):
     """Random windows in plain (..., K, C) order; the stream carries them in the depthwise SWG order."""
     np.random.seed(seed)
     windows = gen_finn_dt_tensor(spec.input_dtype, (frames, *spec.dim, spec.in_elems, spec.channels))
-    expected = golden.vvau(windows, spec.weight_matrix(), spec.thresholds, spec.act_val, spec.xnor,
+    expected = golden_vvau(windows, spec.weight_matrix(), spec.thresholds, spec.act_val, spec.xnor,
                            spec.output_dtype.name == "BIPOLAR")
     x = spec.input_order(windows)
     lanes = spec.simd * spec.pe
     full = run_unit(VVAU(spec), spec, x, expected, FULL_RATE, simulator, in_lanes=lanes)
     assert full.steady_cycles("o", spec.nf * spec.dim[0] * spec.dim[1]) == spec.exp_cycles
     run_unit(VVAU(spec), spec, x, expected, Backpressure(seed=seed), simulator, in_lanes=lanes)
-
-
-# FINN's grid (finn-conventions §13); illegal folds (PE not dividing C, SIMD not dividing K) are skipped.
-GRID_AXES = dict(idt=["BIPOLAR", "UINT4"], wdt=["BIPOLAR", "UINT4"], act=["BIPOLAR", "UINT4", None],
-                 pe=[1, 3, 6], simd=[1, 9], dim=[(10, 10), (10, 1)], kernel=[(3, 3), (3, 1)], channels=[3, 6])
-
-
-def _grid(sample):
-    return sampled_grid(GRID_AXES, stride=37, sample=sample,
-                        legal=lambda c: c["channels"] % c["pe"] == 0 and (c["kernel"][0] * c["kernel"][1]) % c["simd"] == 0)
-
-
-def _grid_case(case, simulator):
-    spec = make_spec(case["channels"], case["kernel"], case["dim"], case["pe"], case["simd"], case["idt"],
-                     case["wdt"], case["act"], seed=case["pe"] + case["simd"])
-    check(spec, simulator=simulator)
-
-
-@pytest.mark.sim
-@pytest.mark.parametrize("case", _grid(sample=True))
-def test_finn_grid(case, simulator):
-    _grid_case(case, simulator)
-
-
-@pytest.mark.slow
-@pytest.mark.sim
-@pytest.mark.parametrize("case", _grid(sample=False))
-def test_finn_grid_rest(case, simulator):
-    _grid_case(case, simulator)
 
 
 @pytest.mark.sim

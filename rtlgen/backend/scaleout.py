@@ -24,6 +24,7 @@ measured II), its utilisation and the receive buffer it needed.
 """
 
 import json
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -34,13 +35,14 @@ from amaranth.lib.wiring import In, Out
 
 from galapagos.bridges import (FromGalapagos, FromGalapagosSpec, ToGalapagos, ToGalapagosSpec, flit_layout,
                                max_packet_flits)
-from boards.yosys import XC7Z020, check_fits, synthesize
+from boards.yosys import XC7Z020, YosysError, check_fits, synthesize
 from galapagos.cluster import Device, Kernel, check_cluster, logical_xml, map_xml, sw_kernel
 from galapagos.link import DEFAULT_LATENCY, PROBES, LinkModel, LinkSpec
 from memstream.packing import padded_width
 from rtlgen.analyses.timing import tensor_words
 from rtlgen.backend import stitch
 from rtlgen.backend.compile import DEVICE
+from rtlgen.backend.jobs import completed
 from rtlgen.backend.layer_verilog import convert
 from rtlgen.backend.simulate import simulate_chain
 from rtlgen.costmodel import estimate
@@ -377,12 +379,19 @@ def build_kernels(out, *, say=lambda line: None, device_capacity=None, check=Tru
     (:class:`rtlgen.errors.BuildError`) after every kernel has been reported."""
     capacity = device_capacity or XC7Z020
     plan, devices = load_cluster(out)
-    results = []
-    for report, verilog in devices:
-        where = Path(out) / f"device{report['index']}" / "build" / "yosys"
+    for report, _ in devices:
         say(f"device {report['index']}: Yosys synth_xilinx of {report['top']} (kernel and bridges)")
-        synth = synthesize(verilog, top=report["top"], workdir=where, hierarchy=True,
-                           children_of=report["accelerator"])
+    results = [None] * len(devices)
+    # the kernels synthesize in parallel (rtlgen.backend.jobs: a process each, or --cluster)
+    kernels = [(verilog, report["top"], report["accelerator"]) for report, verilog in devices]
+    for k, (synth, files, failure) in completed(synthesize_kernel, kernels):
+        report = devices[k][0]
+        where = Path(out) / f"device{report['index']}" / "build" / "yosys"
+        where.mkdir(parents=True, exist_ok=True)
+        for name, data in files.items():
+            (where / name).write_bytes(data)
+        if failure is not None:
+            raise BuildError(f"device {report['index']}: {failure}; log: {where / 'yosys.log'}")
         over = check_fits(synth, capacity)
         row = synth.as_row()
         estimates = {layer["name"]: layer["estimate"] for layer in report["layers"]}
@@ -395,11 +404,24 @@ def build_kernels(out, *, say=lambda line: None, device_capacity=None, check=Tru
         say(f"device {report['index']}: LUT {result['lut_including_memory']:,} (incl. LUTRAM/SRL), FF {row['ff']:,}, "
             f"BRAM36 {row['bram36'] + row['bram18'] / BRAM18_PER_BRAM36:g}, DSP {row['dsp']} -> "
             + ("fits the xc7z020" if not over else "OVER: " + "; ".join(over)))
-        results.append(result)
+        results[k] = result
     bad = [r for r in results if not r["fits"]]
     if bad and check:
         raise BuildError(f"device {bad[0]['index']} does not fit the xc7z020: {'; '.join(bad[0]['over'])}")
     return results
+
+
+def synthesize_kernel(kernel):
+    """(SynthReport or None, {file name: bytes}, Yosys's error line or None) of one device's kernel
+    ``(verilog, top, accelerator)`` synthesized in a temporary directory: a job that may run on another
+    machine, the caller writing the files (the log of a failed run too) into OUT."""
+    verilog, top, accelerator = kernel
+    with tempfile.TemporaryDirectory(prefix="rtlgen-kernel-") as tmp:
+        try:
+            synth, failure = synthesize(verilog, top=top, workdir=tmp, hierarchy=True, children_of=accelerator), None
+        except YosysError as exc:
+            synth, failure = None, f"yosys failed on {top!r} during {exc.step}: {exc.error}"  # its log: in OUT
+        return synth, {p.name: p.read_bytes() for p in sorted(Path(tmp).iterdir()) if p.is_file()}, failure
 
 
 def write_plan(part, out, *, board="pynq-z2"):
