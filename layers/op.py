@@ -255,8 +255,9 @@ class Op:
     the order FINN's SetFolding raises them, each with its legal values as a function of the network's
     parameters (e.g. ``{"PE": divisors_of("num_channels")}``). ``finn_names`` maps the other spec fields
     to FINN attribute names (``model_hw.onnx`` is written with them); ``old_names`` are the op's names in
-    older FINN versions. Its ``golden`` hook computes the op from the independent numpy math of
-    :mod:`golden` (``layers`` may import ``golden``, which imports nothing of the project).
+    older FINN versions. Its ``golden`` hook applies the module's ``golden_<op>``: the op on numpy from its
+    definition, reading nothing of the hardware, built from the shared math of :mod:`golden` (which imports
+    nothing of the project).
     """
     op_type: str
     spec: type
@@ -280,7 +281,7 @@ class Op:
     folded_with: Callable = None    # folded_with(ctx, node): the node whose folding follows this one's
                                     # (a depthwise SWG follows its VVAU), or None
     golden: Callable = None         # golden(spec, inputs, producer_spec) -> outputs: its numpy reference
-                                    # (from golden); inputs: per stream, integers (batch, vectors,
+                                    # (the module's golden_<op>); inputs: per stream, integers (batch, vectors,
                                     # elements), the folded shape with its last two dimensions merged;
                                     # one array (every output) or a list (one per output)
     finn_import: Callable = None    # finn_import(ctx, attrs, params, folding): fix-ups, in place, of what
