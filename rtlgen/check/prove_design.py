@@ -18,7 +18,7 @@ from rtlgen.ir.graph import OPS, HWNode, canonical_op_type
 from sim.outdir import OutError, read_design
 from sim import outdir, progress
 
-__all__ = ["prove_out", "prove_node", "design_nodes", "cluster_nodes", "BridgeOp", "REPORT"]
+__all__ = ["prove_out", "design_nodes", "cluster_nodes", "BridgeOp", "REPORT"]
 
 REPORT = "prove/report.json"        # in OUT: the last `rtlgen prove`'s outcomes, one per node
 
@@ -45,7 +45,7 @@ def design_nodes(out):
 
 @dataclass(frozen=True)
 class BridgeOp:
-    """What :func:`prove_node` needs of an Op, for a Galapagos bridge (no Op of the layer registry: the
+    """What :func:`prove_out` needs of an Op, for a Galapagos bridge (no Op of the layer registry: the
     stitcher never places one; :mod:`rtlgen.backend.scaleout` puts them around a device's layers)."""
     op_type: str
     component: type
@@ -147,18 +147,6 @@ def _job(op, spec, *, depth=None, timeout=None):
     small, change = small_instance(op, spec)
     track = op.role if op.role in TRACKED_ROLES else None
     return ProofJob(small, op.component, track, depth, False, timeout), change
-
-
-def prove_node(name, op, spec, *, depth=None, keep=None, use_cache=True, timeout=None):
-    """The :class:`rtlgen.check.prove.Outcome` of one node of a design (a small instance of it where it is
-    too large), proven in this process."""
-    started = time.monotonic()
-    job, change = _job(op, spec, depth=depth, timeout=timeout)
-    key = job.key()
-    outcome = (cached_outcome(name, key, started) if use_cache else None) or finish(name, solve(job), keep=keep,
-                                                                                      key=key)
-    outcome.instance = change
-    return outcome
 
 
 def prove_out(out, *, depth=None, node=None, report=print, timeout=None, jobs=None, cluster=None):
