@@ -22,6 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
+from rtlgen.backend import jobs
 from rtlgen.backend.build import build as build_design
 from rtlgen.check.verify import simulate_model, verify_outputs
 from rtlgen.errors import CompileError, CompileWarning
@@ -91,7 +92,8 @@ class Design:
                      inputs=inputs, force=force, say=say)
 
 
-def compile(model, out, *, config=None, keep_intermediate=None, force=False, say=None, warn=None, **options):
+def compile(model, out, *, config=None, keep_intermediate=None, force=False, say=None, warn=None, cluster=None,
+            **options):
     """Compile ``model`` (a QONNX / FINN-ONNX file) into the directory ``out`` and return its
     :class:`Design`. ``out`` is new, empty, or an earlier compile's output (``force``: any directory);
     the design is built beside it and swapped in at the end, keeping files that are not rtlgen's (see
@@ -103,7 +105,8 @@ def compile(model, out, *, config=None, keep_intermediate=None, force=False, say
     options', the compiler's, a design over the board or short of ``target_fps``; without ``warn`` they are
     Python warnings of :class:`rtlgen.errors.CompileWarning`) and for each of the user's files renamed to
     make way. The compile's warnings are kept in report.json (``"warnings"``, :attr:`Design.warnings`) and
-    report.html."""
+    report.html. ``cluster``: a Dask scheduler's address (`--cluster`) for the layers' Verilog conversion
+    (:mod:`rtlgen.backend.jobs`; default ``$RTLGEN_CLUSTER``, else a process per core here)."""
     # onnx: loaded by a compile only, so the command line's errors on an existing OUT stay fast
     from rtlgen.backend.emit import write_outputs
     from rtlgen.backend.compile import compile_model
@@ -113,11 +116,13 @@ def compile(model, out, *, config=None, keep_intermediate=None, force=False, say
     options = CompileOptions.create(**options).check()
     if keep_intermediate not in (None, True):
         _check_keep(keep_intermediate)
+    jobs.connect(cluster)       # a cluster that cannot be used is said before OUT is touched
     with replacing(out, force=force, model=model, warn=warn) as new, _kept_warnings(warn) as kept:
         keep = _inside(keep_intermediate, out, new)
         for line in options.warnings():
             warnings.warn(line, CompileWarning, stacklevel=2)
-        compiled = compile_model(model, options, say=say or (lambda line: None), keep=keep)
+        with jobs.using(cluster=cluster):
+            compiled = compile_model(model, options, say=say or (lambda line: None), keep=keep)
         with progress.step(f"writing the design into {out}"):
             write_outputs(compiled, new)
         for line in _design_warnings(json.loads((new / outdir.REPORT).read_text()), options):

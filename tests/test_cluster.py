@@ -6,6 +6,7 @@ one line and exit 2."""
 
 import os
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -112,6 +113,11 @@ def test_a_cluster_that_cannot_be_used_is_one_line(tmp_path, capsys, monkeypatch
         assert main(["prove", str(out), "--cluster", address]) == 2
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and f"--cluster {address}: {words}" in err[0] and "dask scheduler" in err[0], err
+
+    from rtlgen import api          # the API says it before the compile touches OUT
+    with pytest.raises(jobs.ClusterError, match="--cluster tcp://127.0.0.1:1: no Dask scheduler reached"):
+        api.compile(Path(__file__).parent / "models" / "digits_tfc_w1a1i1_clean.onnx", out, cluster="tcp://127.0.0.1:1")
+    assert not out.exists()
 
     monkeypatch.setenv(jobs.ENV, "tcp://127.0.0.1:1")
     monkeypatch.setitem(sys.modules, "distributed", None)          # as if not installed
