@@ -172,6 +172,55 @@ def test_a_transposed_sequence_requantized_then_read_by_weights_is_refused(tmp_p
         lower(load_model(tmp_path / "flip_requant.onnx"))
 
 
+
+def _between_two_products(tmp_path, name, middle, consts, tokens=8):
+    """x (1, 8, 16) -> quantizer -> MatMul (weights) -> quantizer -> ``middle`` (its nodes read "hq" and end in
+    "mq") -> MatMul (weights) -> y: an attention-shaped op inside a sequence, not at the graph's edge."""
+    import onnx
+    from onnx import TensorProto, helper
+    consts = consts + [helper.make_tensor(n, TensorProto.FLOAT, [], [v])
+                       for n, v in (("s", 0.5), ("z", 0.0), ("b", 4.0))]
+    consts.append(helper.make_tensor("w", TensorProto.FLOAT, [16, 16], np.ones(256)))
+    quant = dict(domain="qonnx.custom_op.general", signed=1, rounding_mode="ROUND")
+    nodes = [helper.make_node("Quant", ["x", "s", "z", "b"], ["q"], narrow=0, name="in_quant", **quant),
+             helper.make_node("Quant", ["w", "s", "z", "b"], ["wq"], narrow=1, name="w_quant", **quant),
+             helper.make_node("MatMul", ["q", "wq"], ["h"], name="fc1"),
+             helper.make_node("Quant", ["h", "s", "z", "b"], ["hq"], narrow=0, name="h_quant", **quant),
+             *middle,
+             helper.make_node("Quant", ["m", "s", "z", "b"], ["mq"], narrow=0, name="m_quant", **quant),
+             helper.make_node("MatMul", ["mq", "wq"], ["y"], name="fc2")]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8, 16])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, tokens, 16])], consts)
+    path = tmp_path / f"{name}.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17),
+                                                      helper.make_opsetid("qonnx.custom_op.general", 1)]), str(path))
+    return path
+
+
+def test_a_layernorm_a_class_token_and_a_positional_embedding_are_refused_naming_the_node(tmp_path):
+    """What a ViT may hold that the hardware cannot take yet: each refused naming the node and why."""
+    from onnx import TensorProto, helper
+    vector = lambda name, values: helper.make_tensor(name, TensorProto.FLOAT, np.shape(values), np.ravel(values))
+    layernorm = _between_two_products(
+        tmp_path, "layernorm",
+        [helper.make_node("LayerNormalization", ["hq", "g", "beta"], ["m"], axis=-1, name="norm")],
+        [vector("g", np.ones(16)), vector("beta", np.zeros(16))])
+    with pytest.raises(CompileError, match=r"^node norm \(LayerNormalization\) cannot be mapped to hardware \(no "
+                                           r"LayerNorm is mapped yet: .* fc2 \(MatMul\) comes after it"):
+        lower(load_model(layernorm))
+    class_token = _between_two_products(
+        tmp_path, "class_token", [helper.make_node("Concat", ["cls", "hq"], ["m"], axis=1, name="cls_concat")],
+        [vector("cls", np.ones((1, 1, 16)))], tokens=9)
+    with pytest.raises(CompileError, match=r"^node cls_concat \(Concat\) cannot be mapped to hardware \(it joins a "
+                                           r"constant, a class token, to a stream"):
+        lower(load_model(class_token))
+    position = _between_two_products(
+        tmp_path, "position", [helper.make_node("Add", ["hq", "pos"], ["m"], name="pos_embed")],
+        [vector("pos", (np.arange(128) % 3 * 0.5).reshape(1, 8, 16))])
+    with pytest.raises(CompileError, match=r"^node pos_embed \(Add\): per-channel or per-token float ops .*\(up to "
+                                           r"quantizer m_quant\) are not supported, e.g. a positional embedding"):
+        lower(load_model(position))
+
 # --- the ops alone ------------------------------------------------------------------------------
 
 def test_transposed_order_reads_the_stream_as_its_transpose():

@@ -179,6 +179,11 @@ class _Lowering(ModelLoweringContext):
                     f"only a product by constant weights, or a MatMul of two streams, maps")
         if node.op_type in COMPUTE_OPS:
             return ""
+        if node.op_type == "LayerNormalization":       # issue 41: Brevitas exports no quantized LayerNorm
+            return " (no LayerNorm is mapped yet: it needs each token's mean and variance)"
+        if node.op_type == "Concat" and any(self.model.get_initializer(i) is not None for i in node.input):
+            return (" (it joins a constant, a class token, to a stream: only streams are concatenated; mean pooling "
+                    "over the tokens is mapped)")
         if any(i not in self.streams and self.model.get_initializer(i) is None for i in node.input[1:] if i) \
                 and node.op_type in ELEMENTWISE_OPS:
             return ": one of its inputs is neither a stream nor a constant"

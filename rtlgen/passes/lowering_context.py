@@ -386,8 +386,12 @@ class ModelLoweringContext:
         sequence = len(out_shape) == 3     # (batch, tokens, features): a stream of token vectors
         channels = out_shape[-1] if sequence else out_shape[1]
         if sequence and not per_tensor:
-            raise CompileError(f"node {quantizer.name} ({quantizer.op_type}): per-channel float ops or quantizers on "
-                               f"the sequence {t.name} of shape {t.shape} are not supported; legal: per-tensor ones")
+            # name the node with the constants (a positional embedding is an Add of a (1, tokens, features) one)
+            culprit = next((n for n in chain_nodes + [quantizer] if not per_tensor_node(model, n)), quantizer)
+            raise CompileError(f"node {culprit.name} ({culprit.op_type}): per-channel or per-token float ops or "
+                               f"quantizers on the sequence {t.name} of shape {t.shape} (up to quantizer "
+                               f"{quantizer.name}) are not supported, e.g. a positional embedding; legal: per-tensor "
+                               f"ones")
         if np.ndim(t.scale) and np.size(t.scale) != channels:
             raise CompileError(f"node {quantizer.name} ({quantizer.op_type}) reads {t.name} of shape {t.shape}, whose "
                                f"scale has {np.size(t.scale)} values per channel, not one for each of its "
