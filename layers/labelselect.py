@@ -290,7 +290,8 @@ def _examples():
     """The top 2 of 8 labels, then FINN's grid (fold -1: PE = 1, else PE = Labels / fold)."""
     grid = dict(idt=["UINT8", "UINT16", "INT16"], labels=[10, 100], k=[1, 5], fold=[-1, 2, 10])
     return [(dict(labels=8, k=2, input_dtype="INT4"), {"PE": 2}),
-            *grid_examples(grid, lambda c: (dict(labels=c["labels"], k=c["k"], input_dtype=c["idt"], num_input_vectors=(2,)),
+            *grid_examples(grid, lambda c: (dict(labels=c["labels"], k=c["k"], input_dtype=c["idt"],
+                                                 num_input_vectors=(2,)),
                                             {"PE": 1 if c["fold"] == -1 else c["labels"] // c["fold"]}), stride=13)]
 
 

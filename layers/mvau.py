@@ -16,8 +16,8 @@ from qonnx.core.datatype import DataType
 from layers.datapath import legal_divisors
 from layers.thresholding import ThresholdTable
 from layers.dotproduct import MEM_MODES, POPCOUNTS, UnitSpec, XNOR_ROM_WORDS, check_positive
-from layers.dotproduct_hooks import (UNIT_FOLDING, activation_choices, example_activation, finn_import_unit, lower_dot_product,
-                                     multiplier_kind, unit_finn_export)
+from layers.dotproduct_hooks import (UNIT_FOLDING, activation_choices, example_activation, finn_import_unit,
+                                     lower_dot_product, multiplier_kind, unit_finn_export)
 from layers.dotproduct_unit import DotProductUnit
 from layers.distributed import DistributedUnit, check_distributed, distributed_plan
 from layers.op import Example, Lowering, Op, divisors_of, random_elements

@@ -20,7 +20,8 @@ from typing import Callable, NamedTuple, Protocol, runtime_checkable
 import numpy as np
 from qonnx.core.datatype import DataType
 
-__all__ = ["Op", "Example", "examples_of", "grid_examples", "random_elements", "FoldContext", "FinnImportContext", "LayerSpec", "Resources", "StreamContract", "OneDatatype", "OneWidth", "divisors", "divisors_of", "discover",
+__all__ = ["Op", "Example", "examples_of", "grid_examples", "random_elements",
+           "FoldContext", "FinnImportContext", "LayerSpec", "Resources", "StreamContract", "OneDatatype", "OneWidth", "divisors", "divisors_of", "discover",
            "input_dtypes", "input_widths",
            "Lowering", "LoweringContext", "REGISTRY", "register", "unregister",
            "ArrayMemo"]

@@ -14,7 +14,8 @@ from layers.datapath import (ChannelFolded, check_dtype, dtype_for_range, dtype_
                              output_stage, register, wrapping_increment)
 from layers.fifo import StreamingFIFO, output_fifo_spec
 from layers.timing import Timing, as_cycles, one_to_one, take_when_ready
-from layers.op import Lowering, OneDatatype, OneWidth, Op, Resources, StreamContract, divisors_of, grid_examples
+from layers.op import (Example, Lowering, OneDatatype, OneWidth, Op, Resources, StreamContract, divisors_of,
+                       grid_examples)
 from layers import small
 from layers.small import shrink_channels
 import golden
@@ -532,13 +533,22 @@ def _add_examples():
 
 
 def _duplicate_examples():
-    """A stream copied three ways."""
-    return [(dict(num_channels=4, num_output_streams=3, dtype="INT2", num_input_vectors=(1, 2)), {"PE": 2})]
+    """A stream copied three ways, then (outputs, channels, PE, datatype, vectors) cases, the last two slow."""
+    cases = [(2, 8, 2, "INT4", (1, 3, 3)), (3, 6, 3, "UINT2", (1, 4)), (2, 1, 1, "BIPOLAR", (5,)),
+             (3, 16, 16, "INT8", (1, 2))]
+    return [(dict(num_channels=4, num_output_streams=3, dtype="INT2", num_input_vectors=(1, 2)), {"PE": 2}),
+            *(Example(dict(num_channels=c, num_output_streams=n, dtype=dtype, num_input_vectors=vecs), {"PE": pe},
+                      slow=k >= 2) for k, (n, c, pe, dtype, vecs) in enumerate(cases))]
 
 
 def _concat_examples():
-    """Two streams of 4 and 2 channels side by side."""
-    return [(dict(channels_per_stream=(4, 2), dtype="INT2", num_input_vectors=(1, 2)), {"SIMD": 2})]
+    """Two streams of 4 and 2 channels side by side, then (channels per stream, SIMD, datatype, vectors)
+    cases, the last three slow."""
+    cases = [((2, 4), 2, "INT4", (1, 3, 3)), ((3, 1, 5), 1, "UINT8", (1, 4)), ((8, 16), 8, "BIPOLAR", (1, 2)),
+             ((6, 3, 9), 3, "INT2", (1, 2, 2)), ((4, 4), 4, "INT8", (7,))]
+    return [(dict(channels_per_stream=(4, 2), dtype="INT2", num_input_vectors=(1, 2)), {"SIMD": 2}),
+            *(Example(dict(channels_per_stream=chans, dtype=dtype, num_input_vectors=vecs), {"SIMD": simd}, slow=k >= 2)
+              for k, (chans, simd, dtype, vecs) in enumerate(cases))]
 
 
 OPS = (

@@ -15,7 +15,7 @@ from amaranth.lib.memory import Memory
 from layers.datapath import PixelFolded, positive_pair, StreamLayer, check_dtype, legal_divisors, output_stage, register, wrapping_increment
 from layers.fifo import output_fifo_spec
 from layers.memcost import bram18_count
-from layers.op import Lowering, OneDatatype, OneWidth, Op, Resources, divisors_of
+from layers.op import Example, Lowering, OneDatatype, OneWidth, Op, Resources, divisors_of
 from layers import small
 from layers.timing import Timing, as_cycles, frames_of, take_when_ready_in_place
 
@@ -221,8 +221,14 @@ def _small_instance(s):
 
 
 def _examples():
-    """Twice the size along both axes."""
-    return [(dict(ifm_dim=(2, 3), ofm_dim=(4, 6), num_channels=4, dtype="INT2"), {"SIMD": 2})]
+    """Twice the size along both axes; then (input map, output map, channels, SIMD, datatype) of U-Net's x2
+    (slow: the first example is one), different factors per axis with 3 words a pixel, rows only, columns
+    only (the buffer holds one pixel), one pixel of one word (a copy read right after its write)."""
+    cases = [((4, 4), (8, 8), 4, 1, "UINT3"), ((3, 5), (6, 15), 6, 2, "INT4"), ((2, 2), (6, 2), 2, 2, "BIPOLAR"),
+             ((1, 3), (1, 6), 4, 4, "INT2"), ((1, 1), (2, 2), 1, 1, "UINT8")]
+    return [(dict(ifm_dim=(2, 3), ofm_dim=(4, 6), num_channels=4, dtype="INT2"), {"SIMD": 2}),
+            *(Example(dict(ifm_dim=ifm, ofm_dim=ofm, num_channels=c, dtype=dtype), {"SIMD": simd}, slow=k == 0)
+              for k, (ifm, ofm, c, simd, dtype) in enumerate(cases))]
 
 
 OP = Op("UpsampleNearestNeighbour", UpsampleNearestNeighbourSpec, UpsampleNearestNeighbour,

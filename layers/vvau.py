@@ -15,8 +15,8 @@ from qonnx.core.datatype import DataType
 from layers.datapath import legal_divisors
 from layers.globalaccpool import check_pool_attrs, whole_map
 from layers.dotproduct import UnitSpec, check_positive
-from layers.dotproduct_hooks import (UNIT_FOLDING, activation_choices, example_activation, finn_import_unit, lower_dot_product,
-                                     multiplier_kind, unit_finn_export)
+from layers.dotproduct_hooks import (UNIT_FOLDING, activation_choices, example_activation, finn_import_unit,
+                                     lower_dot_product, multiplier_kind, unit_finn_export)
 from layers.dotproduct_unit import DotProductUnit
 from layers.op import Lowering, Op, divisors, divisors_of, grid_examples, random_elements
 from layers import small

@@ -37,9 +37,9 @@ from pathlib import Path
 from sim.stream_io import StreamIO
 
 __all__ = ["OutError", "VERILOG", "IO", "REPORT", "MODEL_HW", "FOLDING", "PARTITION", "CLUSTER_SIM", "VERIFY",
-           "HOST_PRE", "HOST_POST", "REPORT_HTML", "BUILD", "YOSYS_DIR", "YOSYS_REPORT", "MANIFEST", "REQUIRED", "missing",
-           "write_io", "read_io", "read_outputs", "check_out", "replacing", "lock", "read_manifest", "claim",
-           "rehash", "changed_files", "changed_line", "model_source", "read_design", "sha256"]
+           "HOST_PRE", "HOST_POST", "REPORT_HTML", "BUILD", "YOSYS_DIR", "YOSYS_REPORT", "MANIFEST", "REQUIRED",
+           "device_dir", "missing", "write_io", "read_io", "read_outputs", "check_out", "replacing", "lock",
+           "read_manifest", "claim", "rehash", "changed_files", "changed_line", "model_source", "read_design", "sha256"]
 
 # ---- the files of an OUT
 VERILOG = "finn_design_wrapper.v"       # the stitched top (FINN's name)
@@ -76,6 +76,12 @@ def sha256(path):
         for block in iter(lambda: f.read(1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()
+
+
+def device_dir(index):
+    """The folder of device ``index`` in an `rtlgen partition` OUT: its kernel, report.json, model_hw.onnx and
+    build/ (the names above, inside it)."""
+    return f"device{index}"
 
 
 def missing(out):

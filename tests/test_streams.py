@@ -83,25 +83,7 @@ def run_dup(spec, frames, backpressure, simulator=None, seed=1):
     return result
 
 
-DUP_CASES = [(2, 8, 2, "INT4", (1, 3, 3)), (3, 6, 3, "UINT2", (1, 4)), (2, 1, 1, "BIPOLAR", (5,)),
-             (3, 16, 16, "INT8", (1, 2))]
-
-
-@pytest.mark.sim
-@pytest.mark.parametrize("n, channels, pe, dtype, vecs", DUP_CASES[:2])
-def test_duplicate(n, channels, pe, dtype, vecs, simulator):
-    spec = DuplicateStreamsSpec(channels, pe, n, dtype, vecs)
-    full = run_dup(spec, 3, FULL_RATE, simulator)
-    for k in range(n):
-        assert full.steady_cycles(f"o{k}", spec.words) == spec.exp_cycles
-    run_dup(spec, 3, Backpressure(seed=n), simulator)
-
-
-@pytest.mark.slow
-@pytest.mark.sim
-@pytest.mark.parametrize("n, channels, pe, dtype, vecs", DUP_CASES[2:])
-def test_duplicate_rest(n, channels, pe, dtype, vecs, simulator):
-    test_duplicate(n, channels, pe, dtype, vecs, simulator)
+# Bit-exact at the II and under backpressure over a few shapes: Op.examples, simulated by tests/test_op_grid.py.
 
 
 @pytest.mark.sim
@@ -138,24 +120,7 @@ def run_concat(spec, frames, backpressure, simulator=None, seed=1):
     return result
 
 
-CONCAT_CASES = [((2, 4), 2, "INT4", (1, 3, 3)), ((3, 1, 5), 1, "UINT8", (1, 4)), ((8, 16), 8, "BIPOLAR", (1, 2)),
-                ((6, 3, 9), 3, "INT2", (1, 2, 2)), ((4, 4), 4, "INT8", (7,))]
-
-
-@pytest.mark.sim
-@pytest.mark.parametrize("chans, simd, dtype, vecs", CONCAT_CASES[:2])
-def test_concat(chans, simd, dtype, vecs, simulator):
-    spec = StreamingConcatSpec(chans, simd, dtype, vecs)
-    full = run_concat(spec, 3, FULL_RATE, simulator)
-    assert full.steady_cycles("o", spec.out_words) == spec.exp_cycles
-    run_concat(spec, 3, Backpressure(seed=len(chans)), simulator)
-
-
-@pytest.mark.slow
-@pytest.mark.sim
-@pytest.mark.parametrize("chans, simd, dtype, vecs", CONCAT_CASES[2:])
-def test_concat_rest(chans, simd, dtype, vecs, simulator):
-    test_concat(chans, simd, dtype, vecs, simulator)
+# Bit-exact at the II and under backpressure over a few shapes: Op.examples, simulated by tests/test_op_grid.py.
 
 
 @pytest.mark.sim

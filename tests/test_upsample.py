@@ -12,7 +12,7 @@ from qonnx.util.basic import gen_finn_dt_tensor
 from layers.upsample import UpsampleNearestNeighbour, UpsampleNearestNeighbourSpec
 from memstream.packing import pack_words, unpack_words
 from layers.upsample import golden_upsample
-from sim.harness import FULL_RATE, Backpressure, simulate_streams
+from sim.harness import Backpressure, simulate_streams
 from tests.conftest import RANDOM_EXAMPLES, verilog_once
 
 
@@ -50,22 +50,8 @@ def run(spec, frames, backpressure, seed=1):
     return result
 
 
-CASES = [
-    ((4, 4), (8, 8), 4, 1, "UINT3"),        # U-Net's x2, one channel per word
-    ((3, 5), (6, 15), 6, 2, "INT4"),        # different factors per axis, 3 words per pixel
-    ((2, 2), (6, 2), 2, 2, "BIPOLAR"),      # rows only, whole pixels
-    ((1, 3), (1, 6), 4, 4, "INT2"),         # columns only: the buffer holds one pixel
-    ((1, 1), (2, 2), 1, 1, "UINT8"),        # one pixel, one word: a copy read right after its write
-]
-
-
-@pytest.mark.sim
-@pytest.mark.parametrize("ifm, ofm, channels, simd, dtype", CASES)
-def test_bit_exact_at_one_word_per_cycle_and_under_backpressure(ifm, ofm, channels, simd, dtype):
-    spec = UpsampleNearestNeighbourSpec(ifm, ofm, channels, simd, dtype)
-    full = run(spec, 3, FULL_RATE)
-    assert full.steady_cycles("o", spec.exp_cycles) == spec.exp_cycles
-    run(spec, 3, Backpressure(seed=4))
+# Bit-exact at one word per cycle and under backpressure over a few shapes: Op.examples, simulated by
+# tests/test_op_grid.py.
 
 
 @pytest.mark.sim

@@ -243,7 +243,7 @@ def write_devices(devices, io, out):
     outdir.write_io(io, out)
     paths = []
     for device in devices:
-        where = out / f"device{device.index}"
+        where = out / outdir.device_dir(device.index)
         where.mkdir(parents=True, exist_ok=True)
         path = where / f"{device.name}.v"
         path.write_text(device.verilog)
@@ -300,11 +300,11 @@ def load_cluster(out):
     out = Path(out)
     plan_path = out / outdir.PARTITION
     if not plan_path.is_file():
-        raise FileNotFoundError(f"{out}: not an `rtlgen partition` output (missing partition.json)")
+        raise FileNotFoundError(f"{out}: not an `rtlgen partition` output (missing {outdir.PARTITION})")
     plan = json.loads(plan_path.read_text())
     devices = []
     for device in plan["devices"]:
-        where = out / f"device{device['index']}"
+        where = out / outdir.device_dir(device['index'])
         report_path = where / outdir.REPORT
         if not report_path.is_file():
             raise FileNotFoundError(f"{out}: device {device['index']} was not built (missing {report_path}); "
@@ -386,7 +386,7 @@ def build_kernels(out, *, say=lambda line: None, device_capacity=None, check=Tru
     kernels = [(verilog, report["top"], report["accelerator"]) for report, verilog in devices]
     for k, (synth, files, failure) in completed(synthesize_kernel, kernels):
         report = devices[k][0]
-        where = Path(out) / f"device{report['index']}" / "build" / "yosys"
+        where = Path(out) / outdir.device_dir(report['index']) / outdir.YOSYS_DIR
         where.mkdir(parents=True, exist_ok=True)
         for name, data in files.items():
             (where / name).write_bytes(data)
