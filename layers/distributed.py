@@ -248,8 +248,15 @@ class DistributedPlan:
         ch = self.channels[c]
         steps = [("counter", counter_ns())] * len(ch.levels) + [("carry", carry_chain_ns(ch.width))]
         if self.activation is not None:
-            steps.append(("activation", STEP_NS["activation"]))
+            steps.append(("activation", STEP_NS["activation"] * self.activation_luts(c)))
         return steps
+
+    def activation_luts(self, c):
+        """LUT levels of channel c's activation: an output bit is a function of its level bit and the
+        level's bits above the output's (the clip): one LUT6 while they are at most five."""
+        level_bits = max(1, self.activation.levels.bit_length())
+        above = max(0, self.channels[c].width - self.activation.shift - level_bits)
+        return 1 if above + 1 <= LUT_INPUTS else 2
 
     def critical_ns(self):
         """The longest delay between two registers by the model (the next FIFO's mux included)."""
@@ -361,10 +368,11 @@ def _count_tables(n):
     return tuple(sum(1 << i for i in range(1 << n) if bin(i).count("1") >> j & 1) for j in range(n.bit_length()))
 
 
-def _counter(bits):
+def _counter(m, bits, name):
     """The number of ones among up to 6 bits, least significant first: one LUT6 per output bit, each its
-    truth table read at the bits (a ``$shiftx`` of a constant, as :mod:`layers.popcount` builds them)."""
-    index = Cat(*bits)
+    truth table read at the bits (a ``$shiftx`` of a constant, as :mod:`layers.popcount` builds them); the
+    bits on one wire, so that the Verilog names them once, not once per output bit."""
+    index = _wire(m, Cat(*bits), name)
     return [Const(table, 1 << len(bits)).bit_select(index, 1) for table in _count_tables(len(bits))]
 
 
@@ -410,19 +418,20 @@ class DistributedUnit(wiring.Component):
         x = self.i.payload
         x_u = x ^ C(sum(1 << (e * n + n - 1) for e in range(spec.mw)), len(x)) if spec.input_dtype.signed() else x
         x_u = _wire(m, x_u, "x_u")
-        outs = [self._channel(m, advance, plan, c, x_u, n) for c in range(len(plan.channels))]
+        x_n = _wire(m, ~x_u, "x_n")     # the inverted bits of negative digits, inverted once
+        outs = [self._channel(m, advance, plan, c, x_u, x_n, n) for c in range(len(plan.channels))]
         m.d.comb += [self.o.valid.eq(out_valid), self.o.payload.eq(Cat(*outs))]
         return m
 
-    def _channel(self, m, advance, plan, c, x_u, n):
+    def _channel(self, m, advance, plan, c, x_u, x_n, n):
         ch, spec = plan.channels[c], self._spec
         registers, step = set(plan.registers[c]), 0
         columns = [[] for _ in range(ch.width)]
         for i, k, sign in ch.terms:
-            bits = x_u[i * n:(i + 1) * n]
+            bits = (x_u if sign > 0 else x_n)[i * n:(i + 1) * n]
             for b in range(n):
                 if k + b < ch.width:
-                    columns[k + b].append(bits[b] if sign > 0 else ~bits[b])
+                    columns[k + b].append(bits[b])
         for b in range(ch.width):
             if ch.constant >> b & 1:
                 columns[b].append(C(1, 1))
@@ -430,8 +439,8 @@ class DistributedUnit(wiring.Component):
             out = [[] for _ in range(ch.width + 3)]
             for col, sizes in enumerate(groups):
                 bits, start = columns[col], 0
-                for size in sizes:
-                    for j, bit in enumerate(_counter(bits[start:start + size])):
+                for g, size in enumerate(sizes):
+                    for j, bit in enumerate(_counter(m, bits[start:start + size], f"c{c}_l{level}_{col}_{g}")):
                         out[col + j].append(bit)
                     start += size
                 out[col].extend(bits[start:])

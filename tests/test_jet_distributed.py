@@ -220,3 +220,25 @@ def test_tiny_jet_model_bit_exact_at_the_ii_and_under_backpressure(tmp_path, cap
     assert main(["sim", str(out), "--input", str(tmp_path / "x.npy"), "--json"]) == 0
     text = capsys.readouterr().out
     assert json.loads(text[text.index("{"):])["latency_cycles"] == report["latency_cycles"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("model, most", [("jet_tagger_pruned.onnx", 15), ("jet_tagger.onnx", 36)])
+def test_jet_tagger_bit_exact_with_its_latency_measured(tmp_path, capsys, model, most):
+    """hls4ml's jet tagger (pruned: every layer as bit heaps; unpruned: where the budget allows) at
+    --fit pynq-z2 --clock-mhz 200 --objective latency: bit-exact against qonnx at the II and under
+    backpressure, the simulated latency equal to report.json's and at most ``most`` cycles (32 and 51 before
+    distributed arithmetic)."""
+    from rtlgen.cli import main
+    from rtlgen.options import CompileOptions
+    from tests.conftest import rtl_matches_qonnx
+    x = np.load(MODELS / "features.npy")[:4]
+    out = tmp_path / "jet"
+    rtl_matches_qonnx(str(MODELS / model), x, out, CompileOptions(**JET_OPTIONS).check())
+    report = json.loads((out / "report.json").read_text())
+    assert report["latency_cycles"] <= most
+    np.save(tmp_path / "x.npy", x[:1])
+    capsys.readouterr()
+    assert main(["sim", str(out), "--input", str(tmp_path / "x.npy"), "--json"]) == 0
+    text = capsys.readouterr().out
+    assert json.loads(text[text.index("{"):])["latency_cycles"] == report["latency_cycles"]
