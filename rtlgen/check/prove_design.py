@@ -174,7 +174,10 @@ def prove_out(out, *, depth=None, node=None, report=print, timeout=None, jobs=No
             report(cached)
         else:
             todo.setdefault(key, (job, []))[1].append((index, name, change))
-    keys = list(todo)
+    # the longest proofs first, so that none starts last on an otherwise idle pool: the layers' bounded
+    # checks (no tracked word: windows, weights, pools) before the FIFOs' and converters' inductions, the
+    # deepest first (CNV's window generators take minutes, its FIFOs seconds)
+    keys = sorted(todo, key=lambda k: (todo[k][0].track is None, todo[k][0].plan()[1]), reverse=True)
     _prove_uncached([todo[k] for k in keys], keys, outcomes, keep=keep, report=report, jobs=jobs, cluster=cluster)
     processes = min(local_workers(jobs), max(len(keys), 1))
     ran_on = cluster_address(cluster) or f"{processes} local process{'es' if processes > 1 else ''}"
