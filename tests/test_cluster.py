@@ -59,12 +59,18 @@ def test_jobs_run_where_asked(cluster):
     assert os.getpid() not in {pid for _, pid in remote.values()}
     with pytest.raises(ZeroDivisionError):          # a job's error is raised here, as itself
         dict(jobs.completed(_inverse, [1, 0], cluster=cluster))
+    with pytest.raises(jobs.ClusterError, match="runs other rtlgen sources than this machine"):
+        dict(jobs.completed(_square_and_pid, items, cluster=cluster, check=_this_process))
     with pytest.raises(jobs.WorkersLost):           # a local worker killed: the caller may run the rest itself
         dict(jobs.completed(_die, [1, 2], jobs=2))
 
 
 def _square_and_pid(x):
     return x * x, os.getpid()
+
+
+def _this_process():
+    return str(os.getpid())         # differs on every worker: as a worker with other sources would
 
 
 def _die(x):

@@ -11,9 +11,9 @@ rtlgen installed at the same sources (checked: a worker whose sources differ is 
 Why Dask distributed rather than Ray: it is pure Python and installs from PyPI in seconds with no
 services; its ``LocalCluster`` of worker processes runs inside the test suite; a cluster is one
 ``dask scheduler`` and any number of ``dask worker ADDRESS`` processes (or dask-jobqueue on SLURM/PBS,
-dask-kubernetes), and the job runner needs no more of it than submit and as-completed. Ray brings a
-native runtime (a GCS server, a raylet per machine) that is heavier to start in a 2-core test run and to
-install on Python 3.11 by pip alone.
+dask-kubernetes), and the job runner needs no more of it than submit and as-completed. Ray would do the
+same jobs, but its wheel is several times larger and ``ray.init`` starts a native runtime (a GCS server,
+a raylet per machine, a dashboard), heavier to start and stop in a test run on 2 cores.
 
 Where the jobs run is a setting of the process (:func:`using`), so that the compile's layer conversion
 deep below the CLI needs no parameter threaded through every pass.
