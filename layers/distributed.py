@@ -172,19 +172,30 @@ class Channel:
     hi: int
 
 
-def _level_plan(heights):
-    """One level of counters over columns of ``heights``: per column the sizes of its groups (six bits to a
-    counter; a rest of 3 to 5 bits is counted too, 1 or 2 bits pass, but for the last level), and the heights
-    after it."""
+def _level_plan(heights, target=None):
+    """One level of counters over columns of ``heights``: per column the sizes of its groups, and the
+    heights after it (a group of s bits leaves one bit in its column and carries into the next one or two).
+
+    With ``target``, only as many groups as bring each column (its bits left, the carries it takes from
+    the columns below) down to ``target`` (Dadda's rule): columns already low pass untouched. A group of 3
+    costs 2 LUTs and one of 4 to 6 bits 3, so a column short of 1 or 2 bits counts 3 of them and one short
+    of more counts 6. Without it, every six bits counted (a rest of 3 to 5 too; the last level, of columns
+    of at most 3, counts 2 as well, so that each keeps one bit and takes one carry)."""
     groups, after = [], [0] * (len(heights) + 3)
-    last = max(heights) <= 3        # the last level: every column of two or three bits counted, so that
-    for i, h in enumerate(heights):     # each keeps one bit and takes one carry: two rows for the carry chain
-        sizes = [LUT_INPUTS] * (h // LUT_INPUTS)
-        rest = h % LUT_INPUTS
-        if rest >= 3 or (last and rest == 2):
-            sizes.append(rest)
-        passed = h - sum(sizes)
-        after[i] += passed
+    last = max(heights) <= 3
+    for i, h in enumerate(heights):
+        if target is None:
+            sizes = [LUT_INPUTS] * (h // LUT_INPUTS)
+            rest = h % LUT_INPUTS
+            if rest >= 3 or (last and rest == 2):
+                sizes.append(rest)
+        else:
+            sizes, avail, excess = [], h, h + after[i] - target
+            while excess > 0 and avail >= 2:
+                size = min(avail, 3 if excess <= 2 else LUT_INPUTS)
+                sizes.append(size)
+                avail, excess = avail - size, excess - (size - 1)
+        after[i] += h - sum(sizes)
         for size in sizes:
             for j in range(size.bit_length()):
                 after[i + j] += 1
@@ -192,14 +203,35 @@ def _level_plan(heights):
     return tuple(groups), after
 
 
+@lru_cache(maxsize=None)
+def _capacity(levels):
+    """The tallest column a heap of any width takes to two bits in ``levels`` levels of counters (every
+    column counted in full)."""
+    if levels <= 0:
+        return 2
+    below, h = _capacity(levels - 1), _capacity(levels - 1)
+    while max(_level_plan([h + 1] * 24)[1][:24]) <= below:
+        h += 1
+    return h
+
+
 def _heap_levels(heights, width):
-    """The counter levels taking columns of ``heights`` (within ``width``) to at most two bits each."""
-    heights, levels = list(heights[:width]), []
+    """The counter levels taking columns of ``heights`` (within ``width``) to at most two bits each: as
+    many levels as counting every column needs, each counting only what keeps the next levels able to
+    finish (:func:`_capacity`)."""
+    heights = list(heights[:width])
+    full, levels = list(heights), 0
+    while full and max(full) > 2:           # the depth: every column counted
+        full, levels = _level_plan(full)[1][:width], levels + 1
+    planned = []
     while heights and max(heights) > 2:
-        groups, after = _level_plan(heights)
-        levels.append((tuple(heights), groups))
+        left = levels - len(planned) - 1   # levels after this one
+        groups, after = _level_plan(heights, _capacity(left) if left >= 0 else 2)
+        planned.append((tuple(heights), groups))
         heights = after[:width]
-    return tuple(levels), tuple(heights)
+        if len(planned) > levels + 8:
+            raise RuntimeError("bit heap does not converge")     # a bug, never a user's input
+    return tuple(planned), tuple(heights)
 
 
 def _signed_width(lo, hi):
