@@ -73,6 +73,7 @@ class SynthReport:
     modules: dict = None                # {submodule: SynthReport} with synthesize(hierarchy=True)
     paths: dict = None                  # with sta: {top or submodule: boards.timing.CriticalPath}
     dsp_registers: dict = None          # {(AREG, BREG, MREG, PREG): DSP48E1 count}: how each is pipelined
+    parts: dict = None                  # by parts (boards.yosys_parts): {"synthesized": n, "cached": n}
 
     @classmethod
     def from_cells(cls, top, cells, critical_path_ns=None, seconds=0.0):
@@ -147,7 +148,7 @@ def _yosys_command():
 
 
 def synthesize(design, *, top="top", sta=False, workdir=None, extra_script=(), hierarchy=False, children_of=None,
-               netlist=None):
+               netlist=None, lib=None):
     """Synthesize ``design`` for xc7 and return its ``SynthReport``.
 
     ``design`` is an Amaranth ``wiring.Component`` (converted with module name ``top``) or Verilog text
@@ -166,22 +167,28 @@ def synthesize(design, *, top="top", sta=False, workdir=None, extra_script=(), h
     ``hierarchy`` any module, e.g. the accelerator inside a shell) and its submodules as Verilog into
     ``workdir`` (``write_verilog -noattr``: Xilinx cells, the module's own port names), for simulation
     with the cells' models (:mod:`boards.xilinx_sim`).
+
+    ``lib``: Verilog of modules the design instantiates as black boxes (their ports only; e.g. layers
+    synthesized on their own, :mod:`boards.yosys_parts`).
     """
     if not isinstance(design, str):
         from amaranth.back import verilog
         design = verilog.convert(design, name=top, emit_src=False)
     if workdir is None:
         with tempfile.TemporaryDirectory(prefix="rtlgen-yosys-") as tmp:
-            return _run(design, top, sta, Path(tmp), extra_script, hierarchy, children_of, netlist)
+            return _run(design, top, sta, Path(tmp), extra_script, hierarchy, children_of, netlist, lib)
     workdir = Path(workdir)
     workdir.mkdir(parents=True, exist_ok=True)
-    return _run(design, top, sta, workdir, extra_script, hierarchy, children_of, netlist)
+    return _run(design, top, sta, workdir, extra_script, hierarchy, children_of, netlist, lib)
 
 
-def _run(verilog_text, top, sta, wd, extra_script, hierarchy=False, children_of=None, netlist=None):
+def _run(verilog_text, top, sta, wd, extra_script, hierarchy=False, children_of=None, netlist=None, lib=None):
     (wd / "top.v").write_text(verilog_text)
+    if lib is not None:
+        (wd / "lib.v").write_text(lib)
     script = [
         "read_verilog top.v",
+        *(["read_verilog -lib lib.v"] if lib is not None else []),
         # Amaranth's alias wires such as `\o__payload[0]` collide with abc9's per-bit names and trip an
         # assertion in Yosys 0.70 (G2); hiding them first avoids it.
         "rename -hide w:*[*",
@@ -220,7 +227,13 @@ def _run(verilog_text, top, sta, wd, extra_script, hierarchy=False, children_of=
         log = wd / "yosys.log"
         text = (log.read_text(errors="replace") if log.exists() else "") + output
         raise YosysError(top, returncode, text, log if log.exists() else None)
+    return report_from_files(wd, top, sta, hierarchy, children_of, seconds)
 
+
+def report_from_files(wd, top, sta, hierarchy=False, children_of=None, seconds=0.0):
+    """The :class:`SynthReport` of a finished run from the files it left in ``wd`` (``stat.json``,
+    ``dsp.txt``, with ``sta`` ``sta.txt`` and ``sta_modules.txt``): also a cached run's."""
+    wd = Path(wd)
     stat = json.loads((wd / "stat.json").read_text())
     # "design" holds the totals over the whole hierarchy; after -flatten it equals the top module.
     by_type = (stat.get("design") or stat["modules"][f"\\{top}"]).get("num_cells_by_type", {})

@@ -77,8 +77,9 @@ def _demo(out, keep, simulator, synth, images, force, say):
         f"{result.summary()}")
     say("estimate: " + ", ".join(f"{k} {v:,}" for k, v in report["totals"].items()))
     if synth:
-        # `rtlgen build OUT`: the self-test shell, the Vivado plan and Yosys with the timing estimate
-        built = build(out, say=lambda line: None)
+        # `rtlgen build OUT --flat`: the self-test shell, the Vivado plan and Yosys with the timing estimate;
+        # flat: one Yosys run over this small design is sooner than one per layer (by parts pays on large ones)
+        built = build(out, say=lambda line: None, flat=True)
         t = built["totals"]
         design_path = (built.get("timing") or {}).get("design")
         say(f"yosys synth_xilinx (xc7z020, in the standalone shell): LUT {t['lut']:,}, FF {t['ff']:,}, "

@@ -2,6 +2,7 @@
 one wrong word), the Vivado plan with the PYNQ-Z2 pins, the Yosys report with per-layer numbers and the
 capacity check."""
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -143,9 +144,9 @@ def test_build_over_budget_is_a_clear_error(compiled, monkeypatch):
     import rtlgen.backend.build
     from boards.yosys import SynthReport
 
-    big = SynthReport.from_cells("rtlgen_standalone", {"LUT6": 60000, "FDRE": 1000})
-    object.__setattr__(big, "modules", {})
-    monkeypatch.setattr(rtlgen.backend.build, "synthesize", lambda *a, **k: big)
+    big = dataclasses.replace(SynthReport.from_cells("rtlgen_standalone", {"LUT6": 60000, "FDRE": 1000}),
+                              modules={}, parts={"synthesized": 0, "cached": 0})
+    monkeypatch.setattr(rtlgen.backend.build, "synthesize_by_parts", lambda *a, **k: big)
     _, out = compiled
     with pytest.raises(BuildError, match=r"does not fit the xc7z020: LUT: 60000 used > 53200 available \(112.8%\)"):
         build(out, say=lambda _: None)

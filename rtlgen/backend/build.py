@@ -26,8 +26,10 @@ from boards.pynq_z2 import PynqZ2Platform
 from boards.shells import SelfTest, StandaloneTop
 from boards.timing import MODEL
 from boards.yosys import XC7Z020, YosysError, check_fits, synthesize, yosys_engine
+from boards.yosys_parts import synthesize_by_parts
 from boards.zynq import ZynqShell, ZynqTop
 from memstream.packing import pack_words
+from rtlgen.backend import jobs
 from rtlgen.backend.stitch import DEFAULT_TOP_NAME
 from rtlgen.errors import BuildError
 from rtlgen.fit import BOARDS, BRAM18_PER_BRAM36, FAR_OVER, usage
@@ -57,11 +59,12 @@ SELFTEST_FRAMES = 4
 
 
 def build(out, *, shell="standalone", toolchain="yosys", board="pynq-z2", inputs=None, say=print, device=XC7Z020,
-          force=False):
+          force=False, flat=False):
     """Build ``out`` (an ``rtlgen compile`` directory); returns the Yosys report dict (also written).
     ``device``: the capacity checked against (the xc7z020's). A design estimated over ``FAR_OVER`` times a
     resource of the board is refused before Yosys starts (it would run for long, often out of memory),
-    unless ``force``."""
+    unless ``force``. ``flat``: one Yosys run over the whole design instead of by parts (each layer on its
+    own, cached: :mod:`boards.yosys_parts`)."""
     if board != "pynq-z2":
         raise BuildError(f"--board {board!r} is not supported; legal: pynq-z2")
     if shell not in SHELLS:
@@ -88,10 +91,8 @@ def build(out, *, shell="standalone", toolchain="yosys", board="pynq-z2", inputs
 
     files = plan.files
     shell_verilog = files[f"{name}.v"] + "\n" + verilog
-    say("Yosys synth_xilinx of the whole design (minutes on large designs) ...")
     try:
-        synth = synthesize(shell_verilog, top=name, hierarchy=True, children_of=DEFAULT_TOP_NAME,
-                           workdir=Path(out) / outdir.YOSYS_DIR, sta=True, netlist=(DEFAULT_TOP_NAME, NETLIST_FILE))
+        synth = _synthesize(shell_verilog, name, Path(out) / outdir.YOSYS_DIR, flat, say)
     except YosysError as exc:
         raise BuildError(f"Yosys failed during {exc.step}: {exc.error}; log: {exc.log}") from None
     result = _report_dict(synth, report)
@@ -110,6 +111,19 @@ def build(out, *, shell="standalone", toolchain="yosys", board="pynq-z2", inputs
         plan.execute_local(str(root / "vivado"))
         say(f"bitstream: {root / 'vivado' / (name + '.bit')}")
     return result
+
+
+def _synthesize(verilog, top, workdir, flat, say):
+    netlist = (DEFAULT_TOP_NAME, NETLIST_FILE)
+    if flat:
+        say("Yosys synth_xilinx of the whole design (minutes on large designs) ...")
+        return synthesize(verilog, top=top, hierarchy=True, children_of=DEFAULT_TOP_NAME, workdir=workdir, sta=True,
+                          netlist=netlist)
+    synth = synthesize_by_parts(verilog, top=top, parts_of=DEFAULT_TOP_NAME, workdir=workdir, netlist=netlist,
+                                run=jobs.completed, say=say)
+    say(f"Yosys by parts: {synth.parts['synthesized']} synthesized, {synth.parts['cached']} from the cache "
+        f"({synth.seconds:.1f} s)")
+    return synth
 
 
 def _refuse_far_over(report, board, force):
@@ -170,6 +184,7 @@ def _report_dict(synth, report):
     return {"top": synth.top, "device": "xc7z020", "capacity": XC7Z020, "totals": row, "shell": shell,
             "lut_including_memory": row["lut_including_memory"],
             "layers": layers, "estimate": report["totals"], "yosys_seconds": round(synth.seconds, 1),
+            "synthesis": "flat" if synth.parts is None else dict(synth.parts, by="parts"),
             "timing": _timing(synth, report)}
 
 
@@ -186,7 +201,8 @@ def _timing(synth, report):
     names = [layer["name"] for layer in report["layers"]]
     where = None
     if design is not None:
-        where = next((n for n in names if any(f".{n}." in cell.replace("\\", "") for cell, _ in design.cells)), None)
+        where = next((n for n in names if any(f".{n}." in cell.replace("\\", "") for cell, _ in design.cells)
+                      or layers.get(n) == design.as_dict()), None)       # by parts: the worst layer's own path
     return {"model": MODEL, "requested_mhz": report.get("clock_mhz"),
             "design": None if design is None else dict(design.as_dict(), layer=where), "layers": layers}
 

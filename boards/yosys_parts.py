@@ -1,0 +1,172 @@
+"""Synthesis of a stitched design by parts: each layer on its own (out of context), once per distinct
+Verilog text (cached), then the rest of the design around the layers as black boxes; the counts add up.
+
+Why: one ``synth_xilinx`` over a whole CNV runs for tens of minutes and starts over when one layer's
+folding changes. ``rtlgen build`` keeps the module hierarchy (no optimization crosses a module
+boundary), so a layer synthesized alone maps to the cells it maps to inside the design: the totals of
+the parts are the totals of the whole (``tests/test_yosys_parts.py`` compares the two on a design). A
+layer whose Verilog is unchanged (same folding, same weights) comes from the cache; identical layers
+(the FIFOs of one depth and width) are synthesized once: a part is synthesized under a placeholder name.
+
+What does not carry over: timing paths that cross a layer boundary (a layer's output logic into the
+next one's input logic). Each part's own paths are analysed (from its registers and input ports) and the
+top's with the layers as black boxes; the design's critical path is the longest of those.
+
+``run(function, items)`` yields ``(index, result)`` as jobs finish (``rtlgen.backend.jobs.completed``: a
+process pool or a Dask cluster); serial when not given. The cache lives in ``$RTLGEN_CACHE_DIR/yosys-parts``.
+"""
+
+import dataclasses
+import hashlib
+import json
+import re
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+from boards.yosys import SynthReport, report_from_files, synthesize, yosys_engine
+from sim.runner import cache_dir, locked, touch
+
+__all__ = ["synthesize_by_parts", "split_modules", "PLACEHOLDER"]
+
+PLACEHOLDER = "rtlgen_yosys_part"      # a part's module name while it is synthesized and cached
+_FORMAT = 1                            # bump when the script or the files kept change
+_KEPT = ("stat.json", "dsp.txt", "sta.txt", "sta_modules.txt", "netlist.v")
+_MODULE = re.compile(r"^module \\?(\S+?)\s*\(", re.M)
+
+
+def split_modules(verilog_text):
+    """{module name: its text, attribute lines before ``module`` included}, in the order written."""
+    starts = [m.start() for m in _MODULE.finditer(verilog_text)]
+    modules = {}
+    for i, start in enumerate(starts):
+        begin = start
+        while True:                     # the (* ... *) lines just above belong to it
+            prev = verilog_text.rfind("\n", 0, begin - 1) + 1
+            if begin == 0 or not verilog_text[prev:begin].lstrip().startswith("(*"):
+                break
+            begin = prev
+        end = verilog_text.index("endmodule", start) + len("endmodule")
+        modules[_MODULE.match(verilog_text, start).group(1)] = verilog_text[begin:end] + "\n"
+    return modules
+
+
+def synthesize_by_parts(verilog_text, *, top, parts_of, workdir, netlist=None, run=None, say=print):
+    """Synthesize ``verilog_text`` (top module ``top``) with each direct submodule of ``parts_of`` (the
+    stitched accelerator's layers) as a part of its own; returns a :class:`SynthReport` of the whole as
+    ``synthesize(..., hierarchy=True, children_of=parts_of, sta=True)`` does (``modules``: per layer,
+    ``paths``: per layer and the design's longest), with ``parts``: {"synthesized": n, "cached": n}.
+    ``netlist``: ``(module, file name)`` written into ``workdir``: the mapped ``parts_of`` module and its
+    layers, as one Verilog file."""
+    start = time.monotonic()
+    workdir = Path(workdir)
+    workdir.mkdir(parents=True, exist_ok=True)
+    modules = split_modules(verilog_text)
+    prefix = f"{parts_of}."
+    layers = [name[len(prefix):] for name in modules if name.startswith(prefix) and "." not in name[len(prefix):]]
+    texts = {layer: _part_text(modules, f"{prefix}{layer}") for layer in layers}
+    keys = {layer: _key(text) for layer, text in texts.items()}
+    missing = sorted({keys[layer]: layer for layer in layers if not _cached(keys[layer])}.items())
+    say(f"Yosys by parts: {len(layers)} layers ({len(set(keys.values()))} distinct, {len(missing)} to synthesize, "
+        f"the rest from the cache), then the design around them")
+    _synthesize_missing([(key, texts[layer]) for key, layer in missing], run)
+    reports = {layer: _read_part(keys[layer], f"{prefix}{layer}") for layer in layers}
+
+    rest = "".join(text for name, text in modules.items()
+                   if not any(name == f"{prefix}{l}" or name.startswith(f"{prefix}{l}.") for l in layers))
+    stubs = "".join(_ports_only(modules[f"{prefix}{layer}"]) for layer in layers)
+    around = synthesize(rest, top=top, hierarchy=True, children_of=parts_of, sta=True, workdir=workdir / "top",
+                        netlist=netlist, lib=stubs)
+    if netlist is not None:
+        module, name = netlist
+        text = (workdir / "top" / name).read_text()
+        text += "".join(reports[layer][1] for layer in layers)
+        (workdir / name).write_text(text)
+    return _whole(top, around, {layer: r for layer, (r, _) in reports.items()}, time.monotonic() - start,
+                  synthesized=len(missing), cached=len(set(keys.values())) - len(missing))
+
+
+def _part_text(modules, name):
+    """A layer's module and its submodules, under the placeholder name."""
+    text = "".join(t for n, t in modules.items() if n == name or n.startswith(f"{name}."))
+    return text.replace(name, PLACEHOLDER)
+
+
+def _key(text):
+    return hashlib.sha256(json.dumps([_FORMAT, yosys_engine(), text]).encode()).hexdigest()[:24]
+
+
+def _entry(key):
+    return cache_dir() / "yosys-parts" / key
+
+
+def _cached(key):
+    return (_entry(key) / "stat.json").exists()
+
+
+def _synthesize_missing(jobs, run):
+    """Each (key, text) synthesized (in parallel through ``run``), its files stored under its key."""
+    if not jobs:
+        return
+    results = run(_synthesize_part, [text for _, text in jobs]) if run is not None else \
+        ((i, _synthesize_part(text)) for i, (_, text) in enumerate(jobs))
+    for index, files in results:
+        entry = _entry(jobs[index][0])
+        with locked(entry.parent / f"{entry.name}.lock"):
+            tmp = entry.with_name(entry.name + ".tmp")
+            shutil.rmtree(tmp, ignore_errors=True)
+            tmp.mkdir(parents=True)
+            for name, content in files.items():
+                (tmp / name).write_text(content)
+            shutil.rmtree(entry, ignore_errors=True)
+            tmp.rename(entry)
+
+
+def _synthesize_part(text):
+    """One part alone, as the whole design's run treats it (hierarchy kept, its own paths): {file: text}."""
+    with tempfile.TemporaryDirectory(prefix="rtlgen-part-") as tmp:
+        synthesize(text, top=PLACEHOLDER, hierarchy=True, sta=True, workdir=tmp,
+                   netlist=(PLACEHOLDER, "netlist.v"))
+        return {name: (Path(tmp) / name).read_text() for name in _KEPT if (Path(tmp) / name).exists()}
+
+
+def _read_part(key, name):
+    """(SynthReport of the cached part under its real ``name``, its netlist text under that name)."""
+    entry = _entry(key)
+    touch(entry)
+    report = report_from_files(entry, PLACEHOLDER, sta=True)
+    own = (report.paths or {}).get(PLACEHOLDER)      # the whole part's longest path (flattened)
+    paths = {} if own is None else {name: dataclasses.replace(
+        own, module=name, cells=tuple((c.replace(PLACEHOLDER, name), k) for c, k in own.cells))}
+    report = dataclasses.replace(report, top=name, paths=paths)
+    return report, (entry / "netlist.v").read_text().replace(PLACEHOLDER, name)
+
+
+def _ports_only(module_text):
+    """A module's header and port declarations: a black box for the top's synthesis."""
+    lines = module_text.splitlines()
+    head = next(i for i, line in enumerate(lines) if line.startswith("module "))
+    ports = [line for line in lines[head + 1:] if re.match(r"\s*(input|output|inout)\b", line)]
+    return "\n".join(["(* blackbox *)", lines[head], *ports, "endmodule", ""])
+
+
+def _whole(top, around, parts, seconds, *, synthesized, cached):
+    """The top's cells plus every part's, per-layer reports, and the longest path of all."""
+    cells = dict(around.cells)
+    for report in parts.values():
+        for kind, n in report.cells.items():
+            cells[kind] = cells.get(kind, 0) + n
+    paths = {layer: next(iter(r.paths.values())) for layer, r in parts.items() if r.paths}
+    own = (around.paths or {}).get(top)
+    worst = max([p for p in [own, *paths.values()] if p is not None], key=lambda p: p.path_ns, default=None)
+    if worst is not None:
+        paths[top] = worst
+    arrivals = [r.critical_path_ns for r in [around, *parts.values()] if r.critical_path_ns is not None]
+    whole = SynthReport.from_cells(top, cells, max(arrivals, default=None), seconds)
+    dsp = dict(around.dsp_registers or {})
+    for report in parts.values():
+        for regs, n in (report.dsp_registers or {}).items():
+            dsp[regs] = dsp.get(regs, 0) + n
+    return dataclasses.replace(whole, modules=parts, paths=paths, dsp_registers=dsp,
+                               parts={"synthesized": synthesized, "cached": cached})
