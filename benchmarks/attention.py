@@ -1,12 +1,13 @@
-"""Attention in pure RTL (issue 41): Brevitas' quantized attention models at the default folding and at
-``--fit pynq-z2``, simulated and compared with qonnx, and (``--yosys``) the ``--fit`` design built by Yosys in
-the zynq shell beside the estimate.
+"""Attention in pure RTL (issue 41): Brevitas' quantized encoder block and the tiny ViT at the default
+folding and at ``--fit pynq-z2``, simulated on Verilator and compared with qonnx, and (``--yosys``) each
+design built by Yosys in the zynq shell beside the estimate.
 
     python -m benchmarks.attention [--yosys] [NAME ...]
 
 The models are tests/models/attention/ (make_models.py, make_vit.py). A frame is one sequence (tokens x
 features); the ViT's is one 8x8 digit. frames/s is the accelerator's II at 100 MHz (the board's behind
-the zynq shell's DMA beside it); latency one sequence through an idle pipeline.
+the zynq shell's DMA beside it); latency one frame through an idle pipeline. The ViT's accuracy is counted
+on all 360 test digits, in qonnx (float32) and in the RTL simulation of each design.
 """
 
 import argparse
@@ -20,52 +21,76 @@ import numpy as np
 from benchmarks.tables import section_rows, write_section
 
 MODELS = Path(__file__).resolve().parent.parent / "tests" / "models" / "attention"
-SECTION = "Attention: quantized encoder blocks and a tiny ViT (Brevitas), default and --fit pynq-z2"
+SECTION = "Attention: a quantized encoder block and a tiny ViT (Brevitas), default and --fit pynq-z2"
 CLOCK_MHZ = 100.0
+FOLDINGS = {"default": {}, "--fit pynq-z2": {"fit": "pynq-z2"}}
+_REFERENCES = {}                # (model, inputs) -> qonnx's outputs
 
 
 def _sequences(path, n, seed=11):
     from qonnx.core.modelwrapper import ModelWrapper
     model = ModelWrapper(str(path))
     shape = model.get_tensor_shape(model.graph.input[0].name)
-    return (2 * np.random.default_rng(seed).standard_normal((n, *shape[1:]))).astype(np.float32)
+    return (2 * np.random.default_rng(seed).standard_normal((n, *shape[1:]))).astype(np.float32), None
 
 
-def _digits(n):
+def _digits(n=None):
     data = np.load(MODELS / "digits_vit_testset.npz")
-    return (data["images"][:n].astype(np.float32) / 16.0).reshape(n, 1, 8, 8)
+    images, labels = data["images"][:n], data["labels"][:n]
+    return (images.astype(np.float32) / 16.0 - 0.5).reshape(len(images), 1, 8, 8), labels     # make_vit.pixels
 
 
-MODELS_SHOWN = {    # name: (what it is, inputs)
+MODELS_SHOWN = {    # name: (what it is, inputs and their labels (None: no labels))
     "encoder_block": ("2-head QuantMultiheadAttention (8 tokens x 16 features, biases), 2 residual Adds, "
-                      "QuantReLU MLP", lambda n: _sequences(MODELS / "encoder_block.onnx", n)),
-    "attention_2heads": ("2 heads, split and merged as torch does", lambda n: _sequences(MODELS / "attention_2heads.onnx", n)),
-    "digits_vit": ("tiny ViT on 8x8 digits: patch conv, 16 tokens, the encoder block, mean pooling, linear "
-                   "head (trained: 46 % accuracy)", _digits),
+                      "QuantReLU MLP; 4-bit weights and activations, 8-bit scores and softmax",
+                      lambda: _sequences(MODELS / "encoder_block.onnx", 8)),
+    "digits_vit": ("tiny ViT on 8x8 digits: patch conv, 16 tokens x 16 features, one encoder block, "
+                   "mean pooling, linear head", _digits),
 }
 
 
-def measure(name, work, yosys):
+def _accuracy(outputs, labels):
+    right = int(np.sum(np.asarray(outputs).reshape(len(labels), -1).argmax(1) == labels))
+    return f"{100 * right / len(labels):.1f} % ({right}/{len(labels)})"
+
+
+def _short_path(through):
+    """A timing path's cells with runs folded: "DSP48E1 -> LUT2 -> 13 x CARRY4"."""
+    cells, runs = through.split(" -> "), []
+    for cell in cells:
+        if runs and runs[-1][0] == cell:
+            runs[-1][1] += 1
+        else:
+            runs.append([cell, 1])
+    return " -> ".join(cell if count == 1 else f"{count} x {cell}" for cell, count in runs)
+
+
+def measure(name, folding, work, yosys):
     from rtlgen import api
-    from rtlgen.check.verify import verify_outputs
+    from rtlgen.check.verify import compare, qonnx_reference, tolerance
     what, inputs = MODELS_SHOWN[name]
     path = MODELS / f"{name}.onnx"
-    default = api.compile(path, work / "default", clock_mhz=CLOCK_MHZ, warn=lambda line: None).report
     start = time.perf_counter()
-    design = api.compile(path, work / "fit", fit="pynq-z2", clock_mhz=CLOCK_MHZ, warn=lambda line: None)
+    design = api.compile(path, work, clock_mhz=CLOCK_MHZ, warn=lambda line: None, **FOLDINGS[folding])
     seconds = time.perf_counter() - start
-    x = inputs(4)
+    x, labels = inputs()
+    x = design.io.check_input(x)
     run = design.simulate(x)
-    comparison = verify_outputs(design.model, x, run.outputs, design.io)
+    x_grid = design.io.on_input_grid(x)
+    if (name, x_grid.tobytes()) not in _REFERENCES:         # qonnx on 360 digits: minutes; once per model
+        _REFERENCES[(name, x_grid.tobytes())] = qonnx_reference(path, x_grid)
+    reference = _REFERENCES[(name, x_grid.tobytes())]
+    comparison = compare(run.outputs, reference, rtol=tolerance(design.io))
     report, est = design.report, design.report["totals"]
-    row = {"model": name, "what": what,
-           "default: II / frames/s": f"{default['analytic_cycles_per_frame']:,} / {default['frames_per_second']:,.0f}",
-           "--fit: II / frames/s (board)": f"{report['analytic_cycles_per_frame']:,} / "
-                                           f"{report['frames_per_second']:,.0f} "
-                                           f"({report.get('board_frames_per_second', report['frames_per_second']):,.0f})",
+    row = {"model": name, "folding": folding, "what": what,
+           "II cycles": f"{report['analytic_cycles_per_frame']:,}",
            "measured cycles/frame": f"{run.cycles_per_frame:,.0f}",
+           "frames/s (board)": f"{report['frames_per_second']:,.0f} "
+                               f"({report.get('board_frames_per_second', report['frames_per_second']):,.0f})",
            "latency": f"{report['latency_ns'] / 1000:,.2f} us",
-           "against qonnx (4 frames, RTL)": comparison.summary().split(":")[0],
+           "RTL against qonnx": f"{comparison.summary().split(':')[0]} ({len(x)} frames)",
+           "accuracy qonnx / RTL": (f"{_accuracy(reference, labels)} / {_accuracy(run.outputs, labels)}"
+                                    if labels is not None else "-"),
            "estimate LUT/FF/BRAM36/DSP": f"{est['LUT']:,} / {est['FF']:,} / {est['BRAM18'] / 2:g} / {est['DSP']:,}",
            "compile s": f"{seconds:.1f}"}
     if yosys:
@@ -76,7 +101,8 @@ def measure(name, work, yosys):
         layers = synth["timing"]["layers"]
         slowest = min(layers, key=lambda n: layers[n]["fmax_mhz_estimate"], default=None)
         path = layers[slowest] if slowest else synth["timing"]["design"]
-        row["Fmax estimate"] = (f"~{path['fmax_mhz_estimate']:.0f} MHz ({slowest or 'design'}: {path['through']})"
+        row["Fmax estimate"] = (f"~{path['fmax_mhz_estimate']:.0f} MHz ({slowest or 'design'}: "
+                                f"{_short_path(path['through'])})"
                                 if path else "-")
     return row
 
@@ -84,27 +110,40 @@ def measure(name, work, yosys):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("names", nargs="*", metavar="NAME", help=f"of {', '.join(MODELS_SHOWN)} (none: all)")
-    parser.add_argument("--yosys", action="store_true", help="build each --fit design by Yosys in the zynq shell")
+    parser.add_argument("--yosys", action="store_true", help="build each design by Yosys in the zynq shell")
+    parser.add_argument("--folding", choices=list(FOLDINGS), action="append",
+                        help="only this folding (repeatable; none: both)")
     args = parser.parse_args()
     for name in args.names:
         if name not in MODELS_SHOWN:
             parser.error(f"{name}: unknown model; known: {', '.join(MODELS_SHOWN)}")
-    rows = {r["model"]: r for r in section_rows(SECTION)}
+    key = lambda r: (r["model"], r["folding"])
+    rows = {key(r): r for r in section_rows(SECTION)}
     with tempfile.TemporaryDirectory() as tmp, warnings.catch_warnings():
         warnings.simplefilter("ignore")
         for name in args.names or list(MODELS_SHOWN):
-            work = Path(tmp) / name
-            rows[name] = measure(name, work, args.yosys)
-            print(rows[name], flush=True)
+            for folding in args.folding or list(FOLDINGS):
+                row = measure(name, folding, Path(tmp) / name / folding.strip("-").replace(" ", "_"), args.yosys)
+                rows[key(row)] = row
+                print(row, flush=True)
+    for row in rows.values():            # rows kept from the file, or this run's
+        fmax = row.get("Fmax estimate", "-")
+        if ": " in fmax:
+            head, through = fmax.split(": ", 1)
+            row["Fmax estimate"] = f"{head}: {_short_path(through.rstrip(')'))})"
     keys = list(dict.fromkeys(k for r in rows.values() for k in r))
+    order = [(n, f) for n in MODELS_SHOWN for f in FOLDINGS]
     write_section(SECTION, "Each model compiled at the default folding (FINN's SetFolding) and with `--fit pynq-z2` "
-                  f"at {CLOCK_MHZ:g} MHz; the `--fit` design simulated on Verilator (cycles per frame measured "
-                  "between frames) and compared with qonnx's execute_onnx on the original model (\"bit-exact\", or "
-                  "\"equal\" up to float32 rounding where the model ends in float ops). A frame is one sequence "
-                  "(tokens x features), or one digit for the ViT. With `--yosys`, the `--fit` design built by Yosys "
-                  "`synth_xilinx` in the zynq shell beside the estimate; the Fmax figure is Yosys' `sta` with "
-                  "`boards/timing.py`'s delay model, an estimate (Vivado's timing report is the real figure).",
-                  [{k: rows[n].get(k, "-") for k in keys} for n in MODELS_SHOWN if n in rows])
+                  f"at {CLOCK_MHZ:g} MHz, simulated on Verilator (cycles per frame measured between frames) and "
+                  "compared with qonnx's execute_onnx on the original model (\"bit-exact\", or \"equal up to float32 "
+                  "rounding\" where the model ends in a float MatMul: the ViT's head). A frame is one sequence "
+                  "(tokens x features), or one digit for the ViT; the encoder block's inputs are random "
+                  "sequences, the ViT's the 360 test digits of make_vit.py's split, its accuracy counted by "
+                  "argmax in qonnx and in the RTL simulation. Yosys: `synth_xilinx` of the whole design in the "
+                  "zynq shell (LUTs include LUTRAM) beside the compiler's estimate of the accelerator; the Fmax "
+                  "figure is Yosys' `sta` with `boards/timing.py`'s delay model, an estimate (Vivado's timing "
+                  "report is the real figure).",
+                  [{k: rows[o].get(k, "-") for k in keys} for o in order if o in rows])
 
 
 if __name__ == "__main__":
