@@ -20,7 +20,7 @@ from sim import outdir, progress
 
 __all__ = ["prove_out", "design_nodes", "cluster_nodes", "BridgeOp", "REPORT"]
 
-REPORT = "prove/report.json"        # in OUT: the last `rtlgen prove`'s outcomes, one per node
+REPORT = outdir.PROVE_REPORT        # in OUT: the last `rtlgen prove`'s outcomes, one per node
 
 
 def _attribute(value):
@@ -161,7 +161,7 @@ def prove_out(out, *, depth=None, node=None, report=print, timeout=None, jobs=No
         if not chosen:
             raise ValueError(f"--node {node!r}: no such node in {out}; legal: {', '.join(n for n, _, _ in nodes)}")
         nodes = chosen
-    keep = Path(out) / "prove"
+    keep = Path(out) / outdir.PROVE_DIR
     outcomes = [None] * len(nodes)
     todo = {}                                   # {cache key: (job, [(index, name, instance)])}: identical nodes once
     for index, (name, op, spec) in enumerate(nodes):
