@@ -204,7 +204,7 @@ def test_latency_objective_chooses_distributed_arithmetic():
     assert with_heaps < design_latency(graph)
 
 
-@pytest.mark.sim
+@pytest.mark.slow       # a compile and three Verilator builds: 250 s on the shared machine
 def test_tiny_jet_model_bit_exact_at_the_ii_and_under_backpressure(tmp_path, capsys):
     """The tiny model compiled with --objective latency: bit-exact against qonnx (full rate and random
     backpressure), and the simulated latency equals report.json's."""
