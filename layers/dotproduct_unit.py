@@ -19,7 +19,7 @@ from layers.thresholding import activation_lane, threshold_search
 from memstream.axilite import AXILiteSignature
 from memstream.memstream import MemStream, is_logic_rom, rom_address_next, rom_read_port
 
-__all__ = ["DotProductUnit", "TREE_LEVELS_PER_STAGE", "csd_terms"]
+__all__ = ["DotProductUnit", "TREE_LEVELS_PER_STAGE", "csd_terms", "keeps_sums"]
 
 TREE_LEVELS_PER_STAGE = 2       # adder levels between pipeline registers
 
@@ -27,6 +27,14 @@ TREE_LEVELS_PER_STAGE = 2       # adder levels between pipeline registers
 def _sign_bits(bits, elems):
     """The mask of the sign bit of each of ``elems`` packed ``bits``-bit elements."""
     return C(sum(1 << (e * bits + bits - 1) for e in range(elems)), bits * elems)
+
+
+def keeps_sums(spec):
+    """Whether each lane's adder tree keeps every sum a carry chain of its own (``adder_tree(keep=True)``):
+    where its terms are wide, partial-product rows of fabric products of 4+ rows (``product_rows``; two
+    rows, an INT2 weight's, not measured) or DSP48E1 products split per lane pair, which Yosys would
+    otherwise merge into carry-save LUT logic."""
+    return spec.product_rows >= 4 or (spec.dsp_packing is not None and not spec.accumulates_in_dsp)
 
 
 def csd_terms(value):
@@ -184,7 +192,7 @@ class DotProductUnit(wiring.Component):
                 total, stages = popcount_heap(m, advance, prods, term_inputs=spec.heap_term_inputs, name=f"sum{p}")
             else:
                 total, stages = adder_tree(prods, m=m, advance=advance, levels_per_stage=TREE_LEVELS_PER_STAGE,
-                                           name=f"sum{p}")
+                                           name=f"sum{p}", keep=keeps_sums(spec))
             if spec.csd_products:           # lanes of fewer terms: delayed to the longest lane's stages
                 full = tree_stages(spec.tree_terms, TREE_LEVELS_PER_STAGE)
                 total, stages = self._delay(m, advance, total, full - stages, f"sum{p}_pad"), full
