@@ -269,9 +269,9 @@ def _waves_path(args):
     before the simulation; None without --waves."""
     if args.waves is None:
         return None
-    path = Path(args.waves) if args.waves else Path(args.out) / "waves.vcd"
+    path = Path(args.waves) if args.waves else Path(args.out) / outdir.WAVES
     if path.is_dir():
-        path = path / "waves.vcd"
+        path = path / outdir.WAVES
     if not path.parent.is_dir():
         raise InputError(f"--waves {args.waves}: the directory {path.parent} does not exist")
     try:

@@ -37,7 +37,8 @@ from pathlib import Path
 from sim.stream_io import StreamIO
 
 __all__ = ["OutError", "VERILOG", "IO", "REPORT", "MODEL_HW", "FOLDING", "PARTITION", "CLUSTER_SIM", "VERIFY",
-           "HOST_PRE", "HOST_POST", "REPORT_HTML", "BUILD", "YOSYS_DIR", "YOSYS_REPORT", "PROVE_DIR", "PROVE_REPORT",
+           "HOST_PRE", "HOST_POST", "REPORT_HTML", "BUILD", "YOSYS_DIR", "YOSYS_REPORT", "VIVADO_DIR", "WAVES",
+           "PROVE_DIR", "PROVE_REPORT",
            "MANIFEST", "REQUIRED",
            "device_dir", "missing", "write_io", "read_io", "read_outputs", "check_out", "replacing", "lock",
            "read_manifest", "claim", "rehash", "changed_files", "changed_line", "model_source", "read_design", "sha256"]
@@ -56,6 +57,8 @@ REPORT_HTML = "report.html"             # the compile's figures as a page (rtlge
 BUILD = "build"                         # `rtlgen build`'s folder (its files are the user's: kept by a compile)
 YOSYS_DIR = f"{BUILD}/yosys"            # Yosys' synthesis: its scripts, logs and netlist
 YOSYS_REPORT = f"{YOSYS_DIR}/report.json"   # `rtlgen build`'s synthesis figures and netlist record
+VIVADO_DIR = f"{BUILD}/vivado"          # `rtlgen build`'s Vivado project (and bitstream, with --toolchain vivado)
+WAVES = "waves.vcd"                     # `rtlgen sim --waves`' default (the user's: kept by a compile)
 PROVE_DIR = "prove"                     # `rtlgen prove`'s runs, one folder a node
 PROVE_REPORT = f"{PROVE_DIR}/report.json"   # the last `rtlgen prove`'s outcomes, one per node
 MANIFEST = ".rtlgen-manifest.json"      # what the compile wrote, with sha256s and the model's

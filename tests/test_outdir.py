@@ -11,7 +11,7 @@ ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("rtlgen", "sim", "boards", "galapagos", "layers", "swg", "memstream")
 NAMES = {outdir.VERILOG, outdir.IO, outdir.REPORT, outdir.MODEL_HW, outdir.FOLDING, outdir.PARTITION,
          outdir.CLUSTER_SIM, outdir.VERIFY, outdir.HOST_PRE, outdir.HOST_POST, outdir.REPORT_HTML, outdir.MANIFEST,
-         outdir.YOSYS_DIR, outdir.YOSYS_REPORT, outdir.PROVE_REPORT}
+         outdir.YOSYS_DIR, outdir.YOSYS_REPORT, outdir.VIVADO_DIR, outdir.WAVES, outdir.PROVE_REPORT}
 
 
 def _strings(tree):

@@ -80,14 +80,14 @@ def build(out, *, shell="standalone", toolchain="yosys", board="pynq-z2", inputs
         raise BuildError(str(exc)) from None
     verilog, io, report = read_design(out)
     _refuse_far_over(report, board, force)
-    root = Path(out) / outdir.BUILD
+    vivado = Path(out) / outdir.VIVADO_DIR
     name = f"rtlgen_{shell}"
 
     top = _standalone(verilog, io, report, inputs, say) if shell == "standalone" else _zynq(verilog, io, report, say)
     platform = PynqZ2Platform()
-    plan = platform.build(top, name=name, build_dir=str(root / "vivado"), do_build=False)
-    plan.extract(str(root / "vivado"))
-    say(f"Vivado plan: {root / 'vivado'} ({name}.tcl, {name}.xdc, build_{name}.sh)")
+    plan = platform.build(top, name=name, build_dir=str(vivado), do_build=False)
+    plan.extract(str(vivado))
+    say(f"Vivado plan: {vivado} ({name}.tcl, {name}.xdc, build_{name}.sh)")
 
     files = plan.files
     shell_verilog = files[f"{name}.v"] + "\n" + verilog
@@ -108,8 +108,8 @@ def build(out, *, shell="standalone", toolchain="yosys", board="pynq-z2", inputs
                          f"the network across devices (rtlgen partition)")
 
     if toolchain == "vivado":
-        plan.execute_local(str(root / "vivado"))
-        say(f"bitstream: {root / 'vivado' / (name + '.bit')}")
+        plan.execute_local(str(vivado))
+        say(f"bitstream: {vivado / (name + '.bit')}")
     return result
 
 
