@@ -3,6 +3,7 @@
 test measures what the contract says about timing: ``latency`` after ``lead_words`` input words."""
 
 import dataclasses
+import functools
 from math import prod
 
 import numpy as np
@@ -17,13 +18,18 @@ from sim.harness import simulate_streams
 
 # Every default example instance of every op (``Op.examples``; the slow ones are the rest of FINN's grids,
 # simulated by tests/test_op_grid.py): (op type, index), the contract checked on each.
-EXAMPLES = [(op_type, k) for op_type in sorted(OPS) for k, example in enumerate(examples_of(OPS[op_type]))
-            if not example.slow]
+@functools.lru_cache(maxsize=None)
+def examples(op_type):
+    """``Op.examples`` of ``op_type``, made once (an MVAU's grid draws 324 weight matrices)."""
+    return examples_of(OPS[op_type])
+
+
+EXAMPLES = [(op_type, k) for op_type in sorted(OPS) for k, example in enumerate(examples(op_type)) if not example.slow]
 
 
 def _node(op_type, k=0):
     """A node of ``op_type`` built from its op's example ``k`` (``Op.examples``)."""
-    params, folding, _ = examples_of(OPS[op_type])[k]
+    params, folding, _ = examples(op_type)[k]
     return HWNode(f"{op_type}_{k}", op_type, params, dict(folding))
 
 

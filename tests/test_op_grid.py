@@ -13,11 +13,12 @@ import pytest
 from qonnx.core.datatype import DataType
 from qonnx.util.basic import gen_finn_dt_tensor
 
-from layers.op import examples_of, input_dtypes
+from layers.op import input_dtypes
 from memstream.packing import pack_words, unpack_words
 from rtlgen.ir.graph import OPS, HWNode
 from sim.harness import FULL_RATE, Backpressure, simulate_streams
 from sim.runner import to_verilog
+from tests.test_layer_contract import examples
 
 FRAMES = 3                  # the steady state is measured over the later frames
 STALLED_FRAMES = 2
@@ -25,7 +26,7 @@ STALLED_FRAMES = 2
 
 def _cases():
     return [pytest.param(op_type, k, id=f"{op_type}-{k}", marks=[pytest.mark.slow] if example.slow else [])
-            for op_type in sorted(OPS) for k, example in enumerate(examples_of(OPS[op_type]))]
+            for op_type in sorted(OPS) for k, example in enumerate(examples(op_type))]
 
 
 def _ports(prefix, count):
@@ -89,7 +90,7 @@ def run(op, spec, verilog, frames, backpressure, seed):
 @pytest.mark.parametrize("op_type, k", _cases())
 def test_example_bit_exact_at_its_ii_under_backpressure(op_type, k):
     op = OPS[op_type]
-    example = examples_of(op)[k]
+    example = examples(op_type)[k]
     spec = HWNode(f"{op_type}_{k}", op_type, example.params, dict(example.folding)).spec()
     verilog = to_verilog(op.component(spec), "top")        # one conversion for both runs
     full, ports, words_per_frame = run(op, spec, verilog, FRAMES, FULL_RATE, seed=k + 1)
