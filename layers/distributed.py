@@ -400,6 +400,29 @@ def _count_tables(n):
     return tuple(sum(1 << i for i in range(1 << n) if bin(i).count("1") >> j & 1) for j in range(n.bit_length()))
 
 
+def _adder_counter(m, bits, name):
+    """The number of ones among up to 6 bits as full and half adders (XOR, majority): plain logic that
+    abc maps to LUTs however it likes, where :func:`_counter`'s constant tables cost Yosys a 64-way mux
+    each before it maps them."""
+    columns, j, k = [list(bits)], 0, 0
+    while j < len(columns):
+        col = columns[j]
+        while len(col) > 1:
+            if len(columns) == j + 1:
+                columns.append([])
+            if len(col) >= 3:
+                a, b, c = col.pop(0), col.pop(0), col.pop(0)
+                total, carry = a ^ b ^ c, (a & b) | (a & c) | (b & c)
+            else:
+                a, b = col.pop(0), col.pop(0)
+                total, carry = a ^ b, a & b
+            col.append(_wire(m, total, f"{name}_s{k}"))
+            columns[j + 1].append(_wire(m, carry, f"{name}_c{k}"))
+            k += 1
+        j += 1
+    return [columns[j][0] if j < len(columns) and columns[j] else C(0, 1) for j in range(len(bits).bit_length())]
+
+
 def _counter(m, bits, name):
     """The number of ones among up to 6 bits, least significant first: one LUT6 per output bit, each its
     truth table read at the bits (a ``$shiftx`` of a constant, as :mod:`layers.popcount` builds them); the
@@ -472,7 +495,7 @@ class DistributedUnit(wiring.Component):
             for col, sizes in enumerate(groups):
                 bits, start = columns[col], 0
                 for g, size in enumerate(sizes):
-                    for j, bit in enumerate(_counter(m, bits[start:start + size], f"c{c}_l{level}_{col}_{g}")):
+                    for j, bit in enumerate(COUNTER(m, bits[start:start + size], f"c{c}_l{level}_{col}_{g}")):
                         out[col + j].append(bit)
                     start += size
                 out[col].extend(bits[start:])
@@ -521,6 +544,9 @@ class DistributedUnit(wiring.Component):
         lane = Signal(ob, name=f"c{c}_out")
         m.d.comb += lane.eq(activation_lane(count[:max(1, act.levels.bit_length())], spec.output_dtype, spec.act_val))
         return lane
+
+
+COUNTER = _adder_counter
 
 
 def _wire(m, value, name):
