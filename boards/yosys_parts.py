@@ -140,7 +140,14 @@ def _read_part(key, name):
     paths = {} if own is None else {name: dataclasses.replace(
         own, module=name, cells=tuple((c.replace(PLACEHOLDER, name), k) for c, k in own.cells))}
     report = dataclasses.replace(report, top=name, paths=paths)
-    return report, (entry / "netlist.v").read_text().replace(PLACEHOLDER, name)
+    return report, _renamed((entry / "netlist.v").read_text(), name)
+
+
+def _renamed(netlist, name):
+    """The placeholder in a part's netlist back to ``name``, which has a dot: always an escaped identifier
+    (Yosys wrote the placeholder plain where it could, ``module rtlgen_yosys_part(``)."""
+    return re.sub(rf"(\\?){PLACEHOLDER}(\.?)",
+                  lambda m: f"\\{name}{m.group(2)}" if m.group(1) or m.group(2) else f"\\{name} ", netlist)
 
 
 def _ports_only(module_text):

@@ -107,3 +107,11 @@ def test_the_first_webassembly_run_is_known_before_it_starts(tmp_path, monkeypat
     monkeypatch.setenv("RTLGEN_YOSYS", "native")
     monkeypatch.setattr("importlib.util.find_spec", lambda name, *a: object())
     assert not first_wasm_run()                 # the native Yosys compiles nothing
+
+
+def test_a_parts_netlist_gets_its_layers_name_back_as_an_escaped_identifier():
+    from boards.yosys_parts import PLACEHOLDER, _renamed
+    written = (f"module {PLACEHOLDER}(a, y);\n  \\{PLACEHOLDER}.out_fifo  out_fifo (.a(a));\nendmodule\n"
+               f"module \\{PLACEHOLDER}.out_fifo (a);\nendmodule\n")
+    assert _renamed(written, "w.MVAU_0") == ("module \\w.MVAU_0 (a, y);\n  \\w.MVAU_0.out_fifo  out_fifo (.a(a));\n"
+                                             "endmodule\nmodule \\w.MVAU_0.out_fifo (a);\nendmodule\n")
