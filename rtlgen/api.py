@@ -27,7 +27,8 @@ from rtlgen.backend.build import build as build_design
 from rtlgen.check.verify import simulate_model, verify_outputs
 from rtlgen.errors import CompileError, CompileWarning
 from rtlgen.fit import Budget, Usage, fit_line
-from sim.outdir import OutError, changed_files, check_out, model_source, read_design, replacing
+from sim.outdir import OutError, changed_files, model_source, read_design
+from sim.outdir_swap import check_out, replacing
 from rtlgen.options import CompileOptions, read_config
 from sim import outdir, progress
 from sim.harness import FULL_RATE
@@ -207,7 +208,7 @@ def partition(model, out, *, devices, budget=None, board="pynq-z2", max_utilizat
               input_dtype=None, plan_only=False, force=False, say=None, warn=None):
     """Split ``model`` over at most ``devices`` FPGAs linked by Galapagos (`rtlgen partition`): the plan
     (cuts, folding, cluster files) and, unless ``plan_only``, each device's kernel, written into ``out``
-    as a compile is (:mod:`sim.outdir`: built beside it and swapped in at the end). ``budget`` is
+    as a compile is (:mod:`sim.outdir_swap`: built beside it and swapped in at the end). ``budget`` is
     per device (``"lut=N,ff=N,bram36=N,dsp=N"``, default the board x ``max_utilization``); ``fixed`` pins
     nodes, {node name: device index}; ``input_dtype`` as `rtlgen compile --input-dtype`. Returns the :class:`rtlgen.passes.partition.Partition`."""
     # onnx and galapagos: loaded by a partition only, so the command line's errors stay fast

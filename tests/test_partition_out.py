@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from rtlgen.cli import main
-from sim.outdir import MANIFEST, lock
+from sim.outdir import MANIFEST
+from sim.outdir_swap import lock
 
 MODEL = Path(__file__).parent / "models" / "digits_tfc_w1a1i1_clean.onnx"
 PLAN = ["partition.json", "folding.json", "cluster/logical.xml", "cluster/map.xml"]

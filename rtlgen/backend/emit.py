@@ -10,7 +10,7 @@ OUT/
   io.json, host_pre.onnx, host_post.onnx   how the model's tensors map onto the streams
   .rtlgen-manifest.json   what the compile wrote, and the model's sha256 and path (sim.outdir)
 
-A compile writes these into a new directory beside OUT and :mod:`sim.outdir` swaps it in.
+A compile writes these into a new directory beside OUT and :mod:`sim.outdir_swap` swaps it in.
 """
 
 import json
