@@ -4,6 +4,7 @@ FIXED<16,6> input, at `--fit pynq-z2 --clock-mhz 200`: each objective's design, 
 qonnx), the estimate, and with `--yosys` the Yosys standalone build's resources and Fmax estimate.
 
     python -m benchmarks.latency                 # every row, no Yosys
+    python -m benchmarks.latency --table         # the section rewritten from its rows, nothing measured
     python -m benchmarks.latency --yosys NAME..  # also `rtlgen build OUT --shell standalone` for those rows
                                                  # (heavy: run alone; RTLGEN_YOSYS=native if wasm runs out)
 
@@ -84,8 +85,8 @@ def measure(name, tmp, yosys=False):
 
 
 def main(argv):
-    yosys = "--yosys" in argv
-    names = [a for a in argv if a != "--yosys"] or list(CASES)
+    yosys, table_only = "--yosys" in argv, "--table" in argv      # --table: rewrite the section, measure nothing
+    names = [a for a in argv if a not in ("--yosys", "--table")] or ([] if table_only else list(CASES))
     rows = {r["design"]: r for r in section_rows(SECTION)}
     with tempfile.TemporaryDirectory() as tmp:
         for name in names:
@@ -105,7 +106,13 @@ def main(argv):
                   "(first input word to last output word of one frame into the idle design), both at 5 ns a "
                   "cycle; verify = `rtlgen verify` against qonnx's execute_onnx on the original model. "
                   "The pruned model is hls4ml's deployed one (75 % of each layer's weights zero, "
-                  "tests/models/jet_tagger/make_jet_tagger_pruned.py). " + HLS4ML + ".", table)
+                  "tests/models/jet_tagger/make_jet_tagger_pruned.py). \"(bit heaps)\": every MVAU built by "
+                  "distributed arithmetic (`pipeline=distributed`, layers/distributed.py, issue 43: the constant "
+                  "weights' canonical signed digits as one bit heap per output, LUT6 counters, one carry chain, "
+                  "the activation a LUT after it, registers where the 200 MHz clock needs them, none at the "
+                  "layer's ends); the latency objective takes it per layer where it is shorter and the budget "
+                  "allows. Yosys: `RTLGEN_YOSYS=native python -m benchmarks.latency --yosys NAME` (native "
+                  "pyosys). " + HLS4ML + ".", table)
 
 
 if __name__ == "__main__":
