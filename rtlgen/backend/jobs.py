@@ -22,6 +22,7 @@ deep below the CLI needs no parameter threaded through every pass.
 import multiprocessing
 import os
 import signal
+import warnings
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
@@ -190,7 +191,11 @@ def _on_cluster(address, function, items, check):
         call = _Checked(function, check, expected)
     # pure=False: every item is a job of its own (the callers send no duplicates; hashing specs of
     # megabits of weights to find some would cost more than it saves)
-    futures = client.map(call, items, pure=False)
+    with warnings.catch_warnings():
+        # each item goes to one worker once (a layer's weights, a node's spec): nothing to gain from
+        # Dask's advice to scatter it first
+        warnings.filterwarnings("ignore", message="Sending large graph", category=UserWarning)
+        futures = client.map(call, items, pure=False)
     index = {future.key: i for i, future in enumerate(futures)}
     try:
         for future in distributed.as_completed(futures, loop=client.loop):
