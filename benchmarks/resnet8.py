@@ -1,0 +1,182 @@
+"""MLPerf Tiny's ResNet-8 at W8A8 and W4A4 on the xc7z020 against fpgaConvNet (issue 43 item 1).
+
+    python -m benchmarks.resnet8            # both tables, estimates (rtlgen inspect and compile, no Yosys)
+    python -m benchmarks.resnet8 --layers OUT   # the per-layer table only, from `rtlgen compile
+                                                # tests/models/mlperf_tiny/resnet8_w8a8.onnx -o OUT --fit pynq-z2`
+
+The models: tests/models/mlperf_tiny/resnet8_w8a8.onnx (make_resnet8_w8a8.py: 8-bit weights, activations
+and input) and resnet8.onnx (make_models.py: 4-bit weights and activations, 8-bit input); random weights with
+calibrated scales, MLPerf Tiny's topology (stem 3x3 conv 16; stacks of 16, 32, 64 channels, two 3x3 convs
+each, the last two with stride 2 and a 1x1 conv shortcut; global average pool; FC 10).
+
+Table 1, per network and folding: `rtlgen compile MODEL -o OUT [--fit pynq-z2] -q` and its report.json (the
+accelerator's II, frames/s at 100 MHz, the whole design's estimate with the FIFOs and width converters the
+compile inserts, the binding resource); the default folding (FINN's SetFolding for 1,000 cycles per frame) is
+far over the chip, so its row takes `rtlgen inspect --json` (the layers' estimate, nothing inserted) instead
+of converting an oversized design. MACs per frame are the MVAUs' MW x MH x vectors; MACs per cycle = MACs
+per frame / II; "needed" is what the acceptance's frame rate needs at 100 MHz.
+
+Table 2: the W8A8 `--fit pynq-z2` design per MVAU (its folding.json and report.json): folding, multipliers
+(DSP48E1 two lanes a DSP, or LUT), weights' memory, MACs per cycle and the estimate, layer by layer.
+"""
+
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from math import prod
+from pathlib import Path
+
+from benchmarks.tables import write_section
+
+ROOT = Path(__file__).resolve().parent.parent
+MODELS = ROOT / "tests" / "models" / "mlperf_tiny"
+CLOCK_MHZ = 100
+FPGACONVNET = 2431          # inferences/s, ResNet-8 INT8 on a ZedBoard (xc7z020-1) at 143 MHz (MLPerf Tiny v1.1)
+NETWORKS = {                # name -> (label, file, the acceptance's frames/s)
+    "W8A8": ("resnet8_w8a8.onnx", 5000),
+    "W4A4": ("resnet8.onnx", 20000),
+}
+TABLE = "MLPerf Tiny ResNet-8 at W8A8 and W4A4 against fpgaConvNet"
+LAYERS = "MLPerf Tiny ResNet-8 W8A8 --fit pynq-z2 per layer (estimate)"
+
+
+def rtlgen(*args):
+    start = time.perf_counter()
+    done = subprocess.run([sys.executable, "-m", "rtlgen", *args], capture_output=True, text=True, cwd=ROOT)
+    if done.returncode != 0:
+        raise RuntimeError(f"rtlgen {' '.join(args)}: exit {done.returncode}: {done.stderr.strip()[-2000:]}")
+    return done.stdout, time.perf_counter() - start
+
+
+def macs_per_frame(model):
+    """The MVAUs' and VVAUs' multiply-accumulates per frame, from the lowered graph."""
+    from rtlgen.flows import FRONT, Runner
+    from rtlgen.options import CompileOptions
+    graph = Runner().run(FRONT, str(model), CompileOptions())
+    total = 0
+    for node in graph.nodes:
+        if node.op_type in ("MVAU", "VVAU"):
+            spec = node.spec()
+            total += layer_macs(spec)
+    return total
+
+
+def layer_macs(spec):
+    if hasattr(spec, "mw"):
+        return spec.mw * spec.mh * prod(spec.num_input_vectors)
+    return spec.channels * spec.kernel_elems * prod(spec.num_input_vectors)
+
+
+def inspect(model, *flags):
+    out, seconds = rtlgen("inspect", str(model), "--json", *flags)
+    return json.loads(out[out.index("{"):]), seconds     # after any line the MILP solver prints
+
+
+def node_totals(nodes):
+    totals = {"LUT": 0, "FF": 0, "BRAM18": 0, "DSP": 0}
+    for n in nodes:
+        for k in totals:
+            totals[k] += n.get("resources", {}).get(k, 0)
+    return totals
+
+
+def resources(t):
+    return f"{round(t['LUT']):,} / {round(t['FF']):,} / {t['BRAM18'] / 2:g} / {round(t['DSP'])}"
+
+
+def row(label, options, ii, macs, target, totals, binds, how, seconds):
+    fps = CLOCK_MHZ * 1e6 / ii
+    return {"network": f"ResNet-8 {label}", "options": options or "default folding",
+            "II (cycles)": f"{ii:,}", "frames/s @100 MHz": f"{fps:,.0f}",
+            "x fpgaConvNet (2,431)": f"{fps / FPGACONVNET:.2f}",
+            "MACs/frame": f"{macs:,}", "MACs/cycle": f"{macs / ii:,.0f}",
+            "needed for the acceptance": f"{target:,} frames/s: {macs * target / (CLOCK_MHZ * 1e6):,.0f} MACs/cycle",
+            "LUT / FF / BRAM36 / DSP (estimate)": resources(totals), "binds": binds,
+            "estimate of": how, "s": f"{seconds:.0f}"}
+
+
+def network_rows(label, work):
+    name, target = NETWORKS[label]
+    model = MODELS / name
+    macs = macs_per_frame(model)
+    rows, layers = [], None
+    default, seconds = inspect(model)
+    rows.append(row(label, "", default["analytic_cycles_per_frame"], macs, target, node_totals(default["nodes"]),
+                    "-", "layers (inspect)", seconds))
+    out = work / label
+    _, seconds = rtlgen("compile", str(model), "-o", str(out), "--fit", "pynq-z2", "-q")
+    report = json.loads((out / "report.json").read_text())
+    rows.append(row(label, "--fit pynq-z2", report["analytic_cycles_per_frame"], macs, target, report["totals"],
+                    report["optimizer"]["binding"], "whole design (compile)", seconds))
+    if label == "W8A8":
+        layers = layer_rows(model, out)
+    return rows, layers
+
+
+def layer_rows(model, out):
+    """Per MVAU of the design compiled into ``out``: its folding (folding.json) and estimate (report.json)."""
+    from rtlgen.flows import FRONT, Runner
+    from rtlgen.options import CompileOptions
+    graph = Runner().run(FRONT, str(model), CompileOptions())
+    nodes = {n.name: n for n in graph.nodes}
+    folding = json.loads((out / "folding.json").read_text())
+    rows = []
+    for layer in json.loads((out / "report.json").read_text())["layers"]:
+        if layer["op_type"] not in ("MVAU", "VVAU"):
+            continue
+        spec = nodes[layer["name"]].spec(**folding[layer["name"]])
+        r = layer["resources"]
+        kind = ("DSP48E1, two lanes a DSP" if spec.res_type == "dsp" and spec.dsp_packing is not None
+                else "DSP48E1" if spec.res_type == "dsp" else "LUT")
+        if spec.accumulates_in_dsp:
+            kind += ", accumulated in P"
+        elif spec.res_type == "dsp" and spec.dsp_packing is not None:
+            kind += ", split per product"
+        elif spec.product_rows > 1:
+            kind += f" ({spec.product_rows} partial-product rows a product)"
+        weights = "LUT ROM" if spec.weight_ram_style == "distributed" else "block RAM"
+        rows.append({"layer": layer["name"],
+                     "MW x MH x vectors": f"{spec.mw} x {spec.mh} x {prod(spec.num_input_vectors)}",
+                     "SIMD x PE": f"{spec.simd} x {spec.pe}", "multipliers": kind, "weights": weights,
+                     "activation": spec.activation_style if spec.table is not None else "-",
+                     "cycles": f"{spec.exp_cycles:,}", "MACs/cycle": spec.simd * spec.pe,
+                     "LUT": f"{r['LUT']:,}", "LUT/MAC": f"{r['LUT'] / (spec.simd * spec.pe):.0f}",
+                     "FF": f"{r['FF']:,}", "BRAM36": f"{r['BRAM18'] / 2:g}", "DSP": r["DSP"]})
+    return rows
+
+
+def main(argv):
+    if argv[:1] == ["--layers"]:        # only the per-layer table, from an OUT compiled as network_rows does
+        write_section(LAYERS, LAYERS_INTRO, layer_rows(MODELS / NETWORKS["W8A8"][0], Path(argv[1])))
+        return
+    rows, layers = [], None
+    with tempfile.TemporaryDirectory() as tmp:
+        for label in NETWORKS:
+            got, per_layer = network_rows(label, Path(tmp))
+            rows += got
+            layers = layers or per_layer
+            for r in got:
+                print(r, flush=True)
+    write_section(TABLE, INTRO, rows)
+    write_section(LAYERS, LAYERS_INTRO, layers)
+
+
+INTRO = ("MLPerf Tiny's ResNet-8 (CIFAR-10, 32x32x3; its reference topology) quantized with Brevitas at W8A8 "
+         "(tests/models/mlperf_tiny/resnet8_w8a8.onnx) and W4A4 (resnet8.onnx), 8-bit input, random weights with "
+         "calibrated scales (hardware figures only), at the default folding and at `--fit pynq-z2` (the "
+         "xc7z020's LUT and FF x 0.8, BRAM36 and DSP x 0.95). The anchor: fpgaConvNet's MLPerf Tiny v1.1 "
+         "entry on a ZedBoard (the same xc7z020-1), ResNet-8 INT8 at 86.0 %, 2,431 inferences/s at 143 MHz in "
+         "47k LUT, 211 DSP, 93 BRAM36 (issue 43). Acceptance: W8A8 >= 5,000 frames/s at 100 MHz and fits; "
+         "W4A4 >= 20,000. frames/s is the accelerator's II at 100 MHz; resources are estimates (no Yosys "
+         "yet). The default folding's row is the layers' estimate (no FIFOs); the `--fit` rows the whole "
+         "design's, FIFOs and width converters included. Bit-exact against qonnx at golden level: "
+         "tests/test_mlperf_tiny.py.")
+LAYERS_INTRO = ("The W8A8 `--fit pynq-z2` design of the table above, per MVAU: the folding the optimizer "
+                "chose, where the products are (two INT8 lanes per DSP48E1 when PE is even, split per "
+                "product and summed in fabric when SIMD > 1; accumulated in P when SIMD is 1), MACs per "
+                "cycle and the layer's estimate (its activation included).")
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
