@@ -158,7 +158,7 @@ def _yosys_command():
 
 
 def synthesize(design, *, top="top", sta=False, workdir=None, extra_script=(), hierarchy=False, children_of=None,
-               netlist=None, lib=None):
+               netlist=None, lib=None, label=None):
     """Synthesize ``design`` for xc7 and return its ``SynthReport``.
 
     ``design`` is an Amaranth ``wiring.Component`` (converted with module name ``top``) or Verilog text
@@ -179,20 +179,22 @@ def synthesize(design, *, top="top", sta=False, workdir=None, extra_script=(), h
     with the cells' models (:mod:`boards.xilinx_sim`).
 
     ``lib``: Verilog of modules the design instantiates as black boxes (their ports only; e.g. layers
-    synthesized on their own, :mod:`boards.yosys_parts`).
+    synthesized on their own, :mod:`boards.yosys_parts`). ``label``: what the progress line calls the
+    design (default: ``top``).
     """
     if not isinstance(design, str):
         from amaranth.back import verilog
         design = verilog.convert(design, name=top, emit_src=False)
     if workdir is None:
         with tempfile.TemporaryDirectory(prefix="rtlgen-yosys-") as tmp:
-            return _run(design, top, sta, Path(tmp), extra_script, hierarchy, children_of, netlist, lib)
+            return _run(design, top, sta, Path(tmp), extra_script, hierarchy, children_of, netlist, lib, label)
     workdir = Path(workdir)
     workdir.mkdir(parents=True, exist_ok=True)
-    return _run(design, top, sta, workdir, extra_script, hierarchy, children_of, netlist, lib)
+    return _run(design, top, sta, workdir, extra_script, hierarchy, children_of, netlist, lib, label)
 
 
-def _run(verilog_text, top, sta, wd, extra_script, hierarchy=False, children_of=None, netlist=None, lib=None):
+def _run(verilog_text, top, sta, wd, extra_script, hierarchy=False, children_of=None, netlist=None, lib=None,
+         label=None):
     (wd / "top.v").write_text(verilog_text)
     if lib is not None:
         (wd / "lib.v").write_text(lib)
@@ -231,7 +233,7 @@ def _run(verilog_text, top, sta, wd, extra_script, hierarchy=False, children_of=
     (wd / "synth.ys").write_text("\n".join(script) + "\n")
 
     start = time.monotonic()
-    returncode, output = _run_watching(wd, f"Yosys synthesis of {top}")
+    returncode, output = _run_watching(wd, f"Yosys synthesis of {label or top}")
     seconds = time.monotonic() - start
     if returncode != 0:
         log = wd / "yosys.log"

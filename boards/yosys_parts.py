@@ -67,17 +67,20 @@ def synthesize_by_parts(verilog_text, *, top, parts_of, workdir, netlist=None, r
     layers = [name[len(prefix):] for name in modules if name.startswith(prefix) and "." not in name[len(prefix):]]
     texts = {layer: _part_text(modules, f"{prefix}{layer}") for layer in layers}
     keys = {layer: _key(text) for layer, text in texts.items()}
-    missing = sorted({keys[layer]: layer for layer in layers if not _cached(keys[layer])}.items())
+    missing = {}                        # key -> the layers that share it
+    for layer in layers:
+        if not _cached(keys[layer]):
+            missing.setdefault(keys[layer], []).append(layer)
     say(f"Yosys by parts: {len(layers)} layers ({len(set(keys.values()))} distinct, {len(missing)} to synthesize, "
         f"the rest from the cache), then the design around them")
-    _synthesize_missing([(key, texts[layer]) for key, layer in missing], run)
+    _synthesize_missing([(key, (texts[same[0]], _label(same))) for key, same in missing.items()], run)
     reports = {layer: _read_part(keys[layer], f"{prefix}{layer}") for layer in layers}
 
     rest = "".join(text for name, text in modules.items()
                    if not any(name == f"{prefix}{l}" or name.startswith(f"{prefix}{l}.") for l in layers))
     stubs = "".join(_ports_only(modules[f"{prefix}{layer}"]) for layer in layers)
     around = synthesize(rest, top=top, hierarchy=True, children_of=parts_of, sta=True, workdir=workdir / "top",
-                        netlist=netlist, lib=stubs)
+                        netlist=netlist, lib=stubs, label=f"{top} around its layers")
     if netlist is not None:
         module, name = netlist
         text = (workdir / "top" / name).read_text()
@@ -85,6 +88,10 @@ def synthesize_by_parts(verilog_text, *, top, parts_of, workdir, netlist=None, r
         (workdir / name).write_text(text)
     return _whole(top, around, {layer: r for layer, (r, _) in reports.items()}, time.monotonic() - start,
                   synthesized=len(missing), cached=len(set(keys.values())) - len(missing))
+
+
+def _label(layers):
+    return layers[0] + (f" (and {len(layers) - 1} identical)" if len(layers) > 1 else "")
 
 
 def _part_text(modules, name):
@@ -109,8 +116,8 @@ def _synthesize_missing(jobs, run):
     """Each (key, text) synthesized (in parallel through ``run``), its files stored under its key."""
     if not jobs:
         return
-    results = run(_synthesize_part, [text for _, text in jobs]) if run is not None else \
-        ((i, _synthesize_part(text)) for i, (_, text) in enumerate(jobs))
+    results = run(_synthesize_part, [item for _, item in jobs]) if run is not None else \
+        ((i, _synthesize_part(item)) for i, (_, item) in enumerate(jobs))
     for index, files in results:
         entry = _entry(jobs[index][0])
         with locked(entry.parent / f"{entry.name}.lock"):
@@ -123,11 +130,13 @@ def _synthesize_missing(jobs, run):
             tmp.rename(entry)
 
 
-def _synthesize_part(text):
-    """One part alone, as the whole design's run treats it (hierarchy kept, its own paths): {file: text}."""
+def _synthesize_part(item):
+    """One part alone, as the whole design's run treats it (hierarchy kept, its own paths): {file: text}.
+    ``item``: (its Verilog under the placeholder name, what the progress line calls it)."""
+    text, label = item
     with tempfile.TemporaryDirectory(prefix="rtlgen-part-") as tmp:
         synthesize(text, top=PLACEHOLDER, hierarchy=True, sta=True, workdir=tmp,
-                   netlist=(PLACEHOLDER, "netlist.v"))
+                   netlist=(PLACEHOLDER, "netlist.v"), label=label)
         return {name: (Path(tmp) / name).read_text() for name in _KEPT if (Path(tmp) / name).exists()}
 
 
