@@ -1,6 +1,7 @@
 """MLPerf Tiny's ResNet-8 at W8A8 and W4A4 on the xc7z020 against fpgaConvNet (issue 43 item 1).
 
-    python -m benchmarks.resnet8            # both tables, estimates (rtlgen inspect and compile, no Yosys)
+    python -m benchmarks.resnet8 [--verify] # both tables, estimates (rtlgen inspect and compile, no Yosys);
+                                            # --verify: the --fit designs in RTL against qonnx too
     python -m benchmarks.resnet8 --layers OUT   # the per-layer table only, from `rtlgen compile
                                                 # tests/models/mlperf_tiny/resnet8_w8a8.onnx -o OUT --fit pynq-z2`
 
@@ -21,6 +22,7 @@ Table 2: the W8A8 `--fit pynq-z2` design per MVAU (its folding.json and report.j
 """
 
 import json
+import re
 import subprocess
 import sys
 import tempfile
@@ -39,6 +41,7 @@ NETWORKS = {                # name -> (label, file, the acceptance's frames/s)
     "W4A4": ("resnet8.onnx", 20000),
 }
 TABLE = "MLPerf Tiny ResNet-8 at W8A8 and W4A4 against fpgaConvNet"
+VERIFY = "--verify" in sys.argv      # the --fit designs also simulated (Verilator, ~10 min each here)
 LAYERS = "MLPerf Tiny ResNet-8 W8A8 --fit pynq-z2 per layer (estimate)"
 
 
@@ -110,9 +113,23 @@ def network_rows(label, work):
     report = json.loads((out / "report.json").read_text())
     rows.append(row(label, "--fit pynq-z2", report["analytic_cycles_per_frame"], macs, target, report["totals"],
                     report["optimizer"]["binding"], "whole design (compile)", seconds))
+    rows[-1]["RTL against qonnx"] = verified(out, name) if VERIFY else "-"
+    rows[0]["RTL against qonnx"] = "-"
     if label == "W8A8":
         layers = layer_rows(model, out)
     return rows, layers
+
+
+def verified(out, name):
+    """``rtlgen verify OUT --input`` the model's committed samples (Verilator against qonnx): its verdict
+    and the measured cycles per frame."""
+    done = subprocess.run([sys.executable, "-m", "rtlgen", "verify", str(out), "--input",
+                           str(MODELS / name.replace(".onnx", "_inputs.npy"))], capture_output=True, text=True, cwd=ROOT)
+    log = done.stdout + done.stderr
+    verdict = [line.split(":")[0] for line in log.splitlines() if line.startswith(("bit-exact", "equal", "differ"))]
+    cycles = re.search(r"simulated (\d+) frame\(s\) in [\d.]+ s, ([\d.]+) cycles/frame", log)
+    return (f"exit {done.returncode}: {verdict[-1] if verdict else log.strip().splitlines()[-1]}"
+            + (f", {float(cycles.group(2)):,.0f} cycles/frame over {cycles.group(1)} frames" if cycles else ""))
 
 
 def layer_rows(model, out):
@@ -148,6 +165,7 @@ def layer_rows(model, out):
 
 
 def main(argv):
+    argv = [a for a in argv if a != "--verify"]
     if argv[:1] == ["--layers"]:        # only the per-layer table, from an OUT compiled as network_rows does
         write_section(LAYERS, LAYERS_INTRO, layer_rows(MODELS / NETWORKS["W8A8"][0], Path(argv[1])))
         return
