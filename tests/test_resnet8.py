@@ -37,11 +37,13 @@ def test_the_kept_sums_reach_the_netlist(res_type, simd, kept):
     assert ("keep" in text) == kept
 
 
-@pytest.mark.parametrize("res_type, yosys", [("dsp", 3014), ("lut", 11996)])
-def test_estimate_follows_yosys_on_the_resnet8_layer(res_type, yosys):
-    """SIMD 24 x PE 4, LUT-ROM weights of 24 words: Yosys (synth_xilinx, native 0.70) counted 3,014 LUT
-    with 48 DSP48E1 lane pairs (estimated 4,108 before: the packed weight's borrow folds into the ROM, the
+@pytest.mark.parametrize("res_type, simd, pe, idt, wdt, yosys", [("dsp", 24, 4, "UINT8", "INT8", 3014),
+                                                                  ("lut", 24, 4, "UINT8", "INT8", 11996),
+                                                                  ("dsp", 18, 4, "UINT4", "INT4", 1311)])
+def test_estimate_follows_yosys_on_the_resnet8_layer(res_type, simd, pe, idt, wdt, yosys):
+    """LUT-ROM weights of 24 words, Yosys (synth_xilinx, native 0.70): INT8 at SIMD 24 x PE 4, 3,014 LUT with
+    48 DSP48E1 lane pairs (estimated 4,108 before: the packed weight's borrow folds into the ROM, the
     increment is a carry chain of wires) and 11,996 with the rows in fabric (13,525 before the sums were
-    kept). Within 10 %."""
-    spec = int8_layer(res_type, 24, 4)
+    kept); W4A4's lanes at SIMD 18 x PE 4, 1,311 LUT with 36 DSP48E1 pairs. Within 10 %."""
+    spec = int8_layer(res_type, simd, pe, wdt=wdt, idt=idt)
     assert abs(spec.resource_estimate().lut / yosys - 1) <= 0.10, spec.resource_estimate()
