@@ -18,13 +18,27 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks.tables import section_rows, write_section
+from benchmarks.tables import section_provenance, section_rows, write_section
 
 MODELS = Path(__file__).resolve().parent.parent / "tests" / "models" / "attention"
 SECTION = "Attention: a quantized encoder block and a tiny ViT (Brevitas), default and --fit pynq-z2"
 CLOCK_MHZ = 100.0
 FOLDINGS = {"default": {}, "--fit pynq-z2": {"fit": "pynq-z2"}}
 _REFERENCES = {}                # (model, inputs) -> qonnx's outputs
+FPS = "frames/s = sequences/s (board)"
+INTRO = ("Each model compiled at the default folding (FINN's SetFolding) and with `--fit pynq-z2` at {clock:g} "
+         "MHz, simulated on Verilator (cycles per frame measured between frames) and compared with qonnx's "
+         "execute_onnx on the original model (\"bit-exact\", or \"equal up to float32 rounding\" where the model "
+         "ends in a float MatMul: the ViT's head). A frame is one sequence (tokens x features), or one digit for "
+         "the ViT: frames/s counts sequences; the encoder block's inputs are random sequences, the ViT's the 360 "
+         "test digits of make_vit.py's split, its accuracy counted by argmax in qonnx and in the RTL simulation. "
+         "Yosys: `synth_xilinx` of the whole design in the zynq shell (LUTs include LUTRAM) beside the "
+         "compiler's estimate of the accelerator; the Fmax figure is Yosys' `sta` with `boards/timing.py`'s delay "
+         "model, an estimate (Vivado's timing report is the real figure). QuantSoftmax sets the II of every "
+         "design here (3n steps a row of n scores plus the divider's, rows not overlapped); the ViT's is at its "
+         "widest divider already at the default folding, so `--fit` cannot lower it: the next step is "
+         "overlapping rows.")
+OLD_KEYS = {"frames/s (board)": FPS}     # earlier runs' column names, read back from BENCHMARKS.md
 
 
 def _sequences(path, n, seed=11):
@@ -44,8 +58,8 @@ MODELS_SHOWN = {    # name: (what it is, inputs and their labels (None: no label
     "encoder_block": ("2-head QuantMultiheadAttention (8 tokens x 16 features, biases), 2 residual Adds, "
                       "QuantReLU MLP; 4-bit weights and activations, 8-bit scores and softmax",
                       lambda: _sequences(MODELS / "encoder_block.onnx", 8)),
-    "digits_vit": ("tiny ViT on 8x8 digits: patch conv, 16 tokens x 16 features, one encoder block, "
-                   "mean pooling, linear head", _digits),
+    "digits_vit": ("tiny ViT on 8x8 digits (make_vit.py): 3x3 conv stem, 4x4/2 padded patch conv, 16 tokens x "
+                   "16 features, the encoder block, mean pooling, linear head; trained 30 epochs", _digits),
 }
 
 
@@ -85,7 +99,7 @@ def measure(name, folding, work, yosys):
     row = {"model": name, "folding": folding, "what": what,
            "II cycles": f"{report['analytic_cycles_per_frame']:,}",
            "measured cycles/frame": f"{run.cycles_per_frame:,.0f}",
-           "frames/s (board)": f"{report['frames_per_second']:,.0f} "
+           FPS: f"{report['frames_per_second']:,.0f} "
                                f"({report.get('board_frames_per_second', report['frames_per_second']):,.0f})",
            "latency": f"{report['latency_ns'] / 1000:,.2f} us",
            "RTL against qonnx": f"{comparison.summary().split(':')[0]} ({len(x)} frames)",
@@ -111,6 +125,8 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("names", nargs="*", metavar="NAME", help=f"of {', '.join(MODELS_SHOWN)} (none: all)")
     parser.add_argument("--yosys", action="store_true", help="build each design by Yosys in the zynq shell")
+    parser.add_argument("--table-only", action="store_true",
+                        help="measure nothing: rewrite the section from its rows in BENCHMARKS.md")
     parser.add_argument("--folding", choices=list(FOLDINGS), action="append",
                         help="only this folding (repeatable; none: both)")
     args = parser.parse_args()
@@ -118,32 +134,25 @@ def main():
         if name not in MODELS_SHOWN:
             parser.error(f"{name}: unknown model; known: {', '.join(MODELS_SHOWN)}")
     key = lambda r: (r["model"], r["folding"])
-    rows = {key(r): r for r in section_rows(SECTION)}
+    rows = {key(r): {OLD_KEYS.get(k, k): v for k, v in r.items()} for r in section_rows(SECTION)}
     with tempfile.TemporaryDirectory() as tmp, warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        for name in args.names or list(MODELS_SHOWN):
+        for name in [] if args.table_only else args.names or list(MODELS_SHOWN):
             for folding in args.folding or list(FOLDINGS):
                 row = measure(name, folding, Path(tmp) / name / folding.strip("-").replace(" ", "_"), args.yosys)
                 rows[key(row)] = row
                 print(row, flush=True)
     for row in rows.values():            # rows kept from the file, or this run's
+        row["what"] = MODELS_SHOWN[row["model"]][0]
         fmax = row.get("Fmax estimate", "-")
         if ": " in fmax:
             head, through = fmax.split(": ", 1)
             row["Fmax estimate"] = f"{head}: {_short_path(through.rstrip(')'))})"
     keys = list(dict.fromkeys(k for r in rows.values() for k in r))
     order = [(n, f) for n in MODELS_SHOWN for f in FOLDINGS]
-    write_section(SECTION, "Each model compiled at the default folding (FINN's SetFolding) and with `--fit pynq-z2` "
-                  f"at {CLOCK_MHZ:g} MHz, simulated on Verilator (cycles per frame measured between frames) and "
-                  "compared with qonnx's execute_onnx on the original model (\"bit-exact\", or \"equal up to float32 "
-                  "rounding\" where the model ends in a float MatMul: the ViT's head). A frame is one sequence "
-                  "(tokens x features), or one digit for the ViT; the encoder block's inputs are random "
-                  "sequences, the ViT's the 360 test digits of make_vit.py's split, its accuracy counted by "
-                  "argmax in qonnx and in the RTL simulation. Yosys: `synth_xilinx` of the whole design in the "
-                  "zynq shell (LUTs include LUTRAM) beside the compiler's estimate of the accelerator; the Fmax "
-                  "figure is Yosys' `sta` with `boards/timing.py`'s delay model, an estimate (Vivado's timing "
-                  "report is the real figure).",
-                  [{k: rows[o].get(k, "-") for k in keys} for o in order if o in rows])
+    write_section(SECTION, INTRO.format(clock=CLOCK_MHZ),
+                  [{k: rows[o].get(k, "-") for k in keys} for o in order if o in rows],
+                  provenance=section_provenance(SECTION) if args.table_only else None)
 
 
 if __name__ == "__main__":
