@@ -61,6 +61,7 @@ def test_verify_finn_dialect_tfc_with_its_golden_io(tmp_path, capsys):
 
 
 @pytest.mark.sim
+@pytest.mark.slow       # CI time: 360 digits (32 s); test_compiler checks 40 at golden level, other verify tests run RTL
 def test_verify_digits_w1a1_full_test_set(tmp_path, capsys):
     d = np.load(MODELS / "digits_tfc_w1a1i1_testset.npz")
     code, out = verify(capsys, MODELS / "digits_tfc_w1a1i1_clean.onnx", save(tmp_path, "x.npy", d["x"]))

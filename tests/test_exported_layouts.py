@@ -94,7 +94,8 @@ def _rtl_matches_qonnx(name, n, tmp_path, options=None, seed=4):
 
 
 @pytest.mark.sim
-@pytest.mark.parametrize("name", ["vgg10_small", "unet_cl_8"])
+@pytest.mark.parametrize("name", [pytest.param("vgg10_small", marks=pytest.mark.slow),   # CI time (30 s): 1-D windows
+                                  "unet_cl_8"])                                           # are test_swg's (in RTL)
 def test_small_instances_in_rtl_at_the_ii_under_backpressure(name, tmp_path):
     """A 1-D network, and hls4ml's channels-last U-Net (NHWC input, LeakyReLU, MaxPool, Resize, Concat)."""
     _rtl_matches_qonnx(name, 4, tmp_path)

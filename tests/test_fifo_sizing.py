@@ -67,8 +67,8 @@ def test_composed_model_is_the_designs_timing(name):
 
 
 @pytest.mark.sim
-@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow) if n == "resnet-block" else n  # CI time:
-                                  for n in sorted(NETWORKS)])    # its timing model is checked above
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow) if n in ("resnet-block", "concat") else n
+                                  for n in sorted(NETWORKS)])    # CI time; residual-mlp has a join by default
 def test_analytic_depths_run_at_the_ii(name):
     compiled = _folded(name)
     graph = insert.insert_dwcs_and_fifos(insert.insert_duplicates(compiled.folded))

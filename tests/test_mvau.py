@@ -50,6 +50,7 @@ def test_each_simulator(sim_name):
 
 
 @pytest.mark.sim
+@pytest.mark.slow       # CI time: a full-size layer (21 s); test_op_grid runs MVAU grids
 def test_large_depth_128x128():
     # FINN's large-depth variant: WMEM = 16384 words, one MAC.
     spec = make_spec(128, 128, 1, 1, "INT4", "INT4", "INT4", mem_mode="internal_decoupled")
@@ -61,6 +62,7 @@ def test_large_depth_128x128():
 
 
 @pytest.mark.sim
+@pytest.mark.slow       # CI time: a full-size layer (25 s); test_op_grid runs MVAU grids
 def test_w1a1_784x64():
     # The TFC first layer shape: SIMD=49 PE=16, xnor-popcount, bipolar activation.
     spec = make_spec(784, 64, 49, 16, "BIPOLAR", "BIPOLAR", "BIPOLAR", mem_mode="internal_decoupled")

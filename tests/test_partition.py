@@ -109,8 +109,9 @@ def wire_ii(bits, link_gbps):
     ("decimal/brevitas_decimal_mlp.onnx", 1, [("lut=400", "lut=400"), ("lut=1200", "lut=1200"),
                                               ("lut=1500", "lut=1500"),
                                               ("lut=2500,ff=3000", "lut=800,ff=3000"), ("lut=1500", "lut=700")]),
-    ("TFC_1W1A.onnx", 2, [("lut=300", "lut=300"), ("lut=800", "lut=800"), ("lut=5000", "lut=5000"),
-                          ("lut=8000", "lut=8000"), ("lut=8000,ff=6000", "lut=3000,ff=6000")]),
+    pytest.param("TFC_1W1A.onnx", 2, [("lut=300", "lut=300"), ("lut=800", "lut=800"), ("lut=5000", "lut=5000"),
+                                      ("lut=8000", "lut=8000"), ("lut=8000,ff=6000", "lut=3000,ff=6000")],
+                 marks=pytest.mark.slow),       # CI time (60 s); the decimal MLP's grid stays in the default suite
 ])
 def test_each_ii_is_optimal_against_brute_force(name, step, grid):
     """The MILP at each II (bisection, without the FIFO rounds) against every cut and combination of the

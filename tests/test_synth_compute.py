@@ -52,6 +52,7 @@ def test_lut_res_type_uses_no_dsp():
 
 
 @pytest.mark.synth
+@pytest.mark.slow       # CI time: a Yosys run (33 s); the threshold unit's other synthesis tests stay
 def test_255_thresholds_stay_small():
     # An 8-bit output per lane is 8 compares (binary search), not 255 comparators.
     rng = np.random.default_rng(2)

@@ -75,6 +75,7 @@ def test_distributed_rom_streams_at_lut6_density():
 
 
 @pytest.mark.synth
+@pytest.mark.slow       # CI time: a Yosys run (22 s)
 def test_split_rom_keeps_its_block_ram_share():
     # 1,024 x 72 bits: the low 36 bits in block RAM (2 RAMB18 as 1,024 x 18, the estimate's count), the top
     # 36 bits a logic ROM: 16 LUT6 per bit and their MUXF7/F8 at best; abc9 spends about 1.6x that on
