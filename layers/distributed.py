@@ -40,6 +40,7 @@ from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from layers.datapath import register
+from layers.dotproduct_unit import csd_terms as csd_digits     # one CSD recoding for both
 from layers.op import ArrayMemo, Resources
 from layers.thresholding import activation_lane
 
@@ -79,19 +80,6 @@ def cycle_budget_ns(clock_mhz):
 
 
 STEP_NS = {"counter": counter_ns(), "activation": NET_NS + LUT6_NS}
-
-
-def csd_digits(value):
-    """The canonical signed digits of an integer as (sign, k) pairs: value = sum sign * 2^k (7 = 8 - 1)."""
-    v, k, digits = int(value), 0, []
-    while v:
-        if v & 1:
-            digit = 2 - (v & 3)         # +1 if v = 1 mod 4, -1 if v = 3 mod 4
-            digits.append((digit, k))
-            v -= digit
-        v >>= 1
-        k += 1
-    return digits
 
 
 # --- the activation ------------------------------------------------------------------------------------
