@@ -58,6 +58,7 @@ def _levels(n_terms, term_inputs):
     return levels, columns
 
 
+@lru_cache(maxsize=None)       # the folding optimizer asks for every folding of a binary MVAU it costs
 def heap_cost(n_terms, term_inputs=1):
     """(LUTs, flip-flops, register stages) of :func:`popcount_heap` over ``n_terms`` terms."""
     levels, columns = _levels(n_terms, term_inputs)
