@@ -4,7 +4,6 @@ Its datapath is :mod:`layers.dotproduct_unit`, its cost model :mod:`layers.dotpr
 ops declare alike :mod:`layers.dotproduct_hooks`. ``layers.mvau`` and ``layers.vvau`` each add their geometry.
 """
 
-from dataclasses import replace
 from math import prod
 
 import numpy as np
@@ -24,7 +23,7 @@ from layers.timing import Timing, as_cycles, frames_of, take_in_turn, take_when_
 from memstream.memstream import BRAM_OR_LUT_STYLES, RAM_STYLES, MemStreamSpec, check_lut_bits
 from memstream.packing import element_codes, pack_words
 
-__all__ = ["UnitSpec", "check_positive", "canonical_digits", "MEM_MODES", "POPCOUNTS", "XNOR_ROM_WORDS"]
+__all__ = ["UnitSpec", "threshold_table", "check_positive", "canonical_digits", "MEM_MODES", "POPCOUNTS", "XNOR_ROM_WORDS"]
 
 MEM_MODES = ("internal_embedded", "internal_decoupled", "external")
 PIPELINES = ("throughput", "latency", "distributed")   # pipeline: registers for the clock everywhere, the fewest
@@ -34,6 +33,7 @@ AUTO_DSP_BITS = 6               # resType auto: DSP48E1 multipliers when both op
 AUTO_BRAM_MIN_DEPTH = 65        # ram_style auto: weights in block RAM from this many words, else LUT ROM
 XNOR_ROM_WORDS = (5, 32)        # weights_in_xnor: LUT ROMs of this many words read inside the XNOR's LUT6
 POPCOUNTS = ("tree", "heap")    # popcount: a binary lane's sum as an adder tree or a registered compressor heap
+BIPOLAR = DataType["BIPOLAR"]   # looked up once (a qonnx DataType[...] builds a new object each time)
 WEIGHT_STREAM_FIRST_CYCLE = 2   # internal_decoupled: the MemStream offers its first word at this bench cycle
                                 # (its read at the first cycle out of reset, a cycle in the read port)
 
@@ -45,9 +45,16 @@ def check_positive(owner, spec, *attrs):
             raise ValueError(f"{owner} {attr} must be a positive integer, not {value!r}")
 
 
+# What a spec derives from its node's weights and thresholds alone, whatever the folding: computed with
+# a node's first spec and shared by the thousands the folding optimizer builds for its other foldings
+# (keyed by the very arrays, :class:`layers.op.ArrayMemo`; a failed check is never remembered: it raises
+# again with every spec).
 _WEIGHT_CHECKS = ArrayMemo()     # weights already checked against a datatype
 _ACC_RANGES = ArrayMemo()       # accumulator ranges of weights, per input datatype
 _CONST_ROWS = ArrayMemo()       # per output channel, the canonical signed digits of its weights
+_INPUT_OFFSETS = ArrayMemo()    # per weights: X0 * rowsum(w), what offset_inputs adds to each accumulator
+_RAISED = ArrayMemo()           # per weights: {thresholds: the thresholds raised by those offsets}
+_TABLES = ArrayMemo()           # per thresholds array: its ThresholdTable per channels, PE and value range
 
 
 
@@ -61,6 +68,13 @@ def canonical_digits(values):
         count += odd
         v = np.where(odd & ((v & 3) == 3), v + 1, np.where(odd, v - 1, v)) >> 1
     return count
+
+
+def threshold_table(owner, thresholds, channels, pe, value_range):
+    """``ThresholdTable(owner, thresholds, channels, pe, value_range)``, one per thresholds array and the
+    rest (a table is frozen: the specs of a node's foldings with one PE share it)."""
+    key = (owner, channels, pe, tuple(value_range))
+    return _TABLES.get(thresholds, key, lambda: ThresholdTable(owner, thresholds, channels, pe, value_range))
 
 
 class UnitSpec(StreamContract):
@@ -81,7 +95,7 @@ class UnitSpec(StreamContract):
         owner = self.owner
         for attr in ("input_dtype", "weight_dtype"):
             object.__setattr__(self, attr, check_dtype(owner, attr, getattr(self, attr)))
-        bipolar = DataType["BIPOLAR"]
+        bipolar = BIPOLAR
         if self.binary_xnor_mode:
             for attr in ("input_dtype", "weight_dtype"):
                 if getattr(self, attr).bitwidth() != 1:
@@ -132,7 +146,7 @@ class UnitSpec(StreamContract):
                 raise ValueError(f"{owner} output_dtype is required with thresholds")
             out = check_dtype(owner, "output_dtype", self.output_dtype)
             object.__setattr__(self, "output_dtype", out)
-            table = ThresholdTable(owner, self.thresholds, self.out_channels, self.pe, (lo, hi))
+            table = threshold_table(owner, self.thresholds, self.out_channels, self.pe, (lo, hi))
             object.__setattr__(self, "table", table)
             check_activation(owner, table, out, self.act_val)
             object.__setattr__(self, "requant", requant_form(owner, self.activation_style, self.thresholds, table,
@@ -140,9 +154,9 @@ class UnitSpec(StreamContract):
         object.__setattr__(self, "offset_inputs", self._offsets_inputs())
         object.__setattr__(self, "datapath_table", self.table)
         if self.offset_inputs:      # the accumulator holds sum w x_u = sum w x + X0 rowsum(w): thresholds follow
-            raised = self.table.thresholds + self._input_offset_per_channel()[:, None]
-            object.__setattr__(self, "datapath_table", ThresholdTable(owner, raised, self.out_channels, self.pe,
-                                                                      self.datapath_acc_range()))
+            object.__setattr__(self, "datapath_table", threshold_table(owner, self._raised_thresholds(),
+                                                                       self.out_channels, self.pe,
+                                                                       self.datapath_acc_range()))
 
     def _validate_weights(self):
         owner = self.owner
@@ -196,7 +210,18 @@ class UnitSpec(StreamContract):
 
     def _input_offset_per_channel(self):
         """X0 * rowsum(w) per output channel: what ``offset_inputs`` adds to each accumulator."""
-        return (1 << (self.input_dtype.bitwidth() - 1)) * self.weight_matrix().astype(np.int64).sum(axis=1)
+        bits = self.input_dtype.bitwidth()
+        return _INPUT_OFFSETS.get(self.weights, (type(self).__name__, "input offsets", bits),
+                                  lambda: (1 << (bits - 1)) * self.weight_matrix().astype(np.int64).sum(axis=1))
+
+    def _raised_thresholds(self):
+        """The table's thresholds raised by :meth:`_input_offset_per_channel`: one array per weights and
+        thresholds, so that the datapath table's own memos (checks, ROM bits, costs) hit for every folding."""
+        offsets = self._input_offset_per_channel()
+        per_weights = _RAISED.get(self.weights, (type(self).__name__, "raised", self.input_dtype.bitwidth()),
+                                  ArrayMemo)
+        return per_weights.get(self.thresholds, (self.owner, self.out_channels),
+                               lambda: self.table.thresholds + offsets[:, None])
 
     def _offsets_inputs(self):
         x = self.input_dtype
@@ -247,7 +272,7 @@ class UnitSpec(StreamContract):
         w, x = self.weight_dtype, self.input_dtype
         return (self.pipeline == "latency" and self.constant_weights and self.res_type == "lut" and not self.xnor
                 and w.is_integer() and w.bitwidth() >= 2 and x.is_integer() and x.bitwidth() >= 2
-                and w != DataType["BIPOLAR"] and x != DataType["BIPOLAR"])
+                and w != BIPOLAR and x != BIPOLAR)
 
     def csd_lane_terms(self):
         """Per output channel, the terms of its ``csd_products`` tree."""
@@ -383,14 +408,14 @@ class UnitSpec(StreamContract):
 
     def _sums_unsigned_products(self):
         w = self.weight_dtype
-        signed_int = w.is_integer() and w.signed() and w.bitwidth() >= 2 and w != DataType["BIPOLAR"]
+        signed_int = w.is_integer() and w.signed() and w.bitwidth() >= 2 and w != BIPOLAR
         return (self.offset_operands and self.res_type == "lut" and not self.xnor and self.replays_input and self.pe > 1
                 and (signed_int or self.selects_bipolar_weights) and not self.csd_products)
 
     @property
     def selects_bipolar_weights(self):
         """``offset_weights`` with BIPOLAR weights: each lane sums the inputs its weights select, doubled."""
-        return (self.weight_dtype == DataType["BIPOLAR"] and not self.xnor and self.input_dtype.bitwidth() >= 2
+        return (self.weight_dtype == BIPOLAR and not self.xnor and self.input_dtype.bitwidth() >= 2
                 and self.input_dtype.is_integer())
 
     @property
@@ -481,7 +506,7 @@ class UnitSpec(StreamContract):
         if self.activation_groups == 1:
             return self.datapath_table
         table = self.datapath_table     # from the caller's array: the tables' memos (checks, ROM bits) hit
-        return replace(table, pe=self.activation_lanes, thresholds=table._source)
+        return threshold_table(table.owner, table._source, table.channels, self.activation_lanes, table.value_range)
 
     @property
     def latency(self):

@@ -38,6 +38,7 @@ AUTO_BRAM_MIN_DEPTH = 512        # ram_style auto: a stage's thresholds in block
 FOLDED_STAGE_DEPTH = 4
 _VARYING_BITS = ArrayMemo()      # per thresholds array and PE: the bits of each stage's entries that vary
 _CHECKED = ArrayMemo()           # thresholds arrays rounded up and checked ascending
+_COSTS = ArrayMemo()             # per thresholds array: resource estimates per layout and ram_style
 
 
 @dataclass(frozen=True, eq=False)
@@ -101,7 +102,13 @@ class ThresholdTable:
         """(LUT, FF, BRAM18) of the search unit: a compare per stage and lane, each stage's thresholds
         in LUT ROM or BRAM18 (:meth:`stage_ram_style`). A LUT ROM stage of up to
         :data:`FOLDED_STAGE_DEPTH` entries costs nothing of its own: each threshold bit is a function of
-        two address bits, which the compare's LUT for that bit takes in beside the accumulator's bit."""
+        two address bits, which the compare's LUT for that bit takes in beside the accumulator's bit.
+        Remembered per thresholds array: the folding optimizer asks for every folding it tries."""
+        key = ("cost", self.owner, self.channels, self.pe, tuple(self.value_range),
+               None if self.writable_range is None else tuple(self.writable_range), ram_style)
+        return _COSTS.get(self._source, key, lambda: self._resource_estimate(ram_style))
+
+    def _resource_estimate(self, ram_style):
         width, lut, bram18 = self.storage_shape.width, 0, 0
         for s in range(self.stages):
             depth = self.cf << s
