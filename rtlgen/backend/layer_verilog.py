@@ -27,6 +27,7 @@ from pathlib import Path
 
 import amaranth
 
+from rtlgen.backend import yosys_inprocess
 from rtlgen.backend.jobs import WorkersLost, completed
 from sim import progress
 from sim.runner import cache_dir, to_verilog
@@ -94,7 +95,10 @@ def _by_size(missing):
 def convert(component, name):
     """Verilog text of an Amaranth component (top module ``name``, ports named by its signature): the one
     place the compiler converts. Layers go through :func:`layer_modules` (which calls this, cached); a top
-    that only instantiates them (the stitched top, a scale-out device or cluster) calls it directly."""
+    that only instantiates them (the stitched top, a scale-out device or cluster) calls it directly.
+    Amaranth's built-in Yosys runs inside this process (:mod:`rtlgen.backend.yosys_inprocess`: the same
+    text, without a new process per layer)."""
+    yosys_inprocess.install()
     return to_verilog(component, name)
 
 
