@@ -4,6 +4,7 @@ Its datapath is :mod:`layers.dotproduct_unit`, its cost model :mod:`layers.dotpr
 ops declare alike :mod:`layers.dotproduct_hooks`. ``layers.mvau`` and ``layers.vvau`` each add their geometry.
 """
 
+from functools import lru_cache
 from math import prod
 
 import numpy as np
@@ -75,6 +76,12 @@ def threshold_table(owner, thresholds, channels, pe, value_range):
     rest (a table is frozen: the specs of a node's foldings with one PE share it)."""
     key = (owner, channels, pe, tuple(value_range))
     return _TABLES.get(thresholds, key, lambda: ThresholdTable(owner, thresholds, channels, pe, value_range))
+
+
+@lru_cache(maxsize=None)
+def _fewest_units(pe, sf):
+    """The fewest activation units U, a divisor of ``pe``, whose PE / U turns fit in ``sf`` cycles."""
+    return min(u for u in range(1, pe + 1) if pe % u == 0 and pe // u <= sf)
 
 
 class UnitSpec(StreamContract):
@@ -493,7 +500,7 @@ class UnitSpec(StreamContract):
         (lane p in turn p // U); the output word leaves once the last turn is through."""
         if not self.shared_activation or self.table is None:
             return self.pe
-        return min(u for u in range(1, self.pe + 1) if self.pe % u == 0 and self.pe // u <= self.sf)
+        return _fewest_units(self.pe, self.sf)
 
     @property
     def activation_groups(self):

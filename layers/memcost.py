@@ -3,6 +3,7 @@ into a block's depth), LUTRAM and LUT ROMs. Every layer that stores words (FIFOs
 buffers, parameters) estimates its storage here."""
 
 import math
+from functools import lru_cache
 
 from layers.op import Resources
 
@@ -24,6 +25,7 @@ BRAM36_SHAPES = ((512, 72), (1024, 36), (2048, 18), (4096, 9), (8192, 4), (16384
 _BLOCK_SHAPES = tuple((d, w, 1) for d, w in BRAM18_SHAPES) + tuple((d, w, 2) for d, w in BRAM36_SHAPES)
 
 
+@lru_cache(maxsize=4096)        # pure; the folding optimizer asks for the same few shapes thousands of times
 def rom_bram_cost(width, depth):
     """(RAMB18 count, LUTs) of a ``depth`` x ``width`` ROM in block RAM as Yosys 0.70 maps it.
 
@@ -89,6 +91,7 @@ def _lutram_cells(width, depth, single_port):
     return -(-width // per_cell) * -(-depth // 256)
 
 
+@lru_cache(maxsize=4096)        # pure (a frozen Resources); asked for every folding the optimizer costs
 def ram_cost(width, depth, ram_style="auto", single_port=False):
     """Storage of a ``depth`` x ``width`` RAM with a synchronous read port, as Yosys 0.70 maps it: BRAM18s,
     or LUTRAM cells (see :func:`_lutram_cells`) with a read multiplexer over their banks."""
