@@ -2,6 +2,8 @@
 writes the same Verilog, byte for byte, as the separate process Amaranth starts for it, fails as it does,
 and leaves a Yosys that Amaranth finds on the PATH alone."""
 
+import os
+
 import numpy as np
 import pytest
 from amaranth.back import verilog
@@ -71,3 +73,58 @@ def test_other_versions_are_left_alone(monkeypatch):
         assert verilog.find_yosys is not yosys_inprocess._find_yosys
     finally:
         yosys_inprocess.uninstall()
+
+
+def _fifo_verilog(_):
+    from amaranth.back import verilog as amaranth_verilog
+    return amaranth_verilog.find_yosys(lambda v: True).__name__, to_verilog(StreamingFIFO(FIFOSpec(8, 32)), "top")
+
+
+def test_a_process_forked_after_loading_runs_amaranths_own(in_process):
+    """A process forked after its parent ran the module in process would hang in its first run (wasmtime
+    across a fork): it runs Amaranth's separate process instead, and writes the same text."""
+    import multiprocessing
+    name, here = _fifo_verilog(None)
+    assert name == "InProcessYosys"
+    with multiprocessing.get_context("fork").Pool(1) as pool:
+        there = pool.map_async(_fifo_verilog, [0, 1]).get(timeout=120)
+    assert there == [("_BuiltinYosys", here)] * 2
+
+
+_POOL_SCRIPT = """
+import json, os, sys
+from rtlgen.backend import layer_verilog, yosys_inprocess
+from rtlgen.ir.graph import HWNode
+original = yosys_inprocess.run_yosys
+def counted(args, stdin):
+    with open(os.environ["RAN_IN"], "a") as f:     # the workers' too
+        f.write(f"{os.getpid()}\\n")
+    return original(args, stdin)
+yosys_inprocess.run_yosys = counted
+layer_verilog._PARALLEL_FROM = int(sys.argv[1])
+nodes = [HWNode(f"f{d}", "StreamingFIFO", {"width": 8}, {"depth": d}) for d in (4, 8, 16)]
+texts = [m.text for m in layer_verilog.layer_modules(nodes, [n.spec() for n in nodes], prefix="top")]
+ran_in = open(os.environ["RAN_IN"]).read().split() if os.path.exists(os.environ["RAN_IN"]) else []
+print(json.dumps({"texts": texts, "loaded_here": bool(yosys_inprocess._loaded), "ran_in": ran_in, "here": os.getpid()}))
+"""
+
+
+def test_the_layer_pool_workers_run_it_and_the_compiling_process_does_not(tmp_path):
+    """layer_verilog converts in its pool's workers with the module in process and leaves the compiling
+    process without it (free to fork its next pool); the texts are those converted one by one in the
+    compiling process, by Amaranth's own Yosys process. A fresh Python each: this test process has
+    loaded the module already (its forks would fall back)."""
+    import json
+    import subprocess
+    import sys
+    runs = {}
+    for parallel_from in (3, 100):          # the pool; one by one in the compiling process
+        env = {**os.environ, "RTLGEN_CACHE_DIR": str(tmp_path / str(parallel_from)),
+               "RAN_IN": str(tmp_path / f"ran_in_{parallel_from}")}
+        out = subprocess.run([sys.executable, "-c", _POOL_SCRIPT, str(parallel_from)], capture_output=True,
+                             text=True, env=env, check=True, timeout=300).stdout
+        runs[parallel_from] = json.loads(out.strip().splitlines()[-1])
+    assert runs[3]["texts"] == runs[100]["texts"] and len(runs[3]["texts"]) == 3
+    pool, serial = runs[3], runs[100]
+    assert not pool["loaded_here"] and not serial["loaded_here"] and serial["ran_in"] == []
+    assert len(pool["ran_in"]) == 3 and str(pool["here"]) not in pool["ran_in"]     # 3 layers, in the workers

@@ -66,7 +66,7 @@ def _convert_missing(missing, update):
     jobs = [(k, n, s) for k, n, s in _by_size(missing)]
     try:
         # a cluster (--cluster) converts even a few layers; locally, worker processes pay from 3
-        for index, text in completed(_convert, [(n, s) for _, n, s in jobs], local_from=_PARALLEL_FROM,
+        for index, text in completed(_convert, [(n, s, os.getpid()) for _, n, s in jobs], local_from=_PARALLEL_FROM,
                                      check=sources_hash):
             _store(jobs[index][0], text)
             done += 1
@@ -76,7 +76,7 @@ def _convert_missing(missing, update):
     for k, node, spec in missing:
         if _cached(k) is None:
             update(description=f"converting {node.name} to Verilog")
-            _store(k, _convert((node, spec)))
+            _store(k, _convert((node, spec, os.getpid())))
             done += 1
             update(done)
 
@@ -95,16 +95,20 @@ def _by_size(missing):
 def convert(component, name):
     """Verilog text of an Amaranth component (top module ``name``, ports named by its signature): the one
     place the compiler converts. Layers go through :func:`layer_modules` (which calls this, cached); a top
-    that only instantiates them (the stitched top, a scale-out device or cluster) calls it directly.
-    Amaranth's built-in Yosys runs inside this process (:mod:`rtlgen.backend.yosys_inprocess`: the same
-    text, without a new process per layer)."""
-    yosys_inprocess.install()
+    that only instantiates them (the stitched top, a scale-out device or cluster) calls it directly."""
     return to_verilog(component, name)
 
 
 def _convert(job):
-    node, spec = job
-    return convert(node.component(spec), _PLACEHOLDER)
+    """A layer's Verilog (cached under the placeholder name). In a worker of the pool or the cluster,
+    Amaranth's built-in Yosys runs in the worker, loaded once for all its layers
+    (:mod:`rtlgen.backend.yosys_inprocess`: the same text, without a new process per layer); in the
+    compiling process itself, as Amaranth runs it (a process that loaded it cannot fork the next pool)."""
+    node, spec, caller = job
+    if os.getpid() == caller:
+        return convert(node.component(spec), _PLACEHOLDER)
+    with yosys_inprocess.used():
+        return convert(node.component(spec), _PLACEHOLDER)
 
 
 def _header(text):

