@@ -8,8 +8,12 @@ channel's bit heap as its bits alone, never sign-extended: an element is taken a
 sign bit inverted: x = x_u - 2^(n-1)), a negative term as its inverted bits (-x_u = ~x_u - (2^n - 1)), and
 every constant this leaves, with the activation's offset, folds into one constant per channel whose
 one-bits join the heap. The heap's columns are counted six bits to a LUT6 (3 output bits, one LUT each)
-level after level until two rows are left, which one carry chain adds, modulo 2^W (W: the channel's exact
-range, so the wrap-around is exact).
+level after level until three rows are left (or two), which one carry chain adds: a ternary adder, each
+bit's LUT6 taking its column's three bits and the three below (their parity and majority), modulo 2^W (W:
+the channel's exact range, so the wrap-around is exact). Where an element has at most six bits, a channel
+may instead take one term per weight: the element times the weight's odd part, each bit of that product a
+LUT of the element's bits, computed once for every channel that needs it (a LUT level more, a heap about
+2.5 times lower: what a layer of many digits per weight needs to drop a register).
 
 The activation is the threshold table's exact requantizer (:func:`layers.requant.fit_requant`) where its
 multiplier is one power of two for every channel with no corrected level (what a float scale of 2^-k
@@ -26,8 +30,12 @@ combinationally (the FIFO behind registers it), so ``latency`` counts only the r
 whose whole heap fits in a cycle has latency 0. A stall pipeline: every register loads on ``advance`` =
 ``o.ready`` or no word at the output.
 
-Cost: a LUT per counter output bit, a LUT per bit of the carry chain, the activation's LUTs; a flip-flop per
-heap bit at each register (:meth:`DistributedPlan.resources`).
+Each channel is built the way (digits or products, three rows or two) that needs the fewest registers,
+then, among the ways within the layer's latency (its slowest channel's), the one of the fewest LUTs.
+
+Cost: a LUT per counter output bit, a LUT per bit of the carry chain (two where the ternary adder's bit
+also needs its parity for the chain's DI), a LUT per product bit (once a layer), the activation's LUTs; a
+flip-flop per heap bit at each register (:meth:`DistributedPlan.resources`).
 """
 
 import math
@@ -53,25 +61,34 @@ __all__ = ["DistributedPlan", "DistributedUnit", "distributed_plan", "check_dist
 NET_NS = 0.5
 SETUP_NS = 0.3
 CLOCK_TO_Q_NS = 0.303           # FDRE C -> Q
-LUT6_NS = 0.642                 # LUT6, slowest pin (I0)
-LUT2_NS = 0.238                 # an adder bit's LUT2
+LUT_NS = {1: 0.127, 2: 0.238, 3: 0.407, 4: 0.472, 5: 0.631, 6: 0.642}    # LUTk, its slowest pin (I0)
+LUT6_NS = LUT_NS[6]
+LUT2_NS = LUT_NS[2]             # an adder bit's LUT2
 CARRY_IN_NS = 0.508             # CARRY4 S[0] -> CO[3]
 CARRY_THROUGH_NS = 0.114        # CARRY4 CI -> CO[3], per further CARRY4
 CARRY_OUT_NS = 0.313            # CARRY4 CI -> O[3]
 LUT_INPUTS = 6
+ROWS = 3                        # the most rows the carry chain at the end of a heap adds (a ternary adder)
 LUT3_NS = 0.407                 # LUT3, slowest pin
 # The FIFO the stitcher puts behind the layer takes its word through its fall-through mux (a net, a LUT3)
 NEXT_FIFO_NS = NET_NS + LUT3_NS
 
 
-def counter_ns():
-    """A level of counters: a net into a LUT6."""
-    return NET_NS + LUT6_NS
+def counter_ns(inputs=LUT_INPUTS):
+    """A level of counters of at most ``inputs`` bits: a net into a LUT of that many inputs."""
+    return NET_NS + LUT_NS[max(1, min(LUT_INPUTS, inputs))]
 
 
-def carry_chain_ns(width):
-    """Two rows of ``width`` bits added by a carry chain: a net, the LUT2, the chain to its top bit."""
-    return NET_NS + LUT2_NS + CARRY_IN_NS + CARRY_THROUGH_NS * max(0, math.ceil(width / 4) - 2) + CARRY_OUT_NS
+def _largest(groups):
+    return max((size for sizes in groups for size in sizes), default=1)
+
+
+def carry_chain_ns(width, rows=2):
+    """The last ``rows`` rows of ``width`` bits added by one carry chain: a net, each bit's LUT (two rows: a
+    LUT2; three, a ternary adder: a LUT6 of its column's three bits and the column below's, their parity
+    and majority), the chain to its top bit."""
+    lut = LUT2_NS if rows <= 2 else LUT6_NS
+    return NET_NS + lut + CARRY_IN_NS + CARRY_THROUGH_NS * max(0, math.ceil(width / 4) - 2) + CARRY_OUT_NS
 
 
 def cycle_budget_ns(clock_mhz):
@@ -79,7 +96,7 @@ def cycle_budget_ns(clock_mhz):
     return 1000.0 / clock_mhz - CLOCK_TO_Q_NS - NET_NS - SETUP_NS
 
 
-STEP_NS = {"counter": counter_ns(), "activation": NET_NS + LUT6_NS}
+STEP_NS = {"counter": counter_ns()}
 
 
 # --- the activation ------------------------------------------------------------------------------------
@@ -150,27 +167,40 @@ def _equals_table(form, t, lo, hi):
 
 @dataclass(frozen=True)
 class Channel:
-    """One output channel's heap: ``terms`` (element, shift, sign), the constant (mod 2^width), the width
-    of its sum, and the heights of its columns level by level."""
+    """One output channel's heap: ``terms`` (element, shift, sign, odd: sign * (odd * x) << shift), the
+    constant (mod 2^width), the width of its sum, and the heights of its columns level by level."""
     terms: tuple
     constant: int
     width: int
     levels: tuple           # per counter level, (the column heights before it, the groups per column)
     lo: int
     hi: int
+    final: tuple = ()       # the column heights the carry chain adds (at most ``rows`` each)
+    rows: int = ROWS
+    mw: int = 0             # the elements: a term's source at or above is a shared pair
+
+    @property
+    def pairs(self):
+        """The shared pairs' indices this channel's terms take."""
+        return {src - self.mw for src, *_ in self.terms if src >= self.mw}
+
+    @property
+    def products(self):
+        """Whether a term is a product (a LUT level before the heap)."""
+        return any(odd > 1 for *_, odd in self.terms)
 
 
-def _level_plan(heights, target=None):
+def _level_plan(heights, target=None, rows=ROWS):
     """One level of counters over columns of ``heights``: per column the sizes of its groups, and the
     heights after it (a group of s bits leaves one bit in its column and carries into the next one or two).
 
     With ``target``, only as many groups as bring each column (its bits left, the carries it takes from
     the columns below) down to ``target`` (Dadda's rule): columns already low pass untouched. A group of 3
     costs 2 LUTs and one of 4 to 6 bits 3, so a column short of 1 or 2 bits counts 3 of them and one short
-    of more counts 6. Without it, every six bits counted (a rest of 3 to 5 too; the last level, of columns
-    of at most 3, counts 2 as well, so that each keeps one bit and takes one carry)."""
+    of more counts 6. Without it, every six bits counted (a rest of 3 to 5 too; toward two rows, the last
+    level, of columns of at most 3, counts 2 as well, so that each keeps one bit and takes one carry)."""
     groups, after = [], [0] * (len(heights) + 3)
-    last = max(heights) <= 3
+    last = rows == 2 and max(heights) <= 3
     for i, h in enumerate(heights):
         if target is None:
             sizes = [LUT_INPUTS] * (h // LUT_INPUTS)
@@ -192,32 +222,44 @@ def _level_plan(heights, target=None):
 
 
 @lru_cache(maxsize=None)
-def _capacity(levels):
-    """The tallest column a heap of any width takes to two bits in ``levels`` levels of counters (every
+def _capacity(levels, rows=ROWS):
+    """The tallest column a heap of any width takes to ``rows`` bits in ``levels`` levels of counters (every
     column counted in full)."""
     if levels <= 0:
-        return 2
-    below, h = _capacity(levels - 1), _capacity(levels - 1)
-    while max(_level_plan([h + 1] * 24)[1][:24]) <= below:
+        return rows
+    below, h = _capacity(levels - 1, rows), _capacity(levels - 1, rows)
+    while max(_level_plan([h + 1] * 24, rows=rows)[1][:24]) <= below:
         h += 1
     return h
 
 
-def _heap_levels(heights, width):
-    """The counter levels taking columns of ``heights`` (within ``width``) to at most two bits each: as
-    many levels as counting every column needs, each counting only what keeps the next levels able to
-    finish (:func:`_capacity`)."""
+def _heap_levels(heights, width, rows=ROWS):
+    """The counter levels taking columns of ``heights`` (within ``width``) to at most ``rows`` bits each:
+    the fewest levels, each counting only what keeps the next levels able to finish (Dadda's rule, by
+    :func:`_capacity`), trying depths from what the tallest column needs up to what counting every column
+    needs (carries piling up where columns are low can take a level more than the tallest column alone)."""
     heights = list(heights[:width])
-    full, levels = list(heights), 0
-    while full and max(full) > 2:           # the depth: every column counted
-        full, levels = _level_plan(full)[1][:width], levels + 1
+    full, most = list(heights), 0
+    while full and max(full) > rows:        # every column counted: never more levels than this
+        full, most = _level_plan(full, rows=rows)[1][:width], most + 1
+    least = next((d for d in range(most) if max(heights, default=0) <= _capacity(d, rows)), most)
+    best = None
+    for depth in range(least, most + 1):
+        planned = _planned_levels(heights, width, rows, depth)
+        luts = sum(size.bit_length() for _, groups in planned[0] for sizes in groups for size in sizes)
+        if best is None or (len(planned[0]), luts) < best[0]:
+            best = ((len(planned[0]), luts), planned)
+    return best[1] if best else ((), tuple(heights))
+
+
+def _planned_levels(heights, width, rows, depth):
     planned = []
-    while heights and max(heights) > 2:
-        left = levels - len(planned) - 1   # levels after this one
-        groups, after = _level_plan(heights, _capacity(left) if left >= 0 else 2)
+    while heights and max(heights) > rows:
+        left = depth - len(planned) - 1     # levels after this one
+        groups, after = _level_plan(heights, _capacity(left, rows) if left >= 0 else rows)
         planned.append((tuple(heights), groups))
         heights = after[:width]
-        if len(planned) > levels + 8:
+        if len(planned) > depth + 8:
             raise RuntimeError("bit heap does not converge")     # a bug, never a user's input
     return tuple(planned), tuple(heights)
 
@@ -226,29 +268,146 @@ def _signed_width(lo, hi):
     return max(int(hi).bit_length(), (-int(lo) - 1).bit_length()) + 1
 
 
-def _channel(weights_row, n, signed_input, offset):
-    """The heap of one channel: weights (MW,), n-bit elements, the activation's offset."""
-    x_lo, x_hi = (-(1 << (n - 1)), (1 << (n - 1)) - 1) if signed_input else (0, (1 << n) - 1)
+@dataclass(frozen=True)
+class Pair:
+    """A sum that channels share (a common subexpression): x_i + sign * (x_j << shift), one adder (a carry
+    chain) for every channel whose digits hold both terms; it enters their heaps as one term. Its bits:
+    u = t + offset (t's sign bit inverted where it may be negative), ``width`` of them."""
+    i: int
+    j: int
+    shift: int
+    sign: int
+    lo: int
+    hi: int
+
+    @property
+    def width(self):
+        return _signed_width(self.lo, self.hi) if self.lo < 0 else max(1, int(self.hi).bit_length())
+
+    @property
+    def offset(self):
+        return 1 << (self.width - 1) if self.lo < 0 else 0
+
+    @property
+    def luts(self):
+        """The adder's LUTs: a bit each above the shift (below it the sum is x_i's bits)."""
+        return self.width - self.shift
+
+
+def _element_range(n, signed_input):
+    return (-(1 << (n - 1)), (1 << (n - 1)) - 1) if signed_input else (0, (1 << n) - 1)
+
+
+def _channel(weights_row, n, signed_input, offset, rows=ROWS, products=False, pairs=()):
+    """The heap of one channel: weights (MW,), n-bit elements, the activation's offset, the rows its carry
+    chain adds. A term (src, k, sign, odd) is sign * (odd * s) << k, s an element x_src or (src >= MW) the
+    shared pair ``pairs[src - MW]``: with ``products`` one term a weight (odd: the weight's odd part, its
+    product with the element a LUT per bit, see :func:`product_width`), else one a canonical signed digit
+    (odd = 1), two digits replaced by a pair wherever the channel holds both."""
+    x_lo, x_hi = _element_range(n, signed_input)
     w = np.asarray(weights_row, dtype=np.int64)
+    mw = len(w)
     lo = int(np.minimum(w * x_lo, w * x_hi).sum()) + offset
     hi = int(np.maximum(w * x_lo, w * x_hi).sum()) + offset
     width = _signed_width(min(lo, 0), max(hi, 0))
-    x_off = (1 << (n - 1)) if signed_input else 0          # x = x_u - x_off
-    terms, constant = [], offset
+    terms = []
     for i, value in enumerate(w):
-        for sign, k in csd_digits(value):
-            terms.append((i, k, sign))
-            # +x = x_u - x_off; -x = ~x_u - (2^n - 1) + x_off
-            constant += (-x_off if sign > 0 else x_off - ((1 << n) - 1)) << k
-    constant %= 1 << width
+        if products and value:
+            k = (int(abs(value)) & -int(abs(value))).bit_length() - 1
+            terms.append((i, k, 1 if value > 0 else -1, int(abs(value)) >> k))
+        else:
+            terms.extend((i, k, sign, 1) for sign, k in csd_digits(value))
+    if not products:
+        for p, pair in enumerate(pairs):
+            terms = _take_pair(terms, pair, mw + p)
+
+    def source(src):
+        if src < mw:
+            return n, (1 << (n - 1)) if signed_input else 0
+        return pairs[src - mw].width, pairs[src - mw].offset
+
+    constant = offset
     heights = [0] * width
-    for _, k, _ in terms:
-        for b in range(k, min(k + n, width)):
+    for src, k, sign, odd in terms:
+        # odd s = P - odd off with P = odd u (m bits); -P = ~P - (2^m - 1)
+        bits, off = source(src)
+        m = product_width(odd, bits)
+        constant += (-odd * off if sign > 0 else odd * off - ((1 << m) - 1)) << k
+        for b in range(k, min(k + m, width)):
             heights[b] += 1
+    constant %= 1 << width
     for b in range(width):
         heights[b] += constant >> b & 1
-    levels, _ = _heap_levels(heights, width)
-    return Channel(tuple(terms), constant, width, levels, lo, hi)
+    levels, final = _heap_levels(heights, width, rows)
+    return Channel(tuple(terms), constant, width, levels, lo, hi, final, rows, mw)
+
+
+def _take_pair(terms, pair, src):
+    """``terms`` with every two digits (i, k, s1) and (j, k + shift, s2), s1 s2 = the pair's sign, replaced
+    by the pair's term (src, k, s1)."""
+    terms = list(terms)
+    while True:
+        found = _find_pair(terms, pair)
+        if found is None:
+            return tuple(terms)
+        a, b = found
+        k, s1 = terms[a][1], terms[a][2]
+        terms = [t for x, t in enumerate(terms) if x not in (a, b)] + [(src, k, s1, 1)]
+
+
+def _find_pair(terms, pair):
+    for a, (i, k1, s1, odd1) in enumerate(terms):
+        if i != pair.i or odd1 != 1:
+            continue
+        for b, (j, k2, s2, odd2) in enumerate(terms):
+            if b != a and j == pair.j and odd2 == 1 and k2 == k1 + pair.shift and s1 * s2 == pair.sign:
+                return a, b
+    return None
+
+
+def choose_pairs(w, n, signed_input, most=400):
+    """The shared pairs of a layer's weights w (channels, MW), greedily: the pattern of two element digits
+    (x_i, x_j << shift, relative sign) that saves the most heap bits over the channels holding it, less its
+    adder's LUTs, taken while that is positive (each pair of two elements, never of pairs: one adder deep)."""
+    x_lo, x_hi = _element_range(n, signed_input)
+    channels = [[(i, k, sign, 1) for i, value in enumerate(row) for sign, k in csd_digits(value)] for row in w]
+    if sum(len(terms) ** 2 for terms in channels) > SHARE_WORK:
+        return ()       # a search as long as a compile: not tried (a wide layer: not built at II 1 anyway)
+    pairs = []
+    while len(pairs) < most:
+        counts = {}
+        for terms in channels:
+            seen = set()
+            for a, (i, k1, s1, _) in enumerate(terms):
+                if i >= w.shape[1]:
+                    continue
+                for j, k2, s2, _ in terms[a + 1:]:
+                    if j >= w.shape[1]:
+                        continue
+                    key = (i, j, k2 - k1, s1 * s2) if (k1, i) <= (k2, j) else (j, i, k1 - k2, s1 * s2)
+                    if key not in seen:
+                        seen.add(key)
+                        counts[key] = counts.get(key, 0) + 1
+        best, gain = None, 0
+        for (i, j, shift, sign), uses in counts.items():
+            if uses < 2:
+                continue
+            ends = (x_lo + (x_lo << shift if sign > 0 else -(x_hi << shift)),
+                    x_hi + (x_hi << shift if sign > 0 else -(x_lo << shift)))
+            pair = Pair(i, j, shift, sign, *ends)
+            value = uses * (2 * n - pair.width) - pair.luts
+            if value > gain:
+                best, gain = pair, value
+        if best is None:
+            return tuple(pairs)
+        channels = [list(_take_pair(terms, best, w.shape[1] + len(pairs))) for terms in channels]
+        pairs.append(best)
+    return tuple(pairs)
+
+
+def product_width(odd, n):
+    """Bits of odd * x_u for an unsigned n-bit x_u."""
+    return (odd * ((1 << n) - 1)).bit_length()
 
 
 @dataclass(frozen=True)
@@ -262,21 +421,52 @@ class DistributedPlan:
     clock_mhz: float
     registers: tuple
     latency: int
+    n: int = 0                  # the elements' bits (a product's LUT has n inputs)
+    pairs: tuple = ()           # the shared pairs (:class:`Pair`) terms at or above MW take
+
+    @property
+    def product_ns(self):
+        return NET_NS + LUT_NS[min(LUT_INPUTS, max(1, self.n))]
+
+    def products(self):
+        """The (element, odd) products the channels share: odd * x_u, one LUT a bit (but bit 0, x_u's)."""
+        return sorted({(i, odd) for ch in self.channels for i, _, _, odd in ch.terms if odd > 1})
+
+    def used_pairs(self):
+        """Indices of the shared pairs some channel takes (each one adder)."""
+        return sorted(set().union(*(ch.pairs for ch in self.channels)))
 
     def steps(self, c):
-        """Channel c's steps as (kind, ns): its counter levels, the carry chain, the activation."""
+        """Channel c's steps as (kind, ns): its products or shared pairs' adders, its counter levels, the
+        carry chain, the activation."""
         ch = self.channels[c]
-        steps = [("counter", counter_ns())] * len(ch.levels) + [("carry", carry_chain_ns(ch.width))]
+        steps = [("product", self.product_ns)] if ch.products else []
+        if ch.pairs:
+            steps.append(("pair", carry_chain_ns(max(self.pairs[p].width for p in ch.pairs), 2)))
+        steps += [("counter", counter_ns(_largest(groups))) for _, groups in ch.levels]
+        steps.append(("carry", carry_chain_ns(ch.width, ch.rows)))
         if self.activation is not None:
-            steps.append(("activation", STEP_NS["activation"] * self.activation_luts(c)))
+            steps.append(("activation", self.activation_ns(c)))
         return steps
 
     def activation_luts(self, c):
-        """LUT levels of channel c's activation: an output bit is a function of its level bit and the
-        level's bits above the output's (the clip): one LUT6 while they are at most five."""
+        """LUT levels of channel c's activation: an output bit is a function of its level bit, the level's
+        bits above the output's (the clip) and, for the lowest, whether the bits below the level are zero
+        (half-even's tie, ready early: the low end of the carry chain): one LUT while at most six."""
+        return 1 if self._activation_inputs(c) <= LUT_INPUTS else 2
+
+    def activation_ns(self, c):
+        """Channel c's activation by the delay model: a net and the LUT of its inputs, once or twice."""
+        inputs = self._activation_inputs(c)
+        if inputs <= LUT_INPUTS:
+            return NET_NS + LUT_NS[max(1, inputs)]
+        return 2 * (NET_NS + LUT6_NS)
+
+    def _activation_inputs(self, c):
         level_bits = max(1, self.activation.levels.bit_length())
         above = max(0, self.channels[c].width - self.activation.shift - level_bits)
-        return 1 if above + 1 <= LUT_INPUTS else 2
+        tie = 1 if self.activation.rounding == "half_even" and self.activation.shift else 0
+        return 1 + above + tie
 
     def critical_ns(self):
         """The longest delay between two registers by the model (the next FIFO's mux included)."""
@@ -288,22 +478,31 @@ class DistributedPlan:
         return worst + CLOCK_TO_Q_NS + NET_NS + SETUP_NS
 
     def resources(self):
-        """LUTs: a LUT per counter output bit, per carry-chain bit, per output bit of the activation; FFs:
-        every heap bit at each register, the outputs padded to the latency, the valid bits."""
-        lut = ff = 0
+        """LUTs: a LUT per product bit (bit 0 is the element's), per counter output bit, per carry-chain bit
+        (and the ternary adder's parities), per output bit of the activation; FFs: every heap bit at each
+        register, the outputs padded to the latency, the valid bits."""
+        lut = sum(product_width(odd, self.n) - 1 for _, odd in self.products())
+        lut += sum(self.pairs[p].luts for p in self.used_pairs())
+        ff = 0
         for c, ch in enumerate(self.channels):
-            heights = []
+            heights = [sum(ch.levels[0][0]) if ch.levels else 0] if ch.products or ch.pairs else []
             for before, groups in ch.levels:
                 lut += sum(size.bit_length() for sizes in groups for size in sizes)
                 heights.append(sum(before))
-            lut += ch.width
+            lut += ch.width + (_parity_luts(ch.final) if ch.rows == 3 else 0)
             if self.activation is not None:
                 lut += self.out_bits + 1 + self.activation.shift // LUT_INPUTS
-            bits_after = heights[1:] + [2 * ch.width, ch.width]     # what a register after each step holds
+            bits_after = heights[1:] + [sum(ch.final), ch.width]    # what a register after each step holds
             for r in self.registers[c]:
                 ff += bits_after[r] if r < len(bits_after) else self.out_bits
             ff += (self.latency - len(self.registers[c])) * self.out_bits
         return Resources(lut=int(lut) + 2, ff=int(ff) + self.latency)
+
+
+def _parity_luts(final):
+    """The ternary adder's LUTs besides one a bit: the parity a bit's DI takes, where its column or the one
+    below holds three bits (with two, DI is one of them)."""
+    return sum(1 for b, h in enumerate(final) if h >= 3 or (b and final[b - 1] >= 3))
 
 
 def _segments(n_steps, registers):
@@ -344,13 +543,57 @@ def _make_plan(spec):
     w = spec.weight_matrix().astype(np.int64)               # (channels, elements)
     n, signed_input = spec.input_dtype.bitwidth(), spec.input_dtype.signed()
     offsets = activation.offsets if activation is not None else (0,) * w.shape[0]
-    channels = tuple(_channel(w[c], n, signed_input, offsets[c]) for c in range(w.shape[0]))
     budget = cycle_budget_ns(spec.clock_mhz)
     out_bits = spec.output_dtype.bitwidth()
-    plan = DistributedPlan(channels, activation, out_bits, float(spec.clock_mhz), (), 0)
-    registers = tuple(tuple(_place_registers(plan.steps(c), budget)) for c in range(len(channels)))
-    latency = max((len(r) for r in registers), default=0)
-    return DistributedPlan(channels, activation, out_bits, float(spec.clock_mhz), registers, latency)
+    clock = float(spec.clock_mhz)
+    pairs = choose_pairs(w, n, signed_input) if _SHARE else ()
+    # per channel, each way to build it (three rows or two at the end; digits, digits with the shared
+    # pairs, or products where an element's product is a LUT) with the registers it needs
+    options = []
+    for c in range(w.shape[0]):
+        found = []
+        for products in _forms(n):
+            for shared in ((False, True) if pairs and not products else (False,)):
+                for rows in _ROW_CHOICES:
+                    ch = _channel(w[c], n, signed_input, offsets[c], rows, products, pairs if shared else ())
+                    if shared and not ch.pairs:
+                        continue
+                    plan = DistributedPlan((ch,), activation, out_bits, clock, ((),), 0, n, pairs)
+                    regs = tuple(_place_registers(plan.steps(0), budget))
+                    plan = DistributedPlan((ch,), activation, out_bits, clock, (regs,), len(regs), n, pairs)
+                    found.append((ch, regs, plan.resources().lut))
+        options.append(found)
+    # the layer's latency: its slowest channel's fewest registers; each channel then built the cheapest way
+    # within it: a product already made for another channel costs nothing more, a pair's adder is shared
+    # by the channels holding it
+    latency = max((min(len(r) for _, r, _ in found) for found in options), default=0)
+    holders = [0] * len(pairs)
+    for found in options:
+        for p in set().union(*(o[0].pairs for o in found)):
+            holders[p] += 1
+    made, channels, registers = set(), [], []
+    for found in options:
+        def cost(option):
+            ch = option[0]
+            owned = {(i, odd) for i, _, _, odd in ch.terms if odd > 1} & made
+            return (option[2] - sum(product_width(odd, n) - 1 for _, odd in owned)
+                    - sum(pairs[p].luts * (1 - 1 / holders[p]) for p in ch.pairs))
+        ch, regs, _ = min((o for o in found if len(o[1]) <= latency), key=cost)
+        made |= {(i, odd) for i, _, _, odd in ch.terms if odd > 1}
+        channels.append(ch)
+        registers.append(regs)
+    return DistributedPlan(tuple(channels), activation, out_bits, clock, tuple(registers), latency, n, pairs)
+
+
+_SHARE = True                   # look for shared pairs (common subexpressions) at all
+SHARE_WORK = 100_000            # the most sum over channels of digits^2 a layer's pair search takes on
+_ROW_CHOICES = (ROWS, 2)        # the rows a heap's carry chain may add: three (fewer LUTs, a level less), two (a LUT2)
+
+
+def _forms(n):
+    """How a channel's terms may be made: canonical signed digits of the elements (False), or products of
+    elements by the weights' odd parts (True) where such a product is a LUT a bit (n <= 6 bits)."""
+    return (False, True) if n <= LUT_INPUTS else (False,)
 
 
 def check_distributed(spec):
@@ -462,22 +705,40 @@ class DistributedUnit(wiring.Component):
         x_u = x ^ C(sum(1 << (e * n + n - 1) for e in range(spec.mw)), len(x)) if spec.input_dtype.signed() else x
         x_u = _wire(m, x_u, "x_u")
         x_n = _wire(m, ~x_u, "x_n")     # the inverted bits of negative digits, inverted once
-        outs = [self._channel(m, advance, plan, c, x_u, x_n, n) for c in range(len(plan.channels))]
+        sources = {}                    # (element, odd) -> (its bits, their inversion)
+        for e in range(spec.mw):
+            sources[e, 1] = (x_u[e * n:(e + 1) * n], x_n[e * n:(e + 1) * n])
+        for p in plan.used_pairs():
+            pair = plan.pairs[p]
+            x_i, x_j = (_element(x, e, n, spec.input_dtype.signed()) for e in (pair.i, pair.j))
+            t = _wire(m, (x_i + (x_j << pair.shift)) if pair.sign > 0 else (x_i - (x_j << pair.shift)), f"s{p}")
+            u = Cat(t[:pair.width - 1], ~t[pair.width - 1]) if pair.offset else t[:pair.width]
+            u = _wire(m, u, f"s{p}_u")
+            sources[spec.mw + p, 1] = (u, _wire(m, ~u, f"s{p}_n"))
+        for e, odd in plan.products():
+            bits = _wire(m, Cat(*_times_odd(m, x_u[e * n:(e + 1) * n], odd, product_width(odd, n), f"p{e}_{odd}")),
+                         f"p{e}_{odd}")
+            sources[e, odd] = (bits, _wire(m, ~bits, f"p{e}_{odd}_n"))
+        outs = [self._channel(m, advance, plan, c, sources) for c in range(len(plan.channels))]
         m.d.comb += [self.o.valid.eq(out_valid), self.o.payload.eq(Cat(*outs))]
         return m
 
-    def _channel(self, m, advance, plan, c, x_u, x_n, n):
-        ch, spec = plan.channels[c], self._spec
+    def _channel(self, m, advance, plan, c, sources):
+        ch = plan.channels[c]
         registers, step = set(plan.registers[c]), 0
         columns = [[] for _ in range(ch.width)]
-        for i, k, sign in ch.terms:
-            bits = (x_u if sign > 0 else x_n)[i * n:(i + 1) * n]
-            for b in range(n):
+        for i, k, sign, odd in ch.terms:
+            bits = sources[i, odd][0 if sign > 0 else 1]
+            for b in range(len(bits)):
                 if k + b < ch.width:
                     columns[k + b].append(bits[b])
         for b in range(ch.width):
             if ch.constant >> b & 1:
                 columns[b].append(C(1, 1))
+        if ch.products or ch.pairs:     # the products' LUTs, the pairs' adders: a step of their own
+            if step in registers:
+                columns = self._register_columns(m, advance, columns, f"c{c}_p")
+            step += 1
         for level, (heights, groups) in enumerate(ch.levels):
             out = [[] for _ in range(ch.width + 3)]
             for col, sizes in enumerate(groups):
@@ -491,13 +752,16 @@ class DistributedUnit(wiring.Component):
             if step in registers:
                 columns = self._register_columns(m, advance, columns, f"c{c}_l{level}")
             step += 1
-        rows = [Cat(*[col[r] if r < len(col) else C(0, 1) for col in columns]) for r in range(2)]
-        total = _wire(m, (rows[0] + rows[1])[:ch.width], f"c{c}_sum")
+        if ch.rows == 2:
+            rows = [Cat(*[col[r] if r < len(col) else C(0, 1) for col in columns]) for r in range(2)]
+            total = _wire(m, (rows[0] + rows[1])[:ch.width], f"c{c}_sum")
+        else:
+            total = _wire(m, _ternary_sum(m, columns, ch.width, f"c{c}"), f"c{c}_sum")
         if step in registers:
             total = register(m, advance, total, name=f"c{c}_sum_r")
         step += 1
         v = total.as_signed()
-        ob = spec.output_dtype.bitwidth()
+        ob = self._spec.output_dtype.bitwidth()
         if plan.activation is None:
             lane = Signal(ob, name=f"c{c}_out")
             m.d.comb += lane.eq(v)
@@ -535,6 +799,45 @@ class DistributedUnit(wiring.Component):
 
 
 COUNTER = _adder_counter
+
+
+def _element(x, e, n, signed):
+    """Element e of the input word, as its value."""
+    bits = x[e * n:(e + 1) * n]
+    return bits.as_signed() if signed else bits
+
+
+def _times_odd(m, bits, odd, width, name):
+    """The bits of odd * x (x unsigned: ``bits``), ``width`` of them, as gates: x shifted and added (or
+    subtracted) by ripple-carry full adders written out bit by bit, so that Yosys makes no carry chain of
+    them and abc maps each product bit, a function of x's bits alone, to one LUT."""
+    total = None
+    for d, (sign, k) in enumerate(csd_digits(odd)):
+        term = ([C(0, 1)] * k + list(bits) + [C(0, 1)] * width)[:width]
+        if sign < 0:        # subtracting: add the inverted term and one
+            term = [~t for t in term]
+        total = (term if sign > 0 else _ripple(m, [C(0, 1)] * width, term, C(1, 1), f"{name}_{d}")) \
+            if total is None else _ripple(m, total, term, C(0, 1) if sign > 0 else C(1, 1), f"{name}_{d}")
+    return total
+
+
+def _ripple(m, a, b, cin, name):
+    """a + b + cin, bit by bit (modulo 2^len(a)); each carry a wire (an expression used twice)."""
+    out, carry = [], cin
+    for j, (x, y) in enumerate(zip(a, b)):
+        out.append(_wire(m, x ^ y ^ carry, f"{name}_s{j}"))
+        carry = _wire(m, (x & y) | (x & carry) | (y & carry), f"{name}_c{j}")
+    return out
+
+
+def _ternary_sum(m, columns, width, name):
+    """The sum (modulo 2^width) of columns of at most three bits, by one carry chain: the rows' parity plus
+    their majority one column up, so that each bit's LUT sees its column's three bits and the three below
+    (Yosys puts the addition on the CARRY4s, and abc the parity and majority into the LUTs before them)."""
+    rows = [Cat(*[col[r] if r < len(col) else C(0, 1) for col in columns]) for r in range(ROWS)]
+    parity = _wire(m, rows[0] ^ rows[1] ^ rows[2], f"{name}_p")
+    majority = _wire(m, (rows[0] & rows[1]) | (rows[0] & rows[2]) | (rows[1] & rows[2]), f"{name}_g")
+    return (parity + Cat(C(0, 1), majority))[:width]
 
 
 def _wire(m, value, name):

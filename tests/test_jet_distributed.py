@@ -6,6 +6,7 @@ counts (searchsorted), qonnx's execute_onnx on the original models; the simulate
 spec's (the plan's register count)."""
 
 import json
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -13,7 +14,8 @@ import pytest
 from qonnx.core.datatype import DataType
 
 from layers.distributed import (DistributedPlan, NEXT_FIFO_NS, csd_digits, cycle_budget_ns, distributed_plan,
-                                power_of_two_requant)
+                                power_of_two_requant, product_width)
+from layers.distributed import _channel, choose_pairs
 from layers.mvau import MVAUSpec
 from layers.thresholding import ThresholdTable
 from memstream.packing import pack_words, unpack_words
@@ -54,14 +56,23 @@ def _mvau(x, w, thresholds):
     return (acc[:, :, None] >= np.asarray(thresholds)[None, :, :]).sum(axis=2)
 
 
-def _heap_value(plan, c, x_u, n):
-    """Channel c's heap summed in numpy: the terms' bits (inverted for a negative digit) and the constant,
-    modulo 2^width, as a signed number."""
-    ch = plan.channels[c]
+def _heap_value(ch, x, n, signed, pairs=()):
+    """A channel's heap summed in numpy from the elements x (N, MW): each term's source bits (an element's
+    or a shared pair's, offset to unsigned), times its odd part, inverted for a negative term, shifted, and
+    the constant, modulo 2^width, as a signed number."""
+    mw = x.shape[1]
     total = ch.constant
-    for i, k, sign in ch.terms:
-        bits = x_u[:, i] if sign > 0 else ((1 << n) - 1) ^ x_u[:, i]
-        total = total + (bits << k)
+    for src, k, sign, odd in ch.terms:
+        if src < mw:
+            u, bits = x[:, src] + ((1 << (n - 1)) if signed else 0), n
+        else:
+            pair = pairs[src - mw]
+            t = x[:, pair.i] + pair.sign * (x[:, pair.j] << pair.shift)
+            assert t.min() >= pair.lo and t.max() <= pair.hi
+            u, bits = t + pair.offset, pair.width
+            assert u.min() >= 0 and u.max() < 1 << bits
+        p, m = odd * u, product_width(odd, bits)
+        total = total + ((p if sign > 0 else ((1 << m) - 1) ^ p) << k)
     total = total % (1 << ch.width)
     return np.where(total >= 1 << (ch.width - 1), total - (1 << ch.width), total)
 
@@ -74,7 +85,7 @@ def test_csd_digits_add_up_and_are_the_fewest():
         assert all(b - a >= 2 for a, b in zip(ks, ks[1:]))        # no two adjacent non-zero digits
 
 
-@pytest.mark.parametrize("input_dtype", ["INT16", "UINT6", "INT3", "UINT1"])
+@pytest.mark.parametrize("input_dtype", ["INT16", "UINT6", "INT6", "INT3", "UINT1"])
 def test_heap_sums_to_the_matrix_product(input_dtype):
     """Every channel's terms and constant (signs, inversions, the modulus) give x . W exactly, for random
     constant matrices with zeros, negatives, a zero channel, at the extremes of the input range."""
@@ -86,28 +97,70 @@ def test_heap_sums_to_the_matrix_product(input_dtype):
     x = np.concatenate([rng.integers(dt.min(), dt.max() + 1, (200, 12)), np.full((1, 12), dt.min()),
                         np.full((1, 12), dt.max())])
     n = dt.bitwidth()
-    x_u = x + (1 << (n - 1)) if dt.signed() else x
     for c in range(w.shape[1]):
-        np.testing.assert_array_equal(_heap_value(plan, c, x_u, n), x @ w[:, c])
+        np.testing.assert_array_equal(_heap_value(plan.channels[c], x, n, dt.signed(), plan.pairs), x @ w[:, c])
+        if n <= 6:          # products of the elements by the weights' odd parts: one term a weight
+            ch = _channel(spec.weight_matrix()[c], n, dt.signed(), 0, 3, products=True)
+            assert len(ch.terms) == np.count_nonzero(w[:, c])
+            np.testing.assert_array_equal(_heap_value(ch, x, n, dt.signed()), x @ w[:, c])
 
 
-def test_every_counter_level_ends_in_two_rows():
+@pytest.mark.parametrize("input_dtype", ["INT16", "UINT6", "INT3"])
+def test_shared_pairs_sum_to_the_matrix_product(input_dtype):
+    """Weights of few magnitudes (as a pruned layer's) share pairs of digits across channels: every pair
+    taken is held by two channels or more, and each channel built with them still sums to x . W, at the
+    extremes of the input range too."""
+    rng = np.random.default_rng(12)
+    w = rng.choice([-31, -29, -27, -25, 0, 0, 0, 0, 25, 27, 29, 31], (10, 12))
+    w[:, 0] = 0
+    dt = DataType[input_dtype]
+    n = dt.bitwidth()
+    pairs = choose_pairs(w.T, n, dt.signed())
+    assert pairs
+    x = np.concatenate([rng.integers(dt.min(), dt.max() + 1, (200, 10)), np.full((1, 10), dt.min()),
+                        np.full((1, 10), dt.max()), np.array([[dt.min(), dt.max()] * 5])])
+    holders = [0] * len(pairs)
+    for c in range(w.shape[1]):
+        for rows in (2, 3):
+            ch = _channel(w[:, c], n, dt.signed(), 0, rows, pairs=pairs)
+            np.testing.assert_array_equal(_heap_value(ch, x, n, dt.signed(), pairs), x @ w[:, c])
+        for p in ch.pairs:
+            holders[p] += 1
+    assert all(h >= 2 for h in holders[:1])       # the first pair taken is the most held
+
+
+def _apply_level(heights, groups):
+    """Column heights after one level of counters: a group of s bits leaves one bit in its column and
+    one in each of the next bit_length(s) - 1 columns."""
+    after = [0] * (len(heights) + 3)
+    for col, (h, sizes) in enumerate(zip(heights, groups)):
+        assert sum(sizes) <= h and all(2 <= size <= 6 for size in sizes)
+        after[col] += h - sum(sizes)
+        for size in sizes:
+            for j in range(size.bit_length()):
+                after[col + j] += 1
+    return after
+
+
+@pytest.mark.parametrize("input_dtype, zeros", [("UINT6", 0.1), ("INT16", 0.75), ("UINT2", 0.5)])
+def test_every_counter_level_ends_in_the_rows_the_carry_chain_adds(input_dtype, zeros):
+    """Each level's groups applied to its columns give the next level's columns (nothing above the
+    channel's width is lost: its sum is taken modulo 2^width), the last at most ``rows`` (2 or 3) high."""
     rng = np.random.default_rng(4)
-    plan = distributed_plan(_spec(_weights(rng, 40, 6, zeros=0.1), "UINT6"))
+    plan = distributed_plan(_spec(_weights(rng, 40, 6, zeros=zeros), input_dtype))
+    n = DataType[input_dtype].bitwidth()
     for ch in plan.channels:
         heights = [0] * ch.width
-        for _, k, _ in ch.terms:
-            for b in range(k, min(k + 6, ch.width)):
+        for src, k, _, odd in ch.terms:
+            bits = n if src < 40 else plan.pairs[src - 40].width
+            for b in range(k, min(k + product_width(odd, bits), ch.width)):
                 heights[b] += 1
         for b in range(ch.width):
             heights[b] += ch.constant >> b & 1
-        if ch.levels:
-            assert list(ch.levels[0][0]) == heights
-        from layers.distributed import _level_plan
-        after = list(ch.levels[-1][0]) if ch.levels else heights
-        if ch.levels:
-            _, after = _level_plan(after)
-        assert max(after[:ch.width], default=0) <= 2
+        for before, groups in ch.levels:
+            assert list(before) == heights
+            heights = _apply_level(heights, groups)[:ch.width]
+        assert list(ch.final) == heights and max(heights, default=0) <= ch.rows and ch.rows in (2, 3)
 
 
 def test_power_of_two_requant_counts_equal_the_table():
@@ -162,23 +215,38 @@ def test_registers_go_where_the_clock_needs_them(clock_mhz):
     assert slower.latency == 0 and isinstance(slower, DistributedPlan)
 
 
-# the default suite: a signed input with the activation and two registers, and an all-combinational layer
-CASES = [("INT5", True, 200.0), ("UINT6", True, 100.0),
-         pytest.param("UINT4", False, 200.0, marks=pytest.mark.slow), pytest.param("INT8", True, 400.0, marks=pytest.mark.slow)]
+# the default suite: a signed input with the activation, registers and shared pairs; products (a signed input);
+# two rows at the end, all combinational
+CASES = [("INT5", True, 200.0, False, 3), ("INT4", True, 250.0, True, 3), ("UINT6", True, 60.0, False, 2),
+         pytest.param("UINT4", False, 200.0, False, 2, marks=pytest.mark.slow),
+         pytest.param("INT8", True, 400.0, False, 3, marks=pytest.mark.slow),
+         pytest.param("UINT6", False, 300.0, True, 2, marks=pytest.mark.slow)]
 
 
 @pytest.mark.sim
-@pytest.mark.parametrize("input_dtype, activation, clock_mhz", CASES)
-def test_distributed_unit_matches_golden_at_full_rate_and_under_backpressure(input_dtype, activation, clock_mhz):
+@pytest.mark.parametrize("input_dtype, activation, clock_mhz, products, rows", CASES)
+def test_distributed_unit_matches_golden_at_full_rate_and_under_backpressure(input_dtype, activation, clock_mhz,
+                                                                             products, rows, monkeypatch):
     """The RTL against the layer's definition (numpy) for random constant matrices (zeros, negatives, a zero channel), one
     vector a cycle and under random backpressure; the first output leaves ``spec.latency`` cycles after the
-    first input (the analytic figure, in simulation)."""
-    rng = np.random.default_rng(hash((input_dtype, clock_mhz)) % 1000)
+    first input (the analytic figure, in simulation). ``products``: every weight one term, the element times
+    the weight's odd part (a LUT a bit), shared by the channels; ``rows``: the carry chain adds three rows
+    (a ternary adder) or two."""
+    import layers.distributed
+    monkeypatch.setattr(layers.distributed, "_forms", lambda n: (products,))
+    monkeypatch.setattr(layers.distributed, "_ROW_CHOICES", (rows,))
+    rng = np.random.default_rng(zlib.crc32(f"{input_dtype} {clock_mhz}".encode()))
     w = _weights(rng, 7, 5)
+    if not products and rows == 3:      # few magnitudes, as a pruned layer's: channels share pairs of digits
+        w = rng.choice([-31, -29, -27, -25, 0, 0, 25, 27, 29, 31], (7, 5))
     t = _line_thresholds(rng, 5, 7, 4) if activation else None
     spec = _spec(w, input_dtype, t, "UINT3" if activation else None, clock_mhz=clock_mhz)
+    plan = distributed_plan(spec)
+    assert bool(plan.products()) == products and all(ch.rows == rows for ch in plan.channels)
+    assert plan.used_pairs() or products or rows == 2
     dt = DataType[input_dtype]
-    x = rng.integers(dt.min(), dt.max() + 1, (48, 7))
+    x = np.concatenate([rng.integers(dt.min(), dt.max() + 1, (46, 7)), np.full((1, 7), dt.min()),
+                        np.full((1, 7), dt.max())])
     want = _mvau(x, w, t)
     for backpressure in (None, Backpressure(seed=3, valid_prob=0.6, ready_prob=0.5)):
         extra = {} if backpressure is None else {"backpressure": backpressure}
@@ -230,12 +298,12 @@ def test_tiny_jet_model_bit_exact_at_the_ii_and_under_backpressure(tmp_path, cap
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("model, most", [("jet_tagger_pruned.onnx", 15), ("jet_tagger.onnx", 36)])
+@pytest.mark.parametrize("model, most", [("jet_tagger_pruned.onnx", 13), ("jet_tagger.onnx", 34)])
 def test_jet_tagger_bit_exact_with_its_latency_measured(tmp_path, capsys, model, most):
     """hls4ml's jet tagger (pruned: every layer as bit heaps; unpruned: where the budget allows) at
     --fit pynq-z2 --clock-mhz 200 --objective latency: bit-exact against qonnx at the II and under
     backpressure, the simulated latency equal to report.json's and at most ``most`` cycles (32 and 51 before
-    distributed arithmetic)."""
+    distributed arithmetic, 15 and 34 with its first bit heaps)."""
     from rtlgen.cli import main
     from rtlgen.options import CompileOptions
     from tests.conftest import rtl_matches_qonnx
