@@ -95,7 +95,9 @@ def _rtl_matches_qonnx(name, n, tmp_path, options=None, seed=4):
 
 @pytest.mark.sim
 @pytest.mark.parametrize("name", [pytest.param("vgg10_small", marks=pytest.mark.slow),   # CI time (30 s): 1-D windows
-                                  "unet_cl_8"])                                           # are test_swg's (in RTL)
+                                  pytest.param("unet_cl_8", marks=pytest.mark.slow)])     # are test_swg's (in RTL)
+# CI time (133 s, issue 42): the U-Net's lowering is checked against qonnx above, each of its ops in RTL at the
+# II under backpressure by test_op_grid, channels-last inputs in RTL by test_branching's and test_finn_hw_input's
 def test_small_instances_in_rtl_at_the_ii_under_backpressure(name, tmp_path):
     """A 1-D network, and hls4ml's channels-last U-Net (NHWC input, LeakyReLU, MaxPool, Resize, Concat)."""
     _rtl_matches_qonnx(name, 4, tmp_path)

@@ -33,7 +33,8 @@ def verify(tmp_path, frames, *extra):
     return code, out
 
 
-@pytest.mark.sim
+@pytest.mark.slow   # CI time (103 s, issue 42): requantizers in RTL are test_shared_activation's, DSP pairs test_mvau's,
+@pytest.mark.sim    # the generator's three layers exact against qonnx test_requant's
 def test_shipped_folding_is_bit_exact_on_4_inputs(tmp_path, capsys):
     code, out = verify(tmp_path, 4, "--fifo-sizing", "none")
     printed = capsys.readouterr().out

@@ -57,7 +57,7 @@ def decimal_design(tmp_path_factory):
 
 
 def test_exact_reference_equals_the_exact_semantics_by_hand():
-    x = decimal_inputs(200)
+    x = decimal_inputs(50)                              # 27 ties among them (the suite's time: 200 took 36 s)
     exact, ties = exact_reference(DECIMAL, x)
     assert np.array_equal(exact, numpy_exact_semantics(x))
     qonnx = qonnx_reference(DECIMAL, x)
@@ -67,7 +67,7 @@ def test_exact_reference_equals_the_exact_semantics_by_hand():
 
 def test_power_of_two_model_has_no_ties():
     d = np.load(MODELS / "mnist_test_1000.npz")
-    x = (d["x"][:20].astype(np.float32) / 255).reshape(20, 1, 28, 28)
+    x = (d["x"][:5].astype(np.float32) / 255).reshape(5, 1, 28, 28)
     exact, ties = exact_reference(MODELS / "TFC_2W2A.onnx", x)
     assert np.array_equal(exact, qonnx_reference(MODELS / "TFC_2W2A.onnx", x))
     assert ties.tie_count == 0 and ties.explained
