@@ -14,11 +14,12 @@ from sim.runner import available_simulators, default_simulator, to_verilog
 RANDOM_EXAMPLES = int(os.environ.get("RTLGEN_RANDOM_EXAMPLES", "2"))
 
 
-def simulators_under_test():
-    """Every installed simulator (CI installs both); RTLGEN_SIM narrows it to one."""
-    if os.environ.get("RTLGEN_SIM"):
-        return [os.environ["RTLGEN_SIM"]]
-    return available_simulators()
+def simulators_under_test(slow=()):
+    """Every installed simulator (CI installs both); RTLGEN_SIM narrows it to one. Those in ``slow`` run in the
+    slow suite only (a cold Verilator build of a small op costs 15-30 s of the default suite's time, and the
+    op's RTL runs on the compiled Verilator bench inside whole networks by default anyway)."""
+    names = [os.environ["RTLGEN_SIM"]] if os.environ.get("RTLGEN_SIM") else available_simulators()
+    return [pytest.param(n, marks=pytest.mark.slow) if n in slow else n for n in names]
 
 
 def sampled_grid(axes, *, stride, sample, legal=lambda case: True):

@@ -47,7 +47,7 @@ def check(spec, simulator=None, seed=1):
 
 
 @pytest.mark.sim
-@pytest.mark.parametrize("sim_name", simulators_under_test())
+@pytest.mark.parametrize("sim_name", simulators_under_test(slow=("verilator",)))
 def test_each_simulator(sim_name):
     run(make_spec("mul", 12, 3, "UINT4", "INT5", vecs=(1, 2)), 3, Backpressure(seed=2), sim_name)
 

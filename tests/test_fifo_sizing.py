@@ -49,9 +49,9 @@ def _folded(name, cache={}):
 
 
 @pytest.mark.sim
-@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow) if n in ("concat", "resnet-block") else n
-                                  for n in EXACTNESS])    # CI time: concat runs at the II below, digits-mlp and
-                                                          # small-cnn cover DWCs, SWGs, pooling and padding
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow) if n != "small-cnn" else n
+                                  for n in EXACTNESS])    # CI time: concat runs at the II below, small-cnn covers
+                                                          # DWCs, SWGs, pooling and padding (digits-mlp: 22 s)
 def test_composed_model_is_the_designs_timing(name):
     compiled = _folded(name)
     graph = insert.insert_duplicates(compiled.folded)
@@ -67,8 +67,9 @@ def test_composed_model_is_the_designs_timing(name):
 
 
 @pytest.mark.sim
-@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow) if n in ("resnet-block", "concat") else n
-                                  for n in sorted(NETWORKS)])    # CI time; residual-mlp has a join by default
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow) if n in ("resnet-block", "concat", "tfc-w2a2")
+                                  else n for n in sorted(NETWORKS)])    # CI time; residual-mlp has a join by
+                                                                        # default, digits-mlp is an MLP as TFC
 def test_analytic_depths_run_at_the_ii(name):
     compiled = _folded(name)
     graph = insert.insert_dwcs_and_fifos(insert.insert_duplicates(compiled.folded))

@@ -42,7 +42,8 @@ def check(design, x, cycles):
 
 
 @pytest.mark.sim
-@pytest.mark.parametrize("name, folding", [("TFC_1W1A", "tfc-w1a1"), ("TFC_2W2A", "tfc-w2a2")])
+@pytest.mark.parametrize("name, folding", [pytest.param("TFC_1W1A", "tfc-w1a1", marks=pytest.mark.slow),   # CI
+                                           ("TFC_2W2A", "tfc-w2a2")])                   # time (58 s): one of the two
 def test_tfc_at_finn_folding(tmp_path, name, folding):
     folding = FOLDINGS / f"{folding}.json"
     design = api.compile(MODELS / f"{name}.onnx", tmp_path / "out", folding=str(folding))

@@ -39,7 +39,7 @@ def check(spec, simulator=None, seed=1):
 
 
 @pytest.mark.sim
-@pytest.mark.parametrize("sim_name", simulators_under_test())
+@pytest.mark.parametrize("sim_name", simulators_under_test(slow=("verilator",)))
 def test_each_simulator(sim_name):
     run(FMPaddingSpec((3, 5), (2, 0, 1, 3), 6, 3, "UINT3"), 3, Backpressure(seed=3), sim_name)
 

@@ -48,7 +48,7 @@ def test_extremes(simulator):
 
 
 @pytest.mark.sim
-@pytest.mark.parametrize("sim_name", simulators_under_test())
+@pytest.mark.parametrize("sim_name", simulators_under_test(slow=("verilator",)))
 def test_each_simulator(sim_name):
     run(GlobalAccPoolSpec(6, 3, "INT4", (2, 2, 3)), 3, Backpressure(seed=2), sim_name)
 

@@ -87,7 +87,7 @@ def test_golden_matches_onnx_topk(dtype, labels, k):
 
 
 @pytest.mark.sim
-@pytest.mark.parametrize("sim_name", simulators_under_test())
+@pytest.mark.parametrize("sim_name", simulators_under_test(slow=("verilator",)))
 def test_each_simulator(sim_name):
     run(LabelSelectSpec(12, 3, 5, "INT8", (2,)), 3, Backpressure(seed=2), sim_name)
 

@@ -72,7 +72,7 @@ def test_extreme_values(simulator):
 
 
 @pytest.mark.sim
-@pytest.mark.parametrize("sim_name", simulators_under_test())
+@pytest.mark.parametrize("sim_name", simulators_under_test(slow=("verilator",)))
 def test_each_simulator(sim_name):
     run(StreamingMaxPoolSpec((4, 4), 2, 3, 1, False, "INT4"), 3, Backpressure(seed=2), sim_name)
 

@@ -146,6 +146,7 @@ def verify_under_budget(tmp_path, capsys, model, frames, budget):
     return x, out, json.loads((out / "report.json").read_text()), text
 
 
+@pytest.mark.slow   # CI time (41 s, issue 42): the --fit design below is an optimizer's design in RTL at its II too
 @pytest.mark.sim
 def test_optimized_design_is_bit_exact(tmp_path, capsys):
     x, out, report, text = verify_under_budget(tmp_path, capsys, "TFC_2W2A.onnx", 20, "lut=6000")

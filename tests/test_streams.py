@@ -12,8 +12,8 @@ from qonnx.core.datatype import DataType
 from qonnx.util.basic import gen_finn_dt_tensor
 
 from layers.fifo import FIFOSpec, StreamingFIFO
-from layers.streams import (AddStreams, AddStreamsSpec, DuplicateStreams, DuplicateStreamsSpec, StreamingConcat,
-                            StreamingConcatSpec)
+from layers.duplicate_streams import DuplicateStreams, DuplicateStreamsSpec
+from layers.streams import AddStreams, AddStreamsSpec, StreamingConcat, StreamingConcatSpec
 from memstream.packing import pack_words, unpack_words
 from layers.streams import golden_add_streams, golden_concat
 from sim.harness import FULL_RATE, Backpressure, simulate_streams
@@ -153,7 +153,7 @@ class _ConcatBehindFIFOs(wiring.Component):
 
 
 @pytest.mark.sim
-@pytest.mark.parametrize("sim_name", simulators_under_test())
+@pytest.mark.parametrize("sim_name", simulators_under_test(slow=("verilator",)))
 def test_concat_behind_fifos(sim_name):
     """Regression (tests/models/branching/concat_mixed.onnx deadlocked on Icarus): with Array-indexed
     input multiplexers Yosys wrote ``always @*`` blocks that Icarus -g2012 never ran, since nothing in
@@ -167,7 +167,7 @@ def test_concat_behind_fifos(sim_name):
 # --- every layer on every simulator, goldens against ONNX, derived figures, errors ----------------
 
 @pytest.mark.sim
-@pytest.mark.parametrize("sim_name", simulators_under_test())
+@pytest.mark.parametrize("sim_name", simulators_under_test(slow=("verilator",)))
 def test_each_simulator(sim_name):
     run_add(AddStreamsSpec(6, 3, "INT4", (1, 2)), 3, Backpressure(seed=2), sim_name)
     run_dup(DuplicateStreamsSpec(6, 2, 2, "UINT3", (1, 2)), 3, Backpressure(seed=3), sim_name)

@@ -42,7 +42,8 @@ def check(spec, frames=2, seed=1, simulator=None):
 
 
 @pytest.mark.sim
-@pytest.mark.parametrize("mode", ["internal_embedded", "internal_decoupled", "external"])
+@pytest.mark.parametrize("mode", [pytest.param("internal_embedded", marks=pytest.mark.slow),  # CI time (24 s): the
+                                  "internal_decoupled", "external"])     # embedded ROM in RTL is test_mvau's (one unit)
 def test_mem_modes(mode):
     check(make_spec(6, (3, 3), (2, 3), 2, 3, "INT4", "INT4", "INT4", mem_mode=mode))
 

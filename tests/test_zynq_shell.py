@@ -104,8 +104,8 @@ endmodule
 
 
 @pytest.mark.sim
-@pytest.mark.parametrize("stalls", [False, True])
-def test_words_wider_than_a_beat(stalls):
+@pytest.mark.parametrize("stalls", [pytest.param(False, marks=pytest.mark.slow), True])   # CI time (25 s): the
+def test_words_wider_than_a_beat(stalls):                                       # stalled run covers the full-rate one
     """104-bit words (16 bytes in DDR, two beats each) through a register: what comes back is what went in."""
     shell = ZynqShell(in_width=104, out_width=104, in_words_per_frame=3, out_words_per_frame=3, ddr=(0, DDR))
     assert shell.in_word_bytes == 16
