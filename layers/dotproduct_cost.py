@@ -14,9 +14,13 @@ from layers.popcount import heap_cost
 __all__ = ["unit_resource_estimate"]
 
 XNOR_ROM_POPCOUNT_LUT = 1.5     # weights_in_xnor: LUTs per term of a lane's popcount of registered bits
-# Yosys LUTs against layers.popcount.heap_cost's count, by the signals behind a term (PE 16, SIMD 144, 2,304
-# terms: registered agreement bits 0.95, XNOR terms behind block RAM 1.17; BENCHMARKS.md, CNV-w1a1 at 20k)
-HEAP_LUT_FACTOR = {1: 0.95, 2: 1.17}
+# Yosys LUTs against layers.popcount.heap_cost's count (carry chains, issue 43), by the signals behind a
+# term: registered agreement bits 1.12 (PE 2 x SIMD 144, 32 words in the XNOR's LUTs: 236 LUTs, 210
+# planned); XNOR terms behind block RAM 1.35 (PE 2 x SIMD 144: 444, 328 planned): abc maps a first-level
+# counter of three XNORs as one shared XNOR and two LUT5s (its area model: LUT6 5, LUT5 3, LUT2 2), 3 LUTs
+# where 2 are planned; behind a folded ROM of up to 4 words 1.25 (PE 2 x SIMD 576: 1,653, 1,318 planned).
+HEAP_LUT_FACTOR = {1: 1.12, 2: 1.35}
+HEAP_LUT_FACTOR_FOLDED_ROM = 1.25
 
 
 def unit_resource_estimate(spec):
@@ -28,8 +32,11 @@ def unit_resource_estimate(spec):
     dsp = spec.res_type == "dsp" and not spec.xnor and min(wb, ib) > 1
     product_bits = 1 if spec.xnor else wb + ib
     mult_lut = 0 if dsp or spec.xnor else wb * ib if min(wb, ib) > 1 else _select_lut(spec, wb, ib)
-    if spec.uses_heap:          # the counters' LUTs exactly (layers.popcount), as Yosys maps them
-        tree_lut = HEAP_LUT_FACTOR[spec.heap_term_inputs] * heap_cost(spec.simd, spec.heap_term_inputs)[0]
+    if spec.uses_heap:          # the chains' LUTs as planned (layers.popcount), scaled to what Yosys maps
+        folded = (spec.heap_term_inputs == 2 and _rom_folds_into_products(spec)
+                  and spec.weight_ram_style == "distributed")
+        factor = HEAP_LUT_FACTOR_FOLDED_ROM if folded else HEAP_LUT_FACTOR[spec.heap_term_inputs]
+        tree_lut = factor * heap_cost(spec.simd, spec.heap_term_inputs)[0]
     elif spec.weights_in_xnor:  # a popcount of registered bits: the XNORs are in the ROM's LUTs
         tree_lut = XNOR_ROM_POPCOUNT_LUT * (spec.simd - 1)
     elif spec.xnor:     # XNORs and popcount fuse into LUT6 counters: ~2 LUT per term (benchmarks/popcount.py)
@@ -39,7 +46,8 @@ def unit_resource_estimate(spec):
     if spec.constant_weights and not dsp:       # the accumulator's adder (none when it only registers)
         lut = _constant_weight_lut(spec) + (0 if spec.lean_accumulator else spec.pe * acc)
     else:
-        lut = (macs * mult_lut + spec.pe * tree_lut) * _lut_mac_factor(spec) + spec.pe * acc
+        # the accumulators' adders (SF = 1: none, the lane sum is loaded as it is)
+        lut = (macs * mult_lut + spec.pe * tree_lut) * _lut_mac_factor(spec) + (spec.pe * acc if spec.sf > 1 else 0)
         if spec.offset_weights:     # the shared input sum, and a subtraction per lane
             lut += (spec.simd - 1) * (ib + spec.simd.bit_length() // 2) + spec.pe * acc
     dsp_macs = macs if dsp else 0
@@ -90,7 +98,7 @@ def unit_resource_estimate(spec):
         bram18, lut = bram18 + blocks, lut + mux // 2
     # control: the sf/nf/address counters, and the replay buffer's read mux (input read once per NF)
     lut += sum(max(n - 1, 1).bit_length() for n in (spec.sf, spec.nf, spec.wmem))
-    if spec.replays_input and spec.nf > 1:      # the SF input words, one address for read and write
+    if spec.replays_input and spec.nf > 1 and spec.sf > 1:     # the SF input words (SF = 1: held in x1)
         replay = ram_cost(spec.in_width, spec.sf, single_port=True)
         lut, bram18 = lut + spec.in_width + replay.lut, bram18 + replay.bram18
     if spec.mem_mode == "internal_decoupled":

@@ -209,7 +209,8 @@ class DotProductUnit(wiring.Component):
         for p, total in enumerate(sums):
             acc = Signal(spec.acc_shape, name=f"acc{p}", reset_less=True)
             with m.If(advance & v):
-                m.d.sync += acc.eq(total if spec.lean_accumulator else Mux(first, 0, acc) + total)
+                # SF = 1: every step starts a fold, the lane sum is the accumulator (no adder)
+                m.d.sync += acc.eq(total if spec.lean_accumulator or spec.sf == 1 else Mux(first, 0, acc) + total)
             accs.append(acc)
         return (register(m, advance, v & last, name="v_acc", reset_less=False), accs,
                 register(m, advance, nfr, name="nf_acc"))
@@ -291,6 +292,10 @@ class DotProductUnit(wiring.Component):
                 rd = rom.read_port(domain="comb")
                 m.d.comb += rd.addr.eq(ws)
                 agree = register(m, advance, ~(x_lanes ^ rd.data), name="agree")
+            elif spec.uses_heap and spec.heap_term_inputs == 2:     # (x, w) pairs: the heap's first level
+                w_lanes = wire(m, ws.as_value(), name="w_lanes")      # counts their XNORs in its LUT6s
+                return [[(x_lanes[p * spec.simd + s], w_lanes[p * spec.simd + s]) for s in range(spec.simd)]
+                        for p in range(spec.pe)]
             else:
                 agree = wire(m, ~(x_lanes ^ ws.as_value()), name="agree")
             return [[agree[p * spec.simd + s] for s in range(spec.simd)] for p in range(spec.pe)]
@@ -389,6 +394,13 @@ class DotProductUnit(wiring.Component):
 
     def _input_word(self, m, advance, issue, sf, nf):
         spec = self._spec
+        if spec.replays_input and spec.nf > 1 and spec.sf == 1:
+            # One input word: the operand register holds it through the replays nf = 1 .. NF-1 (no
+            # buffer, no mux: CNV-w1a1's MVAU_1 spent a LUT per input bit on the mux, 576)
+            held = Signal(spec.in_width, name="x1", reset_less=True)
+            with m.If(advance & issue & (nf == 0)):
+                m.d.sync += held.eq(self.i.payload)
+            return held
         fresh = register(m, advance, self.i.payload, name="x1")
         if not spec.replays_input or spec.nf == 1:
             return fresh

@@ -1,76 +1,154 @@
-"""Popcount as a registered compressor heap: the lane sum of binary (XNOR) MVAU lanes.
+"""Popcount as registered levels of carry chains with counters in their LUTs: the lane sum of binary
+(XNOR) MVAU lanes.
 
 An adder tree of ``+`` over bits maps to carry chains whose LUTs each add one bit of two numbers:
 Yosys 0.70 spends about 2 LUTs per XNOR term on it, 1.5 per plain bit (benchmarks/popcount.py,
-benchmarks/xnor_rom.py). A LUT6 can instead count 6 bits of one column into 3 output bits (one LUT per
-output bit, each a function of the same 6 inputs), removing one bit per LUT: a heap of such counters
-takes n bits to two rows in about n LUTs. abc would re-map the counters' logic across levels (what
-benchmarks/popcount.py measured, unregistered: no better than the tree), so every level ends in a
-register and each counter output stays one 6-input function. The first level counts XNOR terms three
-pairs (x, w) to a LUT6 when the agreement bits are not registered yet (``term_inputs=2``). The two rows
-left are added by one carry chain, registered too; the flip-flops are cheap beside the LUTs saved
-(about one per term).
+benchmarks/xnor_rom.py). A LUT6 counting 6 bits of one column into 3 (one LUT per output bit) removes
+one bit per LUT: the 2026-11-25 heap, about n LUTs for n bits.
+
+A carry chain does better when its LUTs do two things at once. Position p of a chain adds one
+registered bit ``a_p`` (the CARRY4's DI input, no LUT) and one bit ``b_p`` (the LUT: S = a_p ^ b_p, so
+``b_p`` may be any function of five more signals), plus the carry. With ``b`` the output bits of a
+5-bit counter (3 positions) or a full adder of 3 bits (2 positions), three LUTs take in 5 + 3 bits and
+give 3 (plus the chain's carry-in, CYINIT, one more bit at its first position): about 1.5-1.7 bits
+removed per LUT where the counters' 1.0. A level builds chains column by column from the least
+significant (each continues while the next column has bits) and registers every output, the bits it
+leaves too; levels repeat until one bit per column is left: the sum. abc keeps each chain's
+``b_p`` inside its S LUT (one function of six inputs) and DI on the registered bit, as long as every
+chain is a ``+`` of its own between registers (alumacc would otherwise merge the sums into one carry-save
+tree): ``benchmarks/popcount.py`` measures it, Yosys against :func:`heap_cost`.
+
+The first level counts XNOR terms three pairs (x, w) to a LUT6 (two outputs) when the agreement bits are
+not registered yet (``term_inputs=2``): a chain's DI must be a plain bit, and no XNOR is one.
 """
 
 from functools import lru_cache
 
-from amaranth.hdl import Cat, Const
+from amaranth.hdl import Cat, Const, Signal
 
 from layers.datapath import register
 
 __all__ = ["popcount_heap", "heap_cost"]
 
 LUT_INPUTS = 6
+MAX_LEVELS = 64
 
 
-def _plan(columns, term_inputs):
-    """One level: per column, the groups counted (lists of indices into the column) and the bits passed."""
-    group = LUT_INPUTS // term_inputs
-    plan = []
-    for height in columns:
-        groups, k = [], 0
-        while height - k >= group:
-            groups.append(list(range(k, k + group)))
-            k += group
-        rest = height - k
-        if rest >= 3 or (term_inputs > 1 and rest):     # XNOR terms are all counted (registered as counts)
-            groups.append(list(range(k, height)))
-            k = height
-        plan.append((groups, list(range(k, height))))
-    return plan
+def _first_level(n_terms, term_inputs):
+    """(groups of term indices counted by one LUT6 function per output bit, out heights) for terms of
+    ``term_inputs`` signals each: all terms counted, LUT_INPUTS // term_inputs to a group."""
+    size = LUT_INPUTS // term_inputs
+    groups = [list(range(k, min(k + size, n_terms))) for k in range(0, n_terms, size)]
+    heights = [0] * 3
+    for g in groups:
+        for j in range(len(g).bit_length()):
+            heights[j] += 1
+    while heights and not heights[-1]:
+        heights.pop()
+    return groups, heights
 
 
-def _levels(n_terms, term_inputs):
-    """[(plan, columns before)] of every level, the heights left, for ``n_terms`` terms."""
-    columns, levels, inputs = [n_terms], [], term_inputs
-    while max(columns) > 2 or inputs > 1:
-        plan = _plan(columns, inputs)
-        heights = [0] * (len(columns) + 3)
-        for i, (groups, passed) in enumerate(plan):
-            heights[i] += len(passed)
-            for g in groups:
-                for j in range(len(g).bit_length()):
-                    heights[i + j] += 1
-        while heights and not heights[-1]:
-            heights.pop()
-        levels.append((plan, columns))
-        columns, inputs = heights, 1
-    return levels, columns
+class _Chain:
+    """One carry chain of a level: from column ``start``; ``ci`` the carry-in bit (a reference or None);
+    ``positions`` [(a, b)]: a a reference or None, b None, ("bit", ref) or ("count", refs, j): output
+    bit j of the count of ``refs``. References are (column, index) into the level's input columns."""
+
+    def __init__(self, start, ci):
+        self.start, self.ci, self.positions = start, ci, []
+
+    def max_value(self):
+        total = (1 << self.start) if self.ci is not None else 0
+        counted = set()
+        for i, (a, b) in enumerate(self.positions):
+            p = self.start + i
+            total += (1 << p) if a is not None else 0
+            if b is not None and b[0] == "bit":
+                total += 1 << p
+            elif b is not None and tuple(b[1]) not in counted:
+                counted.add(tuple(b[1]))
+                total += len(b[1]) << (p - b[2])
+        return total
+
+    def width(self):
+        return (self.max_value() >> self.start).bit_length()
+
+    def luts(self):
+        """A position needs a LUT where its S input is a function: a counter bit, or a ^ b."""
+        return sum(1 for a, b in self.positions if b is not None and (b[0] == "count" or a is not None))
 
 
-@lru_cache(maxsize=None)       # the folding optimizer asks for every folding of a binary MVAU it costs
+def _chain_level(heights):
+    """One level of chains over columns of registered bits: (chains, bits passed on, heights after)."""
+    left = [list(range(h)) for h in heights]
+
+    def height(c):
+        return len(left[c]) if c < len(left) else 0
+
+    def take(c, n=1):
+        refs = [(c, k) for k in left[c][:n]]
+        del left[c][:n]
+        return refs
+
+    chains = []
+    for c in range(len(heights)):
+        while height(c) >= 2:
+            chain = _Chain(c, take(c)[0] if height(c) >= 3 else None)
+            p = c
+            while height(p) >= 1:
+                h = height(p)
+                a = take(p)[0]
+                if h >= 6:          # a 5-bit counter: positions p .. p + 2
+                    refs, span = take(p, 5), 3
+                elif h >= 4:        # a full adder: positions p, p + 1
+                    refs, span = take(p, 3), 2
+                elif h >= 2:
+                    refs, span = take(p, 1), 1
+                else:
+                    refs, span = [], 1
+                for j in range(span):
+                    b = None if not refs else ("bit", refs[0]) if len(refs) == 1 else ("count", refs, j)
+                    chain.positions.append((a if j == 0 else (take(p + j)[0] if height(p + j) else None), b))
+                p += span
+            chains.append(chain)
+    passed = [(c, k) for c, col in enumerate(left) for k in col]
+    out = [0] * (len(heights) + 8)
+    for c, _ in passed:
+        out[c] += 1
+    for chain in chains:
+        for i in range(chain.width()):
+            out[chain.start + i] += 1
+    while out and not out[-1]:
+        out.pop()
+    return chains, passed, out
+
+
+@lru_cache(maxsize=256)
+def _plan(n_terms, term_inputs):
+    """(first level's groups or None, [(chains, passed, heights before)] per chain level)."""
+    first, heights = None, [n_terms]
+    if term_inputs > 1 and n_terms:
+        first, heights = _first_level(n_terms, term_inputs)
+    levels = []
+    while heights and max(heights) > 1:
+        chains, passed, after = _chain_level(heights)
+        levels.append((chains, passed, heights))
+        heights = after
+        assert len(levels) < MAX_LEVELS, "the popcount's chain levels do not converge"
+    return first, levels
+
+
 def heap_cost(n_terms, term_inputs=1):
-    """(LUTs, flip-flops, register stages) of :func:`popcount_heap` over ``n_terms`` terms."""
-    levels, columns = _levels(n_terms, term_inputs)
-    luts = ffs = 0
-    for plan, _ in levels:
-        for groups, passed in plan:
-            outs = sum(len(g).bit_length() for g in groups)
-            luts, ffs = luts + outs, ffs + outs + len(passed)
-    stages = len(levels)
-    if max(columns) == 2:           # the two rows' carry-chain adder, registered
-        width = n_terms.bit_length()
-        luts, ffs, stages = luts + width, ffs + width, stages + 1
+    """(LUTs, flip-flops, register stages) of :func:`popcount_heap` over ``n_terms`` terms, as planned
+    (one LUT per counter output bit of the first level and per chain position whose S is a function)."""
+    first, levels = _plan(n_terms, term_inputs)
+    luts = ffs = stages = 0
+    if first is not None:
+        bits = sum(len(g).bit_length() for g in first)
+        luts, ffs, stages = bits, bits, 1
+    for chains, passed, _ in levels:
+        luts += sum(chain.luts() for chain in chains)
+        ffs += len(passed) + sum(chain.width() for chain in chains)
+        stages += 1
     return luts, ffs, stages
 
 
@@ -93,27 +171,71 @@ def _count_tables(n):
     return tuple(sum(1 << i for i in range(1 << n) if bin(i).count("1") >> j & 1) for j in range(n.bit_length()))
 
 
+def _xnor_counter(pairs):
+    """The number of agreeing pairs (a == b) among up to 3 pairs of bits, least significant bit first:
+    per output bit one truth table over the 2n raw bits (a LUT6 each). Counting XNOR terms computed
+    apart, abc maps each group as a LUT2 (one XNOR, shared) and two LUT5s: 3 LUTs, not 2 (Yosys, 144
+    terms: 144 LUTs at the first level where 96 are planned)."""
+    index = Cat(*[bit for pair in pairs for bit in pair])
+    return [Const(table, 1 << len(index)).bit_select(index, 1) for table in _xnor_count_tables(len(pairs))]
+
+
+@lru_cache(maxsize=None)
+def _xnor_count_tables(n):
+    """Per output bit j of the count of agreeing pairs among n: bit i set when bit j of that count over
+    index i (pair k at bits 2k, 2k + 1) is."""
+    def agreeing(i):
+        return sum(1 for k in range(n) if (i >> 2 * k & 1) == (i >> 2 * k + 1 & 1))
+    return tuple(sum(1 << i for i in range(1 << 2 * n) if agreeing(i) >> j & 1) for j in range(n.bit_length()))
+
+
+def _chain_sum(chain, columns):
+    """The chain's a + b (+ carry-in) over the level's input ``columns``, as one ``+``."""
+    ref = lambda r: columns[r[0]][r[1]]
+    counts, a_bits, b_bits = {}, [], []
+    for a, b in chain.positions:
+        a_bits.append(ref(a) if a is not None else Const(0, 1))
+        if b is None:
+            b_bits.append(Const(0, 1))
+        elif b[0] == "bit":
+            b_bits.append(ref(b[1]))
+        else:
+            key = tuple(b[1])
+            if key not in counts:
+                counts[key] = _counter([ref(r) for r in b[1]])
+            b_bits.append(counts[key][b[2]] if b[2] < len(counts[key]) else Const(0, 1))
+    total = Cat(*a_bits) + Cat(*b_bits)
+    return total + ref(chain.ci) if chain.ci is not None else total
+
+
 def popcount_heap(m, advance, terms, *, term_inputs=1, name="pop"):
     """The number of ones among ``terms`` (1-bit values; with ``term_inputs=2`` each an XNOR of two
-    signals, counted three to a LUT6 at the first level), every level registered on ``advance``;
+    signals, counted three to a LUT6 at the first level; given as (a, b) pairs, the XNOR of a and b, the
+    counters are truth tables over a and b themselves), every level registered on ``advance``;
     returns (sum, register stages), the stages those of :func:`heap_cost`."""
     terms = list(terms)
-    levels, _ = _levels(len(terms), term_inputs)
+    first, levels = _plan(len(terms), term_inputs)
     columns = [terms]
-    for level, (plan, _) in enumerate(levels):
-        out = [[] for _ in range(len(columns) + 3)]
-        for i, (groups, passed) in enumerate(plan):
-            for g in groups:
-                count = _counter([columns[i][k] for k in g])
-                for j in range(len(count)):
-                    out[i + j].append(count[j])
-            out[i].extend(columns[i][k] for k in passed)
+    if first is not None:
+        out = [[], [], []]
+        for k, g in enumerate(first):
+            group = [terms[i] for i in g]
+            count = _xnor_counter(group) if isinstance(group[0], tuple) else _counter(group)
+            for j, bit in enumerate(count):
+                out[j].append(register(m, advance, bit, name=f"{name}_f{k}_{j}"))
         while out and not out[-1]:
             out.pop()
-        columns = [[register(m, advance, bit, name=f"{name}_h{level}_{i}_{k}") for k, bit in enumerate(col)]
-                   for i, col in enumerate(out)]
-    rows = [Cat(*[col[r] if r < len(col) else Const(0, 1) for col in columns]) for r in range(max(map(len, columns)))]
-    if len(rows) == 1:
-        return rows[0], len(levels)
-    total = register(m, advance, rows[0] + rows[1], name=f"{name}_sum")
-    return total, len(levels) + 1
+        columns = out
+    for level, (chains, passed, heights) in enumerate(levels):
+        out = [[] for _ in range(len(heights) + 8)]
+        for c, k in passed:
+            out[c].append(register(m, advance, columns[c][k], name=f"{name}_l{level}_p{c}_{k}"))
+        for q, chain in enumerate(chains):
+            total = register(m, advance, _chain_sum(chain, columns)[:chain.width()], name=f"{name}_l{level}_c{q}")
+            for i in range(chain.width()):
+                out[chain.start + i].append(total[i])
+        while out and not out[-1]:
+            out.pop()
+        columns = out
+    stages = len(levels) + int(first is not None)
+    return Cat(*[col[0] if col else Const(0, 1) for col in columns]), stages

@@ -369,7 +369,9 @@ def test_weights_in_xnor_only_for_small_fixed_lut_roms():
 
 # BIPOLAR weights on multi-bit inputs summed as selected inputs (selects_bipolar_weights):
 # sum w x = 2 sum b x - sum x, the input sum shared by the lanes; signed inputs offset (offset_inputs).
-BIPOLAR_SELECT_CASES = [("INT8", "BIPOLAR", 4, 9), ("UINT4", "INT4", 8, 4), ("INT4", None, 2, 16), ("UINT2", "UINT2", 4, 1)]
+# ("INT8", "BIPOLAR", 4, 32): SF = 1, the input word held through NF = 4 replays, no accumulator adder
+BIPOLAR_SELECT_CASES = [("INT8", "BIPOLAR", 4, 9), ("UINT4", "INT4", 8, 4), ("INT4", None, 2, 16),
+                        ("UINT2", "UINT2", 4, 1), ("INT8", "BIPOLAR", 4, 32)]
 
 
 @pytest.mark.sim
@@ -398,7 +400,8 @@ HEAP_CASES = [(64, 16, 8, 2, "distributed", "BIPOLAR"),       # 32 words in the 
               (64, 8, 16, 8, "distributed", None),            # 4 words: XNOR terms, no replay
               (72, 16, 9, 4, "block", "BIPOLAR"),             # block RAM: operands registered already
               (36, 8, 36, 8, "distributed", "BIPOLAR"),       # one word: constant weights
-              (27, 12, 27, 3, "block", "BIPOLAR")]            # 27 terms, an odd heap
+              (27, 12, 27, 3, "block", "BIPOLAR"),            # 27 terms, an odd heap
+              (64, 8, 64, 2, "distributed", None)]            # SF = 1: the input word held through 4 replays
 
 
 @pytest.mark.sim
@@ -413,8 +416,8 @@ def test_popcount_heap_bit_exact_and_cycle_exact(mw, mh, simd, pe, ram, act, sim
 
 def test_popcount_heap_costs_and_errors():
     from layers.popcount import heap_cost
-    # 144 registered bits: 155 counter LUTs (about one a term); as XNOR terms 206
-    assert heap_cost(144, 1)[0] == 155 and heap_cost(144, 2)[0] == 206
+    # 144 registered bits: 105 LUTs of carry chains (about 0.7 a term); as XNOR terms 164 (issue 43)
+    assert heap_cost(144, 1)[0] == 105 and heap_cost(144, 2)[0] == 164
     base = dict(mem_mode="internal_embedded", ram_style="block")
     tree = make_spec(576, 64, 144, 16, "BIPOLAR", "BIPOLAR", "BIPOLAR", **base)
     heap = make_spec(576, 64, 144, 16, "BIPOLAR", "BIPOLAR", "BIPOLAR", popcount="heap", **base)

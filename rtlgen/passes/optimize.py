@@ -44,6 +44,7 @@ __all__ = ["optimize_folding", "OptimizerResult", "NoFit", "RESOURCES", "MAX_ROU
 RESOURCES = ("LUT", "FF", "BRAM18", "DSP")
 SPILL_SHARES = (1 / 8, 1 / 4, 1 / 2)    # of a block-RAM weight word built as LUT ROM instead (weight_lut_bits)
 MAX_ROUNDS = 6
+LOOK_BELOW = 6          # candidate IIs below the bisection's result tried as well (fitting is not monotone)
 IO_ROUNDS = 3           # cheapest-at-the-I/O-bound solves while the new folding's own bound moves
 
 
@@ -374,6 +375,15 @@ def smallest_fitting(candidates, attempt):
     if best is None:
         last = attempt(candidates[-1])
         best = None if last is None else (candidates[-1], last)
+        return best
+    # Not quite monotone (the inserted FIFOs and DWCs follow the widths): a failed probe can hide smaller
+    # IIs that fit (CNV-w1a1, issue 43: the bisection ended at 4,800 where 3,600 fits). The few candidates
+    # below the one found are tried too, smallest first.
+    k = candidates.index(best[0])
+    for ii in candidates[max(0, k - LOOK_BELOW):k]:
+        found = attempt(ii)
+        if found is not None:
+            return ii, found
     return best
 
 
