@@ -74,6 +74,15 @@ def test_the_slowest_candidate_is_attempted_last_and_may_fail():
         assert found == (None if expected is None else (expected, f"design at {expected}")), fits
         assert (100 in tried) == (expected in (100, None)) and tried.count(100) <= 1
 
+
+def test_candidates_below_the_bisections_ii_are_tried_too():
+    """Fitting is not monotone in the II (the inserted FIFOs and DWCs follow the widths): a failed probe can
+    hide a smaller II that fits (CNV-w1a1, issue 43: 4,800 found where 3,600 fits)."""
+    candidates = list(range(10, 110, 10))
+    found = smallest_fitting(candidates, lambda ii: f"design at {ii}" if ii in {30, 70, 80, 90} else None)
+    assert found == (30, "design at 30")
+
+
 def best_naive(graph, budget):
     """FINN's SetFolding at every target, fastest first: the first whole design within the budget."""
     limit = budget.as_vector()
