@@ -149,6 +149,8 @@ def layer_rows(model, out):
                 else "DSP48E1" if spec.res_type == "dsp" else "LUT")
         if spec.accumulates_in_dsp:
             kind += ", accumulated in P"
+        elif spec.chains_in_dsp:
+            kind += f", SIMD {spec.simd} chained{' (column ROMs)' if spec.chain_column_roms else ''}"
         elif spec.res_type == "dsp" and spec.dsp_packing is not None:
             kind += ", split per product"
         elif spec.product_rows > 1:

@@ -18,7 +18,7 @@ from qonnx.core.datatype import DataType
 from layers.fifo import StreamingFIFO, output_fifo_spec
 from layers.op import StreamContract
 
-__all__ = ["shifted", "packing_shift", "packed_weight", "unpack_products", "signed_width", "dtype_range", "shape_for_range", "dtype_for_range", "check_dtype", "check_fits",
+__all__ = ["booth_rows", "booth_offset", "shifted", "packing_shift", "packed_weight", "unpack_products", "signed_width", "dtype_range", "shape_for_range", "dtype_for_range", "check_dtype", "check_fits",
            "legal_divisors", "register", "wire", "wrapping_increment", "output_stage", "element_value", "product",
            "adder_tree", "tree_stages", "ceil_thresholds", "ChannelFolded", "PixelFolded", "StreamLayer"]
 
@@ -147,6 +147,35 @@ def product_rows(x, x_dtype, w, w_dtype):
     if len(w) <= len(x):
         return _shift_add_rows(xv, w, w_dtype.signed())
     return _shift_add_rows(wv, x, x_dtype.signed())
+
+
+def booth_rows(x, w):
+    """Radix-4 Booth rows of ``x * w``, x unsigned (raw bits) and w two's complement of an even width n (raw
+    bits; n / 2 digits d_i = -2 w_{2i+1} + w_{2i} + w_{2i-1} in -2..2): row i is |d_i| x (x or 2x, a mux
+    in one LUT per bit with the digit's three bits), inverted for a negative digit, its sign bit inverted
+    so that every row is unsigned, at 4^i; the +1 a negative digit's inversion owes sits in the next row's
+    two empty low bits. What the rows leave out depends on w alone: ``x * w = sum(rows) +
+    booth_offset(w)``. Half the rows of a shift-add product (Yosys, UINT8 x INT8, one lane of SIMD 8 with
+    its tree: 554 LUT against 858)."""
+    ib, rows, owed = len(x), [], None
+    for i in range(len(w) // 2):
+        b1, b0, bm = w[2 * i + 1], w[2 * i], (w[2 * i - 1] if i else Const(0, 1))
+        one, neg = b0 ^ bm, b1 & ~(b0 & bm)
+        two = (b1 & ~b0 & ~bm) | (~b1 & b0 & bm)
+        magnitude = Mux(one, Cat(x, Const(0, 1)), Mux(two, Cat(Const(0, 1), x), 0))
+        row = Cat(magnitude ^ Cat(*([neg] * (ib + 1))), ~neg)
+        rows.append(row if owed is None else shifted(Cat(owed, Const(0, 1), row), 2 * i - 2))
+        owed = neg
+    return rows
+
+
+def booth_offset(w, n, ib):
+    """``x * w - sum(booth_rows(x, w))`` for integer weights ``w`` (numpy) of n bits and ib-bit unsigned
+    inputs: the last digit's owed +1 (at 4^(n/2 - 1)), less the inverted sign bits' 2^(ib + 1) per row."""
+    w = np.asarray(w, dtype=np.int64) & ((1 << n) - 1)
+    b1, b0, bm = (w >> (n - 1)) & 1, (w >> (n - 2)) & 1, (w >> (n - 3)) & 1
+    digits = n // 2
+    return (b1 & (1 - (b0 & bm))) * 4 ** (digits - 1) - (1 << (ib + 1)) * sum(4 ** i for i in range(digits))
 
 
 def product(x, x_dtype, w, w_dtype, *, xnor, res_type):

@@ -53,6 +53,7 @@ def check_positive(owner, spec, *attrs):
 _WEIGHT_CHECKS = ArrayMemo()     # weights already checked against a datatype
 _ACC_RANGES = ArrayMemo()       # accumulator ranges of weights, per input datatype
 _CONST_ROWS = ArrayMemo()       # per output channel, the canonical signed digits of its weights
+_BOOTH_OFFSETS = ArrayMemo()    # per output channel, the sum of booth_offset over its weights
 _INPUT_OFFSETS = ArrayMemo()    # per weights: X0 * rowsum(w), what offset_inputs adds to each accumulator
 _RAISED = ArrayMemo()           # per weights: {thresholds: the thresholds raised by those offsets}
 _TABLES = ArrayMemo()           # per thresholds array: its ThresholdTable per channels, PE and value range
@@ -335,6 +336,47 @@ class UnitSpec(StreamContract):
                 and self.dsp_packing + self.acc_shape.width <= DSP_P_BITS)
 
     @property
+    def chains_in_dsp(self):
+        """With ``dsp_packing``, SIMD > 1 and the throughput pipeline, a lane pair's SIMD DSP48E1s form a
+        chain (:func:`layers.dotproduct_unit.DotProductUnit._dsp_chain`): each adds its packed product to
+        the previous one's P (the cascade), the inputs of column s delayed s cycles, so the pair's step sum
+        leaves the last DSP with no fabric adder; one fabric accumulator per pair sums the steps of a fold,
+        and canary bits restore the two lanes at its end as ``accumulates_in_dsp`` does. This replaces
+        two adder trees and two accumulators per pair (a split per product) by one accumulator, the
+        canaries' small sums and the skew's flip-flops."""
+        return (self.dsp_packing is not None and self.simd > 1 and self.pipeline == "throughput"
+                and self.dsp_packing + self.acc_shape.width <= DSP_P_BITS)
+
+    @property
+    def chain_column_roms(self):
+        """A ``chains_in_dsp`` layer's embedded weights as one ROM per column (its PE elements), read at
+        the address delayed a cycle per column: the chain's skew costs a few address flip-flops instead of
+        the weights' (``DotProductUnit._column_weight_words``)."""
+        return (self.chains_in_dsp and self.mem_mode == "internal_embedded" and not self.weight_lut_bits
+                and not self.runtime_writeable_weights)
+
+    @property
+    def booth_products(self):
+        """Fabric products of 8-bit two's-complement weights and unsigned inputs (res_type lut, fixed
+        weights) as radix-4 Booth rows (:func:`layers.datapath.booth_rows`): four rows a product instead of
+        eight, the lanes' trees summing them; what the rows leave out depends on the weights alone, so
+        each lane's accumulator starts a fold at its channel's sum of :func:`layers.datapath.booth_offset`
+        instead of 0 (``booth_channel_offsets``). Yosys, UINT8 x INT8, a lane of SIMD 8 with its tree: 554
+        LUT against 858 for the shift-add rows of unsigned (offset) weights."""
+        w, x = self.weight_dtype, self.input_dtype
+        return (self.res_type == "lut" and not self.xnor and self.pipeline == "throughput"
+                and self.offset_operands and self.replays_input and self.mem_mode != "external"
+                and self.weights is not None and not self.runtime_writeable_weights
+                and w.is_integer() and w.signed() and w.bitwidth() == 8 and w != BIPOLAR
+                and x.is_integer() and not x.signed() and x.bitwidth() >= 2)
+
+    def booth_channel_offsets(self):
+        """Per output channel, the sum over its weights of ``booth_offset``: where its accumulator starts."""
+        from layers.datapath import booth_offset
+        return _BOOTH_OFFSETS.get(self.weights, (type(self).__name__, "booth", self.input_dtype.bitwidth()),
+                                  lambda: booth_offset(self.weight_matrix(), 8, self.input_dtype.bitwidth()).sum(axis=1))
+
+    @property
     def product_rows(self):
         """Partial-product rows per product when a lane's tree sums rows instead of products: fabric
         products with an operand wider than 4 bits (INT8 x UINT8: 8 rows). A multiplier in front of the
@@ -342,6 +384,8 @@ class UnitSpec(StreamContract):
         ``boards.timing`` behind a BRAM); as rows, the tree's registers every two levels cut it. 1: the
         lanes sum whole products."""
         wb, ib = self.weight_dtype.bitwidth(), self.input_dtype.bitwidth()
+        if self.booth_products:         # a row per radix-4 digit
+            return wb // 2
         if self.res_type != "lut" or self.xnor or min(wb, ib) < 2 or max(wb, ib) <= 4:
             return 1
         return min(wb, ib)
@@ -362,7 +406,7 @@ class UnitSpec(StreamContract):
         bits and more, rows) and the tree adds: the tree's last adder and the accumulator's would
         otherwise share a cycle (two carry chains in series, ~100 MHz on the xc7z020 by
         ``boards.timing``); and with ``offset_weights``, whose correction is one more adder after the tree."""
-        if self.lean_accumulator:
+        if self.lean_accumulator or self.chains_in_dsp:
             return False
         return ((self.registers_products or self.offset_weights) and self.simd > 1) or self.product_rows > 1
 
@@ -417,7 +461,7 @@ class UnitSpec(StreamContract):
         w = self.weight_dtype
         signed_int = w.is_integer() and w.signed() and w.bitwidth() >= 2 and w != BIPOLAR
         return (self.offset_operands and self.res_type == "lut" and not self.xnor and self.replays_input and self.pe > 1
-                and (signed_int or self.selects_bipolar_weights) and not self.csd_products)
+                and (signed_int or self.selects_bipolar_weights) and not self.csd_products and not self.booth_products)
 
     @property
     def selects_bipolar_weights(self):
@@ -437,8 +481,9 @@ class UnitSpec(StreamContract):
     def pipeline_depth(self):
         """Register stages from issuing a (vector, nf, sf) step to its output reaching the FIFO."""
         tree = (heap_cost(self.simd, self.heap_term_inputs)[2] if self.uses_heap
-                else tree_stages(self.tree_terms, TREE_LEVELS_PER_STAGE)) + int(self.registers_sum)
-        accumulator = 3 if self.accumulates_in_dsp else 1       # P, the carries' sum, the two lanes restored
+                else 0 if self.chains_in_dsp else tree_stages(self.tree_terms, TREE_LEVELS_PER_STAGE)) + int(self.registers_sum)
+        # P (or the chain's sum accumulated in fabric), the carries' sum, the two lanes restored
+        accumulator = 3 if self.accumulates_in_dsp or self.chains_in_dsp else 1
         operands = int(self.registers_operands or self.registers_replayed_input)
         return 1 + operands + self.product_stages + tree + accumulator + self.activation_stages
 
@@ -468,8 +513,9 @@ class UnitSpec(StreamContract):
         with ``dsp_packing`` the packed weight's (the DSP's A), and where the lanes are split per product
         the DSP's P before the split and a register after it."""
         packed = self.dsp_packing is not None
-        split = packed and not self.accumulates_in_dsp
-        return (int(self.registers_products) + int(packed) + 2 * int(split) + 2 * int(self.single_dsp_products())
+        split = packed and not self.accumulates_in_dsp and not self.chains_in_dsp
+        chain = self.simd if self.chains_in_dsp else 0      # the skew (SIMD - 1) and the last DSP's P
+        return (int(self.registers_products) + int(packed) + 2 * int(split) + chain + 2 * int(self.single_dsp_products())
                 + int(self.weights_in_xnor))
 
     def single_dsp_products(self):

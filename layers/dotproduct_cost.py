@@ -5,7 +5,7 @@ Yosys counts (BENCHMARKS.md). ``UnitSpec.resource_estimate`` is :func:`unit_reso
 import math
 
 from layers.datapath import tree_register_bits
-from layers.dotproduct_unit import TREE_LEVELS_PER_STAGE
+from layers.dotproduct_unit import TREE_LEVELS_PER_STAGE, chain_canary_bits
 from layers.fifo import output_fifo_spec
 from layers.memcost import bram18_count, ram_cost, rom_bram_cost, rom_luts
 from layers.op import Resources
@@ -50,9 +50,14 @@ def unit_resource_estimate(spec):
         lut = (macs * mult_lut + spec.pe * tree_lut) * _lut_mac_factor(spec) + (spec.pe * acc if spec.sf > 1 else 0)
         if spec.offset_weights:     # the shared input sum, and a subtraction per lane
             lut += (spec.simd - 1) * (ib + spec.simd.bit_length() // 2) + spec.pe * acc
+    if spec.booth_products and spec.nf > 4:     # the accumulators' start per nf: a LUT ROM bit a bit
+        lut += spec.pe * acc
     dsp_macs = macs if dsp else 0
     ff = spec.pe * (acc * (2 + int(spec.registers_sum)) + (spec.simd * product_bits if spec.registers_products else 0))
-    if spec.accumulates_in_dsp:     # per pair: no fabric accumulators; canaries, carries, one subtraction
+    if spec.chains_in_dsp:          # per pair: a DSP chain and one accumulator instead of trees and two
+        dsp_macs = macs // 2
+        lut, ff = _chain_cost(spec)
+    elif spec.accumulates_in_dsp:     # per pair: no fabric accumulators; canaries, carries, one subtraction
         dsp_macs, carries = macs // 2, max(acc - spec.dsp_packing, 2)
         lut += (macs // 2) * (2 + carries) - spec.pe * acc / 2
         ff += (macs // 2) * (6 + carries + spec.dsp_packing) - spec.pe * acc / 2
@@ -87,15 +92,16 @@ def unit_resource_estimate(spec):
         lut += units * acc * math.ceil((g - 1) / 3) + 2 * g.bit_length()
         ff += spec.pe * acc + (spec.pe - units) * spec.output_dtype.bitwidth() + 2 * g.bit_length()
     logic_bits = spec.weight_width if spec.weight_ram_style == "distributed" else spec.weight_lut_bits
+    columns = spec.simd if spec.chain_column_roms else 1     # ROMs side by side, each its share of the word
     if logic_bits and not _rom_folds_into_products(spec):
-        lut += rom_luts(logic_bits, spec.wmem)
+        lut += columns * rom_luts(logic_bits // columns, spec.wmem)
     if logic_bits < spec.weight_width and spec.runtime_writeable_weights:
         bram18 += bram18_count(spec.weight_width - logic_bits, spec.wmem)
     elif logic_bits < spec.weight_width:
         # the slice muxes' last level takes in the product or XNOR that reads the weight: about half
         # of their LUTs remain (CNV-w1a1's MVAU_4, 5 and 7 in the whole design, Yosys)
-        blocks, mux = rom_bram_cost(spec.weight_width - logic_bits, spec.wmem)
-        bram18, lut = bram18 + blocks, lut + mux // 2
+        blocks, mux = rom_bram_cost((spec.weight_width - logic_bits) // columns, spec.wmem)
+        bram18, lut = bram18 + columns * blocks, lut + columns * mux // 2
     # control: the sf/nf/address counters, and the replay buffer's read mux (input read once per NF)
     lut += sum(max(n - 1, 1).bit_length() for n in (spec.sf, spec.nf, spec.wmem))
     if spec.replays_input and spec.nf > 1 and spec.sf > 1:     # the SF input words (SF = 1: held in x1)
@@ -109,6 +115,29 @@ def unit_resource_estimate(spec):
     operands = spec.in_width + (0 if spec.csd_products else spec.weight_width)
     return Resources(lut=lut, ff=ff + operands, bram18=bram18,
                      dsp=dsp_macs + dsp_act) + output_fifo_spec(spec.out_width).resource_estimate()
+
+
+def _chain_cost(spec):
+    """LUTs and flip-flops of ``chains_in_dsp``'s fabric (``DotProductUnit._dsp_chain``), before the
+    activation, weights and control: per lane pair the packed weights' borrow (unless the LUT ROM folds it
+    in), the k-bit canary products and their sum, the accumulator of the pair's sums (S + acc bits), the
+    carries' sum and the high lane's subtraction; flip-flops: the skew (SIMD (SIMD - 1) / 2 packed
+    weights per pair, inputs shared), the canaries' delay, the accumulator and the restored lanes."""
+    shift, acc, n = spec.dsp_packing, spec.acc_shape.width, spec.simd
+    wb, ib = spec.weight_dtype.bitwidth(), spec.input_dtype.bitwidth()
+    pairs, k = spec.pe // 2, chain_canary_bits(spec)
+    carries = max(acc - shift, k)
+    skew = n * (n - 1) // 2
+    borrow = 0 if _rom_folds_into_packed_weights(spec) else wb
+    # the canaries: Yosys, UINT8 x INT8, LUT-ROM weights, no activation, SIMD 8 x PE 16 (k = 4): 3,255 LUT,
+    # 2,415 without them (105 LUTs a pair, 13 a column); SIMD 24 x PE 4 (k = 5): 2,343 LUT against 1,738
+    # estimated with k - 1 LUTs a product and k an adder: about 13 more a column
+    lut = pairs * (n * (borrow + k + 12) + (n - 1) * k + (shift + acc) + 2 * k + carries + acc)
+    # the weights' skew: the column ROMs' addresses, or the weights themselves
+    weights_skew = n * max(spec.wmem - 1, 1).bit_length() if spec.chain_column_roms else skew * spec.pe * wb
+    ff = (weights_skew + pairs * (skew * k + 3 * k + (shift + acc) + carries + shift + acc + 2 * acc)
+          + skew * ib + n * ib + 4 * (n + 4))
+    return lut, ff
 
 
 def _rom_folds_into_products(spec):
@@ -168,6 +197,10 @@ def _lut_mac_factor(spec):
     x signed products are sign-extended through every tree level (about 1.5x at 2 bits, 1.23x at 4),
     unsigned ones (both offsets, or unsigned operands) fuse into LUT6s (0.77x at 2 bits, 1.13x at 4)."""
     wb, ib = spec.weight_dtype.bitwidth(), spec.input_dtype.bitwidth()
+    if spec.booth_products:         # four Booth rows a product, counted as the eight rows' multiplier and
+        # tree: Yosys, UINT8 x INT8, a lane of SIMD 8 with its tree, 554 LUT against 858 for the shift-add
+        # rows (1.35x this count): 0.87x
+        return 0.87
     if spec.product_rows > 1:       # rows of 5-8 bit products: Yosys 1.45-1.6x (PE 1-8, SIMD 4-64, INT8)
         # with the adders merged into carry-save logic; each a carry chain of its own (keeps_sums): 1.35x
         # (UINT8 x INT8, SIMD 24 x PE 4: 13,525 -> 11,996 LUT; SIMD 8 x PE 2: 2,986 -> 2,759); two rows

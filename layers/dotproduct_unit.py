@@ -11,7 +11,7 @@ from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 from qonnx.core.datatype import DataType
 
-from layers.datapath import (adder_tree, element_value, output_stage, packed_weight, product, product_rows, register,
+from layers.datapath import (adder_tree, booth_rows, element_value, output_stage, packed_weight, product, product_rows, register,
                              shifted, tree_stages, unpack_products, wire, wrapping_increment)
 from layers.popcount import popcount_heap
 from layers.requant_hw import requantize
@@ -19,7 +19,7 @@ from layers.thresholding import activation_lane, threshold_search
 from memstream.axilite import AXILiteSignature
 from memstream.memstream import MemStream, is_logic_rom, rom_address_next, rom_read_port
 
-__all__ = ["DotProductUnit", "TREE_LEVELS_PER_STAGE", "csd_terms", "keeps_sums"]
+__all__ = ["DotProductUnit", "TREE_LEVELS_PER_STAGE", "chain_canary_bits", "csd_terms", "keeps_sums"]
 
 TREE_LEVELS_PER_STAGE = 2       # adder levels between pipeline registers
 
@@ -34,7 +34,21 @@ def keeps_sums(spec):
     where its terms are wide, partial-product rows of fabric products of 4+ rows (``product_rows``; two
     rows, an INT2 weight's, not measured) or DSP48E1 products split per lane pair, which Yosys would
     otherwise merge into carry-save LUT logic."""
-    return spec.product_rows >= 4 or (spec.dsp_packing is not None and not spec.accumulates_in_dsp)
+    return spec.product_rows >= 4 or (spec.dsp_packing is not None and not spec.accumulates_in_dsp
+                                      and not spec.chains_in_dsp)
+
+
+def chain_canary_bits(spec):
+    """Canary bits k of a ``chains_in_dsp`` pair: each step, the low field's carry into the high lane is
+    floor((low + L) / 2^S) for the accumulator's low field (0 <= low < 2^S) plus the step's low-lane sum L
+    (SIMD products of the low lane's weight); k two's-complement bits must hold every such carry."""
+    shift, x, w = spec.dsp_packing, spec.input_dtype, spec.weight_dtype
+    corners = [a * b for a in (int(x.min()), int(x.max())) for b in (int(w.min()), int(w.max()))]
+    lo, hi = (spec.simd * min(corners)) >> shift, ((1 << shift) - 1 + spec.simd * max(corners)) >> shift
+    k = 2
+    while lo < -(1 << (k - 1)) or hi > (1 << (k - 1)) - 1:
+        k += 1
+    return k
 
 
 def csd_terms(value):
@@ -112,7 +126,8 @@ class DotProductUnit(wiring.Component):
         # Stage 1: operands.
         v = register(m, advance, issue, name="v1", reset_less=False)
         x = self._input_word(m, advance, issue, sf, nf)
-        w = self._weight_word(m, advance, issue, weights)
+        columns = self._column_weight_words(m, advance, issue) if spec.chain_column_roms else None
+        w = C(0, 1) if columns is not None else self._weight_word(m, advance, issue, weights)
         first, last = register(m, advance, sf == 0, name="first1"), register(m, advance, sf == spec.sf - 1, name="last1")
         nfr = register(m, advance, nf, name="nf1")
         if spec.registers_operands or spec.registers_replayed_input:
@@ -122,9 +137,13 @@ class DotProductUnit(wiring.Component):
 
         xs = data.View(data.ArrayLayout(spec.input_dtype.bitwidth(), len(x) // spec.input_dtype.bitwidth()), x)
         # weights_in_xnor: w is the word's address, the products read the ROM
-        ws = w if spec.weights_in_xnor else data.View(data.ArrayLayout(spec.weight_dtype.bitwidth(), spec.pe * spec.simd), w)
+        ws = (w if spec.weights_in_xnor or columns is not None
+              else data.View(data.ArrayLayout(spec.weight_dtype.bitwidth(), spec.pe * spec.simd), w))
         if spec.accumulates_in_dsp:
             v, accs, nfr = self._dsp_accumulators(m, advance, xs, ws, v, first, last, nfr)
+        elif spec.chains_in_dsp:
+            v, accs, nfr = self._dsp_chain(m, advance, xs, columns or self._skewed_columns(m, advance, ws),
+                                           v, first, last, nfr)
         else:
             v, accs, nfr = self._fabric_accumulators(m, advance, xs, ws, v, first, last, nfr)
 
@@ -205,15 +224,39 @@ class DotProductUnit(wiring.Component):
                             for sig, name in ((first, "first"), (last, "last"), (nfr, "nf")))
 
         # Accumulate: clear on sf == 0 (acc <= Mux(clr, 0, acc) + sum maps into a DSP48E1 P register).
+        # Booth rows start a fold from their channel's offset (a constant, or one per nf: a LUT ROM on nf)
+        starts = self._accumulator_starts(nfr) if spec.booth_products else [None] * spec.pe
         accs = []
         for p, total in enumerate(sums):
             acc = Signal(spec.acc_shape, name=f"acc{p}", reset_less=True)
             with m.If(advance & v):
                 # SF = 1: every step starts a fold, the lane sum is the accumulator (no adder)
-                m.d.sync += acc.eq(total if spec.lean_accumulator or spec.sf == 1 else Mux(first, 0, acc) + total)
+                m.d.sync += acc.eq(self._accumulated(acc, total, first, starts[p]))
             accs.append(acc)
         return (register(m, advance, v & last, name="v_acc", reset_less=False), accs,
                 register(m, advance, nfr, name="nf_acc"))
+
+    def _accumulated(self, acc, total, first, start):
+        """The accumulator's next value: the lane sum added to it, or on a fold's first step to ``start``
+        (None: 0); SF = 1 or the lean accumulator: the lane sum (plus ``start``) is the accumulator."""
+        spec = self._spec
+        if spec.lean_accumulator or spec.sf == 1:
+            return total if start is None else total + start
+        return Mux(first, 0 if start is None else start, acc) + total
+
+    def _accumulator_starts(self, nf):
+        """Per lane p, what its accumulator starts a fold at: the sum of ``booth_offset`` over channel nf PE + p
+        (modulo the accumulator's width: the partial sums may wrap, the fold's total fits)."""
+        spec = self._spec
+        width = spec.acc_shape.width
+        offsets = [int(o) & ((1 << width) - 1) for o in spec.booth_channel_offsets()]
+        starts = []
+        for p in range(spec.pe):        # a mux chain on nf (its conditions exclusive: Yosys makes a LUT ROM)
+            start = C(offsets[p], width)
+            for f in range(1, spec.nf):
+                start = Mux(nf == f, C(offsets[f * spec.pe + p], width), start)
+            starts.append(start)
+        return starts
 
     def _dsp_accumulators(self, m, advance, xs, ws, v, first, last, nfr):
         """``accumulates_in_dsp``: per lane pair one DSP48E1 (A: the packed weight's register, B: the
@@ -257,6 +300,110 @@ class DotProductUnit(wiring.Component):
         return (register(m, advance, at_k["v"] & at_k["last"], name="v_acc", reset_less=False), accs,
                 register(m, advance, at_k["nf"], name="nf_acc"))
 
+    def _dsp_chain(self, m, advance, xs, columns, v, first, last, nfr):
+        """``chains_in_dsp``: per lane pair, SIMD DSP48E1s in a chain. ``columns[s]`` is column s's weight
+        word (PE elements), s cycles late (its own ROM read s cycles later, or delayed): with the input
+        element delayed as much, it reaches the DSP's A register packed and B, its product the M
+        register, and its P holds the previous column's P plus that product (the cascade: PCOUT to
+        PCIN), so the last P is the step's sum Q = H 2^S + L of the pair's two lanes. A fabric
+        accumulator sums Q over the fold; k canary bits above its low field, against the step's (sum_s
+        w_hi x) mod 2^k, tell each step's carry from the low lane into the high one; the carries' sum
+        restores both lanes at the fold's end (as ``_dsp_accumulators``). Returns (valid at the end of a
+        fold, accumulators, nf) of that stage."""
+        spec = self._spec
+        shift, width, n = spec.dsp_packing, spec.acc_shape.width, spec.simd
+        k = chain_canary_bits(spec)
+        total = shift + width                   # the pair's sums, modulo 2^total (both lanes fit)
+        carries_width = max(width - shift, k)
+        # the skew: flip-flops with a reset, so that Yosys keeps them out of SRLs (LUTs)
+        xd = [self._delay(m, advance, xs[s], s, f"x_skew{s}", reset_less=False) for s in range(n)]
+        x_b = [register(m, advance, xd[s], name=f"x_b_{s}") for s in range(n)]     # the DSPs' B
+
+        def at(ctl, stages, tag):
+            return {key: self._delay(m, advance, sig, stages, f"{key}_{tag}", reset_less=key != "v")
+                    for key, sig in ctl.items()}
+        at_q = at({"v": v, "first": first, "last": last, "nf": nfr}, n + 2, "q")    # beside the chain's last P
+        at_acc = at(at_q, 1, "acc")                                                 # beside the accumulator
+        at_k = at(at_acc, 1, "k")                                                   # beside the carries' sum
+        accs = [None] * spec.pe
+        for q in range(0, spec.pe, 2):
+            chain = None
+            rises = []
+            for s in range(n):
+                w_lo, w_hi = columns[s][q], columns[s][q + 1]
+                a = register(m, advance, packed_weight(w_lo, w_hi, spec.weight_dtype, shift), name=f"w_a_{q}_{s}")
+                prod = register(m, advance, a * element_value(x_b[s], spec.input_dtype), name=f"prod_{q}_{s}")
+                step = prod if chain is None else (chain + prod)[:total].as_signed()
+                chain = register(m, advance, step, name=f"P_{q}_{s}")                          # the DSP's P
+                # (w_hi x) mod 2^k of column s, delayed to the last column's time
+                rise = (self._low_bits(m, w_hi, spec.weight_dtype, k, f"canary_w_{q}_{s}")
+                        * self._low_bits(m, xd[s], spec.input_dtype, k, f"canary_x_{q}_{s}"))[:k]
+                rises.append(self._delay(m, advance, rise, n - 1 - s, f"canary_{q}_{s}", reset_less=False))
+            # (sum_s w_hi x) mod 2^k at the last column's time n - 1, registered, then delayed to meet Q
+            rise_sum, _ = adder_tree(rises)
+            rise = self._delay(m, advance, rise_sum[:k], 3, f"canary_rise_{q}")
+            acc = Signal(signed(total), name=f"Q_acc_{q}", reset_less=True)
+            before, rise_r = (Signal(k, name=f"{name}_{q}", reset_less=True) for name in ("canary_before", "canary_rise"))
+            with m.If(advance & at_q["v"]):
+                m.d.sync += [acc.eq(Mux(at_q["first"], 0, acc) + chain),
+                             before.eq(Mux(at_q["first"], 0, acc[shift:shift + k])), rise_r.eq(rise)]
+            carry = (acc[shift:shift + k] - before - rise_r)[:k].as_signed()
+            carries = Signal(signed(carries_width), name=f"carries_{q}", reset_less=True)
+            low_field, high_part = (Signal(bits, name=f"{name}_{q}", reset_less=True)
+                                    for bits, name in ((shift, "low_field"), (signed(width), "high_part")))
+            with m.If(advance & at_acc["v"]):
+                m.d.sync += [carries.eq(Mux(at_acc["first"], 0, carries) + carry),
+                             low_field.eq(acc[:shift]), high_part.eq(acc[shift:])]
+            accs[q] = register(m, advance, Cat(low_field, carries).as_signed(), name=f"acc{q}")
+            accs[q + 1] = register(m, advance, high_part - carries, name=f"acc{q + 1}")
+        accs = [a[:width].as_signed() if len(a) > width else a for a in accs]
+        return (register(m, advance, at_k["v"] & at_k["last"], name="v_acc", reset_less=False), accs,
+                register(m, advance, at_k["nf"], name="nf_acc"))
+
+    def _skewed_columns(self, m, advance, ws):
+        """Column s's weights (lane p's element p SIMD + s of the word) delayed s cycles, in flip-flops with
+        a reset (kept out of SRLs): the chain's weights where the word comes whole (block RAM split by
+        ``weight_lut_bits``, a weight stream)."""
+        spec = self._spec
+        wb = spec.weight_dtype.bitwidth()
+        layout = data.ArrayLayout(wb, spec.pe)
+        return [data.View(layout, self._delay(m, advance, Cat(ws[p * spec.simd + s] for p in range(spec.pe)), s,
+                                              f"w_skew{s}", reset_less=False))
+                for s in range(spec.simd)]
+
+    def _column_weight_words(self, m, advance, issue):
+        """``chain_column_roms``: one ROM per weight column s (its PE elements of each word), read at the
+        weight address delayed s cycles, so that column s's word comes s cycles after column 0's with no
+        data flip-flops (a few address bits per column instead); each read like ``_weight_word``'s."""
+        spec = self._spec
+        wb, n = spec.weight_dtype.bitwidth(), spec.simd
+        addr = Signal(range(spec.wmem), name="w_addr")
+        logic_rom = is_logic_rom(spec.weight_ram_style)
+        with m.If(issue):
+            m.d.sync += addr.eq(rom_address_next(addr, spec.wmem) if logic_rom else wrapping_increment(addr, spec.wmem))
+        image = spec.weight_memory_image()
+        mask = (1 << wb) - 1
+        layout = data.ArrayLayout(wb, spec.pe)
+        columns = []
+        for s in range(n):
+            col_image = [sum(((word >> ((p * n + s) * wb)) & mask) << (p * wb) for p in range(spec.pe))
+                         for word in image]
+            rd = rom_read_port(m, f"weight_mem{s}", spec.wmem, spec.pe * wb, col_image, spec.weight_ram_style)
+            m.d.comb += [rd.addr.eq(addr), rd.en.eq(advance)]
+            word = register(m, advance, rd.data, name=f"w1b_{s}") if spec.registers_operands else rd.data
+            columns.append(data.View(layout, word))
+            addr = register(m, advance, addr, name=f"w_addr_skew{s + 1}", reset_less=False)
+        return columns
+
+    @staticmethod
+    def _low_bits(m, bits, dtype, k, name):
+        """The element's value modulo 2^k (sign- or zero-extended first where it has fewer than k bits)."""
+        if len(bits) >= k:
+            return bits[:k]
+        sig = Signal(k, name=name)
+        m.d.comb += sig.eq(element_value(bits, dtype))
+        return sig
+
     def _products(self, m, advance, xs, ws):
         """Per lane, the SIMD products (registered where ``registers_products``), or with ``product_rows``
         their partial-product rows, product by product. With ``dsp_packing``
@@ -278,6 +425,9 @@ class DotProductUnit(wiring.Component):
                      for sign, k in csd_terms(int(w[p, s]))
                      for t in [shifted(element_value(xs[spec.lane_input_index(p, s)], spec.lane_input_dtype), k)]]
                     or [C(0, 1)] for p in range(spec.pe)]
+        if spec.booth_products:         # radix-4 Booth rows: half the shift-add rows
+            return [[row for s in range(spec.simd) for row in booth_rows(xs[spec.lane_input_index(p, s)], weight(p, s))]
+                    for p in range(spec.pe)]
         if spec.product_rows > 1:       # wide fabric products: their rows join the lane's pipelined tree
             return [[row for s in range(spec.simd)
                      for row in product_rows(xs[spec.lane_input_index(p, s)], spec.lane_input_dtype,

@@ -337,6 +337,16 @@ def _examples():
                                     {"PE": 1 if nf == -1 else 16 // nf, "SIMD": 1 if sf == -1 else 16 // sf,
                                      "mem_mode": mode},
                                     slow=not (k % 5 == 0 and j == (k // 5) % len(folds))))
+    # INT8 lanes paired in DSP48E1s whose SIMD products chain through the cascade (chains_in_dsp), two
+    # folds of two steps, the low lanes at the most negative weight (a carry out of their field each step)
+    w8 = rng.integers(-128, 128, (8, 4))
+    w8[:, ::2] = -128
+    examples.append((dict(mw=8, mh=4, input_dtype="UINT8", weight_dtype="INT8", weights=w8, output_dtype="INT32"),
+                     {"PE": 2, "SIMD": 4, "resType": "dsp", "mem_mode": "internal_embedded"}))
+    # INT8 fabric products as radix-4 Booth rows (booth_products): six folds, so each accumulator starts
+    # from a per-nf offset
+    examples.append((dict(mw=8, mh=12, input_dtype="UINT8", weight_dtype="INT8", weights=rng.integers(-128, 128, (8, 12)),
+                          output_dtype="INT32"), {"PE": 2, "SIMD": 4, "resType": "lut"}))
     return examples
 
 
