@@ -17,8 +17,8 @@ from layers.globalaccpool import GlobalAccPool, GlobalAccPoolSpec
 from layers.labelselect import LabelSelect, LabelSelectSpec
 from layers.maxpool import StreamingMaxPool, StreamingMaxPoolSpec
 from layers.upsample import UpsampleNearestNeighbour, UpsampleNearestNeighbourSpec
-from layers.streams import (AddStreams, AddStreamsSpec, DuplicateStreams, DuplicateStreamsSpec, StreamingConcat,
-                            StreamingConcatSpec)
+from layers.duplicate_streams import DuplicateStreams, DuplicateStreamsSpec
+from layers.streams import AddStreams, AddStreamsSpec, StreamingConcat, StreamingConcatSpec
 
 
 def _swg(simd, parallel=False, ram_style="auto", depthwise=False, dtype="UINT4"):

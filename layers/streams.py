@@ -1,5 +1,6 @@
-"""Stream plumbing: AddStreams (lane-wise sum of two streams), DuplicateStreams (fan-out), StreamingConcat
-(channel concatenation). Each moves one word per cycle with registered ready signals."""
+"""Stream joins: AddStreams (lane-wise sum of two streams), StreamingConcat (channel concatenation). Each
+moves one word per cycle with registered ready signals. (The fan-out, DuplicateStreams:
+:mod:`layers.duplicate_streams`.)"""
 
 from dataclasses import dataclass
 from math import prod
@@ -12,16 +13,15 @@ from qonnx.core.datatype import DataType
 
 from layers.datapath import (ChannelFolded, check_dtype, dtype_for_range, dtype_range, element_value, legal_divisors,
                              output_stage, register, wrapping_increment)
-from layers.fifo import StreamingFIFO, output_fifo_spec
-from layers.timing import Timing, as_cycles, one_to_one, take_when_ready
+from layers.fifo import output_fifo_spec
+from layers.timing import Timing, as_cycles, take_when_ready
 from layers.op import (Example, Lowering, OneDatatype, OneWidth, Op, Resources, StreamContract, divisors_of,
                        grid_examples)
 from layers import small
 from layers.small import shrink_channels
 import golden
 
-__all__ = ["AddStreamsSpec", "AddStreams", "DuplicateStreamsSpec", "DuplicateStreams",
-           "StreamingConcatSpec", "StreamingConcat"]
+__all__ = ["AddStreamsSpec", "AddStreams", "StreamingConcatSpec", "StreamingConcat"]
 
 
 def _lockstep(arrivals, latency):
@@ -149,96 +149,6 @@ class AddStreams(wiring.Component):
         total = register(m, advance, sums, name="sum")
         m.d.comb += [fifo_in.valid.eq(valid), fifo_in.payload.eq(total)]
         self.formal_state = dict(fifo=m.submodules.out_fifo, valid=valid)     # for sim.formal's invariants
-        return m
-
-
-# --- DuplicateStreams ----------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class DuplicateStreamsSpec(ChannelFolded, OneDatatype):
-    """Contract of a fan-out to several consumers (FINN ``DuplicateStreams``: NumChannels, PE,
-    NumOutputStreams, inputDataType, numInputVectors)."""
-    num_channels: int           # NumChannels: C
-    pe: int                     # PE: channels per word, divides C
-    num_output_streams: int = 2     # NumOutputStreams: n >= 2
-    dtype: object = "INT8"      # inputDataType (= output datatype)
-    num_input_vectors: tuple = (1,)
-
-    def __post_init__(self):
-        owner = "DuplicateStreams"
-        _positive(owner, "num_channels", self.num_channels)
-        _check_fold(owner, "pe", self.pe, self.num_channels)
-        n = self.num_output_streams
-        if not isinstance(n, int) or isinstance(n, bool) or n < 2:
-            raise ValueError(f"{owner} num_output_streams must be an integer >= 2, not {n!r}")
-        object.__setattr__(self, "dtype", check_dtype(owner, "dtype", self.dtype))
-        object.__setattr__(self, "num_input_vectors", _vectors(owner, self.num_input_vectors))
-
-    @property
-    def num_outputs(self):
-        return self.num_output_streams
-
-    @property
-    def buffer_words(self):
-        """Words an output may fall behind the fastest one before the input stalls (its FIFO's capacity)."""
-        return output_fifo_spec(self.in_width).capacity
-
-    @property
-    def latency(self):
-        return output_fifo_spec(self.in_width).latency
-
-    def timing(self, arrivals):
-        """Takes a word whenever one is offered (every output FIFO has room, never stalled); each copy is
-        offered ``latency`` cycles later (:mod:`layers.timing`)."""
-        return one_to_one(self.latency, arrivals[0])
-
-    def resource_estimate(self):
-        """A depth-2 FIFO per output and the AND of their readies."""
-        fifo = _fifo_cost(self.in_width)
-        n = self.num_output_streams
-        return Resources(lut=n * fifo.lut + n, ff=n * fifo.ff, bram18=0)
-
-
-class DuplicateStreams(wiring.Component):
-    """Every input word goes to every output ``o0`` .. ``o{n-1}``, in order, exactly once each.
-
-    Members
-    -------
-    i : In(stream.Signature(spec.in_width))
-    o0 .. o{n-1} : Out(stream.Signature(spec.in_width))
-
-    Each output has its own depth-2 FIFO (``spec.buffer_words`` words with its output register); a word
-    is taken only when every FIFO has room and then written to all of them in that cycle. So outputs
-    run independently up to ``spec.buffer_words`` words apart; a stalled output stalls the input once
-    its FIFO is full, and no output ever gets a word twice. ``i.ready`` is the AND of the FIFOs'
-    registered readies, not a function of any ``o*.ready``. One word per cycle (``spec.exp_cycles`` per
-    frame) when all consumers keep up; latency ``spec.latency``.
-    """
-
-    def __init__(self, spec):
-        self._spec = spec
-        members = {"i": In(stream.Signature(spec.in_width))}
-        members.update({f"o{k}": Out(stream.Signature(spec.in_width)) for k in range(spec.num_output_streams)})
-        super().__init__(members)
-
-    @property
-    def spec(self):
-        return self._spec
-
-    def elaborate(self, platform):
-        spec = self._spec
-        m = Module()
-        fifos = []
-        for k in range(spec.num_output_streams):
-            fifo = StreamingFIFO(output_fifo_spec(spec.in_width))
-            m.submodules[f"out_fifo{k}"] = fifo
-            wiring.connect(m, wiring.flipped(getattr(self, f"o{k}")), fifo.o)
-            fifos.append(fifo)
-        all_room = Signal()
-        m.d.comb += [all_room.eq(Cat(f.i.ready for f in fifos).all()), self.i.ready.eq(all_room)]
-        for fifo in fifos:
-            m.d.comb += [fifo.i.valid.eq(self.i.valid & all_room), fifo.i.payload.eq(self.i.payload)]
-        self.formal_state = dict(fifos=fifos)       # for sim.formal's induction invariants
         return m
 
 
@@ -507,11 +417,6 @@ def _golden_add(spec, xs, producer):
     return golden_add_streams(*xs)
 
 
-def _golden_duplicate(spec, xs, producer):
-    """Every output carries the input."""
-    return xs[0]
-
-
 def _golden_concat(spec, xs, producer):
     return golden_concat(xs)
 
@@ -532,15 +437,6 @@ def _add_examples():
                            stride=23, legal=lambda c: c["channels"] % c["pe"] == 0)]
 
 
-def _duplicate_examples():
-    """A stream copied three ways, then (outputs, channels, PE, datatype, vectors) cases, the last two slow."""
-    cases = [(2, 8, 2, "INT4", (1, 3, 3)), (3, 6, 3, "UINT2", (1, 4)), (2, 1, 1, "BIPOLAR", (5,)),
-             (3, 16, 16, "INT8", (1, 2))]
-    return [(dict(num_channels=4, num_output_streams=3, dtype="INT2", num_input_vectors=(1, 2)), {"PE": 2}),
-            *(Example(dict(num_channels=c, num_output_streams=n, dtype=dtype, num_input_vectors=vecs), {"PE": pe},
-                      slow=k >= 2) for k, (n, c, pe, dtype, vecs) in enumerate(cases))]
-
-
 def _concat_examples():
     """Two streams of 4 and 2 channels side by side, then (channels per stream, SIMD, datatype, vectors)
     cases, the last three slow."""
@@ -558,12 +454,6 @@ OPS = (
                    "num_input_vectors": "numInputVectors"}, old_names=("AddStreams_Batch",), role="join",
        golden=_golden_add, small_instance=shrink_channels("num_channels", "pe"), lowers=(Lowering(("Add",), _lower_add, streams=2, legal="Add of two streams"),),
        examples=_add_examples),
-    Op("DuplicateStreams", DuplicateStreamsSpec, DuplicateStreams,
-       folding={"PE": "pe"},
-       finn_names={"num_channels": "NumChannels", "num_output_streams": "NumOutputStreams",
-                   "dtype": "inputDataType", "num_input_vectors": "numInputVectors"},
-       old_names=("DuplicateStreams_Batch",), role="fanout", golden=_golden_duplicate,
-       small_instance=shrink_channels("num_channels", "pe"), examples=_duplicate_examples),
     Op("StreamingConcat", StreamingConcatSpec, StreamingConcat, folding={"SIMD": "simd"},
        parallelism={"SIMD": divisors_of("channels_per_stream")},
        finn_names={"channels_per_stream": "ChannelsPerStream", "dtype": "inputDataType",

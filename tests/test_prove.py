@@ -17,8 +17,8 @@ from layers.globalaccpool import GlobalAccPool, GlobalAccPoolSpec
 from layers.labelselect import LabelSelect, LabelSelectSpec
 from layers.maxpool import StreamingMaxPool, StreamingMaxPoolSpec
 from layers.mvau import MVAU, MVAUSpec
-from layers.streams import (AddStreams, AddStreamsSpec, DuplicateStreams, DuplicateStreamsSpec, StreamingConcat,
-                            StreamingConcatSpec)
+from layers.duplicate_streams import DuplicateStreams, DuplicateStreamsSpec
+from layers.streams import AddStreams, AddStreamsSpec, StreamingConcat, StreamingConcatSpec
 from layers.thresholding import Thresholding, ThresholdingSpec
 from layers.upsample import UpsampleNearestNeighbour, UpsampleNearestNeighbourSpec
 from layers.vvau import VVAU, VVAUSpec
