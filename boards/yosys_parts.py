@@ -26,6 +26,7 @@ import time
 from pathlib import Path
 
 from boards.yosys import SynthReport, report_from_files, synthesize, yosys_engine
+from sim.parts import split_modules      # (the compiled bench is built by parts as well)
 from sim.runner import cache_dir, locked, touch
 
 __all__ = ["synthesize_by_parts", "split_modules", "PLACEHOLDER"]
@@ -33,23 +34,6 @@ __all__ = ["synthesize_by_parts", "split_modules", "PLACEHOLDER"]
 PLACEHOLDER = "rtlgen_yosys_part"      # a part's module name while it is synthesized and cached
 _FORMAT = 1                            # bump when the script or the files kept change
 _KEPT = ("stat.json", "dsp.txt", "sta.txt", "sta_modules.txt", "netlist.v")
-_MODULE = re.compile(r"^module \\?(\S+?)\s*\(", re.M)
-
-
-def split_modules(verilog_text):
-    """{module name: its text, attribute lines before ``module`` included}, in the order written."""
-    starts = [m.start() for m in _MODULE.finditer(verilog_text)]
-    modules = {}
-    for i, start in enumerate(starts):
-        begin = start
-        while True:                     # the (* ... *) lines just above belong to it
-            prev = verilog_text.rfind("\n", 0, begin - 1) + 1
-            if begin == 0 or not verilog_text[prev:begin].lstrip().startswith("(*"):
-                break
-            begin = prev
-        end = verilog_text.index("endmodule", start) + len("endmodule")
-        modules[_MODULE.match(verilog_text, start).group(1)] = verilog_text[begin:end] + "\n"
-    return modules
 
 
 def synthesize_by_parts(verilog_text, *, top, parts_of, workdir, netlist=None, run=None, say=print):

@@ -112,6 +112,9 @@ def add_build_arguments(parser):
     parser.add_argument("--flat", action="store_true",
                         help="one Yosys run over the whole design (the default synthesizes each layer on its own, "
                              "once per distinct layer, cached and in parallel, then the design around them)")
+    parser.add_argument("--no-self-test", action="store_true",
+                        help="standalone shell: no expected words, so no simulation (the self-test's expected "
+                             "words otherwise come from the bench `rtlgen sim` builds, cached)")
     add_cluster_option(parser)
 
 

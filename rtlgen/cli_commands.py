@@ -451,7 +451,7 @@ def run_build_command(args):
         _, io, _ = read_design(args.out)
         inputs = io.check_input(_load_input(args.input))
     build(args.out, shell=args.shell, toolchain=args.toolchain, board=args.board, inputs=inputs, say=print_line,
-          force=args.force, flat=args.flat)
+          force=args.force, flat=args.flat, self_test=not args.no_self_test)
     return 0
 
 

@@ -194,6 +194,9 @@ def build_harness(verilog, toplevel, job, waves=False, x_random=False):
     ports = [p for s in (*job["sources"].values(), *job["sinks"].values()) for p in s["ports"]]
     widths = {p: _port_width(verilog, toplevel, p) for p in ports + list(job["probes"])}
     main = _main_cpp(toplevel, job, widths, waves, x_random)
+    from sim import parts           # (imports this module's neighbours only)
+    if parts.applies(verilog, toplevel, waves=waves, x_random=x_random):
+        return parts.build_from_parts(verilog, toplevel, main).exe
     # (the X flags change the build, not the main: they are part of the key; the key of others is unchanged)
     key = hashlib.sha256(json.dumps([_FORMAT, toplevel, verilog, main] + (["x-unique"] if x_random else []))
                          .encode()).hexdigest()[:20]

@@ -59,12 +59,15 @@ SELFTEST_FRAMES = 4
 
 
 def build(out, *, shell="standalone", toolchain="yosys", board="pynq-z2", inputs=None, say=print, device=XC7Z020,
-          force=False, flat=False):
+          force=False, flat=False, self_test=True):
     """Build ``out`` (an ``rtlgen compile`` directory); returns the Yosys report dict (also written).
     ``device``: the capacity checked against (the xc7z020's). A design estimated over ``FAR_OVER`` times a
     resource of the board is refused before Yosys starts (it would run for long, often out of memory),
     unless ``force``. ``flat``: one Yosys run over the whole design instead of by parts (each layer on its
-    own, cached: :mod:`boards.yosys_parts`)."""
+    own, cached: :mod:`boards.yosys_parts`). ``self_test=False`` (``--no-self-test``): the standalone shell
+    without expected words (no simulation: it streams its input frames and checks nothing; a line says so).
+    With it, the expected words come from the compiled bench ``rtlgen sim`` builds (the same executable,
+    taken from the cache when ``sim`` or ``verify`` ran on this design before)."""
     if board != "pynq-z2":
         raise BuildError(f"--board {board!r} is not supported; legal: pynq-z2")
     if shell not in SHELLS:
@@ -83,7 +86,10 @@ def build(out, *, shell="standalone", toolchain="yosys", board="pynq-z2", inputs
     vivado = Path(out) / outdir.VIVADO_DIR
     name = f"rtlgen_{shell}"
 
-    top = _standalone(verilog, io, report, inputs, say) if shell == "standalone" else _zynq(verilog, io, report, say)
+    if not self_test and shell != "standalone":
+        raise BuildError(f"--no-self-test: only the standalone shell has a self-test (not --shell {shell})")
+    top = _standalone(verilog, io, report, inputs, say, self_test) if shell == "standalone" else \
+        _zynq(verilog, io, report, say)
     platform = PynqZ2Platform()
     plan = platform.build(top, name=name, build_dir=str(vivado), do_build=False)
     plan.extract(str(vivado))
@@ -137,10 +143,10 @@ def _refuse_far_over(report, board, force):
                          f"{', '.join(map(str, over))}; {fix}, or build with --force")
 
 
-def _standalone(verilog, io, report, inputs, say):
+def _standalone(verilog, io, report, inputs, say, self_test=True):
     """The self-test shell: ``inputs`` (model inputs, through the host pre ops) or random input codes;
     the expected words are the simulated accelerator's answers (``rtlgen verify`` proves that simulation
-    against qonnx)."""
+    against qonnx); without ``self_test``, none."""
     end = io.input
     if inputs is not None:
         words = io.encode(inputs)
@@ -154,10 +160,16 @@ def _standalone(verilog, io, report, inputs, say):
         words = [int(w) for w in pack_words(codes, end.dtype)]
     frames = len(words) // end.words_per_frame
     per_frame = io.output.words_per_frame
+    if not self_test:
+        say(f"self-test: skipped (--no-self-test): the shell streams {frames} frame(s) from ROM and checks no output "
+            f"(LEDs: heartbeat and frame activity only)")
+        return StandaloneTop(SelfTest(in_words=words, in_width=report["input"]["width"], expected_words=None,
+                                      out_width=report["output"]["width"], out_per_frame=per_frame), verilog)
     budget = cycle_budget([r["exp_cycles"] for r in report["layers"]], report["analytic_cycles_per_frame"], frames,
                           len(words) + frames * per_frame)
     expected = run_stitched(verilog, words, frames * per_frame, compiled=True, max_cycles=budget).words("m_axis_0")
-    say(f"self-test: {frames} frame(s), {len(words)} input and {len(expected)} expected words in ROM")
+    say(f"self-test: {frames} frame(s), {len(words)} input and {len(expected)} expected words in ROM (simulated on "
+        f"the bench `rtlgen sim` builds, cached; --no-self-test skips it)")
     selftest = SelfTest(in_words=words, in_width=report["input"]["width"], expected_words=expected,
                         out_width=report["output"]["width"], out_per_frame=per_frame)
     return StandaloneTop(selftest, verilog)

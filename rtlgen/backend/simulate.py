@@ -1,19 +1,26 @@
 """Simulating a stitched design: its Verilog (:func:`rtlgen.backend.stitch.to_verilog`) on the stream bench
-of :mod:`sim.harness` (cocotb, or the C++ Verilator bench of :mod:`sim.compiled`); and FIFO depths sized by
-such a simulation (``--fifo-sizing sim``, :func:`simulated_fifo_depths`)."""
+of :mod:`sim.harness` (cocotb, or the C++ Verilator bench of :mod:`sim.compiled`, built from cached
+per-layer parts by :mod:`sim.parts`, whose builds run through :mod:`rtlgen.backend.jobs`); and FIFO depths
+sized by such a simulation (``--fifo-sizing sim``, :func:`simulated_fifo_depths`)."""
 
 import re
 
+from rtlgen.backend import jobs
 from rtlgen.backend.stitch import DEFAULT_TOP_NAME, StitchedAccelerator, to_verilog
 from rtlgen.analyses.timing import tensor_words
 from rtlgen.ir.graph import as_graph
 from rtlgen.passes.insert import insert_dwcs_and_fifos
 from rtlgen.passes.size_fifos import MAX_SIZING_DEPTH, branch_fifo_bounds, finn_fifo_depth, tensor_fifo_depths
+from sim import parts
 from sim.compiled import network_engine
 from sim.harness import FULL_RATE, cycle_budget, run_stitched
 from sim.runner import SimulationError
 
 __all__ = ["simulate_chain", "strip_memory_init", "simulated_fifo_depths"]
+
+# The compiled bench's layers (sim.parts) are built as the compiler's other per-layer jobs are: on a local
+# process pool, or on the Dask cluster of --cluster / $RTLGEN_CLUSTER
+parts.use_runner(jobs.completed)
 
 
 def simulate_chain(design, input_words, output_count, *, backpressure=FULL_RATE, simulator=None,

@@ -1,0 +1,329 @@
+"""The compiled Verilator bench of a stitched design built from cached parts: each layer verilated and
+compiled on its own, once per distinct Verilog text, then a thin top (the stitching and the bench's
+``main``) linked with them.
+
+Why: one Verilator model of a whole CNV is one g++ run over tens of megabytes of C++ (minutes to tens of
+minutes on 2 cores) that starts over whenever one layer's folding changes. A layer's model does not depend
+on its neighbours: built alone it is cached by its text, so a refolded design compiles only the layers that
+changed, identical layers (the FIFOs of one depth and width) are compiled once, and the parts of a design
+are compiled in parallel (``run``: :func:`rtlgen.backend.jobs.completed` from the compiler's side, a process
+pool or a Dask cluster; here, without one, a thread per core: a part's work is in its subprocesses).
+
+How: a part is the layer's module and its submodules under a placeholder name; its key is a hash of that
+text and the build recipe. It is built as a Verilator DPI library (``--lib-create``) under the name
+``rtlgen_sim_<key>`` (a name made of its content: identical layers are one library instantiated where each
+occurs, different ones never clash when linked): its wrapper (``wrapper.sv``, a module of that name whose
+ports call into the library) and its objects (``lib.a``) are kept in ``$RTLGEN_CACHE_DIR/compiled/part-<key>``.
+The top's text has each layer instance's module replaced by its part's name; it is verilated with the
+wrappers and linked with the archives into the harness (cached as :func:`sim.compiled.build_harness` does).
+
+The bench and its results are those of the one-model build; a cycle costs a little more (each part is a
+model of its own, called through its wrapper; combinational paths between layers settle by iteration).
+What stays with the one-model build (:func:`sim.compiled.build_harness` decides, :func:`applies`):
+waveforms (a library is not traced), random X values (``x_seed``), a design whose top has no layers or
+instantiates modules that are not its layers' (a Yosys netlist's cell models), and ``$RTLGEN_SIM_PARTS=0``.
+"""
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass
+from pathlib import Path
+
+from sim import progress
+from sim.runner import SimulationError, cache_dir, locked, touch, verilator_root
+
+__all__ = ["split_modules", "applies", "plan", "Plan", "PartsBuild", "build_from_parts", "use_runner", "ENV",
+           "PLACEHOLDER"]
+
+ENV = "RTLGEN_SIM_PARTS"            # "0": always the one-model build
+PLACEHOLDER = "rtlgen_sim_part"     # a part's module name in the text its key is made of
+_FORMAT = 1                         # bump when a part's or the top's build recipe changes
+_MODULE = re.compile(r"^module \\?(\S+?)\s*\(", re.M)
+# Verilator's options for a part and for the top: as the one-model build (sim.compiled), X values fixed
+VERILATOR_FLAGS = ("--no-timing", "-Wno-fatal", "-Wno-lint", "-Wno-style", "--x-assign", "fast", "--x-initial", "fast")
+# g++ -O0: on CNV's largest layer 3.5x less compile time than -O1 for the per-cycle code (25 s against 89 s)
+MAKE_OPT = ("OPT_SLOW=-O0", "OPT_FAST=-O0", "OPT_GLOBAL=-O0")
+
+_RUNNER = {"run": None}
+
+
+def use_runner(run):
+    """Run the parts' builds through ``run(function, items)`` (yielding ``(index, result)`` as each
+    finishes, as :func:`rtlgen.backend.jobs.completed` does) from now on in this process; None: threads."""
+    _RUNNER["run"] = run
+
+
+def split_modules(verilog_text):
+    """{module name: its text, attribute lines before ``module`` included}, in the order written."""
+    starts = [m.start() for m in _MODULE.finditer(verilog_text)]
+    modules = {}
+    for start in starts:
+        begin = start
+        while True:                     # the (* ... *) lines just above belong to it
+            prev = verilog_text.rfind("\n", 0, begin - 1) + 1
+            if begin == 0 or not verilog_text[prev:begin].lstrip().startswith("(*"):
+                break
+            begin = prev
+        end = verilog_text.index("endmodule", start) + len("endmodule")
+        modules[_MODULE.match(verilog_text, start).group(1)] = verilog_text[begin:end] + "\n"
+    return modules
+
+
+@dataclass(frozen=True)
+class Part:
+    key: str
+    text: str                       # the layer's modules under PLACEHOLDER
+    layers: tuple                   # the layers (instance module names) that are this part
+
+    @property
+    def name(self):
+        return f"rtlgen_sim_{self.key}"
+
+    @property
+    def label(self):
+        short = [layer.rpartition(".")[2] for layer in self.layers]
+        return short[0] + (f" (and {len(short) - 1} identical)" if len(short) > 1 else "")
+
+
+@dataclass(frozen=True)
+class Plan:
+    top: str                        # the top's text, each layer's module replaced by its part's name
+    parts: tuple                    # of Part, largest text first (the longest builds start first)
+
+    @property
+    def layers(self):
+        return sum(len(p.layers) for p in self.parts)
+
+
+def _layers(modules, toplevel):
+    prefix = f"{toplevel}."
+    return [name for name in modules if name.startswith(prefix) and "." not in name[len(prefix):]]
+
+
+def applies(verilog, toplevel, *, waves=False, x_random=False):
+    """Whether :func:`build_from_parts` builds this design (else the one-model build does): a top with
+    layers and nothing but its layers below it, no waveform, no random X values, not ``$RTLGEN_SIM_PARTS=0``."""
+    if waves or x_random or os.environ.get(ENV, "0") == "0":      # (off by default while in development)
+        return False
+    modules = split_modules(verilog)
+    if toplevel not in modules or not _layers(modules, toplevel):
+        return False
+    return all(name == toplevel or name.startswith(f"{toplevel}.") for name in modules)
+
+
+def plan(verilog, toplevel):
+    """The design as a :class:`Plan`: its top and its distinct parts."""
+    modules = split_modules(verilog)
+    layers = _layers(modules, toplevel)
+    by_key = {}
+    for layer in layers:
+        text = "".join(t for n, t in modules.items() if n == layer or n.startswith(f"{layer}."))
+        text = text.replace(layer, PLACEHOLDER)
+        key = _key(text)
+        text_layers = by_key.setdefault(key, (text, []))[1]
+        text_layers.append(layer)
+    parts = {key: Part(key, text, tuple(names)) for key, (text, names) in by_key.items()}
+    name_of = {layer: part.name for part in parts.values() for layer in part.layers}
+    # an instance line of the top: "  \top.MVAU_0  MVAU_0 ("
+    instance = re.compile(rf"^(\s*)\\({re.escape(toplevel)}\.[^\s.]+)(\s)", re.M)
+    top = instance.sub(lambda m: f"{m.group(1)}{name_of[m.group(2)]}{m.group(3)}", modules[toplevel])
+    return Plan(top, tuple(sorted(parts.values(), key=lambda p: -len(p.text))))
+
+
+def _key(text):
+    return hashlib.sha256(json.dumps([_FORMAT, str(verilator_root()), os.environ.get("CXX", ""), VERILATOR_FLAGS,
+                                      MAKE_OPT, text]).encode()).hexdigest()[:24]
+
+
+def _entry(key):
+    return cache_dir() / "compiled" / f"part-{key}"
+
+
+def _cached(key):
+    return (_entry(key) / "lib.a").exists() and (_entry(key) / "wrapper.sv").exists()
+
+
+@dataclass(frozen=True)
+class PartsBuild:
+    """What :func:`build_from_parts` did: the harness, the design's layers, its distinct parts, the keys
+    compiled now (the rest came from the cache), and whether the harness itself was in the cache."""
+    exe: Path
+    layers: int
+    parts: int
+    compiled: tuple
+    harness_cached: bool
+
+    @property
+    def cached(self):
+        return self.parts - len(self.compiled)
+
+
+def build_from_parts(verilog, toplevel, main_cpp, *, run=None):
+    """The harness executable for ``verilog`` (module ``toplevel``, its layers its direct submodules) and
+    the bench ``main_cpp`` (:func:`sim.compiled._main_cpp`); a :class:`PartsBuild`. Parts not in the cache
+    are built through ``run`` (default: :func:`use_runner`'s, else threads), the largest first."""
+    from sim.runner import prepare_verilator, trim_cache
+
+    prepare_verilator()
+    design = plan(verilog, toplevel)
+    key = hashlib.sha256(json.dumps([_FORMAT, toplevel, design.top, [p.key for p in design.parts], main_cpp,
+                                     str(verilator_root())]).encode()).hexdigest()[:20]
+    build_dir = cache_dir() / "compiled" / f"{toplevel}-parts-{key}"
+    exe = build_dir / "obj" / "harness"
+    with locked(cache_dir() / "compiled" / f".{key}.lock"):
+        if exe.exists():
+            touch(build_dir)
+            for part in design.parts:
+                touch(_entry(part.key))
+            return PartsBuild(exe, design.layers, len(design.parts), (), True)
+    missing = [part for part in design.parts if not _cached(part.key)]
+    with progress.task(f"{toplevel}: Verilator and g++ build {len(missing)} of {len(design.parts)} distinct "
+                       f"parts ({design.layers} layers; the rest from the cache)", total=len(missing)) as update:
+        _build_missing(missing, run or _RUNNER["run"] or _threads, update)
+    with locked(cache_dir() / "compiled" / f".{key}.lock"):
+        if not exe.exists():
+            with progress.task(f"{toplevel}: linking the bench from its parts"):
+                _link(design, toplevel, main_cpp, build_dir)
+    trim_cache()
+    return PartsBuild(exe, design.layers, len(design.parts), tuple(p.key for p in missing), False)
+
+
+def _threads(function, items):
+    """``(index, function(item))`` as each finishes, on a thread per core (each job's work is in the
+    compiler processes it starts)."""
+    items = list(items)
+    with ThreadPoolExecutor(max_workers=max(1, min(len(items), os.cpu_count() or 1))) as pool:
+        futures = {pool.submit(function, item): i for i, item in enumerate(items)}
+        for future in as_completed(futures):
+            yield futures[future], future.result()
+
+
+def _build_missing(missing, run, update):
+    """Each missing part built (in parallel through ``run``), its files stored under its key."""
+    if not missing:
+        return
+    jobs = [(part.key, part.text, part.label, _make_jobs(len(missing))) for part in missing]
+    done = 0
+    for index, files in run(build_part, jobs):
+        entry = _entry(missing[index].key)
+        with locked(entry.parent / f".{entry.name}.lock"):
+            if _cached(missing[index].key):     # another process stored it meanwhile (and may be linking it)
+                done += 1
+                update(done)
+                continue
+            tmp = entry.with_name(f".{entry.name}.tmp{os.getpid()}")
+            shutil.rmtree(tmp, ignore_errors=True)
+            tmp.mkdir(parents=True)
+            for name, content in files.items():
+                (tmp / name).write_bytes(content)
+            shutil.rmtree(entry, ignore_errors=True)
+            tmp.rename(entry)
+        done += 1
+        update(done)
+
+
+def _make_jobs(parts):
+    """g++ processes per part: every core for one part; with several, two each (the largest part starts
+    first and keeps its two while the small ones pass through the other cores)."""
+    cores = os.cpu_count() or 1
+    return cores if parts == 1 else max(1, min(2, cores))
+
+
+def build_part(item):
+    """One part as a DPI library: ``{"wrapper.sv": ..., "lib.a": ...}`` (bytes). ``item``: (key, the text
+    under the placeholder name, what the progress line calls it, g++ processes). A module-level function:
+    a job for :mod:`rtlgen.backend.jobs` (a process pool or a Dask worker)."""
+    from sim.runner import prepare_verilator
+
+    key, text, label, make_jobs = item
+    prepare_verilator()
+    name = f"rtlgen_sim_{key}"
+    with tempfile.TemporaryDirectory(prefix="rtlgen-simpart-") as tmp:
+        tmp = Path(tmp)
+        (tmp / "part.v").write_text(text.replace(PLACEHOLDER, name))
+        _run(["verilator", "--cc", "--lib-create", name, "--top-module", name, *VERILATOR_FLAGS,
+              "-Mdir", "obj", "part.v"], tmp, label)
+        wrapper = tmp / "obj" / f"{name}.cpp"
+        wrapper.write_text(_seqnum_from_zero(wrapper.read_text()))
+        # the model's objects and the wrapper's, not Verilator's runtime (the harness links that once)
+        make = ["make", "-C", "obj", "-f", f"V{name}.mk", "-j", str(make_jobs), *MAKE_OPT]
+        wrapper_objects = [f"{name}.o"]
+        if "VM_PARALLEL_BUILDS = 0" in (tmp / "obj" / f"V{name}_classes.mk").read_text():
+            # a small model is compiled as one file: the wrapper joins it (g++ reads Verilator's headers once)
+            _run([*make, f"V{name}__ALL.cpp"], tmp, label)
+            with open(tmp / "obj" / f"V{name}__ALL.cpp", "a") as unity:
+                unity.write(f'#include "{name}.cpp"\n')
+            wrapper_objects = []
+        _run([*make, f"V{name}__ALL.a", *wrapper_objects], tmp, label)
+        # one archive of the model's objects and the wrapper's (an archive inside an archive is not
+        # searched by the linker: the model's members go in flat)
+        objects = tmp / "objects"
+        objects.mkdir()
+        _run(["ar", "x", str(tmp / "obj" / f"V{name}__ALL.a")], objects, label, log=tmp / "build.log")
+        _run(["ar", "rcs", "lib.a", *(f"obj/{o}" for o in wrapper_objects),
+              *sorted(f"objects/{p.name}" for p in objects.glob("*.o"))], tmp, label)
+        return {"wrapper.sv": (tmp / "obj" / f"{name}.sv").read_bytes(), "lib.a": (tmp / "lib.a").read_bytes()}
+
+
+def _seqnum_from_zero(wrapper_cpp):
+    """The library wrapper's C++ with its sequence number starting at 0: Verilator leaves it uninitialized,
+    and the .sv side compares two of its values as unsigned (which output is newer, the combinational or
+    the clocked one): a start near the top of the range would wrap."""
+    return re.sub(r"(_container\(const char\* scopep__V\):\s*\n\s*V\w+\(scopep__V\)) \{\}", r"\1 { m_seqnum = 0; }",
+                  wrapper_cpp)
+
+
+def _link(design, toplevel, main_cpp, build_dir):
+    """Verilate the top with the parts' wrappers and link the harness with their archives."""
+    shutil.rmtree(build_dir, ignore_errors=True)
+    build_dir.mkdir(parents=True)
+    (build_dir / f"{toplevel}.v").write_text(design.top)
+    (build_dir / "main.cpp").write_text(main_cpp)
+    wrappers, archives = [], []
+    for part in design.parts:
+        entry = _entry(part.key)
+        touch(entry)
+        wrappers.append(str(entry / "wrapper.sv"))
+        archives.append(str(entry / "lib.a"))
+    _run(["verilator", "--cc", "--exe", "--top-module", toplevel, *VERILATOR_FLAGS, "-Mdir", "obj", "-o", "harness",
+          "main.cpp", f"{toplevel}.v", *wrappers, *archives], build_dir, toplevel)
+    runtime = _runtime_dir()
+    if runtime.is_dir():            # Verilator's runtime (with its DPI support) compiled once per environment
+        for f in runtime.iterdir():
+            shutil.copyfile(f, build_dir / "obj" / f.name)     # a fresh mtime: newer than the .mk just written
+    _run(["make", "-C", "obj", "-f", f"V{toplevel}.mk", "-j", str(os.cpu_count() or 2), *MAKE_OPT], build_dir,
+         toplevel)
+    exe = build_dir / "obj" / "harness"
+    if not exe.exists():
+        raise SimulationError(f"verilator build of {toplevel} from parts made no executable (see {build_dir}/build.log)")
+    if not runtime.is_dir():
+        tmp = Path(tempfile.mkdtemp(prefix=".runtime-", dir=runtime.parent))
+        for f in (build_dir / "obj").glob("verilated*.[od]"):
+            shutil.copy2(f, tmp / f.name)
+        try:
+            tmp.rename(runtime)
+        except OSError:             # another build got there first
+            shutil.rmtree(tmp, ignore_errors=True)
+    for f in (build_dir / "obj").iterdir():      # only ever run again, never rebuilt: its key is its content
+        if f != exe and f.is_file():
+            f.unlink()
+
+
+def _runtime_dir():
+    key = hashlib.sha256(json.dumps([_FORMAT, str(verilator_root()), os.environ.get("CXX", ""), MAKE_OPT])
+                         .encode()).hexdigest()[:16]
+    return cache_dir() / "compiled" / f"runtime-parts-{key}"
+
+
+def _run(cmd, cwd, what, log=None):
+    proc = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True)
+    with open(log or Path(cwd) / "build.log", "a") as f:
+        f.write(" ".join(cmd) + "\n" + proc.stdout + proc.stderr)
+    if proc.returncode != 0:
+        raise SimulationError(f"verilator build of {what} failed ({cmd[0]}):\n{(proc.stdout + proc.stderr)[-3000:]}")
