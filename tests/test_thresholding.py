@@ -14,6 +14,7 @@ from layers.thresholding import Thresholding, ThresholdingSpec, ThresholdTable
 from memstream.packing import pack_words, unpack_words
 import golden
 from sim.harness import FULL_RATE, Backpressure, simulate_streams
+from sim.runner import available_simulators
 from tests.conftest import RANDOM_EXAMPLES, simulators_under_test
 
 
@@ -117,7 +118,8 @@ def test_exp_cycles():
 
 
 @pytest.mark.sim
-@pytest.mark.parametrize("sim_name", simulators_under_test())
+@pytest.mark.parametrize("sim_name", simulators_under_test(slow=("verilator",) if "icarus" in available_simulators()
+                                                            else ()))      # CI time: 38 s cold on Verilator
 def test_runtime_writeable_thresholds(sim_name):
     # Rewrite every threshold over AXI-Lite (FINN's address map), including values beyond the input
     # range that the threshold datatype allows; then the stream must follow the new thresholds.
