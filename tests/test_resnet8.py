@@ -21,29 +21,34 @@ def int8_layer(res_type, simd, pe, wdt="INT8", mw=144, idt="UINT8", **kwargs):
 
 def test_wide_product_lanes_keep_their_sums_and_others_do_not():
     assert keeps_sums(int8_layer("lut", 4, 2))                   # 8 partial-product rows a product
-    assert keeps_sums(int8_layer("dsp", 4, 2))                   # two lanes a DSP48E1, split per product
+    assert keeps_sums(int8_layer("dsp", 4, 2, pipeline="latency"))     # two lanes a DSP48E1, split per product
+    assert not keeps_sums(int8_layer("dsp", 4, 2))               # chained in the DSPs' cascade: no tree
     assert not keeps_sums(int8_layer("dsp", 1, 2))               # accumulated in P: no tree
     assert keeps_sums(int8_layer("lut", 4, 2, wdt="INT4"))       # 4 rows (8-bit input, 4-bit weights)
     assert not keeps_sums(int8_layer("lut", 4, 2, wdt="INT4", idt="UINT4"))    # whole 4x4 products
     assert not keeps_sums(int8_layer("lut", 4, 2, wdt="INT2"))   # two rows (x, -2x): not measured
 
 
-@pytest.mark.parametrize("res_type, simd, kept", [("lut", 4, True), ("dsp", 4, True), ("dsp", 1, False)])
-def test_the_kept_sums_reach_the_netlist(res_type, simd, kept):
+@pytest.mark.parametrize("res_type, simd, pipeline, kept", [("lut", 4, "throughput", True), ("dsp", 4, "latency", True),
+                                                       ("dsp", 4, "throughput", False), ("dsp", 1, "throughput", False)])
+def test_the_kept_sums_reach_the_netlist(res_type, simd, pipeline, kept):
     """The tree's sums carry Yosys' keep attribute where keeps_sums says so (a lost attribute would let
     alumacc merge them again, silently costing the LUTs the estimate no longer counts)."""
-    spec = int8_layer(res_type, simd, 2, mw=16)
+    spec = int8_layer(res_type, simd, 2, mw=16, pipeline=pipeline)
     text = rtlil.convert(MVAU(spec), name="top")
     assert ("keep" in text) == kept
 
 
-@pytest.mark.parametrize("res_type, simd, pe, idt, wdt, yosys", [("dsp", 24, 4, "UINT8", "INT8", 3014),
-                                                                  ("lut", 24, 4, "UINT8", "INT8", 11996),
-                                                                  ("dsp", 18, 4, "UINT4", "INT4", 1311)])
-def test_estimate_follows_yosys_on_the_resnet8_layer(res_type, simd, pe, idt, wdt, yosys):
-    """LUT-ROM weights of 24 words, Yosys (synth_xilinx, native 0.70): INT8 at SIMD 24 x PE 4, 3,014 LUT with
-    48 DSP48E1 lane pairs (estimated 4,108 before: the packed weight's borrow folds into the ROM, the
-    increment is a carry chain of wires) and 11,996 with the rows in fabric (13,525 before the sums were
-    kept); W4A4's lanes at SIMD 18 x PE 4, 1,311 LUT with 36 DSP48E1 pairs. Within 10 %."""
-    spec = int8_layer(res_type, simd, pe, wdt=wdt, idt=idt)
+@pytest.mark.parametrize("res_type, simd, pe, idt, wdt, pipeline, yosys",
+                         [("dsp", 24, 4, "UINT8", "INT8", "throughput", 2343), ("dsp", 8, 16, "UINT8", "INT8", "throughput", 3255),
+                          ("lut", 24, 4, "UINT8", "INT8", "throughput", 8650), ("dsp", 18, 4, "UINT4", "INT4", "latency", 1311)])
+def test_estimate_follows_yosys_on_the_resnet8_layer(res_type, simd, pe, idt, wdt, pipeline, yosys):
+    """LUT-ROM weights of 24 words (18 at SIMD 8), Yosys (synth_xilinx, native 0.70): INT8 DSP48E1 lane pairs
+    chained through the cascade, 2,343 LUT at SIMD 24 x PE 4 (48 DSPs; 3,014 split per product before) and
+    3,255 at SIMD 8 x PE 16 (64 DSPs; 840 of them the canaries); the Booth rows in fabric at SIMD 24 x PE 4,
+    8,650 (11,996 with shift-add rows before); W4A4's lanes at SIMD 18 x PE 4 split per product (the latency
+    pipeline's form), 1,311 LUT with 36 DSP48E1 pairs. Within 10 %."""
+    spec = int8_layer(res_type, simd, pe, wdt=wdt, idt=idt, pipeline=pipeline)
+    assert spec.chains_in_dsp == (res_type == "dsp" and pipeline == "throughput")
+    assert spec.booth_products == (res_type == "lut")
     assert abs(spec.resource_estimate().lut / yosys - 1) <= 0.10, spec.resource_estimate()
