@@ -25,7 +25,7 @@ from benchmarks.tables import write_section
 from rtlgen.options import CompileOptions
 from rtlgen.backend.compile import compile_model
 from rtlgen.backend.emit import write_outputs
-from sim.outdir import read_outputs
+from sim.outdir import OutDir
 from rtlgen.check.verify import compare, qonnx_reference, simulate_model, tolerance
 
 MODELS = Path(__file__).resolve().parent.parent / "tests" / "models"
@@ -84,7 +84,7 @@ def run(name):
         start = time.perf_counter()
         by_sim = compile_model(path, CompileOptions(fifo_sizing="sim", **options))
         sim_sizing_s = by_sim.seconds["insert_fifos"]
-        verilog, io, report = read_outputs(out)
+        verilog, io, report = OutDir(out).read_outputs()
         x = inputs(frames)
         start = time.perf_counter()
         simulate_model(verilog, io, x[:2], report)              # builds (or finds) the harness

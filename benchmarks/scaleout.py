@@ -30,7 +30,7 @@ from rtlgen.fit import Budget
 from rtlgen.backend.scaleout import write_plan
 from rtlgen.passes.partition import PartitionError, partition
 from rtlgen.check.verify import verify_outputs
-from sim.outdir import read_io
+from sim.outdir import OutDir
 
 ROOT = Path(__file__).resolve().parent.parent
 MODELS = ROOT / "tests" / "models"
@@ -74,7 +74,7 @@ def measure(name, devices, work, yosys):
     scaleout.write_devices(built, io, out)
     x = data(frames)
     run = scaleout.simulate(out, x)
-    comparison = verify_outputs(str(model), x, run.outputs, read_io(out))
+    comparison = verify_outputs(str(model), x, run.outputs, OutDir(out).read_io())
     assert comparison.passed, f"{name} on {devices}: {comparison.summary()}"
     used = [d for d in part.devices if d.nodes]
     fullest = max(used, key=lambda d: d.utilization)

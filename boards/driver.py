@@ -96,8 +96,8 @@ class AcceleratorDriver:
 
     @classmethod
     def from_compile(cls, out, board, **kwargs):
-        from sim.outdir import read_outputs
-        _, io, report = read_outputs(out)
+        from sim.outdir import OutDir
+        _, io, report = OutDir(out).read_outputs()
         return cls(board, io, report, **kwargs)
 
     def run(self, x):
@@ -186,9 +186,9 @@ class SimulatedBoard(Board):
     an error (``code``), ``hang`` makes batches never finish (for the driver's timeout)."""
 
     def __init__(self, out, *, ddr_size=1 << 22):
-        from sim.outdir import read_outputs
+        from sim.outdir import OutDir
 
-        self.verilog, self.io, self.report = read_outputs(out)
+        self.verilog, self.io, self.report = OutDir(out).read_outputs()
         self.ddr = bytearray(ddr_size)
         self.regs = {name: 0 for name in REGISTERS}
         self.in_width, self.out_width = self.report["input"]["width"], self.report["output"]["width"]

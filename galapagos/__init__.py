@@ -1,4 +1,5 @@
-"""Galapagos multi-FPGA support: the stream bridges between a layer's AXI-Stream words and Galapagos flits,
+"""Galapagos multi-FPGA support: the stream bridges between a layer's AXI-Stream words and Galapagos flits
+(two ops, found by :func:`layers.op.discover` like the layers'),
 and the cluster files (logical file, map file) that tell Galapagos which kernels run on which node.
 
 Galapagos (UofT-HPRC) connects kernels across FPGAs with a packet stream whose flits carry TDATA, TKEEP,
@@ -7,8 +8,9 @@ This package depends on ``layers`` (for :class:`layers.op.Resources`) and on not
 compiler's partition pass imports it, never the other way round.
 """
 
-from galapagos.bridges import (FLIT_WIDTHS, ID_BITS, FromGalapagos, FromGalapagosSpec, ToGalapagos,
-                               ToGalapagosSpec, flit_layout)
+from galapagos.bridges import FLIT_WIDTHS, ID_BITS, flit_layout
+from galapagos.from_galapagos import FromGalapagos, FromGalapagosSpec
+from galapagos.to_galapagos import ToGalapagos, ToGalapagosSpec
 from galapagos.cluster import (BOARD_PARTS, COMMS, DEVICE_TYPES, HW_KERNEL_TYPES, KERNEL_TYPES, MAX_KERNEL_ID,
                                Device, Kernel, KernelConst, check_cluster, logical_xml, map_xml, parse_logical,
                                parse_map, placeholder_ip, placeholder_mac, sw_kernel)

@@ -1,4 +1,6 @@
-"""The two Galapagos bridges: a layer's word stream -> Galapagos packets of flits, and back.
+"""The Galapagos packet format both bridges keep, and what they share: a layer's word stream ->
+Galapagos packets of flits (:mod:`galapagos.to_galapagos`), and back (:mod:`galapagos.from_galapagos`),
+each an op of its own (``OP``) like any layer.
 
 A **frame** is ``words_per_frame`` layer words of ``word_width`` bits (typically the transfers of one
 vector), packed densely LSB first: word ``k`` of the frame occupies bits ``[k * word_width, (k + 1) *
@@ -31,18 +33,17 @@ only (no combinational path from ``o.ready`` to ``i.ready`` or from any input to
 move every cycle at full rate.
 """
 
-from dataclasses import dataclass
 from math import gcd
 
-from amaranth.hdl import Cat, Const, Module, Mux, Signal, unsigned
-from amaranth.lib import data, stream, wiring
-from amaranth.lib.wiring import In, Out
+from amaranth.hdl import Cat, Const, Mux, Signal, unsigned
+from amaranth.lib import data
+
+from qonnx.core.datatype import DataType
 
 from layers.op import Resources
 
-__all__ = ["FLIT_WIDTHS", "ID_BITS", "MAX_PACKET_BYTES", "max_packet_flits", "flit_layout", "ToGalapagosSpec",
-           "ToGalapagos", "FromGalapagosSpec",
-           "FromGalapagos"]
+__all__ = ["FLIT_WIDTHS", "ID_BITS", "MAX_PACKET_BYTES", "max_packet_flits", "flit_layout", "check_int",
+           "PacketGeometry", "small_frames", "segment_end", "place", "wrap_increment"]
 
 FLIT_WIDTHS = (64, 512)     # Galapagos kernel streams: 512-bit TDATA; the older HLS bridges use 64
 ID_BITS = 8                 # TDEST and TID: kernel IDs 0..255 (Galapagos numbers kernels from 1)
@@ -66,7 +67,7 @@ def flit_layout(flit_width):
     })
 
 
-def _check_int(owner, name, value, lo, hi=None, legal=None):
+def check_int(owner, name, value, lo, hi=None, legal=None):
     if legal is not None:
         if value not in legal or not isinstance(value, int):
             raise ValueError(f"{owner} {name} must be one of {', '.join(map(str, legal))}, not {value!r}")
@@ -76,16 +77,16 @@ def _check_int(owner, name, value, lo, hi=None, legal=None):
         raise ValueError(f"{owner} {name} must be {bound}, not {value!r}")
 
 
-class _PacketGeometry:
+class PacketGeometry:
     """Figures of a frame of ``words_per_frame`` words of ``word_width`` bits in ``flit_width``-bit flits,
     sent as packets of at most ``max_packet_flits`` flits."""
 
     def _check_geometry(self, owner):
-        _check_int(owner, "word_width", self.word_width, 1)
-        _check_int(owner, "flit_width", self.flit_width, None, legal=FLIT_WIDTHS)
-        _check_int(owner, "words_per_frame", self.words_per_frame, 1)
+        check_int(owner, "word_width", self.word_width, 1)
+        check_int(owner, "flit_width", self.flit_width, None, legal=FLIT_WIDTHS)
+        check_int(owner, "words_per_frame", self.words_per_frame, 1)
         if self.max_packet_flits is not None:
-            _check_int(owner, "max_packet_flits", self.max_packet_flits, 1)
+            check_int(owner, "max_packet_flits", self.max_packet_flits, 1)
 
     @property
     def packet_flits(self):
@@ -148,18 +149,24 @@ class _PacketGeometry:
 
     latency = 1     # an output transfer is offered the cycle after the input transfer that completes it
 
-    # the stream fields of :class:`layers.op.LayerSpec` (what `rtlgen prove` and the formal harness read):
-    # one stream in, one out; a frame is ``words_per_frame`` words on the layer side and
-    # ``flits_per_frame`` flits on the network side, one "lane" per transfer
+    # the stream fields of :class:`layers.op.LayerSpec`: one stream in, one out; a frame is
+    # ``words_per_frame`` words on the layer side and ``flits_per_frame`` flits on the network side, each
+    # transfer a word of BINARY lanes (a word's bits, a flit payload's bits: tdata, tkeep, tlast, tdest,
+    # tid), so the golden and the benches read any width bit by bit
+    input_dtype = output_dtype = DataType["BINARY"]
     num_inputs = 1
     num_outputs = 1
-    lead_words = 1
-    words_before_lead = 0
+    words_before_lead = 0           # (lead_words: each bridge's, the transfers completing its first output)
+
+    @property
+    def flit_layout(self):
+        """The payload layout of a flit (:func:`flit_layout`)."""
+        return flit_layout(self.flit_width)
 
     @property
     def _shapes(self):
-        """(layer-side shape, network-side shape) of one frame: ``(1, transfers, 1)``."""
-        return (1, self.words_per_frame, 1), (1, self.flits_per_frame, 1)
+        """(layer-side shape, network-side shape) of one frame: ``(1, transfers, bits of a transfer)``."""
+        return (1, self.words_per_frame, self.word_width), (1, self.flits_per_frame, self.flit_layout.size)
 
     def _fill_timing(self, arrivals, to_flits):
         """The exact timing model (:mod:`layers.timing`), the RTL's fill level stepped cycle by cycle:
@@ -197,7 +204,7 @@ class _PacketGeometry:
     def _estimate(self, insert_bits, max_position, counters):
         """Analytic 7-series estimate from the structure, not a synthesis result. FFs: the buffer, its
         fill level and the counters (Yosys agrees to within 3). LUTs: one per buffer bit (drain mux OR
-        placed bit), plus the barrel shifter of :func:`_place`, whose stage ``s`` has true 2:1 muxes
+        placed bit), plus the barrel shifter of :func:`place`, whose stage ``s`` has true 2:1 muxes
         where both the unshifted and the shifted value have a bit and AND gates (a bit or zero)
         elsewhere, counted 3/4 LUT per mux and 1/4 per AND gate (a LUT6 holds a 4:1 mux, ANDs merge
         along a bit's path), plus a few LUTs per control bit. The weights are fitted by hand to Yosys
@@ -216,7 +223,17 @@ class _PacketGeometry:
         return Resources(lut=size + (3 * muxes + ands + 3) // 4 + 3 * ctrl + 8, ff=size + ctrl, bram18=0)
 
 
-def _segment_end(m, spec, frame_end, advance, state):
+def small_frames(s):
+    """The bridges' ``Op.small_instance`` (for `rtlgen prove`): frames of about two flits and a partial one
+    (at most 40 words), cut into two packets where the node's own frame is several packets; the same word
+    and flit widths."""
+    words = min(s.words_per_frame, -(-(2 * s.flit_width + 1) // s.word_width), 40)
+    flits = -(-words * s.word_width // s.flit_width)
+    several = s.packets_per_frame > 1 and flits > 1
+    return dict(words_per_frame=words, max_packet_flits=flits - 1 if several else s.max_packet_flits)
+
+
+def segment_end(m, spec, frame_end, advance, state):
     """True on the last flit of a packet that is not the frame's last (a counter of the flits of the
     packet, stepped by ``advance``, back to 0 after a packet's last flit, named in ``state``); constant 0
     when a frame is one packet."""
@@ -229,7 +246,7 @@ def _segment_end(m, spec, frame_end, advance, state):
     return end
 
 
-def _place(value, position, step, width):
+def place(value, position, step, width):
     """``value << (position * step)``, truncated to ``width`` bits, as a log-depth barrel shifter: one
     stage per bit of ``position`` (stage ``s`` shifts by ``step << s`` or not), no multiplier."""
     v = value
@@ -241,339 +258,5 @@ def _place(value, position, step, width):
     return v
 
 
-def _wrap_increment(counter, modulus):
+def wrap_increment(counter, modulus):
     return Mux(counter == modulus - 1, 0, counter + 1)
-
-
-# ---------------------------------------------------------------------------------------- to Galapagos
-
-@dataclass(frozen=True)
-class ToGalapagosSpec(_PacketGeometry):
-    """Contract of :class:`ToGalapagos`: words of ``word_width`` bits in, Galapagos flits out.
-
-    Fields
-    ------
-    word_width : bits of one input word (the producing layer's unpadded ``out_width``), >= 1
-    flit_width : TDATA bits of a flit: 64 or 512 (``FLIT_WIDTHS``)
-    words_per_frame : input words per frame (e.g. the words of one vector), >= 1
-    dest : TDEST of every flit, the destination kernel ID, 0..255
-    source_id : TID of every flit, this kernel's ID, 0..255
-    max_packet_flits : flits per packet at most (None: a frame is one packet), >= 1
-
-    Guarantees (frame and packet format in the module docstring)
-    ------------------------------------------------------------
-    - Ordering: flits leave in the order of the bits they carry; nothing is dropped, duplicated or
-      reordered; input TLAST does not exist (the frame boundary is the word count).
-    - Throughput: at full rate (source always valid, sink always ready) a frame takes exactly
-      ``exp_cycles = max(words_per_frame, flits_per_frame)`` cycles in steady state, frames back to
-      back with no bubble (packet boundaries cost nothing). If ``word_width <= flit_width`` (then words >=
-      flits) the input accepts one word every cycle without a pause, across frame boundaries too; if
-      ``word_width > flit_width`` the output emits one flit every cycle without a pause and the input is
-      accepted as room allows.
-    - Latency: flit ``j`` of a frame is offered (``o.valid``) from the cycle after the later of (a) the
-      input transfer of the word that completes it, word ``(min(P, (j + 1) * flit_width) - 1) //
-      word_width`` of the frame (``P = frame_bits``), and (b) the output transfer of flit ``j - 1``.
-      In harness stamps with an always-ready sink: ``out[j] = max(in[k_j], out[j - 1]) + 1``.
-    - ``i.ready`` and ``o.valid`` depend on registers only.
-    """
-    word_width: int
-    flit_width: int
-    words_per_frame: int
-    dest: int
-    source_id: int
-    max_packet_flits: int = None
-
-    def __post_init__(self):
-        self._check_geometry("ToGalapagos")
-        _check_int("ToGalapagos", "dest", self.dest, 0, (1 << ID_BITS) - 1)
-        _check_int("ToGalapagos", "source_id", self.source_id, 0, (1 << ID_BITS) - 1)
-
-    @property
-    def in_width(self):
-        """Bits of an input word (the layer side)."""
-        return self.word_width
-
-    @property
-    def out_width(self):
-        """Bits of an output flit payload (:func:`flit_layout`: tdata, tkeep, tlast, tdest, tid)."""
-        return self.flit_layout.size
-
-    @property
-    def flit_layout(self):
-        return flit_layout(self.flit_width)
-
-    @property
-    def folded_input_shapes(self):
-        return (self._shapes[0],)
-
-    @property
-    def folded_output_shape(self):
-        return self._shapes[1]
-
-    def timing(self, arrivals):
-        """When each word moves in and each flit is offered (:meth:`_fill_timing`)."""
-        return self._fill_timing(arrivals, to_flits=True)
-
-    @property
-    def buffer_bits(self):
-        """Bits of the shift buffer. The last word of a packet also books the packet's ``pad_bits`` zeros,
-        so the next packet starts on a flit boundary. With ``w <= f`` (``w`` word, ``f`` flit width) the
-        fill level at full rate never exceeds ``2f`` before a non-last word and ``f + w`` before a last
-        word, so ``max(2f + w, f + 2w + pad)`` lets the input run every cycle; with ``w > f`` the input
-        must be taken whenever less than two flits remain (fill <= ``2f - step``), so ``2f - step + w +
-        pad`` keeps the output running every cycle."""
-        w, f, pad = self.word_width, self.flit_width, self.pad_bits
-        if w <= f:
-            return max(2 * f + w, f + 2 * w + pad)
-        return 2 * f - self.step + w + pad
-
-    def resource_estimate(self):
-        return self._estimate(self.word_width, (self.buffer_bits - self.word_width) // self.step,
-                              (self.words_per_frame, self.flits_per_frame, *self._packet_counter))
-
-
-class ToGalapagos(wiring.Component):
-    """Packs a stream of layer words into Galapagos packets (format and guarantees: :class:`ToGalapagosSpec`).
-
-    Members
-    -------
-    i : In(stream.Signature(unsigned(word_width)))
-    o : Out(stream.Signature(flit_layout(flit_width)))
-        ``tdest = spec.dest`` and ``tid = spec.source_id`` on every flit.
-
-    State: a shift buffer of ``spec.buffer_bits`` bits and its fill level, a word counter (which word of
-    the packet comes next) and a flit counter (which flit of the packet leaves next, for TLAST and
-    TKEEP). A word is OR-ed in at the fill level; the last word of a packet raises the fill level by
-    ``word_width + pad_bits``, so the packet's last flit is zero-padded and the next packet starts at
-    a flit boundary. Flits leave from the LSB.
-    """
-
-    def __init__(self, spec):
-        self._spec = spec
-        super().__init__({
-            "i": In(stream.Signature(unsigned(spec.word_width))),
-            "o": Out(stream.Signature(flit_layout(spec.flit_width))),
-        })
-
-    @property
-    def spec(self):
-        return self._spec
-
-    def elaborate(self, platform):
-        spec = self._spec
-        w, f, g, size = spec.word_width, spec.flit_width, spec.step, spec.buffer_bits
-        words, flits = spec.words_per_frame, spec.flits_per_frame
-        m = Module()
-
-        buf = Signal(size)
-        fill = Signal(range(size // g + 1))             # in units of `step` bits
-        word = Signal(range(words))                     # index in the packet of the next input word
-        flit = Signal(range(flits))                     # index in the packet of the next output flit
-        last_word = word == words - 1
-        last_flit = flit == flits - 1
-        # the registers sim.formal's induction invariants read (this elaboration's)
-        self.formal_state = dict(buf=buf, fill=fill, word=word, flit=flit)
-        packet_end = last_flit | _segment_end(m, spec, last_flit, self.o.valid & self.o.ready, self.formal_state)
-
-        m.d.comb += [
-            self.o.valid.eq(fill >= f // g),
-            self.o.payload.tdata.eq(buf[:f]),
-            self.o.payload.tkeep.eq(Mux(last_flit, spec.last_tkeep, spec.full_tkeep)),
-            self.o.payload.tlast.eq(packet_end),
-            self.o.payload.tdest.eq(spec.dest),
-            self.o.payload.tid.eq(spec.source_id),
-            self.i.ready.eq(Mux(last_word, fill <= (size - w - spec.pad_bits) // g, fill <= (size - w) // g)),
-        ]
-        take = self.o.valid & self.o.ready
-        give = self.i.valid & self.i.ready
-
-        at = Signal(range((size - w) // g + 1))         # where the word lands: the fill level after the take
-        m.d.comb += at.eq(fill - Mux(take, f // g, 0))
-        kept = Mux(take, buf >> f, buf)
-        with m.If(give):
-            m.d.sync += [
-                buf.eq(kept | _place(self.i.payload, at, g, size)),
-                fill.eq(at + Mux(last_word, (w + spec.pad_bits) // g, w // g)),
-                word.eq(_wrap_increment(word, words)),
-            ]
-        with m.Else():
-            m.d.sync += [buf.eq(kept), fill.eq(fill - Mux(take, f // g, 0))]
-        with m.If(take):
-            m.d.sync += flit.eq(_wrap_increment(flit, flits))
-        return m
-
-
-# -------------------------------------------------------------------------------------- from Galapagos
-
-@dataclass(frozen=True)
-class FromGalapagosSpec(_PacketGeometry):
-    """Contract of :class:`FromGalapagos`: Galapagos flits in, the layer's words out.
-
-    Fields
-    ------
-    word_width : bits of one output word (the consuming layer's unpadded ``in_width``), >= 1
-    flit_width : TDATA bits of a flit: 64 or 512
-    words_per_frame : words per frame, >= 1 (the sender's; fixes ``F = flits_per_frame``)
-    kernel_id : this kernel's ID, 0..255; packets whose TDEST differs are dropped
-    max_packet_flits : the sender's packet size limit (None: a frame is one packet)
-
-    Guarantees
-    ----------
-    - Packets are delimited by TLAST. The TDEST of a packet's first flit decides: a packet whose TDEST
-      is not ``kernel_id`` is consumed whole (up to and including its TLAST flit, any length) and
-      produces nothing. Matching packets carry a frame's flits in order, ``packet_sizes()`` flits each
-      (the frame format of the module docstring); each frame delivers exactly ``words_per_frame`` words,
-      then the next frame starts on a word boundary. TKEEP and TID are not checked; bits above
-      ``last_flit_bits`` in flit ``F - 1`` are ignored.
-    - Malformed matching packets (never produced by :class:`ToGalapagos` with the same geometry): flits
-      beyond the packet's expected size, up to TLAST, are consumed and dropped; a packet that ends
-      (TLAST) before its expected size is completed with zero flits, generated internally one per
-      cycle while the input is not ready, so the frame still delivers ``words_per_frame`` words (its
-      missing bits read as 0).
-    - Ordering: words leave in the order of their bits; nothing of a matching packet is lost or
-      duplicated.
-    - Throughput: at full rate a matching packet takes ``exp_cycles = max(words_per_frame,
-      flits_per_frame)`` cycles in steady state, back to back: with ``word_width > flit_width`` the
-      input takes one flit every cycle without a pause, otherwise the output emits one word every
-      cycle without a pause. A dropped packet of ``n`` flits takes ``n`` cycles at the input (its
-      first flit waits, like any first flit, until the buffer has room for a flit).
-    - Latency: word ``j`` of a packet is offered (``o.valid``) from the cycle after the later of (a) the
-      input transfer of the flit that completes it, flit ``((j + 1) * word_width - 1) // flit_width``,
-      and (b) the output transfer of word ``j - 1``.
-    - ``i.ready`` and ``o.valid`` depend on registers only. Because ``i.ready`` reserves room for a
-      whole flit without counting the word leaving in the same cycle, a bursty source can cost cycles:
-      fed directly by a ToGalapagos, 49-bit words in 64-bit flits take 12 cycles per 10-word packet
-      instead of 10. A 2-deep FIFO in front (the output FIFO the stitcher puts behind every layer)
-      restores ``exp_cycles`` (tests/test_galapagos_bridges.py, ``test_round_trip``).
-    """
-    word_width: int
-    flit_width: int
-    words_per_frame: int
-    kernel_id: int
-    max_packet_flits: int = None
-
-    def __post_init__(self):
-        self._check_geometry("FromGalapagos")
-        _check_int("FromGalapagos", "kernel_id", self.kernel_id, 0, (1 << ID_BITS) - 1)
-
-    @property
-    def out_width(self):
-        """Bits of an output word (the layer side)."""
-        return self.word_width
-
-    @property
-    def in_width(self):
-        """Bits of an input flit payload (:func:`flit_layout`: tdata, tkeep, tlast, tdest, tid)."""
-        return self.flit_layout.size
-
-    @property
-    def flit_layout(self):
-        return flit_layout(self.flit_width)
-
-    @property
-    def folded_input_shapes(self):
-        return (self._shapes[1],)
-
-    @property
-    def folded_output_shape(self):
-        return self._shapes[0]
-
-    def timing(self, arrivals):
-        """When each flit moves in and each word is offered, for matching, well-formed packets
-        (:meth:`_fill_timing`)."""
-        return self._fill_timing(arrivals, to_flits=False)
-
-    @property
-    def buffer_bits(self):
-        """Bits of the shift buffer: ``f + w + min(f, w) - step``, as for the DWC (a packet's last flit
-        adds only ``last_flit_bits <= f``, and a packet ends on a word boundary, so packet ends need
-        no extra room)."""
-        w, f = self.word_width, self.flit_width
-        return f + w + min(f, w) - self.step
-
-    def resource_estimate(self):
-        base = self._estimate(self.flit_width, (self.buffer_bits - self.flit_width) // self.step,
-                              (self.flits_per_frame, *self._packet_counter))
-        # plus the last-flit mask (one LUT per masked bit, folded into the shifter's first stage when
-        # it fits), the TDEST comparator and the three state flags
-        masked = self.pad_bits if self.last_flit_bits < self.flit_width else 0
-        return base + Resources(lut=masked // 2 + 6, ff=3)
-
-
-class FromGalapagos(wiring.Component):
-    """Unpacks Galapagos packets addressed to this kernel into layer words (contract: :class:`FromGalapagosSpec`).
-
-    Members
-    -------
-    i : In(stream.Signature(flit_layout(flit_width)))
-    o : Out(stream.Signature(unsigned(word_width)))
-
-    State: a shift buffer of ``spec.buffer_bits`` bits and its fill level, the index of the next flit
-    of the packet, and three flags: ``receiving`` (inside a matching packet), ``dropping`` (consuming
-    up to TLAST without keeping: a packet to another kernel, or flits beyond the ``F``-th) and
-    ``zero_fill`` (completing a short packet with zero flits). Neither flag set means the next flit
-    starts a packet. A kept flit is OR-ed in at the fill level (the last flit of a packet masked to
-    ``last_flit_bits``, which is also all the fill level rises by); words leave from the LSB.
-    """
-
-    def __init__(self, spec):
-        self._spec = spec
-        super().__init__({
-            "i": In(stream.Signature(flit_layout(spec.flit_width))),
-            "o": Out(stream.Signature(unsigned(spec.word_width))),
-        })
-
-    @property
-    def spec(self):
-        return self._spec
-
-    def elaborate(self, platform):
-        spec = self._spec
-        w, f, g, size = spec.word_width, spec.flit_width, spec.step, spec.buffer_bits
-        flits, r = spec.flits_per_frame, spec.last_flit_bits
-        m = Module()
-
-        buf = Signal(size)
-        fill = Signal(range(size // g + 1))             # in units of `step` bits
-        index = Signal(range(flits))                    # index in the packet of the next kept flit
-        receiving = Signal()
-        dropping = Signal()
-        zero_fill = Signal()
-        last = index == flits - 1
-        room = fill <= (size - f) // g
-
-        m.d.comb += [
-            self.o.valid.eq(fill >= w // g),
-            self.o.payload.eq(buf[:w]),
-            self.i.ready.eq(dropping | (~zero_fill & room)),
-        ]
-        take = self.o.valid & self.o.ready
-        accept = self.i.valid & self.i.ready
-        starting = ~(receiving | dropping | zero_fill)
-        tdata, tlast = self.i.payload.tdata, self.i.payload.tlast
-        keep_flit = accept & (receiving | (starting & (self.i.payload.tdest == spec.kernel_id)))
-        inject = zero_fill & room
-        give = keep_flit | inject
-        self.formal_state = dict(buf=buf, fill=fill, index=index, receiving=receiving, dropping=dropping,
-                                 zero_fill=zero_fill)
-        packet_end = last | _segment_end(m, spec, last, give, self.formal_state)
-
-        flit_bits = Mux(inject, 0, Mux(last, tdata[:r], tdata))
-        at = Signal(range((size - f) // g + 1))         # where the flit lands: the fill level after the take
-        m.d.comb += at.eq(fill - Mux(take, w // g, 0))
-        kept = Mux(take, buf >> w, buf)
-        with m.If(give):
-            m.d.sync += [
-                buf.eq(kept | _place(flit_bits, at, g, size)),
-                fill.eq(at + Mux(last, r // g, f // g)),
-                index.eq(_wrap_increment(index, flits)),
-            ]
-            with m.If(packet_end):                      # the packet is complete
-                m.d.sync += [receiving.eq(0), zero_fill.eq(0), dropping.eq(keep_flit & ~tlast)]
-            with m.Elif(keep_flit):
-                m.d.sync += [receiving.eq(~tlast), zero_fill.eq(tlast)]
-        with m.Else():
-            m.d.sync += [buf.eq(kept), fill.eq(fill - Mux(take, w // g, 0))]
-            with m.If(accept):                          # consumed, not kept: dropping, or a foreign first flit
-                m.d.sync += dropping.eq(~tlast)
-        return m

@@ -4,7 +4,7 @@ this layer) and the :class:`LayerSpec` contract its spec keeps.
 A layer lives in one module: the spec (a frozen dataclass whose fields are the op's attributes in snake
 case, validated on construction with errors naming the attribute and its legal values), the Amaranth
 component built from it, and at module level ``OP = Op(...)`` (or ``OPS = (Op(...), ...)`` for a module
-with several ops). The compiler discovers the ops of every module of ``layers`` and ``swg``
+with several ops). The compiler discovers the ops of every module of ``layers``, ``swg`` and ``galapagos``
 (:func:`discover`), so a new layer touches its own module and its tests, nothing else; an op declared
 anywhere else (a user's module, a test) joins the same registry with :func:`register`.
 """
@@ -311,6 +311,10 @@ class Op:
                                     # (grid_examples; the larger part ``slow``). tests/test_layer_contract.py
                                     # checks the contract on each default one, tests/test_op_grid.py
                                     # simulates each against the golden; every op has one
+    stimulus: Callable = None       # stimulus(spec, frames, seed) -> per input stream, (frames, words, lanes)
+                                    # integer elements the op is defined on (the tests' inputs); none:
+                                    # random elements of its input datatypes (FromGalapagos: the packets
+                                    # a ToGalapagos of its geometry sends)
 
     def legal(self, attr, params):
         """Legal values of the parallelism axis ``attr`` for a node with ``params``."""

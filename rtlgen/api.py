@@ -14,7 +14,6 @@ Errors are the command line's: :class:`rtlgen.passes.load.CompileError` (bad mod
 :class:`sim.outdir.OutError` (an OUT that is not rtlgen's, in use, or damaged).
 """
 
-import json
 import os
 import warnings
 from contextlib import contextmanager
@@ -27,10 +26,9 @@ from rtlgen.backend.build import build as build_design
 from rtlgen.check.verify import simulate_model, verify_outputs
 from rtlgen.errors import CompileError, CompileWarning
 from rtlgen.fit import Budget, Usage, fit_line
-from sim.outdir import OutError, changed_files, model_source, read_design
-from sim.outdir_swap import check_out, replacing
+from sim.outdir import OutDir, OutError
 from rtlgen.options import CompileOptions, read_config
-from sim import outdir, progress
+from sim import progress
 from sim.harness import FULL_RATE
 
 __all__ = ["compile", "partition", "open_design", "Design"]
@@ -42,7 +40,7 @@ class Design:
 
     def __init__(self, out, compiled=None):
         self.out = Path(out)
-        self.verilog, self.io, self.report = read_design(self.out)
+        self.verilog, self.io, self.report = OutDir(self.out).read_design()
         self.compiled = compiled
 
     @property
@@ -53,13 +51,13 @@ class Design:
 
     def model_status(self):
         """(:attr:`model`, None if the model is as compiled, else a line saying it changed or is gone)."""
-        return model_source(self.out, self.report)
+        return OutDir(self.out).model_source(self.report)
 
     @property
     def changed_files(self):
         """OUT's files whose sha256 differs from the compile's, [(path in OUT, "edited" | "gone" |
         "unreadable")]: what `rtlgen sim|verify|build|prove` name first."""
-        return changed_files(self.out)
+        return OutDir(self.out).changed_files()
 
     @property
     def warnings(self):
@@ -118,7 +116,7 @@ def compile(model, out, *, config=None, keep_intermediate=None, force=False, say
     if keep_intermediate not in (None, True):
         _check_keep(keep_intermediate)
     jobs.connect(cluster)       # a cluster that cannot be used is said before OUT is touched
-    with replacing(out, force=force, model=model, warn=warn) as new, _kept_warnings(warn) as kept:
+    with OutDir(out).replacing(force=force, model=model, warn=warn) as new, _kept_warnings(warn) as kept:
         keep = _inside(keep_intermediate, out, new)
         for line in options.warnings():
             warnings.warn(line, CompileWarning, stacklevel=2)
@@ -126,7 +124,7 @@ def compile(model, out, *, config=None, keep_intermediate=None, force=False, say
             compiled = compile_model(model, options, say=say or (lambda line: None), keep=keep)
         with progress.step(f"writing the design into {out}"):
             write_outputs(compiled, new)
-        for line in _design_warnings(json.loads((new / outdir.REPORT).read_text()), options):
+        for line in _design_warnings(new.read_json(new.report), options):
             warnings.warn(line, CompileWarning, stacklevel=2)
         _keep_warnings(new, kept)
     return Design(out, compiled)
@@ -196,10 +194,9 @@ def over_the_board(report, options):
 def _keep_warnings(new, kept):
     """The warnings into the new OUT's report.json and report.html."""
     from rtlgen.report.html import write_html
-    path = new / outdir.REPORT
-    report = json.loads(path.read_text())
+    report = new.read_json(new.report)
     report["warnings"] = list(kept)
-    path.write_text(json.dumps(report, indent=2) + "\n")
+    new.write_json(new.report, report)
     write_html(new)
 
 
@@ -208,7 +205,7 @@ def partition(model, out, *, devices, budget=None, board="pynq-z2", max_utilizat
               input_dtype=None, plan_only=False, force=False, say=None, warn=None):
     """Split ``model`` over at most ``devices`` FPGAs linked by Galapagos (`rtlgen partition`): the plan
     (cuts, folding, cluster files) and, unless ``plan_only``, each device's kernel, written into ``out``
-    as a compile is (:mod:`sim.outdir_swap`: built beside it and swapped in at the end). ``budget`` is
+    as a compile is (:meth:`sim.outdir.OutDir.replacing`: built beside it and swapped in at the end). ``budget`` is
     per device (``"lut=N,ff=N,bram36=N,dsp=N"``, default the board x ``max_utilization``); ``fixed`` pins
     nodes, {node name: device index}; ``input_dtype`` as `rtlgen compile --input-dtype`. Returns the :class:`rtlgen.passes.partition.Partition`."""
     # onnx and galapagos: loaded by a partition only, so the command line's errors stay fast
@@ -219,7 +216,7 @@ def partition(model, out, *, devices, budget=None, board="pynq-z2", max_utilizat
 
     say = say or (lambda line: None)
     _check_partition_options(devices, link_gbps, flit_width, max_packet_bytes)
-    check_out(out, force=force)         # now, not after the solve
+    OutDir(out).check(force=force)      # now, not after the solve
     try:
         per_device = Budget.parse(budget) if budget is not None else Budget.for_board(board, max_utilization)
     except ValueError as exc:       # both name their option
@@ -235,9 +232,9 @@ def partition(model, out, *, devices, budget=None, board="pynq-z2", max_utilizat
                               flit_width=flit_width, max_packet_bytes=max_packet_bytes)
     except PartitionError as exc:
         raise CompileError(str(exc)) from None
-    with replacing(out, force=force, model=model, warn=warn) as new:
+    with OutDir(out).replacing(force=force, model=model, warn=warn) as new:
         def shown(path):            # where it is once the new OUT is swapped in
-            return Path(out) / Path(path).relative_to(new)
+            return Path(out) / new.relative(path)
         paths = scaleout.write_plan(part, new, board=board)
         for device in part.devices:
             if device.nodes:
@@ -305,10 +302,10 @@ def _inside(keep, out, new):
     if keep is None:
         return None
     if keep is True:
-        return str(new / "intermediate")
+        return str(new.intermediate)
     out, keep_abs = Path(os.path.abspath(out)), Path(os.path.abspath(keep))
     if keep_abs == out or out in keep_abs.parents:
-        return str(new / keep_abs.relative_to(out))
+        return str(new.path / keep_abs.relative_to(out))
     return str(keep)
 
 

@@ -17,9 +17,9 @@ from rtlgen.check.prove_design import prove_out
 from rtlgen.check.verify import verify_outputs
 from rtlgen.cli_args import UsageError, refuse_compile_options
 from rtlgen.errors import BuildError, CompileError
-from sim.outdir import OutError, changed_line, claim, read_design
+from sim.outdir import OutDir, OutError
 from rtlgen.options import CompileOptions, default_config, from_args, option_fields
-from sim import outdir, progress
+from sim import progress
 from sim.compiled import network_engine
 from sim.runner import SimulationError
 from sim.stream_io import InputError, input_batch
@@ -153,9 +153,9 @@ def _warn_changed(command, out):
     OUT is read first, so that a damaged file is its own one-line error, not a warning before it."""
     if not Path(out).is_dir():
         return None
-    if not (Path(out) / outdir.PARTITION).is_file():
-        read_design(out)
-    line = changed_line(out)
+    if not OutDir(out).is_partition():
+        OutDir(out).read_design()
+    line = OutDir(out).changed_line()
     if line:
         print_warning(command, line)
     return line
@@ -166,7 +166,7 @@ def run_sim_command(args):
 
     _warn_changed(args.command, args.out)
 
-    if (Path(args.out) / outdir.PARTITION).is_file():
+    if OutDir(args.out).is_partition():
         if getattr(args, "shell", None):
             raise InputError(f"--shell {args.shell}: {args.out} is an `rtlgen partition` output (its devices talk "
                              f"through Galapagos bridges); --shell takes a single-device compile")
@@ -269,9 +269,9 @@ def _waves_path(args):
     before the simulation; None without --waves."""
     if args.waves is None:
         return None
-    path = Path(args.waves) if args.waves else Path(args.out) / outdir.WAVES
+    path = Path(args.waves) if args.waves else OutDir(args.out).waves
     if path.is_dir():
-        path = path / outdir.WAVES
+        path = OutDir(path).waves           # a directory given: its waves.vcd
     if not path.parent.is_dir():
         raise InputError(f"--waves {args.waves}: the directory {path.parent} does not exist")
     try:
@@ -302,7 +302,7 @@ def _run_cluster_sim(args):
     if args.link_latency is not None and args.link_latency < 2:
         raise InputError(f"--link-latency {args.link_latency}: must be at least 2 cycles")
     plan, _ = scaleout.load_cluster(args.out)
-    io = outdir.read_io(args.out)
+    io = OutDir(args.out).read_io()
     x = io.check_input(_load_input(args.input))
     labels = _labels(args.labels, len(x)) if args.labels else None
     output = _npy_path(args.output) if args.output else None
@@ -326,8 +326,9 @@ def _run_cluster_sim(args):
         print_line(f"  link {link.src} -> {link.dst}: {link.flits_per_frame} flits in {link.packets_per_frame} "
              f"packet(s) per frame, wire time {link.wire_cycles:.1f} cycles/frame, utilisation {used}, receive "
              f"buffer up to {link.max_level} of {link.depth} flits")
-    (Path(args.out) / outdir.CLUSTER_SIM).write_text(json.dumps(run.as_dict(), indent=2) + "\n")
-    claim(args.out, [outdir.CLUSTER_SIM])         # this plan's: the next partition into OUT removes it
+    out = OutDir(args.out)
+    out.write_json(out.cluster_sim, run.as_dict())
+    out.claim([out.cluster_sim])            # this plan's: the next partition into OUT removes it
     if output:
         np.save(output, run.outputs)
         print_line(f"output {run.outputs.shape} -> {output}")
@@ -438,7 +439,7 @@ def run_build_command(args):
 
     _warn_changed(args.command, args.out)
 
-    if (Path(args.out) / outdir.PARTITION).is_file():
+    if OutDir(args.out).is_partition():
         if args.shell != "standalone" or args.toolchain != "yosys" or args.input:
             raise BuildError("a partitioned OUT is built as Galapagos kernels by Yosys, out of context (no "
                              "--shell zynq, --toolchain vivado or --input: there is no Galapagos shell for the "
@@ -448,7 +449,7 @@ def run_build_command(args):
         return 0
     inputs = None
     if args.input:
-        _, io, _ = read_design(args.out)
+        _, io, _ = OutDir(args.out).read_design()
         inputs = io.check_input(_load_input(args.input))
     build(args.out, shell=args.shell, toolchain=args.toolchain, board=args.board, inputs=inputs, say=print_line,
           force=args.force, flat=args.flat, self_test=not args.no_self_test)

@@ -1,17 +1,18 @@
-"""A compile's writing of OUT (the layout is :mod:`sim.outdir`'s): checked first, locked, written into a
-new directory beside OUT and swapped in, so an interrupted or failed recompile leaves the previous design as
-it was.
+"""A compile's writing of OUT, for :class:`sim.outdir.OutDir` (which owns OUT's layout and is what every
+caller uses): checked first, locked, written into a new directory beside OUT and swapped in, so an
+interrupted or failed recompile leaves the previous design as it was; and the manifest that swap writes.
 
 The new design goes into ``.OUT.rtlgen-new-*`` beside OUT and is swapped in at the end. What it wrote is
-listed in OUT's manifest (:data:`sim.outdir.MANIFEST`); on the next compile, only those files are removed:
-anything else in OUT (``build/`` with a bitstream, ``waves.vcd``, the user's notes) moves into the new OUT
-with the swap. A directory that is neither empty nor an rtlgen OUT is refused unless ``force`` (then its
-files stay, one named like a file rtlgen writes renamed ``NAME~``). A lock file beside OUT
-(``.OUT.rtlgen-lock``) makes a second compile into the same OUT refuse while one runs.
+listed in OUT's manifest (:data:`MANIFEST`, with each file's sha256 and the model's); on the next compile,
+only those files are removed: anything else in OUT (``build/`` with a bitstream, ``waves.vcd``, the user's
+notes) moves into the new OUT with the swap. A directory that is neither empty nor an rtlgen OUT is
+refused unless ``force`` (then its files stay, one named like a file rtlgen writes renamed ``NAME~``). A
+lock file beside OUT (``.OUT.rtlgen-lock``) makes a second compile into the same OUT refuse while one runs.
 """
 
 import errno
 import glob
+import hashlib
 import json
 import os
 import shutil
@@ -22,9 +23,46 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
-from sim.outdir import FORMAT, MANIFEST, OutError, read_manifest, sha256
+__all__ = ["OutError", "MANIFEST", "FORMAT", "sha256", "read_manifest", "write_manifest", "check_out", "lock",
+           "replacing"]
 
-__all__ = ["check_out", "lock", "replacing"]
+MANIFEST = ".rtlgen-manifest.json"      # what the compile wrote, with sha256s and the model's
+FORMAT = 1
+
+
+class OutError(ValueError):
+    """OUT cannot be used as asked (not rtlgen's, in use by another compile, damaged); the message names
+    the path and what to do."""
+
+
+def sha256(path):
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def read_manifest(out):
+    """OUT's manifest as a dict, or None when it has none (an OUT of an older rtlgen, or not one)."""
+    path = Path(out) / MANIFEST
+    if not path.is_file():
+        return None
+    try:
+        manifest = json.loads(path.read_text())
+    except (OSError, ValueError, UnicodeDecodeError):
+        raise OutError(f"{path}: damaged (not the JSON `rtlgen compile` wrote); compile again") from None
+    if not isinstance(manifest, dict) or not isinstance(manifest.get("files", []), list):
+        raise OutError(f"{path}: damaged (not the manifest `rtlgen compile` wrote); compile again")
+    return manifest
+
+
+def write_manifest(out, manifest):
+    """Replace OUT's manifest by ``manifest`` (written beside and renamed: never half a manifest)."""
+    path = Path(out) / MANIFEST
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(manifest, indent=2) + "\n")
+    os.replace(tmp, path)
 
 
 def _absolute(out):

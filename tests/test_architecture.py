@@ -212,7 +212,27 @@ def test_every_compiler_module_is_on_the_architecture_page():
     listed = set(re.findall(r"`([a-z_/]+\.py)`", page))
     short = {name for name in re.findall(r"`([a-z_]+\.py)`", page)}         # layers/mvau.py, `vvau.py`, ...
     missing = [str(path.relative_to(ROOT)) for path, _ in MODULES.values()
-               if path.parts[-2] in ("rtlgen", "ir", "analyses", "passes", "backend", "check", "report", "layers")
+               if path.parts[-2] in ("rtlgen", "ir", "analyses", "passes", "backend", "check", "report", "layers",
+                                     "galapagos")
                and path.name != "__init__.py" and path.name != "__main__.py"
                and str(path.relative_to(ROOT)) not in listed and not (path.parts[-2] == "layers" and path.name in short)]
     assert not missing, f"docs/architecture.md does not say what these are: {missing}"
+
+
+MAX_LINES = 600         # a module longer than this does two jobs: split it at its seam
+
+
+def long_modules(paths, limit=MAX_LINES):
+    """["path: N lines", ...] of the modules among ``paths`` longer than ``limit`` lines."""
+    counts = {path: len(path.read_text().splitlines()) for path in paths}
+    return [f"{path.relative_to(ROOT)}: {n} lines" for path, n in counts.items() if n > limit]
+
+
+def test_no_module_is_over_the_limit():
+    paths = [path for path, _ in MODULES.values()] + sorted((ROOT / "benchmarks").rglob("*.py"))
+    assert not long_modules(paths), f"modules over {MAX_LINES} lines:\n" + "\n".join(long_modules(paths))
+
+
+def test_a_long_module_is_caught(tmp_path):
+    module = ROOT / "tests" / "test_architecture.py"
+    assert long_modules([module], limit=10) == [f"tests/test_architecture.py: {len(module.read_text().splitlines())} lines"]

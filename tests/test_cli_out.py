@@ -17,7 +17,9 @@ import onnx
 import pytest
 
 from rtlgen.cli import main
-from sim.outdir import MANIFEST
+from sim.outdir import OutDir
+
+MANIFEST = OutDir.manifest          # its name in OUT
 
 from tests.test_cli_errors import DIGITS, FAST, npy, one_line
 

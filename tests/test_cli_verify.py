@@ -223,11 +223,11 @@ def test_sim_writes_a_waveform(tmp_path, capsys):
 def test_network_under_random_backpressure(digits_out, simulator):
     """Valid gaps at s_axis_0 and ready stalls at m_axis_0 on the whole network, on the compiled bench and
     on the cocotb bench: nothing lost or duplicated, outputs equal qonnx's, and the stalls cost cycles."""
-    from sim.outdir import read_outputs
+    from sim.outdir import OutDir
     from rtlgen.check.verify import simulate_model
     from sim.harness import Backpressure
 
-    verilog, io, report = read_outputs(digits_out)
+    verilog, io, report = OutDir(digits_out).read_outputs()
     x = np.load(MODELS / "digits_tfc_w1a1i1_testset.npz")["x"][:5]
     full = simulate_model(verilog, io, x, report, simulator=simulator)
     stalled = simulate_model(verilog, io, x, report, simulator=simulator,

@@ -39,7 +39,8 @@ def test_demo_runs_bit_exact(capsys, tmp_path, monkeypatch):
 
     import numpy as np
     from rtlgen.demo import DEMO_TESTSET, bundled
-    from sim.outdir import MANIFEST
+    from sim.outdir import OutDir
+    MANIFEST = OutDir.manifest
     monkeypatch.chdir(tmp_path)
     assert main(["demo", "--no-synth"]) == 0
     out = capsys.readouterr().out

@@ -1,5 +1,6 @@
-"""Galapagos bridges: bit-exact against an independent numpy packing model, round trips, exact cycles,
-TDEST filtering and malformed packets, with and without random backpressure."""
+"""Galapagos bridges beyond tests/test_op_grid.py (which simulates every example of both ops bit-exact
+against their goldens, at their II and under backpressure): the goldens by hand, the latency contract,
+round trips, frames cut into packets, exact cycles, TDEST filtering and malformed packets."""
 
 import functools
 import random
@@ -13,6 +14,8 @@ from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from galapagos import FromGalapagos, FromGalapagosSpec, ToGalapagos, ToGalapagosSpec, flit_layout
+from galapagos.from_galapagos import golden_from_galapagos
+from galapagos.to_galapagos import golden_to_galapagos
 from layers.fifo import FIFOSpec, StreamingFIFO
 from layers.op import Resources
 from sim.harness import FULL_RATE, Backpressure, simulate_streams
@@ -20,7 +23,7 @@ from sim.runner import to_verilog
 from tests.conftest import verilog_once
 
 
-# ------------------------------------------------------------------ golden model (numpy bit arrays only)
+# ------------------------------------------------- the goldens (each bridge's module) on words and flit dicts
 
 def to_bits(value, width):
     """LSB-first 0/1 array of ``width`` bits of a non-negative int."""
@@ -34,31 +37,21 @@ def from_bits(bits):
 
 def golden_flits(words, w, fw, per_packet, dest, tid, max_flits=None):
     """Galapagos flits of ``words`` (dicts of tdata, tkeep, tlast, tdest, tid), ``per_packet`` words a frame,
-    a frame's flits in packets of ``max_flits`` (TLAST on each packet's last flit)."""
+    a frame's flits in packets of ``max_flits`` (TLAST on each packet's last flit): ToGalapagos's golden."""
     assert len(words) % per_packet == 0
-    flits = []
-    for p in range(0, len(words), per_packet):
-        bits = np.concatenate([to_bits(x, w) for x in words[p:p + per_packet]])
-        n = -(-len(bits) // fw)
-        rows = np.concatenate([bits, np.zeros(n * fw - len(bits), dtype=np.uint8)]).reshape(n, fw)
-        for j, row in enumerate(rows):
-            valid_bits = min(fw, len(bits) - j * fw)
-            packet_end = j == n - 1 or (max_flits is not None and j % max_flits == max_flits - 1)
-            flits.append({"tdata": from_bits(row), "tkeep": (1 << -(-valid_bits // 8)) - 1,
-                          "tlast": int(packet_end), "tdest": dest, "tid": tid})
-    return flits
+    frames = len(words) // per_packet
+    bits = np.concatenate([to_bits(x, w) for x in words]).reshape(frames, -1)
+    payload = golden_to_galapagos(bits, w, fw, per_packet, dest, tid, max_flits)
+    return [decode_flit(from_bits(row), fw) for row in payload.reshape(-1, fw + fw // 8 + 17)]
 
 
-def golden_words(flits, w, fw, per_packet):
-    """Words of the frames in ``flits`` (``ceil(per_packet * w / fw)`` flits each, whatever the packets;
-    the first ``per_packet * w`` bits count)."""
-    n = -(-per_packet * w // fw)
-    assert len(flits) % n == 0
-    words = []
-    for f in range(0, len(flits), n):
-        frame = np.concatenate([to_bits(fl["tdata"], fw) for fl in flits[f:f + n]])[:per_packet * w]
-        words += [from_bits(row) for row in frame.reshape(per_packet, w)]
-    return words
+def golden_words(flits, w, fw, per_packet, kernel_id=None, max_flits=None):
+    """Words of the frames the packets ``flits`` carry to ``kernel_id`` (default: the first flit's TDEST):
+    FromGalapagos's golden."""
+    kernel_id = flits[0]["tdest"] if kernel_id is None else kernel_id
+    bits = np.concatenate([to_bits(encode_flit(fl, fw), fw + fw // 8 + 17) for fl in flits])
+    frames = golden_from_galapagos(bits, w, fw, per_packet, kernel_id, max_flits)
+    return [from_bits(row) for row in frames.reshape(-1, w)]
 
 
 # The flit payload as the Verilog port carries it: tdata | tkeep | tlast | tdest | tid from the LSB.
@@ -133,26 +126,25 @@ def contiguous(stamps):
 # ---------------------------------------------------------------------------------------------- ToGalapagos
 
 @pytest.mark.sim
-@pytest.mark.parametrize("backpressure", BACKPRESSURES, ids=BP_IDS)
 @pytest.mark.parametrize("w, fw, per_packet", CONFIGS, ids=IDS)
-def test_to_galapagos_matches_golden(w, fw, per_packet, backpressure, simulator):
+def test_to_galapagos_offers_each_transfer_when_complete(w, fw, per_packet, simulator):
+    """The latency contract at full rate (bit-exact under backpressure: tests/test_op_grid.py)."""
     spec = ToGalapagosSpec(w, fw, per_packet, dest=DEST, source_id=SOURCE)
     words = random_words(PACKETS * per_packet, w, seed=w * fw)
-    result, flits = run_to(spec, words, backpressure, simulator)
+    result, flits = run_to(spec, words, FULL_RATE, simulator)
     assert flits == golden_flits(words, w, fw, per_packet, DEST, SOURCE)
-    if backpressure is FULL_RATE:
-        P, F = spec.frame_bits, spec.flits_per_frame
-        assert_offered_when_complete(
-            result.out_cycles("o"), result.in_cycles("i"),
-            lambda j: (j // F) * per_packet + (min(P, (j % F + 1) * fw) - 1) // w)
+    P, F = spec.frame_bits, spec.flits_per_frame
+    assert_offered_when_complete(result.out_cycles("o"), result.in_cycles("i"),
+                                 lambda j: (j // F) * per_packet + (min(P, (j % F + 1) * fw) - 1) // w)
 
 
 # -------------------------------------------------------------------------------------------- FromGalapagos
 
 @pytest.mark.sim
-@pytest.mark.parametrize("backpressure", BACKPRESSURES, ids=BP_IDS)
 @pytest.mark.parametrize("w, fw, per_packet", CONFIGS, ids=IDS)
-def test_from_galapagos_matches_golden(w, fw, per_packet, backpressure, simulator):
+def test_from_galapagos_offers_each_transfer_when_complete(w, fw, per_packet, simulator):
+    """The latency contract at full rate, junk above the payload in last flits ignored (bit-exact under
+    backpressure: tests/test_op_grid.py)."""
     spec = FromGalapagosSpec(w, fw, per_packet, kernel_id=DEST)
     words = random_words(PACKETS * per_packet, w, seed=w * fw + 1)
     flits = golden_flits(words, w, fw, per_packet, DEST, SOURCE)
@@ -160,13 +152,11 @@ def test_from_galapagos_matches_golden(w, fw, per_packet, backpressure, simulato
     for fl in flits:        # junk above the payload in last flits: the contract says it is ignored
         if fl["tlast"] and spec.last_flit_bits < fw:
             fl["tdata"] |= rng.getrandbits(fw - spec.last_flit_bits) << spec.last_flit_bits
-    result, out = run_from(spec, flits, len(words), backpressure, simulator)
+    result, out = run_from(spec, flits, len(words), FULL_RATE, simulator)
     assert out == words == golden_words(flits, w, fw, per_packet)
-    if backpressure is FULL_RATE:
-        F = spec.flits_per_frame
-        assert_offered_when_complete(
-            result.out_cycles("o"), result.in_cycles("i"),
-            lambda j: (j // per_packet) * F + ((j % per_packet + 1) * w - 1) // fw)
+    F = spec.flits_per_frame
+    assert_offered_when_complete(result.out_cycles("o"), result.in_cycles("i"),
+                                 lambda j: (j // per_packet) * F + ((j % per_packet + 1) * w - 1) // fw)
 
 
 # ------------------------------------------------------------------------------------------------ round trip
@@ -315,6 +305,7 @@ def test_tdest_mismatch_dropped(backpressure, simulator):
                + golden_flits(f, w, fw, per_packet, me, 1))
     result, out = run_from(spec, stream_, 3 * per_packet, backpressure, simulator)
     assert out == a + d + f           # the harness also checks every flit was consumed and nothing extra
+    assert out == golden_words(stream_, w, fw, per_packet, kernel_id=me)
     if backpressure is FULL_RATE:
         ins = result.in_cycles("i")
         for first, n in ((8, 3), (8 + 3 + 1 + 8, 11)):     # the foreign packets of 3 and 11 flits
@@ -343,6 +334,7 @@ def test_malformed_packets(backpressure, simulator):
     zero_filled[2] = dict(zero_filled[2], tlast=0)
     assert out[:per_packet] == golden_words(zero_filled, w, fw, per_packet)
     assert out[per_packet:] == good[2] + good[1] + good[3]
+    assert out == golden_words(stream_, w, fw, per_packet, kernel_id=me)      # the golden drops and fills alike
 
 
 # ----------------------------------------------------------------------------------------- specs, ports

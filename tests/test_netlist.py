@@ -145,7 +145,8 @@ def digits_x(tmp_path):
 def fake_build(out, verilog_sha256=None, netlist=True):
     """A report.json (and netlist.v) as `rtlgen build` leaves them, without running Yosys."""
     from rtlgen.backend.build import design_digest
-    from sim.outdir import VERILOG as VERILOG_NAME
+    from sim.outdir import OutDir
+    VERILOG_NAME = OutDir.verilog
     yosys = out / "build" / "yosys"
     yosys.mkdir(parents=True)
     record = {"file": "netlist.v", "module": "finn_design_wrapper",

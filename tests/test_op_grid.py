@@ -33,9 +33,12 @@ def _ports(prefix, count):
     return [prefix] if count == 1 else [f"{prefix}{k}" for k in range(count)]
 
 
-def _input_tensors(spec, frames, seed):
-    """Random elements for each input stream, (frames, words, lanes): a FIFO (no shape or datatype) carries
-    eight words of its width."""
+def _input_tensors(op, spec, frames, seed):
+    """Elements for each input stream, (frames, words, lanes): the op's ``stimulus`` where it declares one,
+    else random elements of its input datatypes; a FIFO (no shape or datatype) carries eight words of its
+    width."""
+    if op.stimulus is not None:
+        return op.stimulus(spec, frames, seed)
     np.random.seed(seed)
     tensors = []
     for shape, dtype in zip(spec.folded_input_shapes, input_dtypes(spec)):
@@ -63,7 +66,7 @@ def _weight_stream(spec, frames):
 
 def run(op, spec, verilog, frames, backpressure, seed):
     """Simulate ``frames`` random frames; assert every output equals the golden's; return the result."""
-    xs = _input_tensors(spec, frames, seed)
+    xs = _input_tensors(op, spec, frames, seed)
     dtypes = [DataType[f"UINT{spec.in_width}"] if d is None else d for d in input_dtypes(spec)]
     inputs = {port: [int(w) for w in pack_words(x.reshape(-1, x.shape[-1]), dtype)]
               for port, x, dtype in zip(_ports("i", spec.num_inputs), xs, dtypes)}
@@ -106,7 +109,7 @@ def _golden_functions():
     from pathlib import Path
 
     root = Path(__file__).resolve().parent.parent
-    for path in sorted([*(root / "layers").glob("*.py"), *(root / "swg").glob("*.py")]):
+    for path in sorted(path for package in ("layers", "swg", "galapagos") for path in (root / package).glob("*.py")):
         for node in ast.parse(path.read_text()).body:
             if isinstance(node, ast.FunctionDef) and node.name.startswith("golden_"):
                 yield path.relative_to(root).as_posix(), node

@@ -2,16 +2,28 @@
 `prove` say first which of OUT's files changed since the compile; rtlgen's own rewrites (report.html by
 verify and build) are not edits."""
 
+import hashlib
 import json
+from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
 import pytest
 
 from rtlgen.cli import main
-from sim.outdir import MANIFEST, changed_files, sha256
+from sim.outdir import OutDir
 from rtlgen.report.html import write_html
 from tests.test_cli_errors import npy
+
+MANIFEST = OutDir.manifest
+
+
+def changed_files(out):
+    return OutDir(out).changed_files()
+
+
+def sha256(path):
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
 def edit(out):

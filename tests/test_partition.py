@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from galapagos.bridges import FromGalapagosSpec, ToGalapagosSpec
+from galapagos import FromGalapagosSpec, ToGalapagosSpec
 from rtlgen.costmodel import estimate
 from rtlgen.passes.load import load_model
 from rtlgen.passes.lower import lower

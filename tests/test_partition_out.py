@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 
 from rtlgen.cli import main
-from sim.outdir import MANIFEST
-from sim.outdir_swap import lock
+from sim.outdir import OutDir
+
+MANIFEST = OutDir.manifest
 
 MODEL = Path(__file__).parent / "models" / "digits_tfc_w1a1i1_clean.onnx"
 PLAN = ["partition.json", "folding.json", "cluster/logical.xml", "cluster/map.xml"]
@@ -86,7 +87,7 @@ def test_a_partition_into_an_out_in_use_is_refused(tmp_path, capsys):
     out = tmp_path / "out"
     assert partition(out) == 0
     capsys.readouterr()
-    with lock(out):
+    with OutDir(out).lock():
         assert partition(out) == 2
     assert "another rtlgen compile" in one_line(capsys)
     assert json.loads((out / "partition.json").read_text())["ii"] > 0

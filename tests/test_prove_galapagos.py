@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from galapagos.bridges import FromGalapagos, FromGalapagosSpec, ToGalapagos, ToGalapagosSpec
+from galapagos import FromGalapagos, FromGalapagosSpec, ToGalapagos, ToGalapagosSpec
 from rtlgen.check.prove import prove_spec
 from rtlgen.check.prove_design import cluster_nodes
 from tests.mutants import mutant

@@ -11,6 +11,7 @@ from layers.dwc import DWCSpec
 from layers.fifo import FIFOSpec
 from rtlgen.check import prove_design
 from rtlgen.ir.graph import OPS
+from sim.outdir import OutDir
 
 # three nodes, two of them the same FIFO under different names
 NODES = [("StreamingFIFO_0", OPS["StreamingFIFO"], FIFOSpec(3, 2)),
@@ -40,7 +41,7 @@ def test_parallel_proofs_give_the_serial_verdicts(design):
                                    ("StreamingFIFO_1", "proven", 4, None)]
     assert sorted(o.node for o in printed) == sorted(n for n, _, _ in NODES)
     assert parallel[0].seconds == parallel[2].seconds       # one proof for both FIFOs (one result, two names)
-    report = json.loads((design / prove_design.REPORT).read_text())
+    report = json.loads(OutDir(design).prove_report.read_text())
     assert [n["line"] for n in report["nodes"]] == [o.line() for o in parallel]
     assert report["proven"] == 3 and report["ran_on"] == "2 local processes"
     again = prove_design.prove_out(design, jobs=2, report=lambda o: None)         # the cache answers
@@ -52,7 +53,7 @@ def test_a_timed_out_node_is_in_the_report_with_the_step_it_reached(design):
     bounded check reached beside the line the terminal printed, which names it too."""
     (outcome,) = prove_design.prove_out(design, node="StreamingFIFO_0", depth=400, timeout=8, report=lambda o: None)
     assert outcome.status == "unknown" and "timed out after 8 s" in outcome.reason, outcome.line()
-    (node,) = json.loads((design / prove_design.REPORT).read_text())["nodes"]
+    (node,) = json.loads(OutDir(design).prove_report.read_text())["nodes"]
     assert node["status"] == "unknown" and node["line"] == outcome.line()
     assert isinstance(node["reached"], int) and 0 < node["reached"] < 400, node
     assert f"at step {node['reached']} of 400: the properties hold for the first {node['reached']} cycles" in node["line"]

@@ -148,6 +148,7 @@ def test_mvau_requantizes_bit_exact():
 
 def test_report_names_the_style_and_why_a_table_stays(generator_layers):
     from layers.requant import activation_summary
+    from rtlgen.ir.graph import DataflowGraph
     from rtlgen.report.graph import graph_report
     t = np.sort(np.random.default_rng(3).integers(-30_000, 30_000, size=(4, 255)), axis=1)
     summary = activation_summary(ThresholdingSpec(4, 2, "INT16", "UINT8", t))
@@ -156,6 +157,6 @@ def test_report_names_the_style_and_why_a_table_stays(generator_layers):
                                "corrected levels per channel)")
     assert "note" not in activation_summary(ThresholdingSpec(4, 2, "INT16", "UINT8", t,
                                                              activation_style="thresholds"))
-    rows = graph_report(generator_layers)
+    rows = graph_report(DataflowGraph.chain(generator_layers))
     assert [r["activation"]["style"] for r in rows[:3]] == ["requant"] * 3
     assert all(r["activation"]["multiplier_bits"] <= 24 for r in rows[:3])

@@ -16,7 +16,7 @@ from rtlgen.backend import scaleout
 from rtlgen.cli import main
 from rtlgen.check.verify import verify_outputs
 from sim.harness import Backpressure
-from sim.outdir import read_io
+from sim.outdir import OutDir
 
 MODELS = Path(__file__).parent / "models"
 MODEL = MODELS / "TFC_2W2A.onnx"
@@ -44,7 +44,7 @@ def test_cluster_is_bit_exact_at_the_plan_ii(cluster):
     assert len(plan["devices"]) >= 2
     x, _ = mnist(6)
     run = scaleout.simulate(cluster, x)
-    comparison = verify_outputs(str(MODEL), x, run.outputs, read_io(cluster))
+    comparison = verify_outputs(str(MODEL), x, run.outputs, OutDir(cluster).read_io())
     assert comparison.passed, comparison.summary()
     # throughput: the slowest layer's II or a link's bound, computed here from the kernels' frames (64-bit
     # flits, 64-byte packets of 8 flits, 74 bytes = 10 flit times of overhead each, 10 Gbit/s = 100 bits

@@ -16,9 +16,7 @@ Steps, all under ``OUT/build/``:
 """
 
 import hashlib
-import json
 import shutil
-from pathlib import Path
 
 import numpy as np
 
@@ -33,8 +31,7 @@ from rtlgen.backend import jobs
 from rtlgen.backend.stitch import DEFAULT_TOP_NAME
 from rtlgen.errors import BuildError
 from rtlgen.fit import BOARDS, BRAM18_PER_BRAM36, FAR_OVER, usage
-from sim import outdir
-from sim.outdir import read_design
+from sim.outdir import OutDir
 from rtlgen.report.html import write_html
 from sim.harness import cycle_budget, run_stitched
 
@@ -81,9 +78,10 @@ def build(out, *, shell="standalone", toolchain="yosys", board="pynq-z2", inputs
         yosys_engine()
     except ValueError as exc:
         raise BuildError(str(exc)) from None
-    verilog, io, report = read_design(out)
+    out = OutDir(out)
+    verilog, io, report = out.read_design()
     _refuse_far_over(report, board, force)
-    vivado = Path(out) / outdir.VIVADO_DIR
+    vivado = out.vivado_dir
     name = f"rtlgen_{shell}"
 
     if not self_test and shell != "standalone":
@@ -98,13 +96,12 @@ def build(out, *, shell="standalone", toolchain="yosys", board="pynq-z2", inputs
     files = plan.files
     shell_verilog = files[f"{name}.v"] + "\n" + verilog
     try:
-        synth = _synthesize(shell_verilog, name, Path(out) / outdir.YOSYS_DIR, flat, say)
+        synth = _synthesize(shell_verilog, name, out.yosys_dir, flat, say)
     except YosysError as exc:
         raise BuildError(f"Yosys failed during {exc.step}: {exc.error}; log: {exc.log}") from None
     result = _report_dict(synth, report)
     result["netlist"] = netlist_record(verilog)     # `rtlgen verify OUT --netlist` checks it against OUT
-    (Path(out) / outdir.YOSYS_DIR).mkdir(parents=True, exist_ok=True)
-    (Path(out) / outdir.YOSYS_REPORT).write_text(json.dumps(result, indent=2) + "\n")
+    out.write_json(out.yosys_report, result)
     say(_table(result))
     say(f"report -> {write_html(out)}")
     over = check_fits(synth, device)

@@ -1,6 +1,7 @@
 """The compile whole: the flows that end in a stitched top (``COMPILE``, ``DEVICE``), their last two passes,
-and :func:`compile_model`, which runs ``COMPILE`` into a :class:`Compiled`: the design, and the figures
-computed once on it (its latency, its rate behind the board's shell) that OUT's writers save.
+and :func:`compile_model`, which runs ``COMPILE`` into a :class:`Compiled`: the design, and what is
+computed once on it (its latency, its rate behind the board's shell, its ONNX, its report's rows) that
+OUT's writers save as they are.
 
 ``insert_fifos`` and ``stitch`` are the backend's passes: FIFOs may be sized by simulating the stitched
 design (``--fifo-sizing sim``, :func:`rtlgen.backend.simulate.simulated_fifo_depths`), and ``stitch``
@@ -21,6 +22,7 @@ from rtlgen.backend.simulate import simulated_fifo_depths
 from rtlgen.costmodel import estimate
 from rtlgen.errors import CompileWarning
 from rtlgen.fit import BRAM18_PER_BRAM36, Budget
+from rtlgen.ir.model_hw import model_hw
 from rtlgen.flows import (CHECK_FIT, FOLD, INSERT_DUPLICATES, LOAD, PLACE_MEMORIES, TO_HW, Pass, Runner,
                           inserted_nodes)
 from rtlgen.options import CompileOptions
@@ -29,6 +31,7 @@ from rtlgen.passes.latency import fall_through_fifos
 from rtlgen.passes.optimize import RESOURCES, design_estimate
 from rtlgen.passes.size_fifos import analytic_fifo_depths, check_fifo_depths, join_fifo_depths
 from rtlgen.passes.to_hw import stream_io
+from rtlgen.report.graph import graph_report
 from sim.stream_io import StreamIO
 
 __all__ = ["INSERT_FIFOS", "STITCH", "COMPILE", "DEVICE", "Compiled", "compile_model", "RoundOptions", "FIFO_ROUNDS"]
@@ -82,6 +85,8 @@ class Compiled:
     verilog: str
     latency_cycles: int             # one frame into the idle design, first input word to last output word
     board: dict                     # frames/s and latency behind the zynq shell (analyses.board_rate.board_figures)
+    model_hw: object = None         # the stitched graph as FINN-style ONNX (ir.model_hw): OUT's model_hw.onnx
+    rows: list = None               # report.json's row per node and its TOTAL (report.graph.graph_report)
     seconds: dict = field(default_factory=dict)
     options: CompileOptions = field(default_factory=CompileOptions)
 
@@ -134,7 +139,8 @@ def compile_model(model_path, options=None, *, say=lambda text: None, keep=None)
     latency = latency_cycles(stitched)
     return Compiled(str(model_path), runner.results["fold"], stitched, io,
                     {"pre": stitched.host_pre, "post": stitched.host_post}, verilog, latency,
-                    _board(stitched, io, latency, options.clock_mhz), runner.seconds, options)
+                    _board(stitched, io, latency, options.clock_mhz), model_hw(stitched), graph_report(stitched),
+                    runner.seconds, options)
 
 
 def _board(stitched, io, latency, clock_mhz):

@@ -8,47 +8,44 @@ OUT/
                           frames/s and latency of the accelerator and of the board (behind the zynq shell)
   report.html             the same as a page with plots (and Yosys / verify results once they have run)
   io.json, host_pre.onnx, host_post.onnx   how the model's tensors map onto the streams
-  .rtlgen-manifest.json   what the compile wrote, and the model's sha256 and path (sim.outdir)
+  .rtlgen-manifest.json   what the compile wrote, and the model's sha256 and path
 
-A compile writes these into a new directory beside OUT and :mod:`sim.outdir_swap` swaps it in.
+Every name and every write is :class:`sim.outdir.OutDir`'s: a compile writes these into a new directory
+beside OUT (:meth:`~sim.outdir.OutDir.replacing`), which is then swapped in. What is written is what the
+compile computed (:class:`rtlgen.backend.compile.Compiled`): nothing here derives a figure or a graph again.
 """
 
-import json
 from pathlib import Path
 
 import numpy as np
-import onnx
 
-from sim import outdir
+from sim.outdir import OutDir
 from rtlgen.analyses.board_rate import top_width
 from rtlgen.fit import BOARDS, BRAM18_PER_BRAM36, fits, usage
-from rtlgen.passes.fold import write_folding_config
+from rtlgen.passes.fold import folding_config
 from rtlgen.report.html import write_html
 from rtlgen.backend.stitch import DEFAULT_TOP_NAME
-from rtlgen.ir.model_hw import model_hw
-from rtlgen.report.graph import graph_report
 
 __all__ = ["write_outputs", "build_report"]
 
-assert outdir.VERILOG == f"{DEFAULT_TOP_NAME}.v"      # the top's module name is its file's
+assert OutDir.verilog == f"{DEFAULT_TOP_NAME}.v"      # the top's module name is its file's
 
 
 def write_outputs(compiled, out):
-    out = Path(out)
+    """Write the design ``compiled`` into the directory ``out``: its report put together first (from what
+    the compile computed), then every file at once (:meth:`sim.outdir.OutDir.write_design`), then the
+    page of the report."""
     # The weights live inside the Verilog (memory initial values), so no mem/*.dat images are written: a
     # file that the design does not read would invite edits that change nothing.
-    out.mkdir(parents=True, exist_ok=True)
-    (out / outdir.VERILOG).write_text(compiled.verilog)
-    outdir.write_io(compiled.io, out)
-    write_folding_config(compiled.nodes, out / outdir.FOLDING)
-    onnx.save(model_hw(compiled.graph), str(out / outdir.MODEL_HW))
-    (out / outdir.REPORT).write_text(json.dumps(build_report(compiled), indent=2) + "\n")
+    report = build_report(compiled)
+    out = OutDir(out)
+    out.write_design(verilog=compiled.verilog, io=compiled.io, folding=folding_config(compiled.nodes),
+                     model_hw=compiled.model_hw, report=report)
     write_html(out)
 
 
 def build_report(compiled):
-    rows = graph_report(compiled.graph)
-    layers, total = rows[:-1], rows[-1]
+    layers, total = compiled.rows[:-1], compiled.rows[-1]
     model = compiled.io
     ii = compiled.analytic_cycles
     latency = compiled.latency_cycles

@@ -23,7 +23,6 @@ latency in cycles). Its probes give each link's measured packet interval (the se
 measured II), its utilisation and the receive buffer it needed.
 """
 
-import json
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,8 +32,9 @@ from amaranth.hdl import ClockSignal, Instance, Module, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from galapagos.bridges import (FromGalapagos, FromGalapagosSpec, ToGalapagos, ToGalapagosSpec, flit_layout,
-                               max_packet_flits)
+from galapagos.bridges import flit_layout, max_packet_flits
+from galapagos.from_galapagos import FromGalapagos, FromGalapagosSpec
+from galapagos.to_galapagos import ToGalapagos, ToGalapagosSpec
 from boards.yosys import XC7Z020, YosysError, check_fits, synthesize
 from galapagos.cluster import Device, Kernel, check_cluster, logical_xml, map_xml, sw_kernel
 from galapagos.link import DEFAULT_LATENCY, PROBES, LinkModel, LinkSpec
@@ -52,7 +52,7 @@ from rtlgen.ir.model_hw import model_hw
 from rtlgen.flows import FRONT, Runner
 from rtlgen.options import CompileOptions
 from rtlgen.passes.to_hw import stream_io
-from sim import outdir
+from sim.outdir import OutDir
 from sim.harness import FULL_RATE, cycle_budget
 
 __all__ = ["DeviceKernel", "write_plan", "ClusterSim", "build_devices", "write_devices", "cluster_verilog", "simulate",
@@ -239,15 +239,14 @@ def write_devices(devices, io, out):
     """``OUT/device{d}/`` per device (kernel Verilog, report.json, and ``model_hw.onnx``: its nodes with the
     attributes and memory images they were built with, for `rtlgen prove`) and the network's ``io.json``
     with the host models; returns the kernel Verilog paths."""
-    out = Path(out)
-    outdir.write_io(io, out)
+    out = OutDir(out)
+    out.write_io(io)
     paths = []
     for device in devices:
-        where = out / outdir.device_dir(device.index)
-        where.mkdir(parents=True, exist_ok=True)
-        path = where / f"{device.name}.v"
-        path.write_text(device.verilog)
-        onnx.save(model_hw(device.graph), str(where / outdir.MODEL_HW))
+        where = out.device(device.index)
+        path = where.kernel(device.name)
+        where.write_text(path, device.verilog)
+        onnx.save(model_hw(device.graph), str(where.model_hw))
         layers = [{"name": n.name, "op_type": n.op_type, "in_width": n.spec().in_width,
                    "out_width": n.spec().out_width, "exp_cycles": n.spec().exp_cycles,
                    "estimate": dict(estimate(n.spec()))} for n in device.graph.nodes]
@@ -256,7 +255,7 @@ def write_devices(devices, io, out):
                   "accelerator": f"{device.name}_accel", "flit_width": device.send.flit_width,
                   "receive": _geometry(device.receive), "send": dict(_geometry(device.send), dest=device.send.dest),
                   "cycles": max(layer["exp_cycles"] for layer in layers), "layers": layers, "bridges": bridges}
-        (where / outdir.REPORT).write_text(json.dumps(report, indent=2) + "\n")
+        where.write_json(where.report, report)
         paths.append(path)
     return paths
 
@@ -297,20 +296,18 @@ class ClusterRun:
 def load_cluster(out):
     """(partition.json as a dict, [(device report dict, kernel Verilog)]) of an `rtlgen partition` OUT;
     FileNotFoundError naming what is missing."""
-    out = Path(out)
-    plan_path = out / outdir.PARTITION
-    if not plan_path.is_file():
-        raise FileNotFoundError(f"{out}: not an `rtlgen partition` output (missing {outdir.PARTITION})")
-    plan = json.loads(plan_path.read_text())
+    out = OutDir(out)
+    if not out.is_partition():
+        raise FileNotFoundError(f"{out}: not an `rtlgen partition` output (missing {OutDir.partition})")
+    plan = out.read_json(out.partition)
     devices = []
     for device in plan["devices"]:
-        where = out / outdir.device_dir(device['index'])
-        report_path = where / outdir.REPORT
-        if not report_path.is_file():
-            raise FileNotFoundError(f"{out}: device {device['index']} was not built (missing {report_path}); "
+        where = out.device(device['index'])
+        if not where.report.is_file():
+            raise FileNotFoundError(f"{out}: device {device['index']} was not built (missing {where.report}); "
                                     f"run `rtlgen partition` without --plan-only")
-        report = json.loads(report_path.read_text())
-        devices.append((report, (where / f"{report['top']}.v").read_text()))
+        report = where.read_json(where.report)
+        devices.append((report, where.kernel(report['top']).read_text()))
     return plan, devices
 
 
@@ -336,7 +333,7 @@ def simulate(out, x, *, latency=None, header_flits=None, backpressure=None):
     """Model inputs ``x`` through the host ops and the cluster of ``out`` (an `rtlgen partition` output),
     on the compiled Verilator bench: a :class:`ClusterRun`."""
     text, links, plan, reports = cluster_verilog(out, latency=latency, header_flits=header_flits)
-    io = outdir.read_io(out)
+    io = OutDir(out).read_io()
     x = io.check_input(x)
     words = io.encode(x)
     frames, per_frame = x.shape[0], io.output.words_per_frame
@@ -386,9 +383,10 @@ def build_kernels(out, *, say=lambda line: None, device_capacity=None, check=Tru
     kernels = [(verilog, report["top"], report["accelerator"]) for report, verilog in devices]
     for k, (synth, files, failure) in completed(synthesize_kernel, kernels):
         report = devices[k][0]
-        where = Path(out) / outdir.device_dir(report['index']) / outdir.YOSYS_DIR
+        device = OutDir(out).device(report['index'])
+        where = device.yosys_dir
         where.mkdir(parents=True, exist_ok=True)
-        for name, data in files.items():
+        for name, data in files.items():         # Yosys's own files, as it named them
             (where / name).write_bytes(data)
         if failure is not None:
             raise BuildError(f"device {report['index']}: {failure}; log: {where / 'yosys.log'}")
@@ -400,7 +398,7 @@ def build_kernels(out, *, say=lambda line: None, device_capacity=None, check=Tru
                   "layers": {name: dict(sub.as_row(), estimate=estimates.get(name, {}))
                              for name, sub in (synth.modules or {}).items()},
                   "fits": not over, "over": over, "yosys_seconds": round(synth.seconds, 1)}
-        (where / outdir.REPORT).write_text(json.dumps(result, indent=2) + "\n")
+        device.write_json(device.yosys_report, result)
         say(f"device {report['index']}: LUT {result['lut_including_memory']:,} (incl. LUTRAM/SRL), FF {row['ff']:,}, "
             f"BRAM36 {row['bram36'] + row['bram18'] / BRAM18_PER_BRAM36:g}, DSP {row['dsp']} -> "
             + ("fits the xc7z020" if not over else "OVER: " + "; ".join(over)))
@@ -430,8 +428,7 @@ def write_plan(part, out, *, board="pynq-z2"):
     (the whole graph's folding, FINN's format) and the Galapagos cluster files ``cluster/logical.xml``
     and ``cluster/map.xml``: one Verilog kernel per used device (IDs from 1, in stream order) and the
     host's pre/post ops as a software kernel on a ``sw`` node. Returns the paths written."""
-    out = Path(out)
-    (out / "cluster").mkdir(parents=True, exist_ok=True)
+    out = OutDir(out)
     used = [d for d in part.devices if d.nodes]
     host = len(used) + 1
     kernels = [Kernel(id=k + 1, name=f"rtlgen_device{d.index}") for k, d in enumerate(used)] + [sw_kernel(host)]
@@ -453,10 +450,10 @@ def write_plan(part, out, *, board="pynq-z2"):
                   "link_utilization": round(c.link_utilization, 4)} for c in part.cuts],
         "host_links": {name.removeprefix("link "): ii for name, ii in part.host_links.items()},
     }
-    paths = {"partition": out / outdir.PARTITION, "folding": out / outdir.FOLDING,
-             "logical": out / "cluster" / "logical.xml", "map": out / "cluster" / "map.xml"}
-    paths["partition"].write_text(json.dumps(plan, indent=2) + "\n")
-    paths["folding"].write_text(json.dumps(part.folding, indent=2) + "\n")
-    paths["logical"].write_text(logical_xml(kernels))
-    paths["map"].write_text(map_xml(nodes))
+    paths = {"partition": out.partition, "folding": out.folding, "logical": out.cluster_logical,
+             "map": out.cluster_map}
+    out.write_json(out.partition, plan)
+    out.write_json(out.folding, part.folding)
+    out.write_text(out.cluster_logical, logical_xml(kernels))
+    out.write_text(out.cluster_map, map_xml(nodes))
     return paths

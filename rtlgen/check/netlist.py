@@ -22,7 +22,6 @@ reported as such, never masked by a fixed fill. Every flip-flop, LUTRAM and bloc
 import json
 import time
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 
@@ -30,8 +29,7 @@ from boards.xilinx_sim import cell_models
 from rtlgen.backend.build import design_digest
 from rtlgen.backend.stitch import DEFAULT_TOP_NAME
 from rtlgen.check.verify import verify_outputs
-from sim import outdir
-from sim.outdir import OutError, read_design
+from sim.outdir import OutDir, OutError
 from sim.compiled import network_engine
 from sim.harness import FULL_RATE, cycle_budget, run_stitched
 from sim.runner import wrap_long_lines
@@ -45,8 +43,8 @@ X_SEEDS = (1, 2)                    # Verilator: the two draws of the x values
 def read_netlist(out, verilog):
     """The netlist text of ``out``'s build, checked against ``verilog`` (OUT's design Verilog now);
     :class:`OutError` when there is no build, no netlist, or the netlist is of another (older) design."""
-    out = Path(out)
-    yosys, report = out / outdir.YOSYS_DIR, out / outdir.YOSYS_REPORT
+    out = OutDir(out)
+    yosys, report = out.yosys_dir, out.yosys_report
     build_again = f"run rtlgen build {out}"
     if not report.is_file():
         raise OutError(f"{out}: no netlist to simulate, the design was not built; {build_again} first")
@@ -92,7 +90,7 @@ def simulate_netlist(out, x, *, simulator=None, backpressure=None):
     """Model input batch ``x`` through host pre ops, the netlist of ``out``'s build and host post ops:
     a :class:`NetlistRun`. ``simulator``: verilator (default) or icarus; ``backpressure``: a
     :class:`sim.harness.Backpressure` (default: full rate)."""
-    verilog, io, report = read_design(out)
+    verilog, io, report = OutDir(out).read_design()
     netlist = read_netlist(out, verilog)
     x = io.check_input(x)
     words = io.encode(x)
@@ -129,7 +127,7 @@ def verify_netlist(out, model, x, *, simulator=None, say=print):
     """``rtlgen verify OUT --netlist``: simulate the netlist on model inputs ``x``, compare with qonnx's
     execution of ``model`` as ``rtlgen verify`` does; say the result. Returns the exit status: 0 iff the
     outputs pass the comparison and, under Verilator, do not change with the x seeds."""
-    _, io, report = read_design(out)
+    _, io, report = OutDir(out).read_design()
     start = time.perf_counter()
     run = simulate_netlist(out, x, simulator=simulator)
     if run.broken:

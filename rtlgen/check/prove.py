@@ -48,7 +48,7 @@ from sim.formal import FormalHarness, failing_properties, plan_of
 from sim.runner import cache_dir
 
 __all__ = ["Outcome", "ProveError", "ToolMissing", "ProofJob", "prove_spec", "cached_outcome", "solve", "finish",
-           "small_instance", "shrink_bridge", "proof_sources_hash", "MAX_FRAME", "TRACKED_ROLES"]
+           "small_instance", "proof_sources_hash", "MAX_FRAME", "TRACKED_ROLES"]
 
 MAX_FRAME = 48              # cycles of one frame (the live deadline) that a node is proven at as it is
 MAX_WEIGHT_BITS = 4096      # weight bits of an MVAU/VVAU proven as it is
@@ -327,16 +327,6 @@ def finish(name, result, *, keep=None, key=None):
 
 
 # ------------------------------------------------------------------------------------- small instances
-
-def shrink_bridge(s):
-    """Frames of about two flits and a partial one (at most ``MAX_FRAME - 8`` words), cut into two packets
-    where the node's own frame is several packets; the same word and flit widths."""
-    words = min(s.words_per_frame, -(-(2 * s.flit_width + 1) // s.word_width), MAX_FRAME - 8)
-    flits = -(-words * s.word_width // s.flit_width)
-    several = s.packets_per_frame > 1 and flits > 1
-    return dict(words_per_frame=words,
-                max_packet_flits=flits - 1 if several else s.max_packet_flits)
-
 
 def _too_large(spec, plan):
     weights = getattr(spec, "weights", None)

@@ -2,25 +2,20 @@
 nodes in parallel (:mod:`rtlgen.backend.jobs`: a process per core, ``--jobs N``, or a Dask cluster with
 ``--cluster ADDRESS``), each by :mod:`rtlgen.check.prove`. Nodes already proven (the cache, by spec) are
 not run again, and identical nodes run once. What was shown goes to the terminal as each node finishes and
-into ``OUT/prove/report.json`` (:data:`REPORT`), with the step a timed-out bounded check reached."""
+into ``OUT/prove/report.json`` (:attr:`sim.outdir.OutDir.prove_report`), with the step a timed-out bounded check reached."""
 
-import json
 import time
-from dataclasses import dataclass, fields
-from pathlib import Path
+from dataclasses import fields
 
 import numpy as np
 
 from rtlgen.backend.jobs import WorkersLost, cluster_address, completed, local_workers
-from rtlgen.check.prove import (TRACKED_ROLES, ProofJob, cached_outcome, finish, proof_sources_hash, shrink_bridge,
-                                small_instance, solve)
-from rtlgen.ir.graph import OPS, HWNode, canonical_op_type
-from sim.outdir import OutError, read_design
-from sim import outdir, progress
+from rtlgen.check.prove import TRACKED_ROLES, ProofJob, cached_outcome, finish, proof_sources_hash, small_instance, solve
+from rtlgen.ir.graph import OPS, HWNode, canonical_op_type, op_with_role
+from sim.outdir import OutDir, OutError
+from sim import progress
 
-__all__ = ["prove_out", "design_nodes", "cluster_nodes", "BridgeOp", "REPORT"]
-
-REPORT = outdir.PROVE_REPORT        # in OUT: the last `rtlgen prove`'s outcomes, one per node
+__all__ = ["prove_out", "design_nodes", "cluster_nodes"]
 
 
 def _attribute(value):
@@ -35,35 +30,22 @@ def design_nodes(out):
     """[(node name, Op, spec)] of the compiled design in ``out``, from its ``model_hw.onnx`` (every node
     with the attributes and memory images it was built with), checked against ``report.json``. For an
     `rtlgen partition` OUT (:func:`cluster_nodes`): every device's nodes and bridges, ``device{d}/NAME``."""
-    out = Path(out)
-    if (out / outdir.PARTITION).is_file():
+    out = OutDir(out)
+    if out.is_partition():
         return cluster_nodes(out)
-    _, _, report = read_design(out)             # OutError for a missing, partial or damaged OUT
-    return _hw_nodes(out / outdir.MODEL_HW, report.get("layers", ()),
+    _, _, report = out.read_design()            # OutError for a missing, partial or damaged OUT
+    return _hw_nodes(out.model_hw, report.get("layers", ()),
                      f"compile again: rtlgen compile MODEL.onnx -o {out}")
-
-
-@dataclass(frozen=True)
-class BridgeOp:
-    """What :func:`prove_out` needs of an Op, for a Galapagos bridge (no Op of the layer registry: the
-    stitcher never places one; :mod:`rtlgen.backend.scaleout` puts them around a device's layers)."""
-    op_type: str
-    component: type
-    role: str                       # sim.formal's ``track`` of the bridge
-    small_instance: object = shrink_bridge
-    folding = {}
-    finn_names = {}
 
 
 def cluster_nodes(out):
     """[(``device{d}/NAME``, Op, spec)] of an `rtlgen partition` OUT: per device, its FromGalapagos
     bridge, the nodes of ``device{d}/model_hw.onnx`` (checked against ``device{d}/report.json``) and its
     ToGalapagos bridge, with the geometry, kernel ID and TDEST the kernel was built with."""
-    # start-up (the CLI imports this module): partition OUTs only; scaleout brings flows, emit, galapagos, ~0.5 s
-    from galapagos.bridges import FromGalapagos, FromGalapagosSpec, ToGalapagos, ToGalapagosSpec
+    # start-up (the CLI imports this module): partition OUTs only; scaleout brings flows, emit, ~0.5 s
     from rtlgen.backend.scaleout import load_cluster
 
-    out = Path(out)
+    out = OutDir(out)
     again = f"partition again: rtlgen partition MODEL.onnx -o {out} --devices N"
     try:
         plan, devices = load_cluster(out)
@@ -71,23 +53,24 @@ def cluster_nodes(out):
         raise OutError(str(exc)) from None
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise OutError(f"{out}: damaged partition output ({exc}); {again}") from None
+    receiver, sender = op_with_role("from_galapagos"), op_with_role("to_galapagos")
     nodes = []
     for report, _ in devices:
-        where = out / f"device{report['index']}"
+        where = out.device(report['index'])
         try:
             fw, kernel = report["flit_width"], report["kernel_id"]
             rx, tx = report["receive"], report["send"]
-            receive = FromGalapagosSpec(rx["word_width"], fw, rx["words_per_frame"], kernel_id=kernel,
-                                        max_packet_flits=rx["max_packet_flits"])
-            send = ToGalapagosSpec(tx["word_width"], fw, tx["words_per_frame"], dest=tx["dest"], source_id=kernel,
-                                   max_packet_flits=tx["max_packet_flits"])
+            receive = receiver.spec(rx["word_width"], fw, rx["words_per_frame"], kernel_id=kernel,
+                                    max_packet_flits=rx["max_packet_flits"])
+            send = sender.spec(tx["word_width"], fw, tx["words_per_frame"], dest=tx["dest"], source_id=kernel,
+                               max_packet_flits=tx["max_packet_flits"])
         except (KeyError, TypeError, ValueError) as exc:
-            raise OutError(f"{where / outdir.REPORT}: no bridge geometry ({exc}); {again}") from None
-        prefix = f"device{report['index']}/"
-        nodes.append((prefix + "FromGalapagos", BridgeOp("FromGalapagos", FromGalapagos, "from_galapagos"), receive))
+            raise OutError(f"{where.report}: no bridge geometry ({exc}); {again}") from None
+        prefix = f"{out.relative(where.path)}/"         # the device's folder names its nodes
+        nodes.append((prefix + receiver.op_type, receiver, receive))
         nodes += [(prefix + name, op, spec)
-                  for name, op, spec in _hw_nodes(where / outdir.MODEL_HW, report.get("layers", ()), again)]
-        nodes.append((prefix + "ToGalapagos", BridgeOp("ToGalapagos", ToGalapagos, "to_galapagos"), send))
+                  for name, op, spec in _hw_nodes(where.model_hw, report.get("layers", ()), again)]
+        nodes.append((prefix + sender.op_type, sender, send))
     return nodes
 
 
@@ -138,7 +121,7 @@ def _hw_nodes(path, report_layers, again):
         if layer is None or any(layer.get(k) != getattr(spec, k) for k in ("in_width", "out_width", "exp_cycles")):
             raise OutError(f"{path}: node {name} does not match report.json; {again}")
     if len(layers) != len(nodes):
-        raise OutError(f"{path}: {len(nodes)} nodes, {path.parent / outdir.REPORT} lists {len(layers)}; {again}")
+        raise OutError(f"{path}: {len(nodes)} nodes, {OutDir(path.parent).report} lists {len(layers)}; {again}")
     return nodes
 
 
@@ -161,7 +144,7 @@ def prove_out(out, *, depth=None, node=None, report=print, timeout=None, jobs=No
         if not chosen:
             raise ValueError(f"--node {node!r}: no such node in {out}; legal: {', '.join(n for n, _, _ in nodes)}")
         nodes = chosen
-    keep = Path(out) / outdir.PROVE_DIR
+    keep = OutDir(out).prove_dir
     outcomes = [None] * len(nodes)
     todo = {}                                   # {cache key: (job, [(index, name, instance)])}: identical nodes once
     for index, (name, op, spec) in enumerate(nodes):
@@ -181,7 +164,7 @@ def prove_out(out, *, depth=None, node=None, report=print, timeout=None, jobs=No
     _prove_uncached([todo[k] for k in keys], keys, outcomes, keep=keep, report=report, jobs=jobs, cluster=cluster)
     processes = min(local_workers(jobs), max(len(keys), 1))
     ran_on = cluster_address(cluster) or f"{processes} local process{'es' if processes > 1 else ''}"
-    _write_report(Path(out) / REPORT, outcomes, time.monotonic() - started, ran_on)
+    _write_report(OutDir(out), outcomes, time.monotonic() - started, ran_on)
     return outcomes
 
 
@@ -210,15 +193,13 @@ def _prove_uncached(todo, keys, outcomes, *, keep, report, jobs, cluster):
             done(position, solve(todo[position][0]))
 
 
-def _write_report(path, outcomes, seconds, ran_on):
+def _write_report(out, outcomes, seconds, ran_on):
     """``OUT/prove/report.json``: every node's outcome (status, depth, the step a timed-out check reached,
     failed properties and counterexample, seconds, cached) and its line as printed."""
     nodes = [{**{f.name: getattr(o, f.name) for f in fields(o)}, "seconds": round(o.seconds, 3), "line": o.line()}
              for o in outcomes]
     counts = {status: sum(o.status == status for o in outcomes) for status in ("proven", "bounded", "failed", "unknown")}
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps({"nodes": nodes, **counts, "seconds": round(seconds, 3), "ran_on": ran_on},
-                                   indent=1) + "\n")
+        out.write_json(out.prove_report, {"nodes": nodes, **counts, "seconds": round(seconds, 3), "ran_on": ran_on})
     except OSError:
         pass            # an OUT on a read-only disk: the terminal has said it all

@@ -20,6 +20,7 @@ from math import prod
 import numpy as np
 from qonnx.core.datatype import DataType
 
+import galapagos
 import layers
 import swg
 from layers.op import Op, discover
@@ -27,8 +28,9 @@ from layers.op import Op, discover
 __all__ = ["OPS", "ops_with_role", "op_with_role", "INSERTED_ROLES", "HWNode", "StreamTensor", "DataflowGraph", "canonical_op_type", "MEM_MODE_ALIASES",
            "input_port", "output_port", "as_graph", "words_per_frame", "is_role"]
 
-# Every op a layer module declares (``OP`` / ``OPS`` in :mod:`layers` and :mod:`swg`): FINN op type -> Op.
-OPS = discover(layers, swg)
+# Every op a module declares (``OP`` / ``OPS`` in :mod:`layers`, :mod:`swg` and :mod:`galapagos`, whose
+# bridges the scale-out places): op type -> Op.
+OPS = discover(layers, swg, galapagos)
 
 
 def ops_with_role(*roles):

@@ -56,7 +56,9 @@ import numpy as np
 from scipy.optimize import Bounds, LinearConstraint, milp
 from scipy.sparse import coo_matrix
 
-from galapagos.bridges import FLIT_WIDTHS, MAX_PACKET_BYTES, FromGalapagosSpec, ToGalapagosSpec, max_packet_flits
+from galapagos.bridges import FLIT_WIDTHS, MAX_PACKET_BYTES, max_packet_flits
+from galapagos.from_galapagos import FromGalapagosSpec
+from galapagos.to_galapagos import ToGalapagosSpec
 from galapagos.link import header_flits
 from rtlgen.costmodel import estimate
 from rtlgen.fit import BOARD_NAMES, Budget

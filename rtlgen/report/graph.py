@@ -2,7 +2,6 @@
 
 from layers.requant import activation_summary
 from rtlgen.costmodel import estimate
-from rtlgen.ir.graph import as_graph
 
 __all__ = ["graph_report"]
 
@@ -10,8 +9,8 @@ __all__ = ["graph_report"]
 def graph_report(graph):
     """One row per node (name, op_type, inputs, outputs, folding, widths, exp_cycles, resources) and a
     ``TOTAL`` row (sum of the estimates; ``exp_cycles`` is the largest, the design's initiation interval
-    per frame). ``graph``: a :class:`rtlgen.ir.graph.DataflowGraph` or a list of nodes (a chain)."""
-    graph = as_graph(graph)
+    per frame). ``graph``: the :class:`rtlgen.ir.graph.DataflowGraph` the compile made (a writer of OUT
+    renders what the flow computed; it builds no graph of its own)."""
     rows = []
     totals = {}
     for node in graph.nodes:

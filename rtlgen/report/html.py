@@ -17,13 +17,12 @@ running over the bars.
 """
 
 import html
-import json
 import math
 import re
 from pathlib import Path
 
 from rtlgen.fit import BRAM18_PER_BRAM36
-from sim import outdir
+from sim.outdir import OutDir
 
 __all__ = ["write_html", "record_verification", "fmt", "BAR_UNITS"]
 
@@ -70,10 +69,10 @@ def fmt(value):
 
 def write_html(out):
     """Write ``out/report.html`` from the JSON files in ``out``; returns its path."""
-    out = Path(out)
-    report = json.loads((out / outdir.REPORT).read_text())
-    synth = _load(out / outdir.YOSYS_REPORT)
-    verify = _load(out / outdir.VERIFY)
+    out = OutDir(out)
+    report = out.read_json(out.report)
+    synth = _load(out, out.yosys_report)
+    verify = _load(out, out.verify)
     stale = synth is not None and synth.get("estimate", report["totals"]) != report["totals"]
     # a recompile keeps OUT/build (it may hold a bitstream), but its numbers are an earlier design's
     current = None if stale else synth
@@ -89,10 +88,9 @@ def write_html(out):
     page = (f"<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><meta name=\"viewport\" "
             f"content=\"width=device-width\"><title>rtlgen: {_e(Path(report['model']).name)}</title>"
             f"<style>{_CSS}</style></head><body>\n" + "\n".join(p for p in parts if p) + "\n</body></html>\n")
-    path = out / outdir.REPORT_HTML
-    path.write_text(page)
-    outdir.rehash(out, [outdir.REPORT_HTML])            # rewritten by rtlgen (verify, build): not an edit of the design
-    return path
+    out.write_text(out.report_html, page)
+    out.rehash([out.report_html])           # rewritten by rtlgen (verify, build): not an edit of the design
+    return out.report_html
 
 
 def record_verification(out, comparison):
@@ -101,13 +99,14 @@ def record_verification(out, comparison):
     record = {"passed": comparison.passed, "exact": comparison.exact, "samples": comparison.samples,
               "elements": comparison.elements, "bad_elements": comparison.bad_elements,
               "bad_samples": comparison.bad_samples, "rounding_ties": ties, "summary": comparison.summary()}
-    (Path(out) / outdir.VERIFY).write_text(json.dumps(record, indent=2) + "\n")
-    outdir.claim(out, [outdir.VERIFY])           # the design's: removed with it by the next compile
+    out = OutDir(out)
+    out.write_json(out.verify, record)
+    out.claim([out.verify])                 # the design's: removed with it by the next compile
     return write_html(out)
 
 
-def _load(path):
-    return json.loads(path.read_text()) if path.exists() else None
+def _load(out, path):
+    return out.read_json(path) if path.exists() else None
 
 
 def _e(value):
