@@ -53,7 +53,6 @@ def check_positive(owner, spec, *attrs):
 _WEIGHT_CHECKS = ArrayMemo()     # weights already checked against a datatype
 _ACC_RANGES = ArrayMemo()       # accumulator ranges of weights, per input datatype
 _CONST_ROWS = ArrayMemo()       # per output channel, the canonical signed digits of its weights
-_BOOTH_OFFSETS = ArrayMemo()    # per output channel, the sum of booth_offset over its weights
 _INPUT_OFFSETS = ArrayMemo()    # per weights: X0 * rowsum(w), what offset_inputs adds to each accumulator
 _RAISED = ArrayMemo()           # per weights: {thresholds: the thresholds raised by those offsets}
 _TABLES = ArrayMemo()           # per thresholds array: its ThresholdTable per channels, PE and value range
@@ -338,20 +337,16 @@ class UnitSpec(StreamContract):
     @property
     def chains_in_dsp(self):
         """With ``dsp_packing``, SIMD > 1 and the throughput pipeline, a lane pair's SIMD DSP48E1s form a
-        chain (:func:`layers.dotproduct_unit.DotProductUnit._dsp_chain`): each adds its packed product to
-        the previous one's P (the cascade), the inputs of column s delayed s cycles, so the pair's step sum
-        leaves the last DSP with no fabric adder; one fabric accumulator per pair sums the steps of a fold,
-        and canary bits restore the two lanes at its end as ``accumulates_in_dsp`` does. This replaces
-        two adder trees and two accumulators per pair (a split per product) by one accumulator, the
-        canaries' small sums and the skew's flip-flops."""
+        chain (``DotProductUnit._dsp_chain``): each adds its packed product to the previous one's P (the
+        cascade), so the pair's step sum needs no fabric adder tree; one fabric accumulator per pair, and
+        canary bits restore the two lanes (as ``accumulates_in_dsp``)."""
         return (self.dsp_packing is not None and self.simd > 1 and self.pipeline == "throughput"
                 and self.dsp_packing + self.acc_shape.width <= DSP_P_BITS)
 
     @property
     def chain_column_roms(self):
-        """A ``chains_in_dsp`` layer's embedded weights as one ROM per column (its PE elements), read at
-        the address delayed a cycle per column: the chain's skew costs a few address flip-flops instead of
-        the weights' (``DotProductUnit._column_weight_words``)."""
+        """A ``chains_in_dsp`` layer's embedded weights as one ROM per column, read at the address delayed a
+        cycle per column: the skew costs address flip-flops, not the weights'."""
         return (self.chains_in_dsp and self.mem_mode == "internal_embedded" and not self.weight_lut_bits
                 and not self.runtime_writeable_weights)
 
@@ -361,20 +356,13 @@ class UnitSpec(StreamContract):
         weights) as radix-4 Booth rows (:func:`layers.datapath.booth_rows`): four rows a product instead of
         eight, the lanes' trees summing them; what the rows leave out depends on the weights alone, so
         each lane's accumulator starts a fold at its channel's sum of :func:`layers.datapath.booth_offset`
-        instead of 0 (``booth_channel_offsets``). Yosys, UINT8 x INT8, a lane of SIMD 8 with its tree: 554
-        LUT against 858 for the shift-add rows of unsigned (offset) weights."""
+        instead of 0. Yosys, UINT8 x INT8, a lane of SIMD 8 with its tree: 554 LUT against 858."""
         w, x = self.weight_dtype, self.input_dtype
         return (self.res_type == "lut" and not self.xnor and self.pipeline == "throughput"
                 and self.offset_operands and self.replays_input and self.mem_mode != "external"
                 and self.weights is not None and not self.runtime_writeable_weights
                 and w.is_integer() and w.signed() and w.bitwidth() == 8 and w != BIPOLAR
                 and x.is_integer() and not x.signed() and x.bitwidth() >= 2)
-
-    def booth_channel_offsets(self):
-        """Per output channel, the sum over its weights of ``booth_offset``: where its accumulator starts."""
-        from layers.datapath import booth_offset
-        return _BOOTH_OFFSETS.get(self.weights, (type(self).__name__, "booth", self.input_dtype.bitwidth()),
-                                  lambda: booth_offset(self.weight_matrix(), 8, self.input_dtype.bitwidth()).sum(axis=1))
 
     @property
     def product_rows(self):

@@ -11,8 +11,9 @@ from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 from qonnx.core.datatype import DataType
 
-from layers.datapath import (adder_tree, booth_rows, element_value, output_stage, packed_weight, product, product_rows, register,
+from layers.datapath import (adder_tree, booth_offset, booth_rows, element_value, output_stage, packed_weight, product, product_rows, register,
                              shifted, tree_stages, unpack_products, wire, wrapping_increment)
+from layers.op import ArrayMemo
 from layers.popcount import popcount_heap
 from layers.requant_hw import requantize
 from layers.thresholding import activation_lane, threshold_search
@@ -22,6 +23,7 @@ from memstream.memstream import MemStream, is_logic_rom, rom_address_next, rom_r
 __all__ = ["DotProductUnit", "TREE_LEVELS_PER_STAGE", "chain_canary_bits", "csd_terms", "keeps_sums"]
 
 TREE_LEVELS_PER_STAGE = 2       # adder levels between pipeline registers
+_BOOTH_OFFSETS = ArrayMemo()    # per weights: each output channel's sum of booth_offset (its accumulator's start)
 
 
 def _sign_bits(bits, elems):
@@ -249,7 +251,9 @@ class DotProductUnit(wiring.Component):
         (modulo the accumulator's width: the partial sums may wrap, the fold's total fits)."""
         spec = self._spec
         width = spec.acc_shape.width
-        offsets = [int(o) & ((1 << width) - 1) for o in spec.booth_channel_offsets()]
+        per_channel = _BOOTH_OFFSETS.get(spec.weights, (type(spec).__name__, spec.input_dtype.bitwidth()),
+                                         lambda: booth_offset(spec.weight_matrix(), 8, spec.input_dtype.bitwidth()).sum(axis=1))
+        offsets = [int(o) & ((1 << width) - 1) for o in per_channel]
         starts = []
         for p in range(spec.pe):        # a mux chain on nf (its conditions exclusive: Yosys makes a LUT ROM)
             start = C(offsets[p], width)
