@@ -66,12 +66,12 @@ def test_cluster_is_bit_exact_at_the_plan_ii(cluster):
 
 
 @pytest.mark.sim
-def test_cluster_under_random_backpressure_gives_the_same_output(cluster):
-    x, _ = mnist(3)
-    full = scaleout.simulate(cluster, x)
+def test_cluster_under_random_backpressure_equals_qonnx(cluster):
+    x, _ = mnist(3)     # against qonnx, not a second full-rate run (the suite's time, issue 42)
     stalled = scaleout.simulate(cluster, x, latency=37, backpressure=Backpressure(seed=4, valid_prob=0.5,
                                                                                    ready_prob=0.4))
-    np.testing.assert_array_equal(full.outputs, stalled.outputs)
+    comparison = verify_outputs(str(MODEL), x, stalled.outputs, OutDir(cluster).read_io())
+    assert comparison.passed, comparison.summary()
 
 
 def test_kernels_match_the_cluster_files(cluster):
