@@ -174,9 +174,8 @@ class PopcountLane(wiring.Component):
             terms = [agree[i] for i in range(self.n)]
         else:
             terms = [~(x[i] ^ w[i]) for i in range(self.n)]
-        if self.structure == "carry chains":       # XNOR terms as (x, w) pairs, as the layers give them
-            pairs = terms if self.term_inputs == 1 else [(x[i], w[i]) for i in range(self.n)]
-            total, _ = popcount_heap(m, 1, pairs, term_inputs=self.term_inputs)
+        if self.structure == "carry chains":
+            total, _ = popcount_heap(m, 1, terms, term_inputs=self.term_inputs)
         else:
             total = heap_6_3(m, terms, self.term_inputs)
         out = Signal(16)

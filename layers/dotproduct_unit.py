@@ -446,10 +446,6 @@ class DotProductUnit(wiring.Component):
                 rd = rom.read_port(domain="comb")
                 m.d.comb += rd.addr.eq(ws)
                 agree = register(m, advance, ~(x_lanes ^ rd.data), name="agree")
-            elif spec.uses_heap and spec.heap_term_inputs == 2:     # (x, w) pairs: the heap's first level
-                w_lanes = wire(m, ws.as_value(), name="w_lanes")      # counts their XNORs in its LUT6s
-                return [[(x_lanes[p * spec.simd + s], w_lanes[p * spec.simd + s]) for s in range(spec.simd)]
-                        for p in range(spec.pe)]
             else:
                 agree = wire(m, ~(x_lanes ^ ws.as_value()), name="agree")
             return [[agree[p * spec.simd + s] for s in range(spec.simd)] for p in range(spec.pe)]

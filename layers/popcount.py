@@ -171,24 +171,6 @@ def _count_tables(n):
     return tuple(sum(1 << i for i in range(1 << n) if bin(i).count("1") >> j & 1) for j in range(n.bit_length()))
 
 
-def _xnor_counter(pairs):
-    """The number of agreeing pairs (a == b) among up to 3 pairs of bits, least significant bit first:
-    per output bit one truth table over the 2n raw bits (a LUT6 each). Counting XNOR terms computed
-    apart, abc maps each group as a LUT2 (one XNOR, shared) and two LUT5s: 3 LUTs, not 2 (Yosys, 144
-    terms: 144 LUTs at the first level where 96 are planned)."""
-    index = Cat(*[bit for pair in pairs for bit in pair])
-    return [Const(table, 1 << len(index)).bit_select(index, 1) for table in _xnor_count_tables(len(pairs))]
-
-
-@lru_cache(maxsize=None)
-def _xnor_count_tables(n):
-    """Per output bit j of the count of agreeing pairs among n: bit i set when bit j of that count over
-    index i (pair k at bits 2k, 2k + 1) is."""
-    def agreeing(i):
-        return sum(1 for k in range(n) if (i >> 2 * k & 1) == (i >> 2 * k + 1 & 1))
-    return tuple(sum(1 << i for i in range(1 << 2 * n) if agreeing(i) >> j & 1) for j in range(n.bit_length()))
-
-
 def _chain_sum(chain, columns):
     """The chain's a + b (+ carry-in) over the level's input ``columns``, as one ``+``."""
     ref = lambda r: columns[r[0]][r[1]]
@@ -210,18 +192,19 @@ def _chain_sum(chain, columns):
 
 def popcount_heap(m, advance, terms, *, term_inputs=1, name="pop"):
     """The number of ones among ``terms`` (1-bit values; with ``term_inputs=2`` each an XNOR of two
-    signals, counted three to a LUT6 at the first level; given as (a, b) pairs, the XNOR of a and b, the
-    counters are truth tables over a and b themselves), every level registered on ``advance``;
-    returns (sum, register stages), the stages those of :func:`heap_cost`."""
+    signals, counted three to a LUT6 at the first level), every level registered on ``advance``;
+    returns (sum, register stages), the stages those of :func:`heap_cost`.
+
+    The first level's counters read the XNOR terms, not the two signals behind each: Yosys maps both the
+    same (abc: one shared XNOR and two LUT5s a group of three, its area model making LUT6s dear), and 64-bit
+    truth tables over the pairs made CNV's largest layers take minutes to convert."""
     terms = list(terms)
     first, levels = _plan(len(terms), term_inputs)
     columns = [terms]
     if first is not None:
         out = [[], [], []]
         for k, g in enumerate(first):
-            group = [terms[i] for i in g]
-            count = _xnor_counter(group) if isinstance(group[0], tuple) else _counter(group)
-            for j, bit in enumerate(count):
+            for j, bit in enumerate(_counter([terms[i] for i in g])):
                 out[j].append(register(m, advance, bit, name=f"{name}_f{k}_{j}"))
         while out and not out[-1]:
             out.pop()
