@@ -29,10 +29,11 @@ import subprocess
 import sys
 import tempfile
 import time
+from datetime import date
 from math import prod
 from pathlib import Path
 
-from benchmarks.tables import write_section
+from benchmarks.tables import section_provenance, section_rows, write_section
 
 ROOT = Path(__file__).resolve().parent.parent
 MODELS = ROOT / "tests" / "models" / "mlperf_tiny"
@@ -137,6 +138,20 @@ def least_lut_folding(model, ii, lut, bram18, out):
     return optimize.design_estimate(graph)
 
 
+def folding_row(out, verdict):
+    """The section's rows with the W8A8 ``--folding`` row taken from ``out`` (report.json; ``verdict``: the
+    words of its `rtlgen verify` line, if run), the others kept."""
+    name, target = NETWORKS["W8A8"]
+    report = json.loads((out / "report.json").read_text())
+    new = row("W8A8", f"--folding {FOLDINGS['W8A8'].name}", report["analytic_cycles_per_frame"],
+              macs_per_frame(MODELS / name), target, report["totals"], "-", "whole design (compile)", 0)
+    new["s"] = "-"
+    new["RTL against qonnx"] = " ".join(verdict) or "-"
+    rows = [r for r in section_rows(TABLE) if r["options"] != new["options"]]
+    at = max(k for k, r in enumerate(rows) if r["network"] == new["network"]) + 1
+    return rows[:at] + [new] + rows[at:]
+
+
 def network_rows(label, work):
     name, target = NETWORKS[label]
     model = MODELS / name
@@ -215,6 +230,13 @@ def main(argv):
     if argv[:1] == ["--folding"]:       # rewrite the committed II 18,432 folding
         print(least_lut_folding(MODELS / NETWORKS["W8A8"][0], 18432, 36000, 240, FOLDINGS["W8A8"]))
         return
+    if argv[:1] == ["--row"]:           # one design already compiled into OUT (W8A8, --folding): its row
+        write_section(TABLE, INTRO, folding_row(Path(argv[1]), argv[2:]),
+                      provenance=f"{section_provenance(TABLE)} The `--folding` row: `python -m benchmarks.resnet8 "
+                                 f"--row OUT` on {date.today().isoformat()}, OUT compiled with `rtlgen compile "
+                                 f"{MODELS.relative_to(ROOT)}/{NETWORKS['W8A8'][0]} -o OUT --folding "
+                                 f"{FOLDINGS['W8A8'].relative_to(ROOT)}`.")
+        return
     if argv[:1] == ["--layers"]:        # only the per-layer table, from an OUT compiled as network_rows does
         write_section(LAYERS, LAYERS_INTRO, layer_rows(MODELS / NETWORKS["W8A8"][0], Path(argv[1])))
         return
@@ -233,13 +255,25 @@ def main(argv):
 INTRO = ("MLPerf Tiny's ResNet-8 (CIFAR-10, 32x32x3; its reference topology) quantized with Brevitas at W8A8 "
          "(tests/models/mlperf_tiny/resnet8_w8a8.onnx) and W4A4 (resnet8.onnx), 8-bit input, random weights with "
          "calibrated scales (hardware figures only), at the default folding and at `--fit pynq-z2` (the "
-         "xc7z020's LUT and FF x 0.8, BRAM36 and DSP x 0.95). The anchor: fpgaConvNet's MLPerf Tiny v1.1 "
-         "entry on a ZedBoard (the same xc7z020-1), ResNet-8 INT8 at 86.0 %, 2,431 inferences/s at 143 MHz in "
-         "47k LUT, 211 DSP, 93 BRAM36 (issue 43). Acceptance: W8A8 >= 5,000 frames/s at 100 MHz and fits; "
-         "W4A4 >= 20,000. frames/s is the accelerator's II at 100 MHz; resources are estimates (no Yosys "
-         "yet). The default folding's row is the layers' estimate (no FIFOs); the `--fit` rows the whole "
-         "design's, FIFOs and width converters included. Bit-exact against qonnx at golden level: "
-         "tests/test_mlperf_tiny.py.")
+         "xc7z020's LUT and FF x 0.8, BRAM36 and DSP x 0.95); W8A8 also at `--folding resnet8_w8a8_ii18432.json`, "
+         "the II 18,432 design that `--fit` does not find yet (`least_lut_folding`: the optimizer costs a "
+         "parallel-window generator alone, 143 LUT, not the 1,152-bit FIFO and width converter, about 2,300 LUT, "
+         "that stitching puts between it and an MVAU reading 8 or 16 elements a cycle; with the generators serial "
+         "the whole design is within `--fit`'s budget by the estimate). The anchor: fpgaConvNet's MLPerf Tiny "
+         "v1.1 entry on a ZedBoard (the same xc7z020-1), ResNet-8 INT8 at 86.0 %, 2,431 inferences/s at 143 MHz "
+         "in 47k LUT, 211 DSP, 93 BRAM36 (issue 43). Acceptance: W8A8 >= 5,000 frames/s at 100 MHz and fits; "
+         "W4A4 >= 20,000. frames/s is the accelerator's II at 100 MHz; resources are the estimate. The "
+         "`--folding` row has this stop's INT8 datapaths (docs/folding.md): DSP48E1 lane pairs whose SIMD "
+         "products chain through the cascade (no fabric adder tree; one accumulator a pair, canary bits) and "
+         "radix-4 Booth rows for fabric products (4 rows instead of 8; Yosys: 28 % fewer LUTs on a SIMD 24 x PE 4 "
+         "layer); its Yosys build by parts did not finish this stop (the machine loaded). The other rows are of "
+         "the stop before, without them; with them `--fit` still stops at II 24,576 (its whole-design estimate "
+         "at 18,432 is ~10k LUT over, the generators' FIFOs and converters ~4.7k of it). The W8A8 `--fit` design "
+         "of the stop before by Yosys in the zynq shell (by parts, 37 min, loaded): 40,566 LUT (76.3 %, incl. "
+         "LUTRAM/SRL) / 50,603 FF / 96.5 BRAM36 / 212 DSP (96.4 %): fits the xc7z020; Fmax estimate ~150 MHz; "
+         "5,468 of its LUTs the FIFO and width converter in front of each of MVAU_1 and MVAU_2. The default "
+         "folding's row is the layers' estimate (no FIFOs); the others the whole design's, FIFOs and width "
+         "converters included. Bit-exact against qonnx at golden level: tests/test_mlperf_tiny.py.")
 LAYERS_INTRO = ("The W8A8 `--fit pynq-z2` design of the table above, per MVAU: the folding the optimizer "
                 "chose, where the products are (two INT8 lanes per DSP48E1 when PE is even, split per "
                 "product and summed in fabric when SIMD > 1; accumulated in P when SIMD is 1), MACs per "
