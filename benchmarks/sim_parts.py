@@ -29,10 +29,14 @@ DESIGNS = {
 }
 
 
-def _inputs(kind, n):
+def _inputs(kind, n, model):
+    from qonnx.core.modelwrapper import ModelWrapper
+
+    wrapper = ModelWrapper(str(model))
+    shape = wrapper.get_tensor_shape(wrapper.graph.input[0].name)[1:]
     if kind == "mnist":
-        return np.load(MODELS / "mnist_test_1000.npz")["x"][:n].reshape(n, 1, 28, 28).astype(np.float32)
-    return np.random.default_rng(0).integers(0, 256, (n, 3, 32, 32)).astype(np.float32)
+        return np.load(MODELS / "mnist_test_1000.npz")["x"][:n].reshape(n, *shape).astype(np.float32)
+    return np.random.default_rng(0).integers(0, 256, (n, *shape)).astype(np.float32)
 
 
 def _timed_sim(design, x):
@@ -67,7 +71,7 @@ def _parts_line(made):
 
 def measure(name, frames, flat):
     model, options, (layer, pe), kind = DESIGNS[name]
-    x = _inputs(kind, frames)
+    x = _inputs(kind, frames, MODELS / model)
     rows = []
     with tempfile.TemporaryDirectory(prefix="rtlgen-simparts-") as tmp:
         tmp = Path(tmp)

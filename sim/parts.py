@@ -20,8 +20,13 @@ wrappers and linked with the archives into the harness (cached as :func:`sim.com
 The bench and its results are those of the one-model build; a cycle costs a little more (each part is a
 model of its own, called through its wrapper; combinational paths between layers settle by iteration).
 What stays with the one-model build (:func:`sim.compiled.build_harness` decides, :func:`applies`):
-waveforms (a library is not traced), random X values (``x_seed``), a design whose top has no layers or
-instantiates modules that are not its layers' (a Yosys netlist's cell models), and ``$RTLGEN_SIM_PARTS=0``.
+a design of under :data:`PARTS_FROM_BYTES` of Verilog (the layer tests' small designs: one g++ run of
+seconds), waveforms (a library is not traced), random X values (``x_seed``), a design whose top has no
+layers or instantiates modules that are not its layers' (a Yosys netlist's cell models), and
+``$RTLGEN_SIM_PARTS=0`` (``1``: parts at any size).
+
+Parts are compiled by g++ -O0: a first simulation is mostly compile time (CNV-w1a1's largest layer: 25 s
+of g++ at -O0 against 89 s at -O1), and a model at -O0 runs a few times slower per cycle.
 """
 
 import hashlib
@@ -39,16 +44,20 @@ from sim import progress
 from sim.runner import SimulationError, cache_dir, locked, touch, verilator_root
 
 __all__ = ["split_modules", "applies", "plan", "Plan", "PartsBuild", "build_from_parts", "use_runner", "ENV",
-           "PLACEHOLDER"]
+           "PARTS_FROM_BYTES", "PLACEHOLDER"]
 
-ENV = "RTLGEN_SIM_PARTS"            # "0": always the one-model build
+ENV = "RTLGEN_SIM_PARTS"            # "0": always the one-model build; "1": parts whenever they apply
+# Below this much Verilog the one-model build is cheap (seconds: the layer tests' small designs), and
+# one g++ run costs less than a run per part plus the top's
+PARTS_FROM_BYTES = 1_000_000
 PLACEHOLDER = "rtlgen_sim_part"     # a part's module name in the text its key is made of
 _FORMAT = 1                         # bump when a part's or the top's build recipe changes
 _MODULE = re.compile(r"^module \\?(\S+?)\s*\(", re.M)
 # Verilator's options for a part and for the top: as the one-model build (sim.compiled), X values fixed
 VERILATOR_FLAGS = ("--no-timing", "-Wno-fatal", "-Wno-lint", "-Wno-style", "--x-assign", "fast", "--x-initial", "fast")
-# g++ -O0: on CNV's largest layer 3.5x less compile time than -O1 for the per-cycle code (25 s against 89 s)
+# g++ -O0 (see above); the top (the wrappers' calls, the bench, Verilator's runtime) is small: -O1
 MAKE_OPT = ("OPT_SLOW=-O0", "OPT_FAST=-O0", "OPT_GLOBAL=-O0")
+TOP_MAKE_OPT = ("OPT_SLOW=-O0", "OPT_FAST=-O1", "OPT_GLOBAL=-O1")
 
 _RUNNER = {"run": None}
 
@@ -108,8 +117,13 @@ def _layers(modules, toplevel):
 
 def applies(verilog, toplevel, *, waves=False, x_random=False):
     """Whether :func:`build_from_parts` builds this design (else the one-model build does): a top with
-    layers and nothing but its layers below it, no waveform, no random X values, not ``$RTLGEN_SIM_PARTS=0``."""
-    if waves or x_random or os.environ.get(ENV, "0") == "0":      # (off by default while in development)
+    layers and nothing but its layers below it, no waveform, no random X values, and at least
+    :data:`PARTS_FROM_BYTES` of Verilog (``$RTLGEN_SIM_PARTS=1``: any size; ``0``: never)."""
+    setting = os.environ.get(ENV, "")
+    if setting not in ("", "0", "1"):
+        raise SimulationError(f"{ENV} must be 0 (one model), 1 (parts) or unset (parts from "
+                              f"{PARTS_FROM_BYTES:,} bytes of Verilog), not {setting!r}")
+    if waves or x_random or setting == "0" or (setting == "" and len(verilog) < PARTS_FROM_BYTES):
         return False
     modules = split_modules(verilog)
     if toplevel not in modules or not _layers(modules, toplevel):
@@ -173,7 +187,7 @@ def build_from_parts(verilog, toplevel, main_cpp, *, run=None):
     prepare_verilator()
     design = plan(verilog, toplevel)
     key = hashlib.sha256(json.dumps([_FORMAT, toplevel, design.top, [p.key for p in design.parts], main_cpp,
-                                     str(verilator_root())]).encode()).hexdigest()[:20]
+                                     str(verilator_root()), TOP_MAKE_OPT]).encode()).hexdigest()[:20]
     build_dir = cache_dir() / "compiled" / f"{toplevel}-parts-{key}"
     exe = build_dir / "obj" / "harness"
     with locked(cache_dir() / "compiled" / f".{key}.lock"):
@@ -297,7 +311,7 @@ def _link(design, toplevel, main_cpp, build_dir):
     if runtime.is_dir():            # Verilator's runtime (with its DPI support) compiled once per environment
         for f in runtime.iterdir():
             shutil.copyfile(f, build_dir / "obj" / f.name)     # a fresh mtime: newer than the .mk just written
-    _run(["make", "-C", "obj", "-f", f"V{toplevel}.mk", "-j", str(os.cpu_count() or 2), *MAKE_OPT], build_dir,
+    _run(["make", "-C", "obj", "-f", f"V{toplevel}.mk", "-j", str(os.cpu_count() or 2), *TOP_MAKE_OPT], build_dir,
          toplevel)
     exe = build_dir / "obj" / "harness"
     if not exe.exists():
@@ -316,7 +330,7 @@ def _link(design, toplevel, main_cpp, build_dir):
 
 
 def _runtime_dir():
-    key = hashlib.sha256(json.dumps([_FORMAT, str(verilator_root()), os.environ.get("CXX", ""), MAKE_OPT])
+    key = hashlib.sha256(json.dumps([_FORMAT, str(verilator_root()), os.environ.get("CXX", ""), TOP_MAKE_OPT])
                          .encode()).hexdigest()[:16]
     return cache_dir() / "compiled" / f"runtime-parts-{key}"
 

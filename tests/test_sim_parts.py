@@ -2,10 +2,8 @@
 one part, a part is compiled once and then taken from the cache, a changed layer rebuilds its part only,
 and a design simulated from parts is bit-exact against qonnx at its II, also under random backpressure."""
 
-import json
 import os
 import shutil
-import time
 from pathlib import Path
 
 import numpy as np
@@ -13,13 +11,16 @@ import pytest
 
 from sim import parts
 from sim.harness import FULL_RATE, Backpressure, run_stitched
+from sim.runner import SimulationError
 
 MODELS = Path(__file__).parent / "models"
 
 
-def _layer(name, body):
-    """A stream stage (Amaranth's port names) whose output register holds ``body`` of its input."""
+def _layer(name, body, nonce=""):
+    """A stream stage (Amaranth's port names) whose output register holds ``body`` of its input; ``nonce``
+    (a comment) makes it a part no earlier run has cached."""
     return (f"module \\{name} (clk, rst, i__payload, i__valid, i__ready, o__payload, o__valid, o__ready);\n"
+            f"  // {nonce}\n"
             "  input clk;\n  input rst;\n  input [7:0] i__payload;\n  input i__valid;\n  output i__ready;\n"
             "  output reg [7:0] o__payload;\n  output reg o__valid;\n  input o__ready;\n"
             "  assign i__ready = !o__valid || o__ready;\n"
@@ -29,7 +30,7 @@ def _layer(name, body):
             "  end\nendmodule\n")
 
 
-def _design(bodies, top="top"):
+def _design(bodies, top="top", nonce=""):
     """A stitched top (FINN's ports) of a chain of stages, one per body, as Amaranth writes it."""
     n = len(bodies)
     wires = "".join(f"  wire [7:0] d{k};\n  wire v{k};\n  wire r{k};\n" for k in range(n + 1))
@@ -43,7 +44,7 @@ def _design(bodies, top="top"):
     ties = (f"  assign d0 = s_axis_0_tdata;\n  assign v0 = s_axis_0_tvalid;\n  assign s_axis_0_tready = r0;\n"
             f"  assign m_axis_0_tdata = d{n};\n  assign m_axis_0_tvalid = v{n};\n  assign r{n} = m_axis_0_tready;\n")
     return head + wires + stages + ties + "endmodule\n" + "".join(
-        _layer(f"{top}.stage_{k}", body) for k, body in enumerate(bodies))
+        _layer(f"{top}.stage_{k}", body, nonce) for k, body in enumerate(bodies))
 
 
 def _expected(words, bodies):
@@ -91,6 +92,12 @@ def test_what_stays_with_the_one_model_build(monkeypatch):
     assert not parts.applies("module top(ap_clk);\n  input ap_clk;\nendmodule\n", "top")     # no layers
     monkeypatch.setenv(parts.ENV, "0")
     assert not parts.applies(verilog, "top")
+    monkeypatch.delenv(parts.ENV)
+    assert not parts.applies(verilog, "top")            # a small design: one model
+    assert parts.applies(verilog + " " * parts.PARTS_FROM_BYTES, "top")
+    monkeypatch.setenv(parts.ENV, "yes")
+    with pytest.raises(SimulationError, match="RTLGEN_SIM_PARTS must be 0"):
+        parts.applies(verilog, "top")
 
 
 def _run(verilog, words, backpressure=FULL_RATE):
@@ -99,28 +106,29 @@ def _run(verilog, words, backpressure=FULL_RATE):
 
 
 @pytest.mark.sim
-def test_parts_are_compiled_once_taken_from_the_cache_and_rebuilt_only_where_changed(tmp_path, monkeypatch, builds):
-    monkeypatch.setenv("RTLGEN_CACHE_DIR", str(tmp_path))
+def test_parts_are_compiled_once_taken_from_the_cache_and_rebuilt_only_where_changed(builds):
+    # (the suite's cache, where Verilator's runtime is compiled once, with parts of this run's own)
+    nonce = os.urandom(8).hex()
     words = list(range(256)) * 2
     bodies = ["i__payload + 8'd1", "i__payload ^ 8'h5a", "i__payload + 8'd1"]
-    verilog = _design(bodies)
+    verilog = _design(bodies, nonce=nonce)
     assert _run(verilog, words) == _expected(words, bodies)
     assert _run(verilog, words, Backpressure(seed=3, valid_prob=0.5, ready_prob=0.4)) == _expected(words, bodies)
     first = builds[0]
     assert (first.layers, first.parts, len(first.compiled)) == (3, 2, 2)     # the identical stages once
     assert builds[1].harness_cached
     # the same design again without its harness: every part from the cache, linked again
-    for harness in (tmp_path / "compiled").glob("top-parts-*"):
-        shutil.rmtree(harness)
+    shutil.rmtree(first.exe.parent.parent)
     assert _run(verilog, words) == _expected(words, bodies)
     assert not builds[2].harness_cached and builds[2].compiled == () and builds[2].cached == 2
     # one stage changed: its part only
     changed = ["i__payload + 8'd1", "i__payload ^ 8'h33", "i__payload + 8'd1"]
-    assert _run(_design(changed), words, Backpressure(seed=5)) == _expected(words, changed)
+    assert _run(_design(changed, nonce=nonce), words, Backpressure(seed=5)) == _expected(words, changed)
     assert len(builds[3].compiled) == 1 and builds[3].cached == 1
     assert builds[3].compiled[0] not in {p.key for p in parts.plan(verilog, "top").parts}
 
 
+@pytest.mark.slow
 @pytest.mark.sim
 def test_small_cnn_from_parts_is_bit_exact_at_its_ii_and_builds_self_test_reuses_the_bench(tmp_path, monkeypatch,
                                                                                           builds):
