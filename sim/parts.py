@@ -17,8 +17,10 @@ ports call into the library) and its objects (``lib.a``) are kept in ``$RTLGEN_C
 The top's text has each layer instance's module replaced by its part's name; it is verilated with the
 wrappers and linked with the archives into the harness (cached as :func:`sim.compiled.build_harness` does).
 
-The bench and its results are those of the one-model build; a cycle costs a little more (each part is a
-model of its own, called through its wrapper; combinational paths between layers settle by iteration).
+The bench and its results are those of the one-model build; a cycle costs more (each part is a model of
+its own at -O0, called through its wrapper, twice a clock and again when its inputs change; combinational
+paths between layers settle by iteration): long runs of a design simulated often are worth
+``$RTLGEN_SIM_PARTS=0`` once the one model is built.
 What stays with the one-model build (:func:`sim.compiled.build_harness` decides, :func:`applies`):
 a design of under :data:`PARTS_FROM_BYTES` of Verilog (the layer tests' small designs: one g++ run of
 seconds), waveforms (a library is not traced), random X values (``x_seed``), a design whose top has no
