@@ -49,9 +49,11 @@ __all__ = ["split_modules", "applies", "plan", "Plan", "PartsBuild", "build_from
            "PARTS_FROM_BYTES", "PLACEHOLDER"]
 
 ENV = "RTLGEN_SIM_PARTS"            # "0": always the one-model build; "1": parts whenever they apply
-# Below this much Verilog the one-model build is cheap (seconds: the layer tests' small designs), and
-# one g++ run costs less than a run per part plus the top's
-PARTS_FROM_BYTES = 1_000_000
+# Below this much Verilog one model costs less to build cold: each part's model keeps all its ports and
+# re-evaluates its input-dependent logic in a region of its own (TFC-w2a2 --fit, 1.9 MB: 70 s of CPU as one
+# model, 113 s as parts at -O1); the designs above it (CNV: 12.6 MB) are the ones whose one model takes
+# tens of minutes
+PARTS_FROM_BYTES = 4_000_000
 PLACEHOLDER = "rtlgen_sim_part"     # a part's module name in the text its key is made of
 _FORMAT = 1                         # bump when a part's or the top's build recipe changes
 _MODULE = re.compile(r"^module \\?(\S+?)\s*\(", re.M)
