@@ -232,7 +232,7 @@ def main(argv):
         return
     if argv[:1] == ["--row"]:           # one design already compiled into OUT (W8A8, --folding): its row
         write_section(TABLE, INTRO, folding_row(Path(argv[1]), argv[2:]),
-                      provenance=f"{section_provenance(TABLE)} The `--folding` row: `python -m benchmarks.resnet8 "
+                      provenance=f"{section_provenance(TABLE).split(' The `--folding` row')[0]} The `--folding` row: `python -m benchmarks.resnet8 "
                                  f"--row OUT` on {date.today().isoformat()}, OUT compiled with `rtlgen compile "
                                  f"{MODELS.relative_to(ROOT)}/{NETWORKS['W8A8'][0]} -o OUT --folding "
                                  f"{FOLDINGS['W8A8'].relative_to(ROOT)}`.")
@@ -266,7 +266,10 @@ INTRO = ("MLPerf Tiny's ResNet-8 (CIFAR-10, 32x32x3; its reference topology) qua
          "`--folding` row has this stop's INT8 datapaths (docs/folding.md): DSP48E1 lane pairs whose SIMD "
          "products chain through the cascade (no fabric adder tree; one accumulator a pair, canary bits) and "
          "radix-4 Booth rows for fabric products (4 rows instead of 8; Yosys: 28 % fewer LUTs on a SIMD 24 x PE 4 "
-         "layer); its Yosys build by parts did not finish this stop (the machine loaded). The other rows are of "
+         "layer); its Yosys build by parts did not finish this stop (the machine loaded): of its layers, MVAU_1 "
+         "(SIMD 8 x PE 16, 64 DSPs chained) 3,544 LUT against 3,498 estimated, MVAU_2 (SIMD 16 x PE 8) 3,541 "
+         "against 3,440, MVAU_3 (Booth rows, SIMD 8 x PE 8) 5,416 against 5,241, MVAU_0 798 against 1,059 "
+         "(Yosys by parts, zynq shell settings). The other rows are of "
          "the stop before, without them; with them `--fit` still stops at II 24,576 (its whole-design estimate "
          "at 18,432 is ~10k LUT over, the generators' FIFOs and converters ~4.7k of it). The W8A8 `--fit` design "
          "of the stop before by Yosys in the zynq shell (by parts, 37 min, loaded): 40,566 LUT (76.3 %, incl. "
