@@ -13,9 +13,8 @@ import numpy as np
 import pytest
 from qonnx.core.datatype import DataType
 
-from layers.distributed import (DistributedPlan, NEXT_FIFO_NS, csd_digits, cycle_budget_ns, distributed_plan,
-                                power_of_two_requant, product_width)
-from layers.distributed import _channel, choose_pairs
+from layers.bit_heap import channel_heap, choose_pairs, csd_digits, product_width
+from layers.distributed import DistributedPlan, NEXT_FIFO_NS, cycle_budget_ns, distributed_plan, power_of_two_requant
 from layers.mvau import MVAUSpec
 from layers.thresholding import ThresholdTable
 from memstream.packing import pack_words, unpack_words
@@ -100,7 +99,7 @@ def test_heap_sums_to_the_matrix_product(input_dtype):
     for c in range(w.shape[1]):
         np.testing.assert_array_equal(_heap_value(plan.channels[c], x, n, dt.signed(), plan.pairs), x @ w[:, c])
         if n <= 6:          # products of the elements by the weights' odd parts: one term a weight
-            ch = _channel(spec.weight_matrix()[c], n, dt.signed(), 0, 3, products=True)
+            ch = channel_heap(spec.weight_matrix()[c], n, dt.signed(), 0, 3, products=True)
             assert len(ch.terms) == np.count_nonzero(w[:, c])
             np.testing.assert_array_equal(_heap_value(ch, x, n, dt.signed()), x @ w[:, c])
 
@@ -122,7 +121,7 @@ def test_shared_pairs_sum_to_the_matrix_product(input_dtype):
     holders = [0] * len(pairs)
     for c in range(w.shape[1]):
         for rows in (2, 3):
-            ch = _channel(w[:, c], n, dt.signed(), 0, rows, pairs=pairs)
+            ch = channel_heap(w[:, c], n, dt.signed(), 0, rows, pairs=pairs)
             np.testing.assert_array_equal(_heap_value(ch, x, n, dt.signed(), pairs), x @ w[:, c])
         for p in ch.pairs:
             holders[p] += 1

@@ -1,0 +1,269 @@
+"""Bit heaps of constant weights (issue 43): one output channel's sum of constant multiples of the input
+elements as columns of bits, and the levels of counters that take them down to the rows one carry chain
+adds. :mod:`layers.distributed` builds an MVAU of them (``pipeline="distributed"``) and places its registers.
+
+A channel's terms are an element's bits shifted (one canonical signed digit of a weight), a shared pair's
+(x_i + sign x_j 2^k, added once for every channel holding both digits: :func:`choose_pairs`), or an
+element's product by a weight's odd part (one LUT a bit where the element has at most 6 bits). Each enters
+the heap as its bits alone, never sign-extended: a signed source offset to unsigned (its sign bit inverted),
+a negative term as its inverted bits, every constant this leaves folded into one constant per channel whose
+one-bits join the heap; the sum is taken modulo 2^W, W the channel's exact range.
+"""
+
+from dataclasses import dataclass
+from functools import lru_cache
+
+import numpy as np
+
+from layers.dotproduct_unit import csd_terms as csd_digits     # one CSD recoding for both
+
+__all__ = ["Channel", "Pair", "channel_heap", "choose_pairs", "csd_digits", "product_width", "LUT_INPUTS", "ROWS"]
+
+LUT_INPUTS = 6
+ROWS = 3                        # the most rows the carry chain at the end of a heap adds (a ternary adder)
+SHARE_WORK = 100_000            # the most sum over channels of digits^2 a layer's pair search takes on
+
+
+@dataclass(frozen=True)
+class Channel:
+    """One output channel's heap: ``terms`` (element, shift, sign, odd: sign * (odd * x) << shift), the
+    constant (mod 2^width), the width of its sum, and the heights of its columns level by level."""
+    terms: tuple
+    constant: int
+    width: int
+    levels: tuple           # per counter level, (the column heights before it, the groups per column)
+    lo: int
+    hi: int
+    final: tuple = ()       # the column heights the carry chain adds (at most ``rows`` each)
+    rows: int = ROWS
+    mw: int = 0             # the elements: a term's source at or above is a shared pair
+
+    @property
+    def pairs(self):
+        """The shared pairs' indices this channel's terms take."""
+        return {src - self.mw for src, *_ in self.terms if src >= self.mw}
+
+    @property
+    def products(self):
+        """Whether a term is a product (a LUT level before the heap)."""
+        return any(odd > 1 for *_, odd in self.terms)
+
+
+def _level_plan(heights, target=None, rows=ROWS):
+    """One level of counters over columns of ``heights``: per column the sizes of its groups, and the
+    heights after it (a group of s bits leaves one bit in its column and carries into the next one or two).
+
+    With ``target``, only as many groups as bring each column (its bits left, the carries it takes from
+    the columns below) down to ``target`` (Dadda's rule): columns already low pass untouched. A group of 3
+    costs 2 LUTs and one of 4 to 6 bits 3, so a column short of 1 or 2 bits counts 3 of them and one short
+    of more counts 6. Without it, every six bits counted (a rest of 3 to 5 too; toward two rows, the last
+    level, of columns of at most 3, counts 2 as well, so that each keeps one bit and takes one carry)."""
+    groups, after = [], [0] * (len(heights) + 3)
+    last = rows == 2 and max(heights) <= 3
+    for i, h in enumerate(heights):
+        if target is None:
+            sizes = [LUT_INPUTS] * (h // LUT_INPUTS)
+            rest = h % LUT_INPUTS
+            if rest >= 3 or (last and rest == 2):
+                sizes.append(rest)
+        else:
+            sizes, avail, excess = [], h, h + after[i] - target
+            while excess > 0 and avail >= 2:
+                size = min(avail, 3 if excess <= 2 else LUT_INPUTS)
+                sizes.append(size)
+                avail, excess = avail - size, excess - (size - 1)
+        after[i] += h - sum(sizes)
+        for size in sizes:
+            for j in range(size.bit_length()):
+                after[i + j] += 1
+        groups.append(tuple(sizes))
+    return tuple(groups), after
+
+
+@lru_cache(maxsize=None)
+def _capacity(levels, rows=ROWS):
+    """The tallest column a heap of any width takes to ``rows`` bits in ``levels`` levels of counters (every
+    column counted in full)."""
+    if levels <= 0:
+        return rows
+    below, h = _capacity(levels - 1, rows), _capacity(levels - 1, rows)
+    while max(_level_plan([h + 1] * 24, rows=rows)[1][:24]) <= below:
+        h += 1
+    return h
+
+
+def _heap_levels(heights, width, rows=ROWS):
+    """The counter levels taking columns of ``heights`` (within ``width``) to at most ``rows`` bits each:
+    the fewest levels, each counting only what keeps the next levels able to finish (Dadda's rule, by
+    :func:`_capacity`), trying depths from what the tallest column needs up to what counting every column
+    needs (carries piling up where columns are low can take a level more than the tallest column alone)."""
+    heights = list(heights[:width])
+    full, most = list(heights), 0
+    while full and max(full) > rows:        # every column counted: never more levels than this
+        full, most = _level_plan(full, rows=rows)[1][:width], most + 1
+    least = next((d for d in range(most) if max(heights, default=0) <= _capacity(d, rows)), most)
+    best = None
+    for depth in range(least, most + 1):
+        planned = _planned_levels(heights, width, rows, depth)
+        luts = sum(size.bit_length() for _, groups in planned[0] for sizes in groups for size in sizes)
+        if best is None or (len(planned[0]), luts) < best[0]:
+            best = ((len(planned[0]), luts), planned)
+    return best[1] if best else ((), tuple(heights))
+
+
+def _planned_levels(heights, width, rows, depth):
+    planned = []
+    while heights and max(heights) > rows:
+        left = depth - len(planned) - 1     # levels after this one
+        groups, after = _level_plan(heights, _capacity(left, rows) if left >= 0 else rows)
+        planned.append((tuple(heights), groups))
+        heights = after[:width]
+        if len(planned) > depth + 8:
+            raise RuntimeError("bit heap does not converge")     # a bug, never a user's input
+    return tuple(planned), tuple(heights)
+
+
+def _signed_width(lo, hi):
+    return max(int(hi).bit_length(), (-int(lo) - 1).bit_length()) + 1
+
+
+@dataclass(frozen=True)
+class Pair:
+    """A sum that channels share (a common subexpression): x_i + sign * (x_j << shift), one adder (a carry
+    chain) for every channel whose digits hold both terms; it enters their heaps as one term. Its bits:
+    u = t + offset (t's sign bit inverted where it may be negative), ``width`` of them."""
+    i: int
+    j: int
+    shift: int
+    sign: int
+    lo: int
+    hi: int
+
+    @property
+    def width(self):
+        return _signed_width(self.lo, self.hi) if self.lo < 0 else max(1, int(self.hi).bit_length())
+
+    @property
+    def offset(self):
+        return 1 << (self.width - 1) if self.lo < 0 else 0
+
+    @property
+    def luts(self):
+        """The adder's LUTs: a bit each above the shift (below it the sum is x_i's bits)."""
+        return self.width - self.shift
+
+
+def _element_range(n, signed_input):
+    return (-(1 << (n - 1)), (1 << (n - 1)) - 1) if signed_input else (0, (1 << n) - 1)
+
+
+def channel_heap(weights_row, n, signed_input, offset, rows=ROWS, products=False, pairs=()):
+    """The heap of one channel: weights (MW,), n-bit elements, the activation's offset, the rows its carry
+    chain adds. A term (src, k, sign, odd) is sign * (odd * s) << k, s an element x_src or (src >= MW) the
+    shared pair ``pairs[src - MW]``: with ``products`` one term a weight (odd: the weight's odd part, its
+    product with the element a LUT per bit, see :func:`product_width`), else one a canonical signed digit
+    (odd = 1), two digits replaced by a pair wherever the channel holds both."""
+    x_lo, x_hi = _element_range(n, signed_input)
+    w = np.asarray(weights_row, dtype=np.int64)
+    mw = len(w)
+    lo = int(np.minimum(w * x_lo, w * x_hi).sum()) + offset
+    hi = int(np.maximum(w * x_lo, w * x_hi).sum()) + offset
+    width = _signed_width(min(lo, 0), max(hi, 0))
+    terms = []
+    for i, value in enumerate(w):
+        if products and value:
+            k = (int(abs(value)) & -int(abs(value))).bit_length() - 1
+            terms.append((i, k, 1 if value > 0 else -1, int(abs(value)) >> k))
+        else:
+            terms.extend((i, k, sign, 1) for sign, k in csd_digits(value))
+    if not products:
+        for p, pair in enumerate(pairs):
+            terms = _take_pair(terms, pair, mw + p)
+
+    def source(src):
+        if src < mw:
+            return n, (1 << (n - 1)) if signed_input else 0
+        return pairs[src - mw].width, pairs[src - mw].offset
+
+    constant = offset
+    heights = [0] * width
+    for src, k, sign, odd in terms:
+        # odd s = P - odd off with P = odd u (m bits); -P = ~P - (2^m - 1)
+        bits, off = source(src)
+        m = product_width(odd, bits)
+        constant += (-odd * off if sign > 0 else odd * off - ((1 << m) - 1)) << k
+        for b in range(k, min(k + m, width)):
+            heights[b] += 1
+    constant %= 1 << width
+    for b in range(width):
+        heights[b] += constant >> b & 1
+    levels, final = _heap_levels(heights, width, rows)
+    return Channel(tuple(terms), constant, width, levels, lo, hi, final, rows, mw)
+
+
+def _take_pair(terms, pair, src):
+    """``terms`` with every two digits (i, k, s1) and (j, k + shift, s2), s1 s2 = the pair's sign, replaced
+    by the pair's term (src, k, s1)."""
+    terms = list(terms)
+    while True:
+        found = _find_pair(terms, pair)
+        if found is None:
+            return tuple(terms)
+        a, b = found
+        k, s1 = terms[a][1], terms[a][2]
+        terms = [t for x, t in enumerate(terms) if x not in (a, b)] + [(src, k, s1, 1)]
+
+
+def _find_pair(terms, pair):
+    for a, (i, k1, s1, odd1) in enumerate(terms):
+        if i != pair.i or odd1 != 1:
+            continue
+        for b, (j, k2, s2, odd2) in enumerate(terms):
+            if b != a and j == pair.j and odd2 == 1 and k2 == k1 + pair.shift and s1 * s2 == pair.sign:
+                return a, b
+    return None
+
+
+def choose_pairs(w, n, signed_input, most=400):
+    """The shared pairs of a layer's weights w (channels, MW), greedily: the pattern of two element digits
+    (x_i, x_j << shift, relative sign) that saves the most heap bits over the channels holding it, less its
+    adder's LUTs, taken while that is positive (each pair of two elements, never of pairs: one adder deep)."""
+    x_lo, x_hi = _element_range(n, signed_input)
+    channels = [[(i, k, sign, 1) for i, value in enumerate(row) for sign, k in csd_digits(value)] for row in w]
+    if sum(len(terms) ** 2 for terms in channels) > SHARE_WORK:
+        return ()       # a search as long as a compile: not tried (a wide layer: not built at II 1 anyway)
+    pairs = []
+    while len(pairs) < most:
+        counts = {}
+        for terms in channels:
+            seen = set()
+            for a, (i, k1, s1, _) in enumerate(terms):
+                if i >= w.shape[1]:
+                    continue
+                for j, k2, s2, _ in terms[a + 1:]:
+                    if j >= w.shape[1]:
+                        continue
+                    key = (i, j, k2 - k1, s1 * s2) if (k1, i) <= (k2, j) else (j, i, k1 - k2, s1 * s2)
+                    if key not in seen:
+                        seen.add(key)
+                        counts[key] = counts.get(key, 0) + 1
+        best, gain = None, 0
+        for (i, j, shift, sign), uses in counts.items():
+            if uses < 2:
+                continue
+            ends = (x_lo + (x_lo << shift if sign > 0 else -(x_hi << shift)),
+                    x_hi + (x_hi << shift if sign > 0 else -(x_lo << shift)))
+            pair = Pair(i, j, shift, sign, *ends)
+            value = uses * (2 * n - pair.width) - pair.luts
+            if value > gain:
+                best, gain = pair, value
+        if best is None:
+            return tuple(pairs)
+        channels = [list(_take_pair(terms, best, w.shape[1] + len(pairs))) for terms in channels]
+        pairs.append(best)
+    return tuple(pairs)
+
+
+def product_width(odd, n):
+    """Bits of odd * x_u for an unsigned n-bit x_u."""
+    return (odd * ((1 << n) - 1)).bit_length()
