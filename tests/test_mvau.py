@@ -97,7 +97,8 @@ def test_dsp_packing_is_bit_exact(idt, wdt, pe, simd):
 
 @pytest.mark.sim
 @pytest.mark.parametrize("mw, weights", [pytest.param(512, "random", marks=pytest.mark.slow),     # CI time
-                                         (512, "extreme"), (1, "random")])
+                                         (512, "extreme"),            # CI time (24 s): the 1-word fold's
+                                         pytest.param(1, "random", marks=pytest.mark.slow)])   # SF 1 is test_op_grid's
 def test_dsp_accumulation_over_a_long_fold(mw, weights):
     # INT8 x UINT8 over a 512-step fold: the low lane's sum needs 24 bits against its 16-bit field,
     # so the canaries carry hundreds of times; the extreme case drives every product to a corner. A

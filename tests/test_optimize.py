@@ -198,7 +198,8 @@ def test_spilled_weights_are_dropped_where_they_do_not_help():
     assert optimize_folding(graph, budget).ii == plain.ii and not spilled_bits(graph)
 
 
-@pytest.mark.sim
+@pytest.mark.slow   # CI time (47 s): the spill search is checked above, a split weight ROM in RTL by test_mvau's
+@pytest.mark.sim    # test_split_weight_rom_bit_exact_and_cycle_exact
 def test_spilled_design_is_bit_exact(tmp_path, capsys):
     x, out, report, _ = verify_under_budget(tmp_path, capsys, "TFC_1W1A.onnx", 10, SPILL_BUDGET)
     assert any(layer["folding"].get("weight_lut_bits") for layer in report["layers"]), report["layers"]
