@@ -6,15 +6,13 @@ import onnx
 from onnx import TensorProto, helper
 from qonnx.core.datatype import BaseDataType
 
-from rtlgen.ir.graph import as_graph
-
 __all__ = ["model_hw"]
 
 
 def model_hw(graph):
-    """The dataflow graph as an ONNX graph of FINN-style nodes (domain finn.custom_op.fpgadataflow),
-    tensors named as in the graph, the graph input ``global_in`` and output ``global_out``."""
-    graph = as_graph(graph)
+    """The dataflow graph (a :class:`rtlgen.ir.graph.DataflowGraph`, as the flow made it) as an ONNX graph of
+    FINN-style nodes (domain finn.custom_op.fpgadataflow), tensors named as in the graph, the graph input
+    ``global_in`` and output ``global_out``."""
     rename = {graph.input: "global_in", graph.output: "global_out"}
     nodes, inits = [], []
     for node in graph.nodes:
