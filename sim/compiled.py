@@ -19,13 +19,13 @@ import hashlib
 import json
 import os
 import re
-import shutil
 import subprocess
 import tempfile
 from pathlib import Path
 
 from sim import progress
-from sim.runner import SimulationError, cache_dir, locked, prepare_verilator, touch, trim_cache
+from sim.runner import (SimulationError, cache_dir, keep_only_executable, keep_verilator_runtime, locked,
+                        prepare_verilator, reuse_verilator_runtime, touch, trim_cache, verilator_runtime_dir)
 
 __all__ = ["build_harness", "run_compiled", "network_engine"]
 
@@ -215,11 +215,8 @@ def build_harness(verilog, toplevel, job, waves=False, x_random=False):
                *(["--trace"] if waves else []), "-Mdir", "obj", "-o", "harness", "main.cpp", f"{toplevel}.v"]
         with progress.task(f"{_what(toplevel)}: Verilator translates the design") as update:
             _run(cmd, build_dir, toplevel)
-            runtime = _runtime_dir()
-            if runtime.is_dir():        # Verilator's runtime library compiled once per environment (~5 s saved)
-                for f in runtime.iterdir():
-                    # a fresh mtime: the objects depend on the V{top}.mk that verilator has just written
-                    shutil.copyfile(f, build_dir / "obj" / f.name)
+            runtime = verilator_runtime_dir(_FORMAT)
+            reuse_verilator_runtime(runtime, build_dir / "obj")
             update(description=f"{_what(toplevel)}: g++ compiles the bench")
             # Memory contents (weight ROMs: megabits in CNV or the GAN) land in the model's "slow" (run
             # once) code: -O0 there; -O1 for the per-cycle code; -O3 would cost more compile time than it saves
@@ -227,31 +224,10 @@ def build_harness(verilog, toplevel, job, waves=False, x_random=False):
                   "OPT_FAST=-O1", "OPT_GLOBAL=-O1"], build_dir, toplevel)
         if not exe.exists():
             raise SimulationError(f"verilator build of {toplevel} made no executable (see {build_dir}/build.log)")
-        if not runtime.is_dir():
-            tmp = Path(tempfile.mkdtemp(prefix=".runtime-", dir=runtime.parent))
-            for f in (build_dir / "obj").glob("verilated*.[od]"):
-                shutil.copy2(f, tmp / f.name)
-            try:
-                tmp.rename(runtime)
-            except OSError:         # another build got there first
-                shutil.rmtree(tmp, ignore_errors=True)
-        _keep_only_executable(build_dir / "obj", exe)
+        keep_verilator_runtime(runtime, build_dir / "obj")
+        keep_only_executable(build_dir / "obj", exe)
     trim_cache()
     return exe
-
-
-def _keep_only_executable(obj, exe):
-    """A cached harness is only ever run, never rebuilt (its key is its content): its objects,
-    precompiled headers and archives (~90 % of a large design's build, 200+ MB for CNV) go."""
-    for f in obj.iterdir():
-        if f != exe and f.is_file():
-            f.unlink()
-
-
-def _runtime_dir():
-    from sim.runner import verilator_root
-    key = hashlib.sha256(json.dumps([_FORMAT, str(verilator_root()), os.environ.get("CXX", "")]).encode()).hexdigest()[:16]
-    return cache_dir() / "compiled" / f"runtime-{key}"
 
 
 def _run(cmd, cwd, toplevel):

@@ -43,7 +43,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sim import progress
-from sim.runner import SimulationError, cache_dir, locked, touch, verilator_root
+from sim.runner import (SimulationError, cache_dir, keep_only_executable, keep_verilator_runtime, locked,
+                        reuse_verilator_runtime, touch, verilator_root, verilator_runtime_dir)
 
 __all__ = ["split_modules", "applies", "plan", "Plan", "PartsBuild", "build_from_parts", "use_runner", "ENV",
            "PARTS_FROM_BYTES", "PLACEHOLDER"]
@@ -311,32 +312,15 @@ def _link(design, toplevel, main_cpp, build_dir):
         archives.append(str(entry / "lib.a"))
     _run(["verilator", "--cc", "--exe", "--top-module", toplevel, *VERILATOR_FLAGS, "-Mdir", "obj", "-o", "harness",
           "main.cpp", f"{toplevel}.v", *wrappers, *archives], build_dir, toplevel)
-    runtime = _runtime_dir()
-    if runtime.is_dir():            # Verilator's runtime (with its DPI support) compiled once per environment
-        for f in runtime.iterdir():
-            shutil.copyfile(f, build_dir / "obj" / f.name)     # a fresh mtime: newer than the .mk just written
+    runtime = verilator_runtime_dir("parts", _FORMAT, TOP_MAKE_OPT)     # its DPI support: not the one-model runtime
+    reuse_verilator_runtime(runtime, build_dir / "obj")
     _run(["make", "-C", "obj", "-f", f"V{toplevel}.mk", "-j", str(os.cpu_count() or 2), *TOP_MAKE_OPT], build_dir,
          toplevel)
     exe = build_dir / "obj" / "harness"
     if not exe.exists():
         raise SimulationError(f"verilator build of {toplevel} from parts made no executable (see {build_dir}/build.log)")
-    if not runtime.is_dir():
-        tmp = Path(tempfile.mkdtemp(prefix=".runtime-", dir=runtime.parent))
-        for f in (build_dir / "obj").glob("verilated*.[od]"):
-            shutil.copy2(f, tmp / f.name)
-        try:
-            tmp.rename(runtime)
-        except OSError:             # another build got there first
-            shutil.rmtree(tmp, ignore_errors=True)
-    for f in (build_dir / "obj").iterdir():      # only ever run again, never rebuilt: its key is its content
-        if f != exe and f.is_file():
-            f.unlink()
-
-
-def _runtime_dir():
-    key = hashlib.sha256(json.dumps([_FORMAT, str(verilator_root()), os.environ.get("CXX", ""), TOP_MAKE_OPT])
-                         .encode()).hexdigest()[:16]
-    return cache_dir() / "compiled" / f"runtime-parts-{key}"
+    keep_verilator_runtime(runtime, build_dir / "obj")
+    keep_only_executable(build_dir / "obj", exe)
 
 
 def _run(cmd, cwd, what, log=None):
