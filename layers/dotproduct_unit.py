@@ -267,8 +267,7 @@ class DotProductUnit(wiring.Component):
         input's, M, and P accumulating the fold), then the canary carries' sum beside a copy of P, then
         the two lanes restored; returns (valid at the end of a fold, accumulators, nf) of that stage."""
         spec = self._spec
-        shift, width = spec.dsp_packing, spec.acc_shape.width
-        carries_width = max(width - shift, 2)
+        width = spec.acc_shape.width
         x = xs[0]
         x_a = register(m, advance, x, name="x_a")       # beside A, the packed weights' register
 
@@ -286,23 +285,32 @@ class DotProductUnit(wiring.Component):
             # (w_hi x) mod 4 from the operands' two low bits: what the canaries rise by without a carry
             high_mod4 = register(m, advance, register(m, advance, (w_hi[:2] * x[:2])[:2], name=f"canary_rise_a_{q}"),
                                  name=f"canary_rise_m_{q}")
-            acc = Signal(signed(shift + width), name=f"P_{q}_{q + 1}", reset_less=True)
-            before, rise = (Signal(2, name=f"{n}_{q}", reset_less=True) for n in ("canary_before", "canary_rise"))
-            with m.If(advance & at_m["v"]):
-                m.d.sync += [acc.eq(Mux(at_m["first"], 0, acc) + prod),
-                             before.eq(Mux(at_m["first"], 0, acc[shift:shift + 2])), rise.eq(high_mod4)]
-            carry = (acc[shift:shift + 2] - before - rise)[:2].as_signed()      # 0, 1 or 3 (-1)
-            carries = Signal(signed(carries_width), name=f"carries_{q}", reset_less=True)
-            low_field, high_part = (Signal(n, name=f"{name}_{q}", reset_less=True)
-                                    for n, name in ((shift, "low_field"), (signed(width), "high_part")))
-            with m.If(advance & at_p["v"]):
-                m.d.sync += [carries.eq(Mux(at_p["first"], 0, carries) + carry),
-                             low_field.eq(acc[:shift]), high_part.eq(acc[shift:])]
-            accs[q] = register(m, advance, Cat(low_field, carries).as_signed(), name=f"acc{q}")
-            accs[q + 1] = register(m, advance, high_part - carries, name=f"acc{q + 1}")
+            accs[q], accs[q + 1] = self._lane_pair(m, advance, prod, high_mod4, 2, at_m, at_p, q, f"P_{q}_{q + 1}")
         accs = [a[:width].as_signed() if len(a) > width else a for a in accs]
         return (register(m, advance, at_k["v"] & at_k["last"], name="v_acc", reset_less=False), accs,
                 register(m, advance, at_k["nf"], name="nf_acc"))
+
+    def _lane_pair(self, m, advance, addend, rise, k, at_sum, at_carries, q, acc_name):
+        """Two lanes packed in one sum (low field ``shift`` bits, the high lane above): ``addend`` summed
+        over the fold, with k canary bits above the low field against ``rise`` (what they rise by without
+        a carry from the low lane, mod 2^k); the carries' sum restores both lanes at the fold's end.
+        Returns the (low, high) lane accumulators, registered."""
+        spec = self._spec
+        shift, width = spec.dsp_packing, spec.acc_shape.width
+        acc = Signal(signed(shift + width), name=acc_name, reset_less=True)
+        before, rise_r = (Signal(k, name=f"{name}_{q}", reset_less=True) for name in ("canary_before", "canary_rise"))
+        with m.If(advance & at_sum["v"]):
+            m.d.sync += [acc.eq(Mux(at_sum["first"], 0, acc) + addend),
+                         before.eq(Mux(at_sum["first"], 0, acc[shift:shift + k])), rise_r.eq(rise)]
+        carry = (acc[shift:shift + k] - before - rise_r)[:k].as_signed()       # 0, 1 or -1
+        carries = Signal(signed(max(width - shift, k)), name=f"carries_{q}", reset_less=True)
+        low_field, high_part = (Signal(bits, name=f"{name}_{q}", reset_less=True)
+                                for bits, name in ((shift, "low_field"), (signed(width), "high_part")))
+        with m.If(advance & at_carries["v"]):
+            m.d.sync += [carries.eq(Mux(at_carries["first"], 0, carries) + carry),
+                         low_field.eq(acc[:shift]), high_part.eq(acc[shift:])]
+        return (register(m, advance, Cat(low_field, carries).as_signed(), name=f"acc{q}"),
+                register(m, advance, high_part - carries, name=f"acc{q + 1}"))
 
     def _dsp_chain(self, m, advance, xs, columns, v, first, last, nfr):
         """``chains_in_dsp``: per lane pair, SIMD DSP48E1s in a chain. ``columns[s]`` is column s's weight
@@ -318,7 +326,6 @@ class DotProductUnit(wiring.Component):
         shift, width, n = spec.dsp_packing, spec.acc_shape.width, spec.simd
         k = chain_canary_bits(spec)
         total = shift + width                   # the pair's sums, modulo 2^total (both lanes fit)
-        carries_width = max(width - shift, k)
         # the skew: flip-flops with a reset, so that Yosys keeps them out of SRLs (LUTs)
         xd = [self._delay(m, advance, xs[s], s, f"x_skew{s}", reset_less=False) for s in range(n)]
         x_b = [register(m, advance, xd[s], name=f"x_b_{s}") for s in range(n)]     # the DSPs' B
@@ -346,20 +353,7 @@ class DotProductUnit(wiring.Component):
             # (sum_s w_hi x) mod 2^k at the last column's time n - 1, registered, then delayed to meet Q
             rise_sum, _ = adder_tree(rises)
             rise = self._delay(m, advance, rise_sum[:k], 3, f"canary_rise_{q}")
-            acc = Signal(signed(total), name=f"Q_acc_{q}", reset_less=True)
-            before, rise_r = (Signal(k, name=f"{name}_{q}", reset_less=True) for name in ("canary_before", "canary_rise"))
-            with m.If(advance & at_q["v"]):
-                m.d.sync += [acc.eq(Mux(at_q["first"], 0, acc) + chain),
-                             before.eq(Mux(at_q["first"], 0, acc[shift:shift + k])), rise_r.eq(rise)]
-            carry = (acc[shift:shift + k] - before - rise_r)[:k].as_signed()
-            carries = Signal(signed(carries_width), name=f"carries_{q}", reset_less=True)
-            low_field, high_part = (Signal(bits, name=f"{name}_{q}", reset_less=True)
-                                    for bits, name in ((shift, "low_field"), (signed(width), "high_part")))
-            with m.If(advance & at_acc["v"]):
-                m.d.sync += [carries.eq(Mux(at_acc["first"], 0, carries) + carry),
-                             low_field.eq(acc[:shift]), high_part.eq(acc[shift:])]
-            accs[q] = register(m, advance, Cat(low_field, carries).as_signed(), name=f"acc{q}")
-            accs[q + 1] = register(m, advance, high_part - carries, name=f"acc{q + 1}")
+            accs[q], accs[q + 1] = self._lane_pair(m, advance, chain, rise, k, at_q, at_acc, q, f"Q_acc_{q}")
         accs = [a[:width].as_signed() if len(a) > width else a for a in accs]
         return (register(m, advance, at_k["v"] & at_k["last"], name="v_acc", reset_less=False), accs,
                 register(m, advance, at_k["nf"], name="nf_acc"))
