@@ -40,7 +40,7 @@ def _git(*args):
 
 def run_ci(clone):
     """Run `.ci/run` in ``clone``; (wall seconds, CPU seconds, pytest's output)."""
-    env = dict(os.environ, RTLGEN_CACHE_DIR=str(clone.parent / "cache"), PYTEST_ADDOPTS="--durations=15")
+    env = dict(os.environ, RTLGEN_CACHE_DIR=str(clone.parent / "cache"), PYTEST_ADDOPTS="--durations=0")
     env.pop("VIRTUAL_ENV", None)
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.monotonic()
