@@ -114,7 +114,7 @@ def test_a_cluster_that_cannot_be_used_is_one_line(tmp_path, capsys, monkeypatch
 
     monkeypatch.setattr(jobs, "CONNECT_SECONDS", 2)
     out = tmp_path / "nothing-here"         # the cluster is checked first, before the OUT is read
-    for address, words in (("tcp://127.0.0.1:1", "no Dask scheduler reached (Timed out"),
+    for address, words in (("tcp://127.0.0.1:1", "no Dask scheduler reached ([Errno 111] Connection refused"),
                            ("nonsense", "no Dask scheduler reached (missing port number")):
         assert main(["prove", str(out), "--cluster", address]) == 2
         err = capsys.readouterr().err.strip().splitlines()

@@ -166,6 +166,7 @@ def _client(address):
         return client
     where = f"--cluster {address}" + (f" (${ENV})" if address == os.environ.get(ENV) else "")
     try:
+        _scheduler_listens(address)
         client = distributed.Client(address, timeout=CONNECT_SECONDS, set_as_default=False)
     except (OSError, ValueError, TypeError) as exc:
         raise ClusterError(f"{where}: no Dask scheduler reached ({_first_line(exc)}); start one with "
@@ -179,6 +180,21 @@ def _client(address):
                            f"`dask worker {address}`") from None
     _CLIENTS[address] = client
     return client
+
+
+def _scheduler_listens(address):
+    """OSError/ValueError unless something accepts a TCP connection at a tcp:// or tls:// ``address``.
+
+    Said before a :class:`distributed.Client` is made, because a Client first starts its IO-loop thread
+    and asserts that it started within 10 s: on a loaded machine that assertion, not the address, was what
+    failed (an AssertionError from Dask's LoopRunner, seen in the test suite under xdist)."""
+    import socket
+    from distributed.comm import parse_address
+    from distributed.comm.addressing import parse_host_port
+
+    scheme, location = parse_address(address)
+    if scheme in ("tcp", "tls"):
+        socket.create_connection(parse_host_port(location), timeout=CONNECT_SECONDS).close()
 
 
 def _on_cluster(address, function, items, check):
