@@ -16,7 +16,7 @@ from layers.dotproduct_cost import unit_resource_estimate
 from layers.dotproduct_unit import TREE_LEVELS_PER_STAGE
 from layers.fifo import output_fifo_spec
 from layers.op import ArrayMemo, StreamContract
-from layers.popcount import heap_cost
+from layers.popcount import heap_stages, selects_constants
 from layers.requant import requant_form
 from layers.requant_hw import requant_stages
 from layers.thresholding import ThresholdTable, check_activation
@@ -468,7 +468,7 @@ class UnitSpec(StreamContract):
     @property
     def pipeline_depth(self):
         """Register stages from issuing a (vector, nf, sf) step to its output reaching the FIFO."""
-        tree = (heap_cost(self.simd, self.heap_term_inputs)[2] if self.uses_heap
+        tree = (heap_stages(self) if self.uses_heap
                 else 0 if self.chains_in_dsp else tree_stages(self.tree_terms, TREE_LEVELS_PER_STAGE)) + int(self.registers_sum)
         # P (or the chain's sum accumulated in fabric), the carries' sum, the two lanes restored
         accumulator = 3 if self.accumulates_in_dsp or self.chains_in_dsp else 1
@@ -477,9 +477,9 @@ class UnitSpec(StreamContract):
 
     @property
     def uses_heap(self):
-        """``popcount="heap"`` on a binary layer: each lane's popcount is a registered compressor heap
-        (:mod:`layers.popcount`), about one LUT a term where the adder tree takes 1.5-2."""
-        return self.popcount == "heap" and self.xnor
+        """``popcount="heap"`` on a binary layer (or of constant BIPOLAR weights: ``selects_constants``): each
+        lane's sum is a registered compressor heap (:mod:`layers.popcount`), fewer LUTs than the tree's."""
+        return self.popcount == "heap" and (self.xnor or selects_constants(self))
 
     @property
     def heap_term_inputs(self):

@@ -9,7 +9,7 @@ from layers.dotproduct_unit import TREE_LEVELS_PER_STAGE, chain_canary_bits
 from layers.fifo import output_fifo_spec
 from layers.memcost import bram18_count, ram_cost, rom_bram_cost, rom_luts
 from layers.op import Resources
-from layers.popcount import heap_cost
+from layers.popcount import heap_cost, selection_cost
 
 __all__ = ["unit_resource_estimate"]
 
@@ -21,6 +21,9 @@ XNOR_ROM_POPCOUNT_LUT = 1.5     # weights_in_xnor: LUTs per term of a lane's pop
 # where 2 are planned; behind a folded ROM of up to 4 words 1.25 (PE 2 x SIMD 576: 1,653, 1,318 planned).
 HEAP_LUT_FACTOR = {1: 1.12, 2: 1.35}
 HEAP_LUT_FACTOR_FOLDED_ROM = 1.25
+# Lanes of constant BIPOLAR weights (layers.popcount.selection_cost, heaps of plain input bits): CNV-w1a1's
+# MVAU_0 at PE 64 x SIMD 27, its weights: 4,142 LUT of heaps by Yosys, 3,872 planned (the subtractions apart)
+SELECTION_LUT_FACTOR = 1.07
 
 
 def unit_resource_estimate(spec):
@@ -43,7 +46,9 @@ def unit_resource_estimate(spec):
         tree_lut = 2 * (spec.simd - 1)
     else:
         tree_lut = (spec.simd - 1) * (product_bits + spec.simd.bit_length() // 2)
-    if spec.constant_weights and not dsp:       # the accumulator's adder (none when it only registers)
+    if spec.uses_heap and not spec.xnor:        # constant BIPOLAR weights: heaps and a subtraction a lane
+        lut = SELECTION_LUT_FACTOR * selection_cost(spec.weight_matrix(), spec.lane_input_dtype.bitwidth())[0] + spec.pe * acc
+    elif spec.constant_weights and not dsp:     # the accumulator's adder (none when it only registers)
         lut = _constant_weight_lut(spec) + (0 if spec.lean_accumulator else spec.pe * acc)
     else:
         # the accumulators' adders (SF = 1: none, the lane sum is loaded as it is)
@@ -77,7 +82,9 @@ def unit_resource_estimate(spec):
         ff += spec.pe * tree_register_bits(spec.tree_terms, wb + ib - 3, TREE_LEVELS_PER_STAGE)
     if spec.registers_operands or spec.registers_replayed_input:
         ff += spec.weight_width + spec.in_width
-    if spec.uses_heap:
+    if spec.uses_heap and not spec.xnor:
+        ff += selection_cost(spec.weight_matrix(), spec.lane_input_dtype.bitwidth())[1]
+    elif spec.uses_heap:
         ff += spec.pe * heap_cost(spec.simd, spec.heap_term_inputs)[1]
     bram18 = dsp_act = 0
     if spec.requant is not None:

@@ -14,7 +14,7 @@ from qonnx.core.datatype import DataType
 from layers.datapath import (adder_tree, booth_offset, booth_rows, element_value, output_stage, packed_weight, product, product_rows, register,
                              shifted, tree_stages, unpack_products, wire, wrapping_increment)
 from layers.op import ArrayMemo
-from layers.popcount import popcount_heap
+from layers.popcount import heap_stages, heap_sum, popcount_heap, selected_elements
 from layers.requant_hw import requantize
 from layers.thresholding import activation_lane, threshold_search
 from memstream.axilite import AXILiteSignature
@@ -207,8 +207,11 @@ class DotProductUnit(wiring.Component):
         spec = self._spec
         sums = []
         xs = self._lane_inputs(m, xs)
-        correction = self._input_sum(m, advance, xs) if spec.offset_weights else None
-        for p, prods in enumerate(self._products(m, advance, xs, ws)):
+        selects = spec.uses_heap and not spec.xnor
+        if selects:
+            sums, stages = self._selected_heaps(m, advance, xs)
+        correction = self._input_sum(m, advance, xs) if spec.offset_weights and not selects else None
+        for p, prods in enumerate([] if selects else self._products(m, advance, xs, ws)):
             if spec.uses_heap:
                 total, stages = popcount_heap(m, advance, prods, term_inputs=spec.heap_term_inputs, name=f"sum{p}")
             else:
@@ -237,6 +240,25 @@ class DotProductUnit(wiring.Component):
             accs.append(acc)
         return (register(m, advance, v & last, name="v_acc", reset_less=False), accs,
                 register(m, advance, nfr, name="nf_acc"))
+
+    def _selected_heaps(self, m, advance, xs):
+        """``uses_heap`` with constant BIPOLAR weights: lane p's sum_s w_s x_s as 2 S - X over its +1s or
+        X - 2 S over its -1s (the smaller set, :func:`layers.popcount.selected_elements`), S a heap of the
+        selected inputs' bits (plain bits: no AND, the weights are constants), X = sum_s x_s one heap all
+        lanes share; every sum delayed to the deepest heap, then registered (``registers_sum``) after the
+        subtraction. Returns (lane sums, register stages)."""
+        spec = self._spec
+        bits, depth = spec.lane_input_dtype.bitwidth(), heap_stages(spec)
+        x_bits = lambda elems: [[xs[s][j] for s in elems] for j in range(bits)]
+        shared, stages = heap_sum(m, advance, x_bits(range(spec.simd)), name="xsum")
+        shared = self._delay(m, advance, shared, depth - stages, "xsum_pad")
+        totals = []
+        for p, (elems, plus) in enumerate(selected_elements(spec.weight_matrix())):
+            total, stages = heap_sum(m, advance, x_bits(elems), name=f"sum{p}")
+            total = self._delay(m, advance, total, depth - stages, f"sum{p}_pad") << 1
+            total = total - shared if plus else shared - total
+            totals.append(register(m, advance, total, name=f"sum{p}_r") if spec.registers_sum else total)
+        return totals, depth
 
     def _accumulated(self, acc, total, first, start):
         """The accumulator's next value: the lane sum added to it, or on a fold's first step to ``start``

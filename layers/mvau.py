@@ -78,9 +78,10 @@ class MVAUSpec(UnitSpec):
         if self.popcount not in POPCOUNTS:
             raise ValueError(f"MVAU popcount must be one of {', '.join(POPCOUNTS)}, not {self.popcount!r}")
         self._validate_common()
-        if self.popcount == "heap" and not self.xnor:
+        if self.popcount == "heap" and not (self.xnor or self.selects_bipolar_weights):
             raise ValueError(f"MVAU popcount=heap needs an XNOR layer (1-bit inputs and weights, BIPOLAR or "
-                             f"binary_xnor_mode), not {self.input_dtype.name} x {self.weight_dtype.name}")
+                             f"binary_xnor_mode) or BIPOLAR weights on 2+-bit integer inputs, not "
+                             f"{self.input_dtype.name} x {self.weight_dtype.name}")
         if not self.clock_mhz > 0:
             raise ValueError(f"MVAU clock_mhz must be positive, not {self.clock_mhz!r}")
         if self.distributed:
@@ -189,9 +190,12 @@ def _golden(spec, xs, producer):
 
 def popcount_choices(params):
     """The optimizer's popcount values for an MVAU with ``params``: both for 1-bit inputs and weights
-    (the heap: fewer LUTs, about one flip-flop a term more), else none."""
-    one_bit = all(DataType[str(params.get(k))].bitwidth() == 1 for k in ("input_dtype", "weight_dtype"))
-    return POPCOUNTS if one_bit else ()
+    (the heap: fewer LUTs, about one flip-flop a term more) and for BIPOLAR weights on wider integer
+    inputs (a heap where the weights are constants: ``layers.popcount.selects_constants``), else none."""
+    x, w = (DataType[str(params.get(k))] for k in ("input_dtype", "weight_dtype"))
+    one_bit = x.bitwidth() == 1 and w.bitwidth() == 1
+    selects = w == DataType["BIPOLAR"] and x.is_integer() and x.bitwidth() >= 2
+    return POPCOUNTS if one_bit or selects else ()
 
 
 def shared_activation_choices(params):

@@ -20,6 +20,11 @@ tree): ``benchmarks/popcount.py`` measures it, Yosys against :func:`heap_cost`.
 
 The first level counts XNOR terms three pairs (x, w) to a LUT6 (two outputs) when the agreement bits are
 not registered yet (``term_inputs=2``): a chain's DI must be a plain bit, and no XNOR is one.
+
+The chain levels take any heap (:func:`heap_sum`: columns of bits worth 2^j), so a layer of constant
+BIPOLAR weights on unsigned multi-bit inputs (CNV's first layer at one weight word) sums, per lane, the
+bits of the inputs its weights select, plain bits with no AND (:func:`selected_elements`), where the
+adder tree added whole words. Each level is one register, not a register a bit (conversion time).
 """
 
 from functools import lru_cache
@@ -28,7 +33,8 @@ from amaranth.hdl import Cat, Const, Signal
 
 from layers.datapath import register
 
-__all__ = ["popcount_heap", "heap_cost"]
+__all__ = ["popcount_heap", "heap_cost", "heap_sum", "columns_cost", "selected_elements", "selection_cost",
+           "selects_constants", "heap_stages"]
 
 LUT_INPUTS = 6
 MAX_LEVELS = 64
@@ -122,34 +128,47 @@ def _chain_level(heights):
     return chains, passed, out
 
 
+@lru_cache(maxsize=1024)
+def _column_levels(heights):
+    """[(chains, passed, heights before)] per chain level over columns of ``heights`` bits."""
+    heights, levels = list(heights), []
+    while heights and max(heights) > 1:
+        chains, passed, after = _chain_level(heights)
+        levels.append((chains, passed, heights))
+        heights = after
+        assert len(levels) < MAX_LEVELS, "the popcount's chain levels do not converge"
+    return levels
+
+
 @lru_cache(maxsize=256)
 def _plan(n_terms, term_inputs):
     """(first level's groups or None, [(chains, passed, heights before)] per chain level)."""
     first, heights = None, [n_terms]
     if term_inputs > 1 and n_terms:
         first, heights = _first_level(n_terms, term_inputs)
-    levels = []
-    while heights and max(heights) > 1:
-        chains, passed, after = _chain_level(heights)
-        levels.append((chains, passed, heights))
-        heights = after
-        assert len(levels) < MAX_LEVELS, "the popcount's chain levels do not converge"
-    return first, levels
+    return first, _column_levels(tuple(heights))
+
+
+def _levels_cost(levels):
+    luts = sum(chain.luts() for chains, _, _ in levels for chain in chains)
+    ffs = sum(len(passed) + sum(chain.width() for chain in chains) for chains, passed, _ in levels)
+    return luts, ffs, len(levels)
 
 
 def heap_cost(n_terms, term_inputs=1):
     """(LUTs, flip-flops, register stages) of :func:`popcount_heap` over ``n_terms`` terms, as planned
     (one LUT per counter output bit of the first level and per chain position whose S is a function)."""
     first, levels = _plan(n_terms, term_inputs)
-    luts = ffs = stages = 0
+    luts, ffs, stages = _levels_cost(levels)
     if first is not None:
         bits = sum(len(g).bit_length() for g in first)
-        luts, ffs, stages = bits, bits, 1
-    for chains, passed, _ in levels:
-        luts += sum(chain.luts() for chain in chains)
-        ffs += len(passed) + sum(chain.width() for chain in chains)
-        stages += 1
+        luts, ffs, stages = luts + bits, ffs + bits, stages + 1
     return luts, ffs, stages
+
+
+def columns_cost(heights):
+    """(LUTs, flip-flops, register stages) of :func:`heap_sum` over columns of ``heights`` plain bits."""
+    return _levels_cost(_column_levels(tuple(heights)))
 
 
 def _counter(bits):
@@ -199,26 +218,85 @@ def popcount_heap(m, advance, terms, *, term_inputs=1, name="pop"):
     same (abc: one shared XNOR and two LUT5s a group of three, its area model making LUT6s dear), and 64-bit
     truth tables over the pairs made CNV's largest layers take minutes to convert."""
     terms = list(terms)
-    first, levels = _plan(len(terms), term_inputs)
-    columns = [terms]
-    if first is not None:
-        out = [[], [], []]
-        for k, g in enumerate(first):
-            for j, bit in enumerate(_counter([terms[i] for i in g])):
-                out[j].append(register(m, advance, bit, name=f"{name}_f{k}_{j}"))
-        while out and not out[-1]:
-            out.pop()
-        columns = out
+    first, _ = _plan(len(terms), term_inputs)
+    if first is None:
+        return heap_sum(m, advance, [terms], name=name)
+    outputs = [(j, bit) for g in first for j, bit in enumerate(_counter([terms[i] for i in g]))]
+    counted = register(m, advance, Cat(*(bit for _, bit in outputs)), name=f"{name}_f")
+    columns = [[], [], []]
+    for k, (j, _) in enumerate(outputs):
+        columns[j].append(counted[k])
+    total, stages = heap_sum(m, advance, [c for c in columns], name=name)
+    return total, stages + 1
+
+
+def heap_sum(m, advance, columns, *, name="heap"):
+    """The sum of ``columns[j]`` (lists of 1-bit values, each worth 2^j) by registered levels of carry
+    chains (:func:`_chain_level`); returns (sum, register stages), the stages those of
+    :func:`columns_cost`.
+
+    Each level is one register of all its outputs (the chains' sums and the bits it passes on), not a
+    register a bit: CNV's PE 16 x SIMD 576 layer made 12,864 one-bit registers, a fifth of its conversion."""
+    columns = [list(col) for col in columns]
+    while columns and not columns[-1]:
+        columns.pop()
+    levels = _column_levels(tuple(len(col) for col in columns))
     for level, (chains, passed, heights) in enumerate(levels):
-        out = [[] for _ in range(len(heights) + 8)]
+        values, places = [], []         # what the level registers, and the column each bit lands in
         for c, k in passed:
-            out[c].append(register(m, advance, columns[c][k], name=f"{name}_l{level}_p{c}_{k}"))
-        for q, chain in enumerate(chains):
-            total = register(m, advance, _chain_sum(chain, columns)[:chain.width()], name=f"{name}_l{level}_c{q}")
-            for i in range(chain.width()):
-                out[chain.start + i].append(total[i])
+            values.append(columns[c][k])
+            places.append(c)
+        for chain in chains:
+            values.append(_chain_sum(chain, columns)[:chain.width()])
+            places.extend(chain.start + i for i in range(chain.width()))
+        reg = register(m, advance, Cat(*values), name=f"{name}_l{level}")
+        out = [[] for _ in range(len(heights) + 8)]
+        for k, c in enumerate(places):
+            out[c].append(reg[k])
         while out and not out[-1]:
             out.pop()
         columns = out
-    stages = len(levels) + int(first is not None)
-    return Cat(*[col[0] if col else Const(0, 1) for col in columns]), stages
+    if not columns:
+        return Const(0, 1), len(levels)
+    return Cat(*[col[0] if col else Const(0, 1) for col in columns]), len(levels)
+
+
+def selected_elements(weight_rows):
+    """Per lane of constant BIPOLAR weights (a row of +-1), the elements its heap sums and whether they
+    are its +1s: sum_s w_s x_s = 2 S - X over its +1s, or X - 2 S over its -1s (X = sum_s x_s, one sum
+    all lanes share), whichever set is smaller (at most half the terms)."""
+    lanes = []
+    for row in weight_rows:
+        plus = [s for s, w in enumerate(row) if w > 0]
+        minus = [s for s, w in enumerate(row) if w <= 0]
+        lanes.append((tuple(plus), True) if len(plus) <= len(minus) else (tuple(minus), False))
+    return lanes
+
+
+def selection_cost(weight_rows, bits):
+    """(heap LUTs, flip-flops, register stages) of the lanes of constant BIPOLAR weights over ``bits``-bit
+    unsigned elements (:func:`selected_elements`): each lane's heap of its selected elements' bits, the
+    heap of all of them that the lanes share (X), all delayed to the deepest; the subtraction after each
+    lane is not counted here."""
+    rows = [list(r) for r in weight_rows]
+    shared = columns_cost([len(rows[0])] * bits) if rows else (0, 0, 0)
+    lanes = [columns_cost([len(sel)] * bits) if sel else (0, 0, 0) for sel, _ in selected_elements(rows)]
+    stages = max([shared[2]] + [c[2] for c in lanes])
+    width = (len(rows[0]) << bits).bit_length() if rows else 0
+    delays = sum((stages - c[2]) * width for c in lanes + [shared])      # sums padded to the deepest
+    return (shared[0] + sum(c[0] for c in lanes), shared[1] + sum(c[1] for c in lanes) + delays, stages)
+
+
+def selects_constants(spec):
+    """A dot-product spec of constant BIPOLAR weights whose lanes sum the unsigned inputs their weights
+    select (``offset_weights``; signed ones where ``offset_inputs`` makes them unsigned): with
+    ``popcount="heap"``, each lane a heap of those inputs' bits."""
+    return (spec.selects_bipolar_weights and spec.offset_weights and spec.constant_weights
+            and not spec.lane_input_dtype.signed())
+
+
+def heap_stages(spec):
+    """Register stages of a ``uses_heap`` spec's lane sums."""
+    if spec.xnor:
+        return heap_cost(spec.simd, spec.heap_term_inputs)[2]
+    return selection_cost(spec.weight_matrix(), spec.lane_input_dtype.bitwidth())[2]

@@ -3,6 +3,7 @@
 The lanes built from them are checked bit-exact and cycle-exact in tests/test_mvau.py
 (test_popcount_heap_bit_exact_and_cycle_exact)."""
 
+import pytest
 from amaranth.hdl import Cat, Module, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
@@ -120,3 +121,57 @@ def test_popcount_plan_takes_fewer_luts_than_a_counter_a_bit():
     assert heap_cost(576, 1)[0] <= 0.75 * 576
     assert heap_cost(576, 2)[0] <= 1.2 * 576
     assert heap_cost(144, 1)[0] <= 0.75 * 144
+
+
+def test_heap_sum_adds_columns_of_any_heights():
+    # heap_sum over columns of plain bits (each worth 2^j): every value of a small uneven heap
+    import itertools
+    from amaranth.hdl import C
+    from layers.popcount import columns_cost, heap_sum
+    heights = [3, 0, 5, 2]
+    m = Module()
+    bits = Signal(sum(heights), name="bits")
+    it = iter(range(sum(heights)))
+    columns = [[bits[next(it)] for _ in range(h)] for h in heights]
+    total, stages = heap_sum(m, C(1, 1), columns)
+    assert stages == columns_cost(heights)[2]
+    out, tick = Signal(8, name="out"), Signal(name="tick")
+    m.d.comb += out.eq(total)
+    m.d.sync += tick.eq(~tick)
+    values = list(range(1 << sum(heights)))
+    got = []
+
+    async def bench(ctx):
+        for v in values + [0] * stages:
+            ctx.set(bits, v)
+            got.append(ctx.get(out))
+            await ctx.tick()
+
+    sim = Simulator(m)
+    sim.add_clock(1e-6)
+    sim.add_testbench(bench)
+    sim.run()
+    weight = [1 << j for j, h in enumerate(heights) for _ in range(h)]
+    expected = [sum(w for k, w in enumerate(weight) if v >> k & 1) for v in values]
+    assert got[stages:] == expected
+
+
+def test_selected_elements_take_the_smaller_set():
+    from layers.popcount import selected_elements
+    assert selected_elements([[1, -1, 1], [-1, -1, 1], [1, 1, 1, 1]]) == [((1,), False), ((2,), True), ((), False)]
+
+
+@pytest.mark.sim
+@pytest.mark.parametrize("idt, mh, simd, act", [("INT8", 8, 27, "BIPOLAR"), ("UINT4", 6, 9, None)])
+def test_constant_bipolar_weights_heap_bit_exact_under_backpressure(idt, mh, simd, act, simulator):
+    # CNV's first layer (INT8 x BIPOLAR, its thresholds make the inputs unsigned) at one weight word: each
+    # lane a heap of the inputs its weights select (no adder tree); unsigned inputs without an activation
+    # too; golden through the MVAU tests' driver (numpy), at full rate and under backpressure
+    from tests.test_mvau import check, make_spec
+    spec = make_spec(simd, mh, simd, mh, idt, "BIPOLAR", act, seed=mh + simd, mem_mode="internal_embedded",
+                     res_type="lut", popcount="heap")
+    tree = make_spec(simd, mh, simd, mh, idt, "BIPOLAR", act, seed=mh + simd, mem_mode="internal_embedded",
+                     res_type="lut")
+    assert spec.uses_heap and spec.constant_weights and not tree.uses_heap
+    assert spec.resource_estimate().lut < tree.resource_estimate().lut
+    check(spec, simulator=simulator, frames=3)
