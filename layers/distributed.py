@@ -13,7 +13,8 @@ bit's LUT6 taking its column's three bits and the three below (their parity and 
 the channel's exact range, so the wrap-around is exact). Where an element has at most six bits, a channel
 may instead take one term per weight: the element times the weight's odd part, each bit of that product a
 LUT of the element's bits, computed once for every channel that needs it (a LUT level more, a heap about
-2.5 times lower: what a layer of many digits per weight needs to drop a register).
+2.5 times lower: what a layer of many digits per weight needs to drop a register); or only the layer's
+chosen products (those whose saved heap bits over the channels pay for their LUTs) and digits elsewhere.
 
 The activation is the threshold table's exact requantizer (:func:`layers.requant.fit_requant`) where its
 multiplier is one power of two for every channel with no corrected level (what a float scale of 2^-k
@@ -42,11 +43,11 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from amaranth.hdl import C, Cat, Module, Mux, Signal
+from amaranth.hdl import C, Cat, Const, Module, Mux, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from layers.bit_heap import LUT_INPUTS, ROWS, channel_heap, choose_pairs, csd_digits, product_width
+from layers.bit_heap import LUT_INPUTS, ROWS, CounterLevel, channel_heap, choose_pairs, chosen_products, csd_digits, product_width
 from layers.datapath import register
 from layers.op import ArrayMemo, Resources
 from layers.thresholding import activation_lane
@@ -189,9 +190,10 @@ class DistributedPlan:
         """Channel c's steps as (kind, ns): its products or shared pairs' adders, its counter levels, the
         carry chain, the activation."""
         ch = self.channels[c]
-        steps = [("product", self.product_ns)] if ch.products else []
-        if ch.pairs:
-            steps.append(("pair", carry_chain_ns(max(self.pairs[p].width for p in ch.pairs), 2)))
+        before = ([self.product_ns] if ch.products else []) + \
+            ([carry_chain_ns(max(self.pairs[p].width for p in ch.pairs), 2)] if ch.pairs else [])
+        # the products' LUTs and the pairs' adders side by side: one step
+        steps = [("pair" if ch.pairs else "product", max(before))] if before else []
         steps += [("counter", counter_ns(_largest(groups))) for _, groups in ch.levels]
         steps.append(("carry", carry_chain_ns(ch.width, ch.rows)))
         if self.activation is not None:
@@ -296,13 +298,15 @@ def _make_plan(spec):
     out_bits = spec.output_dtype.bitwidth()
     clock = float(spec.clock_mhz)
     pairs = choose_pairs(w, n, signed_input) if _SHARE else ()
+    chosen = chosen_products(w, n) if n <= LUT_INPUTS else frozenset()
     # per channel, each way to build it (three rows or two at the end; digits, digits with the shared
     # pairs, or products where an element's product is a LUT) with the registers it needs
     options = []
     for c in range(w.shape[0]):
         found = []
-        for products in _forms(n):
-            for shared in ((False, True) if pairs and not products else (False,)):
+        for form in _forms(n):
+            products = chosen if form == "chosen" else form
+            for shared in ((False, True) if pairs and products is not True else (False,)):
                 for rows in _ROW_CHOICES:
                     ch = channel_heap(w[c], n, signed_input, offsets[c], rows, products, pairs if shared else ())
                     if shared and not ch.pairs:
@@ -339,9 +343,11 @@ _ROW_CHOICES = (ROWS, 2)        # the rows a heap's carry chain may add: three (
 
 
 def _forms(n):
-    """How a channel's terms may be made: canonical signed digits of the elements (False), or products of
-    elements by the weights' odd parts (True) where such a product is a LUT a bit (n <= 6 bits)."""
-    return (False, True) if n <= LUT_INPUTS else (False,)
+    """How a channel's terms may be made: canonical signed digits of the elements (False), or, where an
+    element's product by a weight's odd part is a LUT a bit (n <= 6 bits), every weight a product (True) or
+    the layer's chosen products (:func:`layers.bit_heap.chosen_products`: those whose saved heap bits pay
+    for their LUTs) and digits for the rest ("chosen")."""
+    return (False, True, "chosen") if n <= LUT_INPUTS else (False,)
 
 
 def check_distributed(spec):
@@ -371,29 +377,6 @@ def check_distributed(spec):
 
 
 # --- the hardware --------------------------------------------------------------------------------------
-
-
-def _adder_counter(m, bits, name):
-    """The number of ones among up to 6 bits as full and half adders (XOR, majority): plain logic that
-    abc maps to LUTs however it likes (constant tables, one ``$shiftx`` an output bit, cost Yosys a 64-way
-    mux each before it maps them)."""
-    columns, j, k = [list(bits)], 0, 0
-    while j < len(columns):
-        col = columns[j]
-        while len(col) > 1:
-            if len(columns) == j + 1:
-                columns.append([])
-            if len(col) >= 3:
-                a, b, c = col.pop(0), col.pop(0), col.pop(0)
-                total, carry = a ^ b ^ c, (a & b) | (a & c) | (b & c)
-            else:
-                a, b = col.pop(0), col.pop(0)
-                total, carry = a ^ b, a & b
-            col.append(_wire(m, total, f"{name}_s{k}"))
-            columns[j + 1].append(_wire(m, carry, f"{name}_c{k}"))
-            k += 1
-        j += 1
-    return [columns[j][0] if j < len(columns) and columns[j] else C(0, 1) for j in range(len(bits).bit_length())]
 
 
 class DistributedUnit(wiring.Component):
@@ -438,21 +421,20 @@ class DistributedUnit(wiring.Component):
         x = self.i.payload
         x_u = x ^ C(sum(1 << (e * n + n - 1) for e in range(spec.mw)), len(x)) if spec.input_dtype.signed() else x
         x_u = _wire(m, x_u, "x_u")
-        x_n = _wire(m, ~x_u, "x_n")     # the inverted bits of negative digits, inverted once
-        sources = {}                    # (element, odd) -> (its bits, their inversion)
+        sources = {}                    # (element, odd) -> its bits (a negative term's inverted by its taker)
         for e in range(spec.mw):
-            sources[e, 1] = (x_u[e * n:(e + 1) * n], x_n[e * n:(e + 1) * n])
+            sources[e, 1] = x_u[e * n:(e + 1) * n]
         for p in plan.used_pairs():
             pair = plan.pairs[p]
             x_i, x_j = (_element(x, e, n, spec.input_dtype.signed()) for e in (pair.i, pair.j))
             t = _wire(m, (x_i + (x_j << pair.shift)) if pair.sign > 0 else (x_i - (x_j << pair.shift)), f"s{p}")
             u = Cat(t[:pair.width - 1], ~t[pair.width - 1]) if pair.offset else t[:pair.width]
             u = _wire(m, u, f"s{p}_u")
-            sources[spec.mw + p, 1] = (u, _wire(m, ~u, f"s{p}_n"))
+            sources[spec.mw + p, 1] = u
         for e, odd in plan.products():
             bits = _wire(m, Cat(*_times_odd(m, x_u[e * n:(e + 1) * n], odd, product_width(odd, n), f"p{e}_{odd}")),
                          f"p{e}_{odd}")
-            sources[e, odd] = (bits, _wire(m, ~bits, f"p{e}_{odd}_n"))
+            sources[e, odd] = bits
         outs = [self._build_channel(m, advance, plan, c, sources) for c in range(len(plan.channels))]
         m.d.comb += [self.o.valid.eq(out_valid), self.o.payload.eq(Cat(*outs))]
         return m
@@ -460,37 +442,47 @@ class DistributedUnit(wiring.Component):
     def _build_channel(self, m, advance, plan, c, sources):
         ch = plan.channels[c]
         registers, step = set(plan.registers[c]), 0
+        # a heap bit: (signal, inverted), inverted where the LUT that takes it inverts it (a negative term)
         columns = [[] for _ in range(ch.width)]
         for i, k, sign, odd in ch.terms:
-            bits = sources[i, odd][0 if sign > 0 else 1]
+            bits = sources[i, odd]
             for b in range(len(bits)):
                 if k + b < ch.width:
-                    columns[k + b].append(bits[b])
+                    columns[k + b].append((bits[b], sign < 0))
         for b in range(ch.width):
             if ch.constant >> b & 1:
-                columns[b].append(C(1, 1))
+                columns[b].append((C(1, 1), False))
         if ch.products or ch.pairs:     # the products' LUTs, the pairs' adders: a step of their own
             if step in registers:
                 columns = self._register_columns(m, advance, columns, f"c{c}_p")
             step += 1
         for level, (heights, groups) in enumerate(ch.levels):
             out = [[] for _ in range(ch.width + 3)]
+            counted = []            # (column, the group's bits)
             for col, sizes in enumerate(groups):
                 bits, start = columns[col], 0
-                for g, size in enumerate(sizes):
-                    for j, bit in enumerate(COUNTER(m, bits[start:start + size], f"c{c}_l{level}_{col}_{g}")):
-                        out[col + j].append(bit)
+                for size in sizes:
+                    counted.append((col, bits[start:start + size]))
                     start += size
                 out[col].extend(bits[start:])
+            if counted:
+                unit = CounterLevel([group for _, group in counted])
+                m.submodules[f"c{c}_l{level}"] = unit
+                m.d.comb += unit.i.eq(Cat(*(bit for _, group in counted for bit, _ in group
+                                                if not isinstance(bit, Const))))
+                for (col, _), outs in zip(counted, unit.counts()):
+                    for j, bit in enumerate(outs):
+                        out[col + j].append((bit, False))
             columns = out[:ch.width]
             if step in registers:
                 columns = self._register_columns(m, advance, columns, f"c{c}_l{level}")
             step += 1
+        values = [[~bit if inv else bit for bit, inv in col] for col in columns]
         if ch.rows == 2:
-            rows = [Cat(*[col[r] if r < len(col) else C(0, 1) for col in columns]) for r in range(2)]
+            rows = [Cat(*[col[r] if r < len(col) else C(0, 1) for col in values]) for r in range(2)]
             total = _wire(m, (rows[0] + rows[1])[:ch.width], f"c{c}_sum")
         else:
-            total = _wire(m, _ternary_sum(m, columns, ch.width, f"c{c}"), f"c{c}_sum")
+            total = _wire(m, _ternary_sum(m, values, ch.width, f"c{c}"), f"c{c}_sum")
         if step in registers:
             total = register(m, advance, total, name=f"c{c}_sum_r")
         step += 1
@@ -510,13 +502,16 @@ class DistributedUnit(wiring.Component):
 
     @staticmethod
     def _register_columns(m, advance, columns, name):
+        """Each column's bits registered as they are (an inverted bit stays to be inverted by its taker;
+        a constant is not registered)."""
         regs = []
         for b, col in enumerate(columns):
-            if not col:
-                regs.append([])
+            held = [bit for bit, _ in col if not isinstance(bit, Const)]
+            if not held:
+                regs.append(list(col))
                 continue
-            r = register(m, advance, Cat(*col), name=f"{name}_{b}")
-            regs.append([r[j] for j in range(len(col))])
+            r = iter(register(m, advance, Cat(*held), name=f"{name}_{b}"))
+            regs.append([(bit, inv) if isinstance(bit, Const) else (next(r), inv) for bit, inv in col])
         return regs
 
     def _activation(self, m, act, c, v, ob):
@@ -532,11 +527,6 @@ class DistributedUnit(wiring.Component):
         return lane
 
 
-# Full and half adders, not tables and not kept outputs: on the pruned jet tagger (2026-11-27) abc shares the
-# adders' middles across counters (MVAU_1: 10,712 LUT, its first cycle 4 LUT levels where the plan counts 3);
-# with each counter output on a kept wire it maps one LUT6 an output and the plan's 3 levels, but 12,538 LUT
-# (MVAU_0: 13,164 against 11,043)
-COUNTER = _adder_counter
 
 
 def _element(x, e, n, signed):

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from qonnx.core.datatype import DataType
 
-from layers.bit_heap import channel_heap, choose_pairs, csd_digits, product_width
+from layers.bit_heap import channel_heap, choose_pairs, chosen_products, csd_digits, product_width
 from layers.distributed import DistributedPlan, NEXT_FIFO_NS, cycle_budget_ns, distributed_plan, power_of_two_requant
 from layers.mvau import MVAUSpec
 from layers.thresholding import ThresholdTable
@@ -102,6 +102,11 @@ def test_heap_sums_to_the_matrix_product(input_dtype):
             ch = channel_heap(spec.weight_matrix()[c], n, dt.signed(), 0, 3, products=True)
             assert len(ch.terms) == np.count_nonzero(w[:, c])
             np.testing.assert_array_equal(_heap_value(ch, x, n, dt.signed()), x @ w[:, c])
+            # some weights products, the others digits, pairs taking digits only
+            chosen = chosen_products(spec.weight_matrix(), n, bit_cost=4.0)
+            ch = channel_heap(spec.weight_matrix()[c], n, dt.signed(), 0, 3, products=chosen, pairs=plan.pairs)
+            assert all(odd == 1 or (src, odd) in chosen for src, _, _, odd in ch.terms)
+            np.testing.assert_array_equal(_heap_value(ch, x, n, dt.signed(), plan.pairs), x @ w[:, c])
 
 
 @pytest.mark.parametrize("input_dtype", ["INT16", "UINT6", "INT3"])
@@ -216,7 +221,7 @@ def test_registers_go_where_the_clock_needs_them(clock_mhz):
 
 # the default suite: a signed input with the activation, registers and shared pairs; products (a signed input);
 # two rows at the end, all combinational
-CASES = [("INT5", True, 200.0, False, 3), ("INT4", True, 250.0, True, 3), ("UINT6", True, 60.0, False, 2),
+CASES = [("INT5", True, 200.0, False, 3), ("INT4", True, 250.0, True, 3), ("UINT6", True, 60.0, "chosen", 2),
          pytest.param("UINT4", False, 200.0, False, 2, marks=pytest.mark.slow),
          pytest.param("INT8", True, 400.0, False, 3, marks=pytest.mark.slow),
          pytest.param("UINT6", False, 300.0, True, 2, marks=pytest.mark.slow)]
@@ -238,10 +243,14 @@ def test_distributed_unit_matches_golden_at_full_rate_and_under_backpressure(inp
     w = _weights(rng, 7, 5)
     if not products and rows == 3:      # few magnitudes, as a pruned layer's: channels share pairs of digits
         w = rng.choice([-31, -29, -27, -25, 0, 0, 25, 27, 29, 31], (7, 5))
+    if products == "chosen":            # products where channels share them (three digits each), digits elsewhere
+        w = rng.choice([-21, -19, -11, 0, 0, 8, 3, 11, 19, 21], (7, 5))
     t = _line_thresholds(rng, 5, 7, 4) if activation else None
     spec = _spec(w, input_dtype, t, "UINT3" if activation else None, clock_mhz=clock_mhz)
     plan = distributed_plan(spec)
-    assert bool(plan.products()) == products and all(ch.rows == rows for ch in plan.channels)
+    assert bool(plan.products()) == bool(products) and all(ch.rows == rows for ch in plan.channels)
+    if products == "chosen":
+        assert any(odd == 1 for ch in plan.channels for *_, odd in ch.terms)
     assert plan.used_pairs() or products or rows == 2
     dt = DataType[input_dtype]
     x = np.concatenate([rng.integers(dt.min(), dt.max() + 1, (46, 7)), np.full((1, 7), dt.min()),
