@@ -92,6 +92,13 @@ PACKETS = 4
 DEST, SOURCE = 5, 2
 BACKPRESSURES = [FULL_RATE, Backpressure(seed=11)]
 BP_IDS = ["full", "bp"]
+# The default suite's widths: a word narrower than a flit with a partial last flit, several words to a flit,
+# a word of many flits; the rest (the 512-bit flits cost seconds to convert) run in the slow suite (CI time,
+# issue 42), and the op grid (tests/test_op_grid.py) runs both bridges' examples at full rate and under
+# backpressure by default.
+DEFAULT_CONFIGS = [(49, 64, 10), (8, 64, 10), (784, 64, 1)]
+CONFIG_PARAMS = [pytest.param(*c, id=i, marks=[] if c in DEFAULT_CONFIGS else [pytest.mark.slow])
+                 for c, i in zip(CONFIGS, IDS)]
 
 
 def run_to(spec, words, backpressure, simulator):
@@ -126,7 +133,7 @@ def contiguous(stamps):
 # ---------------------------------------------------------------------------------------------- ToGalapagos
 
 @pytest.mark.sim
-@pytest.mark.parametrize("w, fw, per_packet", CONFIGS, ids=IDS)
+@pytest.mark.parametrize("w, fw, per_packet", CONFIG_PARAMS)
 def test_to_galapagos_offers_each_transfer_when_complete(w, fw, per_packet, simulator):
     """The latency contract at full rate (bit-exact under backpressure: tests/test_op_grid.py)."""
     spec = ToGalapagosSpec(w, fw, per_packet, dest=DEST, source_id=SOURCE)
@@ -141,7 +148,7 @@ def test_to_galapagos_offers_each_transfer_when_complete(w, fw, per_packet, simu
 # -------------------------------------------------------------------------------------------- FromGalapagos
 
 @pytest.mark.sim
-@pytest.mark.parametrize("w, fw, per_packet", CONFIGS, ids=IDS)
+@pytest.mark.parametrize("w, fw, per_packet", CONFIG_PARAMS)
 def test_from_galapagos_offers_each_transfer_when_complete(w, fw, per_packet, simulator):
     """The latency contract at full rate, junk above the payload in last flits ignored (bit-exact under
     backpressure: tests/test_op_grid.py)."""
@@ -194,13 +201,13 @@ def loopback_verilog(to_spec, from_spec, fifo_depth):
 
 def round_trip_cases():
     """Every width at full rate through the 2-deep FIFO and directly under random backpressure; the
-    direct full-rate run, and (for time: converting the 512-bit pair to Verilog costs seconds) the
-    512-bit backpressure runs, only in the slow suite."""
+    direct full-rate run, and the widths beyond ``DEFAULT_CONFIGS``, only in the slow suite."""
     bp = Backpressure(seed=23, valid_prob=0.8, ready_prob=0.5)
     for (w, fw, n), name in zip(CONFIGS, IDS):
-        yield pytest.param(w, fw, n, FULL_RATE, 2, id=f"{name}-full-fifo2")
+        slow = [] if (w, fw, n) in DEFAULT_CONFIGS else [pytest.mark.slow]
+        yield pytest.param(w, fw, n, FULL_RATE, 2, id=f"{name}-full-fifo2", marks=slow)
         yield pytest.param(w, fw, n, FULL_RATE, 0, id=f"{name}-full-direct", marks=pytest.mark.slow)
-        yield pytest.param(w, fw, n, bp, 0, id=f"{name}-bp-direct", marks=[pytest.mark.slow] if fw == 512 else [])
+        yield pytest.param(w, fw, n, bp, 0, id=f"{name}-bp-direct", marks=slow)
 
 
 @pytest.mark.sim
@@ -225,7 +232,8 @@ SEG_IDS = [f"{w}-{fw}x{n}-max{p}" for w, fw, n, p in SEGMENTED]
 
 
 @pytest.mark.sim
-@pytest.mark.parametrize("backpressure", BACKPRESSURES, ids=BP_IDS)
+@pytest.mark.parametrize("backpressure", [pytest.param(FULL_RATE, id="full", marks=pytest.mark.slow),
+                                          pytest.param(BACKPRESSURES[1], id="bp")])    # full rate: slow (CI time)
 @pytest.mark.parametrize("w, fw, per_frame, max_flits", SEGMENTED, ids=SEG_IDS)
 def test_frames_split_into_packets(w, fw, per_frame, max_flits, backpressure, simulator):
     """ToGalapagos ends a packet every ``max_packet_flits`` flits and at the frame's end, at the same rate;
@@ -259,7 +267,7 @@ def _packets(flits):
 # ------------------------------------------------------------------------------------------------ throughput
 
 @pytest.mark.sim
-@pytest.mark.parametrize("w, fw, per_packet", CONFIGS, ids=IDS)
+@pytest.mark.parametrize("w, fw, per_packet", CONFIG_PARAMS)
 def test_full_rate_throughput(w, fw, per_packet, simulator):
     """Measured from the transfer stamps: ``max(words, flits)`` cycles per packet, the busier side of
     each bridge never pausing (ToGalapagos with w <= fw: one input word every cycle, across packets)."""
@@ -393,7 +401,8 @@ def test_package_does_not_import_rtlgen():
                                                            (784, 64, 1, None), (100, 512, 7, None),
                                                            (49, 64, 10, 3)],
                          ids=["49-64x10", "8-64x10", "784-64x1", "100-512x7", "49-64x10-packets3"])
-@pytest.mark.parametrize("gaps", [False, True], ids=["full-rate", "random-gaps"])
+@pytest.mark.parametrize("gaps", [pytest.param(False, id="full-rate", marks=pytest.mark.slow),    # CI time:
+                                  pytest.param(True, id="random-gaps")])         # the op grid checks full rate
 def test_timing_model_is_cycle_exact(w, fw, per_packet, max_flits, gaps, simulator):
     """Both bridges' ``timing`` (the LayerSpec contract `rtlgen prove` reads its deadline from) moves every
     word and flit at exactly the simulated cycles, output never stalled, input at full rate or with gaps."""

@@ -1,7 +1,8 @@
 """Every op's examples (``Op.examples``: its small example, grown to FINN's test grid where FINN has one)
 simulated as a stream layer: bit-exact against the op's independent golden (its ``golden`` hook, numpy
-math from :mod:`golden`), at exactly its analytic cycles per frame (``exp_cycles``) at full rate, and
-bit-exact again under random backpressure on every port. An example marked slow runs in the slow suite.
+math from :mod:`golden`), at exactly its analytic cycles per frame (``exp_cycles``) at full rate, every word
+at the cycle its timing model says (``spec.timing``) at full rate, and bit-exact again under random
+backpressure on every port. An example marked slow runs in the slow suite.
 
 An op's own behaviour beyond this (corner values, errors, timing details, other simulators) stays in its
 test file."""
@@ -100,7 +101,23 @@ def test_example_bit_exact_at_its_ii_under_backpressure(op_type, k):
     if spec.exp_cycles:                 # 0: never limits the rate (a FIFO)
         for port in ports:
             assert full.steady_cycles(port, words_per_frame) == spec.exp_cycles, port
+    _assert_timing_model(spec, full, ports)
     run(op, spec, verilog, STALLED_FRAMES, Backpressure(seed=k + 7), seed=k + 2)
+
+
+def _assert_timing_model(spec, result, ports):
+    """The layer's timing model (``spec.timing``, :mod:`layers.timing`) at full rate: it takes and offers
+    every word at exactly the cycles the model predicts from the cycles the bench offered the input words
+    (with random gaps: tests/test_timing_models.py). A layer reading a weight stream of its own is left to
+    its own tests (its model times the activation inputs)."""
+    if not hasattr(spec, "timing") or getattr(spec, "mem_mode", None) == "external":
+        return
+    inputs = _ports("i", spec.num_inputs)
+    model = spec.timing([np.array(result.offered_cycles(port)) for port in inputs])
+    for k, port in enumerate(inputs):
+        np.testing.assert_array_equal(model.reads[k], result.in_cycles(port), err_msg=f"timing model: reads of {port}")
+    for port in ports:
+        np.testing.assert_array_equal(model.writes, result.out_cycles(port), err_msg=f"timing model: writes of {port}")
 
 
 def _golden_functions():

@@ -1,6 +1,12 @@
-"""Foundation components through Yosys synth_xilinx: memories land in BRAM/LUTRAM/SRL, not in flip-flops."""
+"""Foundation components through Yosys synth_xilinx: memories land in BRAM/LUTRAM/SRL, not in flip-flops.
+
+The default suite keeps one run per memory kind the compiler relies on most (a shallow FIFO in SRLs, a
+deep one in block RAM, a MemStream in block RAM); the other mappings are Yosys runs of 10-60 s each and run
+in the slow suite (CI time, issue 42 item 6); benchmarks/foundation.py tables these components by Yosys."""
 
 import pytest
+
+SLOW_YOSYS = pytest.mark.slow       # CI time (issue 42): a Yosys run beyond the default's one per memory kind
 
 from boards.yosys import synthesize
 from layers.dwc import DWCSpec, StreamingDataWidthConverter
@@ -10,7 +16,8 @@ from memstream import MemStream, MemStreamSpec
 
 
 @pytest.mark.synth
-@pytest.mark.parametrize("ram_style", ["auto", "block", "distributed"])
+@pytest.mark.parametrize("ram_style", [pytest.param("auto", marks=SLOW_YOSYS), "block",
+                                       pytest.param("distributed", marks=SLOW_YOSYS)])
 def test_deep_fifo_maps_to_ram(ram_style):
     r = synthesize(StreamingFIFO(FIFOSpec(width=64, depth=512, ram_style=ram_style)))
     if ram_style == "distributed":
@@ -37,6 +44,7 @@ def test_memstream_maps_to_bram():
 
 
 @pytest.mark.synth
+@SLOW_YOSYS
 @pytest.mark.parametrize("writeable", [False, True])
 def test_memstream_distributed_maps_without_bram(writeable):
     # A read-only memory forced to "distributed" is a LUT ROM (it once failed Yosys' LUTRAM mapping);
@@ -48,6 +56,7 @@ def test_memstream_distributed_maps_without_bram(writeable):
 
 
 @pytest.mark.synth
+@SLOW_YOSYS
 def test_dwc_is_small():
     r = synthesize(StreamingDataWidthConverter(DWCSpec((1, 784), 49, 16)))
     assert r.ff <= DWCSpec((1, 784), 49, 16).buffer_bits + 16
@@ -55,6 +64,7 @@ def test_dwc_is_small():
 
 
 @pytest.mark.synth
+@SLOW_YOSYS
 @pytest.mark.parametrize("iw, ow", [(16, 128), (128, 32)])
 def test_integer_ratio_dwc_has_no_per_bit_multiplexers(iw, ow):
     # up: clock-enabled registers only (it was 244 LUT with the general buffer); down: a LUT5 per input
@@ -65,6 +75,7 @@ def test_integer_ratio_dwc_has_no_per_bit_multiplexers(iw, ow):
 
 
 @pytest.mark.synth
+@SLOW_YOSYS
 def test_distributed_rom_streams_at_lut6_density():
     # 1,024 x 10 bits: 16 LUT6 per bit joined by MUXF7/F8 and one LUT (160 LUT), plus the stream's
     # registers and counter. With a CARRY4 address counter abc9 spent 622 LUT (measured 232 now).

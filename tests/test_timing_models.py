@@ -118,18 +118,37 @@ def _simulate(spec, op_type, backpressure):
     return simulate_streams(component, inputs=ins, outputs=outs, backpressure=backpressure), ins, outs
 
 
-# The default suite checks every op's example both ways and the foldings whose timing is intricate (window
-# generators, dot products, width converters) with random gaps; the rest of the grid is slow (the suite's
-# time, issue 42), each op still covered by its example.
-INTRICATE = ("ConvolutionInputGenerator", "MVAU", "VVAU", "StreamingDataWidthConverter")
+# The default suite checks every op's example with random gaps (tests/test_op_grid.py checks every default
+# example's model at full rate, in the same run as its bit-exactness), and with random gaps one folding
+# beyond the example for each style of the ops whose timing is intricate: a parallel-window generator, a
+# dilated one, a 1-D one whose stride exceeds its kernel, an MVAU replaying its embedded weights over
+# several vectors, DSP lanes, a VVAU reading decoupled weights, a width converter of no integer ratio. The
+# rest of the grid, and every case at full rate, run in the slow suite (the suite's time, issue 42).
+DEFAULT_BEYOND_EXAMPLE = [
+    ("ConvolutionInputGenerator", {"SIMD": 4, "parallel_window": True}),
+    ("ConvolutionInputGenerator", {"SIMD": 2, "params": dict(dilation=(2, 2), ifm_dim=(6, 6))}),
+    ("ConvolutionInputGenerator", {"SIMD": 2, "params": dict(ifm_dim=(1, 10), kernel=(1, 2), stride=(1, 3))}),
+    ("MVAU", {"SIMD": 2, "PE": 1, "mem_mode": "internal_embedded", "params": dict(num_input_vectors=(1, 3))}),
+    ("MVAU", {"SIMD": 2, "PE": 2, "resType": "dsp"}),
+    ("VVAU", {"SIMD": 3, "PE": 2, "mem_mode": "internal_decoupled"}),
+    ("StreamingDataWidthConverter", {"params": dict(shape=(1, 12), in_width=6, out_width=4)}),
+]
+
+
+def _key(case):
+    return repr(case)
 
 
 def _timing_cases():
     for k, case in enumerate(CASES):
         for gaps in (False, True):
-            default = k < len(OPS) or (gaps and case[0] in INTRICATE)
+            default = gaps and (k < len(OPS) or _key(case) in set(map(_key, DEFAULT_BEYOND_EXAMPLE)))
             yield pytest.param(case, gaps, id=f"{_case_id(case)}-{'random-gaps' if gaps else 'full-rate'}",
                                marks=[] if default else [pytest.mark.slow])
+
+
+def test_the_default_foldings_beyond_the_examples_are_cases():
+    assert set(map(_key, DEFAULT_BEYOND_EXAMPLE)) <= set(map(_key, CASES))
 
 
 @pytest.mark.sim
