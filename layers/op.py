@@ -297,6 +297,12 @@ class Op:
                                     # spec's class name without "Spec" (the names data/cost_model.json uses)
     follower_folding: Callable = None  # follower_folding(folding) -> the folding of the node ``folded_with``
                                     # names, from this node's (a depthwise SWG: SIMD = its VVAU's PE, ...)
+    stitched_after: Callable = None  # stitched_after(spec) -> [spec, ...]: what stitching puts on the node's
+                                    # output at this folding unless its consumer reads the word whole (a
+                                    # parallel-window SWG: the FIFO on its wide side and the width
+                                    # converter); the folding optimizer charges it to the option where the
+                                    # consumer's option does not (rtlgen.passes.optimize_stitch), never to
+                                    # its estimate (the inserted nodes are estimated as such); none: nothing
     host_side: bool = False         # FINN makes a layer of it where rtlgen may run it on the host (a model's
                                     # input/output thresholds, its top-K): a folding entry for it that
                                     # names no node warns (any other such entry is an error)

@@ -52,3 +52,35 @@ def test_estimate_follows_yosys_on_the_resnet8_layer(res_type, simd, pe, idt, wd
     assert spec.chains_in_dsp == (res_type == "dsp" and pipeline == "throughput")
     assert spec.booth_products == (res_type == "lut")
     assert abs(spec.resource_estimate().lut / yosys - 1) <= 0.10, spec.resource_estimate()
+
+
+
+def test_a_parallel_window_generator_forces_a_fifo_and_converter():
+    """Op.stitched_after of a dense parallel-window generator: the 1,152-bit FIFO and the width converter
+    stitching puts after it unless its consumer reads whole windows (ResNet-8's 16-channel 3x3 windows at 8
+    bits; --fit had stopped at II 24,576 picking them for 143 LUT against the default style's 258 + 4
+    BRAM18); the default style and a depthwise generator (its VVAU reads whole windows) force nothing."""
+    from rtlgen.costmodel import estimate
+    from swg import OP, SWGSpec
+
+    window = dict(ifm_dim=(34, 34), ifm_channels=16, kernel=(3, 3), input_dtype="UINT8", simd=16)
+    parallel, default = SWGSpec(**window, parallel_window=True), SWGSpec(**window)
+    fifo, dwc = OP.stitched_after(parallel)
+    assert (fifo.width, dwc.in_width, dwc.out_width) == (1152, 1152, 128)
+    assert estimate(parallel).lut + sum(estimate(s).lut for s in (fifo, dwc)) > estimate(default).lut + 2000
+    assert OP.stitched_after(default) == ()
+    assert OP.stitched_after(SWGSpec(**window, parallel_window=True, depthwise=True)) == ()
+
+
+@pytest.mark.parametrize("whole_affordable, picked", [(False, [1, 0]), (True, [0, 1])])
+def test_the_program_charges_a_forced_converter_unless_the_consumer_avoids_it(whole_affordable, picked):
+    """The folding program pays an option's forced cost only where its consumer's option does not read
+    its word whole: a generator's parallel style (cheap alone, 2,400 LUT forced) loses to the default
+    style (BRAM) behind a narrow reader, and wins where the reader takes whole windows."""
+    from rtlgen.passes.optimize import Option, _cheapest_within
+    from rtlgen.passes.optimize_stitch import Charge
+    generator = [Option((), 100, (143, 0, 0, 0), (2400, 0, 0, 0)), Option((), 100, (258, 0, 4, 0))]
+    reader = [Option((), 100, (1000, 0, 0, 0)), Option((), 100, (1000 if whole_affordable else 9000, 0, 0, 0))]
+    limit = np.array([10000.0, np.inf, 280.0, np.inf])
+    charges = [Charge(0, 0, (2400, 0, 0, 0), consumer=1, avoided_by=(1,))]
+    assert _cheapest_within([generator, reader], limit, 100, charges) == picked

@@ -13,7 +13,9 @@ walks each node up its axes until a target is met and ignores the cost; here:
    at one II, the design is a 0/1 program (one option per node, the options meeting the II, the summed
    resources within the budget), solved exactly by HiGHS through ``scipy.optimize.milp``, minimising the
    resources in units of the budget (so the result is also the cheapest design at that II);
-3. the DuplicateStreams, width converters and FIFOs that stitching adds are not in the per-node costs:
+3. the DuplicateStreams, width converters and FIFOs that stitching adds are not in the per-node costs
+   (but what an option forces unless its consumer's option avoids it, ``Op.stitched_after``: a
+   parallel-window SWG's wide FIFO and converter, is in the program: :mod:`rtlgen.passes.optimize_stitch`):
    after a solve they are estimated for the chosen folding (the analytic FIFO bounds, not the simulated
    depths); while the whole design is over, the node budget at that II shrinks by the overshoot and the
    program is solved again (a few rounds); where that fails, FINN's SetFolding at that II is tried (the
@@ -38,6 +40,7 @@ from qonnx.core.datatype import DataType
 
 from rtlgen.costmodel import estimate
 from rtlgen.fit import BOARD_NAMES, BRAM18_PER_BRAM36, Budget
+from rtlgen.passes.optimize_stitch import forced_cost, stitch_charges
 from rtlgen.passes.setfolding import FoldingContext, folded_with, set_folding
 from sim import progress
 
@@ -61,6 +64,7 @@ class Option:
     folding: tuple          # ((node index in the group, {attr: value}), ...)
     cycles: int
     cost: tuple             # (LUT, FF, BRAM18, DSP)
+    forced: tuple = (0, 0, 0, 0)    # what stitching adds after it unless its consumer avoids it (optimize_stitch)
 
 
 @dataclass
@@ -201,6 +205,7 @@ def _optimize(graph, budget, target_cycles, spill):
             _SEARCH.options_costed()
     limit = budget.as_vector()
     original = [dict(node.folding) for node in graph.nodes]
+    charges = stitch_charges(graph, groups, choices)
 
     def naive(ii):
         """FINN's SetFolding for ``ii`` from the graph's own folding (resType, ram_style as given)."""
@@ -213,7 +218,7 @@ def _optimize(graph, budget, target_cycles, spill):
         nodes included, fits; the node budget shrinks by what they overshoot, a few rounds. None if none."""
         node_limit = limit.copy()
         for rounds in range(1, MAX_ROUNDS + 1):
-            picked = _cheapest_within(choices, node_limit, ii)
+            picked = _cheapest_within(choices, node_limit, ii, charges)
             if picked is None:
                 return None
             _apply(graph, groups, choices, picked)
@@ -241,7 +246,7 @@ def _optimize(graph, budget, target_cycles, spill):
     found = smallest_fitting(candidates, counted)
     if found is None:
         what = f"{target_cycles} cycles per frame" if target_cycles else "any folding"
-        if _cheapest_within(choices, limit, candidates[-1]) is None:
+        if _cheapest_within(choices, limit, candidates[-1], charges) is None:
             raise NoFit(f"no design fits the budget ({budget.describe()}) at {what}: its layers alone need "
                         f"at least {describe_resources(least_cost(choices, target_cycles))}")
         raise NoFit(f"no design fits the budget ({budget.describe()}) at {what} once the DWCs, FIFOs and "
@@ -339,6 +344,7 @@ def _cost(nodes, candidate):
 def group_options(graph, group, spill=False):
     """The non-dominated options (:class:`Option`) of a group of nodes (:func:`fold_groups`)."""
     nodes, candidates = _candidates(graph, group, spill)
+    hooked = any(node.op.stitched_after is not None for node in nodes)
     found = {}
     for candidate in candidates:
         memo = _memo_key(nodes, candidate) if _COSTS is not None else None
@@ -350,9 +356,10 @@ def group_options(graph, group, spill=False):
         if known is None:
             continue
         cycles, cost = known
-        key = (cycles, cost)
+        forced = forced_cost(nodes, candidate) if hooked else (0, 0, 0, 0)
+        key = (cycles, cost, forced)
         if key not in found:        # the first of equal options: the order of the legal values decides
-            found[key] = Option(tuple((i, dict(f)) for i, f in candidate), cycles, cost)
+            found[key] = Option(tuple((i, dict(f)) for i, f in candidate), cycles, cost, forced)
     return _pareto(list(found.values()))
 
 
@@ -409,10 +416,10 @@ def _cost_job(job):
 
 def _pareto(options):
     """Drop every option that another is no slower than and no more expensive in any resource."""
-    options.sort(key=lambda o: (o.cycles, sum(o.cost), o.cost))
+    options.sort(key=lambda o: (o.cycles, sum(o.cost) + sum(o.forced), o.cost))
     kept, rows = [], np.empty((len(options), 1 + len(RESOURCES)))      # rows: the kept ones' cycles, cost
-    for option in options:
-        row = np.array((option.cycles, *option.cost), dtype=float)
+    for option in options:      # (with what it forces, as if always paid: no option pruned for a saving
+        row = np.array((option.cycles, *np.add(option.cost, option.forced)), dtype=float)   # it may not make)
         if not (rows[:len(kept)] <= row).all(axis=1).any():
             rows[len(kept)] = row
             kept.append(option)
@@ -462,30 +469,44 @@ def _ii(choices, picked):
     return max(choices[g][k].cycles for g, k in enumerate(picked))
 
 
-def _cheapest_within(choices, limit, ii):
+def _cheapest_within(choices, limit, ii, charges=()):
     """The 0/1 program at one II: one option per group with cycles <= ii, sum of costs <= limit, minimum
-    cost in units of the limit. None if infeasible."""
+    cost in units of the limit. None if infeasible. ``charges`` (:mod:`rtlgen.passes.optimize_stitch`):
+    a column z per charged option, z >= x(option) - x(the consumer's options that avoid it), its cost."""
     from scipy.optimize import Bounds, LinearConstraint, milp
 
     allowed = [[k for k, o in enumerate(options) if o.cycles <= ii] for options in choices]
     if any(not a for a in allowed):
         return None
     columns = [(g, k) for g, a in enumerate(allowed) for k in a]
-    costs = np.array([choices[g][k].cost for g, k in columns], dtype=float)        # (options, resources)
+    at = {c: j for j, c in enumerate(columns)}
+    live = [c for c in charges if (c.group, c.option) in at]
+    n = len(columns) + len(live)
+    costs = np.array([choices[g][k].cost for g, k in columns] + [c.cost for c in live],
+                     dtype=float).reshape(n, len(RESOURCES))                 # (options + charges, resources)
     finite = np.isfinite(limit)
     scale = np.where(finite & (limit > 0), limit, np.maximum(costs.max(axis=0), 1.0))
     objective = (costs / scale).sum(axis=1)
-    objective += 1e-9 * np.arange(len(columns))         # a fixed order among equal costs: deterministic
-    one_each = np.zeros((len(choices), len(columns)))
+    objective += 1e-9 * np.arange(n)                    # a fixed order among equal costs: deterministic
+    one_each = np.zeros((len(choices), n))
     for j, (g, _) in enumerate(columns):
         one_each[g, j] = 1
     constraints = [LinearConstraint(one_each, 1, 1)]
+    if live:
+        link = np.zeros((len(live), n))
+        for r, c in enumerate(live):
+            link[r, at[c.group, c.option]], link[r, len(columns) + r] = 1, -1
+            for k in c.avoided_by:
+                if (c.consumer, k) in at:
+                    link[r, at[c.consumer, k]] = -1
+        constraints.append(LinearConstraint(link, -np.inf, 0))
     if finite.any():
         constraints.append(LinearConstraint(costs[:, finite].T, -np.inf, limit[finite]))
-    result = milp(objective, constraints=constraints, integrality=np.ones(len(columns)), bounds=Bounds(0, 1))
+    integrality = np.r_[np.ones(len(columns)), np.zeros(len(live))]
+    result = milp(objective, constraints=constraints, integrality=integrality, bounds=Bounds(0, 1))
     if result.status != 0 or result.x is None:
         return None
-    chosen = {columns[j][0]: columns[j][1] for j in np.flatnonzero(result.x > 0.5)}
+    chosen = {columns[j][0]: columns[j][1] for j in np.flatnonzero(result.x[:len(columns)] > 0.5)}
     return [chosen[g] for g in range(len(choices))]
 
 
