@@ -417,24 +417,23 @@ class DistributedUnit(wiring.Component):
             with m.If(advance):
                 m.d.sync += v.eq(prev)
             prev = v
-        n = spec.input_dtype.bitwidth()
+        n, signed = spec.input_dtype.bitwidth(), spec.input_dtype.signed()
         x = self.i.payload
-        x_u = x ^ C(sum(1 << (e * n + n - 1) for e in range(spec.mw)), len(x)) if spec.input_dtype.signed() else x
-        x_u = _wire(m, x_u, "x_u")
-        sources = {}                    # (element, odd) -> its bits (a negative term's inverted by its taker)
+        x_u = x ^ C(sum(1 << (e * n + n - 1) for e in range(spec.mw)), len(x)) if signed else x
+        # (element, odd) -> its bits as (signal, inverted): a signed element's sign bit, an offset pair's top
+        # bit are inverted by the LUT that takes them (a counter's, in its module), never by an inverter
+        sources = {}
         for e in range(spec.mw):
-            sources[e, 1] = x_u[e * n:(e + 1) * n]
+            sources[e, 1] = [(x[e * n + b], signed and b == n - 1) for b in range(n)]
         for p in plan.used_pairs():
             pair = plan.pairs[p]
-            x_i, x_j = (_element(x, e, n, spec.input_dtype.signed()) for e in (pair.i, pair.j))
+            x_i, x_j = (_element(x, e, n, signed) for e in (pair.i, pair.j))
             t = _wire(m, (x_i + (x_j << pair.shift)) if pair.sign > 0 else (x_i - (x_j << pair.shift)), f"s{p}")
-            u = Cat(t[:pair.width - 1], ~t[pair.width - 1]) if pair.offset else t[:pair.width]
-            u = _wire(m, u, f"s{p}_u")
-            sources[spec.mw + p, 1] = u
+            sources[spec.mw + p, 1] = [(t[b], bool(pair.offset) and b == pair.width - 1) for b in range(pair.width)]
         for e, odd in plan.products():
             bits = _wire(m, Cat(*_times_odd(m, x_u[e * n:(e + 1) * n], odd, product_width(odd, n), f"p{e}_{odd}")),
                          f"p{e}_{odd}")
-            sources[e, odd] = bits
+            sources[e, odd] = [(bits[b], False) for b in range(len(bits))]
         outs = [self._build_channel(m, advance, plan, c, sources) for c in range(len(plan.channels))]
         m.d.comb += [self.o.valid.eq(out_valid), self.o.payload.eq(Cat(*outs))]
         return m
@@ -445,10 +444,9 @@ class DistributedUnit(wiring.Component):
         # a heap bit: (signal, inverted), inverted where the LUT that takes it inverts it (a negative term)
         columns = [[] for _ in range(ch.width)]
         for i, k, sign, odd in ch.terms:
-            bits = sources[i, odd]
-            for b in range(len(bits)):
+            for b, (bit, inverted) in enumerate(sources[i, odd]):
                 if k + b < ch.width:
-                    columns[k + b].append((bits[b], sign < 0))
+                    columns[k + b].append((bit, inverted != (sign < 0)))
         for b in range(ch.width):
             if ch.constant >> b & 1:
                 columns[b].append((C(1, 1), False))
@@ -477,7 +475,8 @@ class DistributedUnit(wiring.Component):
             if step in registers:
                 columns = self._register_columns(m, advance, columns, f"c{c}_l{level}")
             step += 1
-        values = [[~bit if inv else bit for bit, inv in col] for col in columns]
+        # a plain bit first in each column: the carry chain's DI takes the first row's bit as it is
+        values = [[~bit if inv else bit for bit, inv in sorted(col, key=lambda e: e[1])] for col in columns]
         if ch.rows == 2:
             rows = [Cat(*[col[r] if r < len(col) else C(0, 1) for col in values]) for r in range(2)]
             total = _wire(m, (rows[0] + rows[1])[:ch.width], f"c{c}_sum")
