@@ -42,7 +42,7 @@ def test_narrow_side_never_pauses(shape, iw, ow, dtype, simulator):
 
 
 @pytest.mark.sim
-@pytest.mark.parametrize("sim_name", simulators_under_test())
+@pytest.mark.parametrize("sim_name", simulators_under_test(slow=("verilator",)))     # CI time: see conftest
 def test_each_simulator(sim_name):
     run_dwc(DWCSpec((1, 24), 6, 4, DataType["INT2"]), frames=3, backpressure=Backpressure(seed=5), simulator=sim_name)
 

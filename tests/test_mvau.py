@@ -44,7 +44,7 @@ def check(spec, frames=3, seed=1, simulator=None, backpressure_seed=None):
 
 
 @pytest.mark.sim
-@pytest.mark.parametrize("sim_name", simulators_under_test())
+@pytest.mark.parametrize("sim_name", simulators_under_test(slow=("verilator",)))     # CI time: see conftest
 def test_each_simulator(sim_name):
     check(make_spec(16, 8, 4, 2, "INT4", "INT4", "INT4", num_input_vectors=(1, 2)), simulator=sim_name)
 
@@ -220,7 +220,7 @@ def test_few_thresholds_into_a_wide_output():
 
 
 @pytest.mark.sim
-@pytest.mark.parametrize("sim_name", simulators_under_test())
+@pytest.mark.parametrize("sim_name", simulators_under_test(slow=("verilator",)))     # CI time: see conftest
 def test_runtime_writeable_weights(sim_name):
     # Rewrite the whole weight memory over AXI-Lite, run one flush vector (FINN: the memstream has
     # already fetched words with the old weights), then every output must use the new weights.

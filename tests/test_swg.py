@@ -73,7 +73,7 @@ def test_shapes(shape, simulator):
 
 
 @pytest.mark.sim
-@pytest.mark.parametrize("sim_name", simulators_under_test())
+@pytest.mark.parametrize("sim_name", simulators_under_test(slow=("verilator",)))     # CI time: see conftest
 @pytest.mark.parametrize("parallel", [False, True])
 def test_each_simulator(sim_name, parallel):
     spec = SWGSpec((5, 6), 2, (3, 2), "INT3", simd=2 if parallel else 1, stride=(2, 1), parallel_window=parallel)
