@@ -3,15 +3,22 @@
 Yosys counts (BENCHMARKS.md). ``UnitSpec.resource_estimate`` is :func:`unit_resource_estimate`."""
 
 import math
+from functools import lru_cache
 
 from layers.datapath import tree_register_bits
 from layers.dotproduct_unit import TREE_LEVELS_PER_STAGE, chain_canary_bits
 from layers.fifo import output_fifo_spec
 from layers.memcost import bram18_count, ram_cost, rom_bram_cost, rom_luts
 from layers.op import Resources
-from layers.popcount import heap_cost, selection_cost
+from layers.popcount import (CLASS_CHAIN_FACTOR, CLASS_COUNTER_FACTOR, class_cost, counts_classes, heap_cost,
+                             selection_cost)
 
 __all__ = ["unit_resource_estimate"]
+
+# popcount.heap_cost is pure and planned afresh on each call (its chains' LUTs and widths counted); the
+# folding optimizer asks it for every folding of a binary MVAU it costs (CNV-w1a1: 57,000 candidates,
+# 40 % of their cost before it was remembered here; issue 42)
+_heap_cost = lru_cache(maxsize=None)(heap_cost)
 
 XNOR_ROM_POPCOUNT_LUT = 1.5     # weights_in_xnor: LUTs per term of a lane's popcount of registered bits
 # Yosys LUTs against layers.popcount.heap_cost's count (carry chains, issue 43), by the signals behind a
@@ -35,11 +42,14 @@ def unit_resource_estimate(spec):
     dsp = spec.res_type == "dsp" and not spec.xnor and min(wb, ib) > 1
     product_bits = 1 if spec.xnor else wb + ib
     mult_lut = 0 if dsp or spec.xnor else wb * ib if min(wb, ib) > 1 else _select_lut(spec, wb, ib)
-    if spec.uses_heap:          # the chains' LUTs as planned (layers.popcount), scaled to what Yosys maps
+    if counts_classes(spec):    # classes of terms: chains of plain bits, counters of XOR'd bits (abc: 3 LUTs
+        chains, firsts, _, _ = class_cost(spec)             # where 2 are planned), the start's adder (SF = 1)
+        tree_lut = (CLASS_CHAIN_FACTOR * chains + CLASS_COUNTER_FACTOR * firsts) / spec.pe + (acc if spec.sf == 1 else 0)
+    elif spec.uses_heap:        # the chains' LUTs as planned (layers.popcount), scaled to what Yosys maps
         folded = (spec.heap_term_inputs == 2 and _rom_folds_into_products(spec)
                   and spec.weight_ram_style == "distributed")
         factor = HEAP_LUT_FACTOR_FOLDED_ROM if folded else HEAP_LUT_FACTOR[spec.heap_term_inputs]
-        tree_lut = factor * heap_cost(spec.simd, spec.heap_term_inputs)[0]
+        tree_lut = factor * _heap_cost(spec.simd, spec.heap_term_inputs)[0]
     elif spec.weights_in_xnor:  # a popcount of registered bits: the XNORs are in the ROM's LUTs
         tree_lut = XNOR_ROM_POPCOUNT_LUT * (spec.simd - 1)
     elif spec.xnor:     # XNORs and popcount fuse into LUT6 counters: ~2 LUT per term (benchmarks/popcount.py)
@@ -84,8 +94,10 @@ def unit_resource_estimate(spec):
         ff += spec.weight_width + spec.in_width
     if spec.uses_heap and not spec.xnor:
         ff += selection_cost(spec.weight_matrix(), spec.lane_input_dtype.bitwidth())[1]
+    elif counts_classes(spec):
+        ff += class_cost(spec)[2]
     elif spec.uses_heap:
-        ff += spec.pe * heap_cost(spec.simd, spec.heap_term_inputs)[1]
+        ff += spec.pe * _heap_cost(spec.simd, spec.heap_term_inputs)[1]
     bram18 = dsp_act = 0
     if spec.requant is not None:
         act = spec.requant.resource_estimate(spec.activation_lanes, acc,

@@ -14,7 +14,7 @@ from qonnx.core.datatype import DataType
 from layers.datapath import (adder_tree, booth_offset, booth_rows, element_value, output_stage, packed_weight, product, product_rows, register,
                              shifted, tree_stages, unpack_products, wire, wrapping_increment)
 from layers.op import ArrayMemo
-from layers.popcount import heap_stages, heap_sum, popcount_heap, selected_elements
+from layers.popcount import class_heaps, class_starts, counts_classes, heap_stages, heap_sum, popcount_heap, selected_elements
 from layers.requant_hw import requantize
 from layers.thresholding import activation_lane, threshold_search
 from memstream.axilite import AXILiteSignature
@@ -207,8 +207,10 @@ class DotProductUnit(wiring.Component):
         spec = self._spec
         sums = []
         xs = self._lane_inputs(m, xs)
-        selects = spec.uses_heap and not spec.xnor
-        if selects:
+        selects = spec.uses_heap and not spec.xnor or counts_classes(spec)
+        if selects and counts_classes(spec):
+            sums, stages = self._class_heaps(m, advance, xs, ws)
+        elif selects:
             sums, stages = self._selected_heaps(m, advance, xs)
         correction = self._input_sum(m, advance, xs) if spec.offset_weights and not selects else None
         for p, prods in enumerate([] if selects else self._products(m, advance, xs, ws)):
@@ -230,7 +232,8 @@ class DotProductUnit(wiring.Component):
 
         # Accumulate: clear on sf == 0 (acc <= Mux(clr, 0, acc) + sum maps into a DSP48E1 P register).
         # Booth rows start a fold from their channel's offset (a constant, or one per nf: a LUT ROM on nf)
-        starts = self._accumulator_starts(nfr) if spec.booth_products else [None] * spec.pe
+        starts = (self._accumulator_starts(nfr) if spec.booth_products
+                  else self._accumulator_starts(nfr, class_starts(spec)) if counts_classes(spec) else [None] * spec.pe)
         accs = []
         for p, total in enumerate(sums):
             acc = Signal(spec.acc_shape, name=f"acc{p}", reset_less=True)
@@ -240,6 +243,12 @@ class DotProductUnit(wiring.Component):
             accs.append(acc)
         return (register(m, advance, v & last, name="v_acc", reset_less=False), accs,
                 register(m, advance, nfr, name="nf_acc"))
+
+    def _class_heaps(self, m, advance, xs, ws):
+        """``counts_classes``: the lanes' terms counted by classes (:func:`layers.popcount.class_heaps`)."""
+        spec = self._spec
+        lanes = [[xs[spec.lane_input_index(p, s)] for s in range(spec.simd)] for p in range(spec.pe)]
+        return class_heaps(m, advance, lanes, lambda i: ws[i], spec, spec.acc_shape.width)
 
     def _selected_heaps(self, m, advance, xs):
         """``uses_heap`` with constant BIPOLAR weights: lane p's sum_s w_s x_s as 2 S - X over its +1s or
@@ -268,13 +277,15 @@ class DotProductUnit(wiring.Component):
             return total if start is None else total + start
         return Mux(first, 0 if start is None else start, acc) + total
 
-    def _accumulator_starts(self, nf):
-        """Per lane p, what its accumulator starts a fold at: the sum of ``booth_offset`` over channel nf PE + p
-        (modulo the accumulator's width: the partial sums may wrap, the fold's total fits)."""
+    def _accumulator_starts(self, nf, per_channel=None):
+        """Per lane p, what its accumulator starts a fold at: ``per_channel[nf PE + p]``, by default the sum of
+        ``booth_offset`` over the channel (modulo the accumulator's width: the partial sums may wrap, the
+        fold's total fits)."""
         spec = self._spec
         width = spec.acc_shape.width
-        per_channel = _BOOTH_OFFSETS.get(spec.weights, (type(spec).__name__, spec.input_dtype.bitwidth()),
-                                         lambda: booth_offset(spec.weight_matrix(), 8, spec.input_dtype.bitwidth()).sum(axis=1))
+        if per_channel is None:
+            per_channel = _BOOTH_OFFSETS.get(spec.weights, (type(spec).__name__, spec.input_dtype.bitwidth()),
+                                             lambda: booth_offset(spec.weight_matrix(), 8, spec.input_dtype.bitwidth()).sum(axis=1))
         offsets = [int(o) & ((1 << width) - 1) for o in per_channel]
         starts = []
         for p in range(spec.pe):        # a mux chain on nf (its conditions exclusive: Yosys makes a LUT ROM)

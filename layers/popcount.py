@@ -29,12 +29,16 @@ adder tree added whole words. Each level is one register, not a register a bit (
 
 from functools import lru_cache
 
+import numpy as np
+
 from amaranth.hdl import Cat, Const, Signal
 
 from layers.datapath import register
+from layers.op import ArrayMemo
 
 __all__ = ["popcount_heap", "heap_cost", "heap_sum", "columns_cost", "selected_elements", "selection_cost",
-           "selects_constants", "heap_stages"]
+           "selects_constants", "heap_stages", "counts_classes", "term_classes", "class_cost", "class_starts",
+           "class_heaps"]
 
 LUT_INPUTS = 6
 MAX_LEVELS = 64
@@ -297,6 +301,147 @@ def selects_constants(spec):
 
 def heap_stages(spec):
     """Register stages of a ``uses_heap`` spec's lane sums."""
+    if counts_classes(spec):
+        return class_cost(spec)[3]
     if spec.xnor:
         return heap_cost(spec.simd, spec.heap_term_inputs)[2]
     return selection_cost(spec.weight_matrix(), spec.lane_input_dtype.bitwidth())[2]
+
+
+# ---- XNOR lanes of a few weight words, counted by classes of terms ----------------------------------------
+# Behind a LUT ROM of up to CLASS_WORDS words, term s of lane p is x_s XOR c_s with c_s = ~w_s a function of
+# the word read: one of 2^WMEM patterns. The terms of one pattern k are the input bits x_s inverted or not
+# all together, so the lane counts each class's plain input bits (X_k, carry chains that take plain bits
+# at their DI), inverts X_k where the word read says so (n_k - X_k = ~X_k + n_k + 1 - 2^w_k: the bits of
+# X_k XOR c_k, and a constant per word), and adds those few values: the XOR is paid a bit of X_k, not a
+# term, and the constants of a channel's words start its accumulator (:func:`class_starts`).
+CLASS_WORDS = 4
+_CLASSES = ArrayMemo()
+
+
+# Yosys LUTs against the plan: chains of plain bits 1.12, counters of three XOR'd bits 1.5 (abc: one shared
+# XOR and two LUT5s, 3 where 2 are planned), the XNOR heap behind a folded ROM 1.25 (layers.dotproduct_cost)
+CLASS_CHAIN_FACTOR, CLASS_COUNTER_FACTOR, FOLDED_XNOR_FACTOR = 1.12, 1.5, 1.25
+
+
+def counts_classes(spec):
+    """A ``uses_heap`` XNOR spec whose weights are a LUT ROM of at most CLASS_WORDS words (term_inputs 2),
+    where classes take fewer LUTs than XNOR terms (wide lanes: CNV's SIMD 576 lanes of 4 words, 16 classes
+    of ~36 terms; a SIMD 16 lane's classes of one or two terms do not pay)."""
+    if not (spec.uses_heap and spec.xnor and spec.heap_term_inputs == 2 and spec.wmem <= CLASS_WORDS
+            and spec.weight_ram_style == "distributed" and spec.mem_mode == "internal_embedded"
+            and spec.weights is not None and not spec.runtime_writeable_weights and not spec.weight_lut_bits):
+        return False
+    chains, counters, _, _ = class_cost(spec)
+    return (CLASS_CHAIN_FACTOR * chains + CLASS_COUNTER_FACTOR * counters
+            < FOLDED_XNOR_FACTOR * spec.pe * heap_cost(spec.simd, 2)[0])
+
+
+def term_classes(spec):
+    """Per lane, ((pattern, elements), ...): pattern bit a is c = ~w of the lane's element at word a (word
+    ``nf*SF + sf`` holds channel nf*PE + p's row sf*SIMD + s at element p*SIMD + s)."""
+    def compute():
+        bits = (np.asarray(spec.weight_matrix()) > 0).reshape(spec.nf, spec.pe, spec.sf, spec.simd)
+        c = 1 - bits.transpose(1, 3, 0, 2).reshape(spec.pe, spec.simd, spec.wmem).astype(np.int64)
+        patterns = (c << np.arange(spec.wmem)).sum(axis=2)
+        return tuple(tuple((int(k), tuple(int(e) for e in np.flatnonzero(row == k))) for k in np.unique(row))
+                     for row in patterns)
+    return _CLASSES.get(spec.weights, ("classes", spec.pe, spec.simd, spec.wmem), compute)
+
+
+def _class_columns(classes):
+    """Heights of the second stage's columns: bit j of each class sum X_k (j < its width)."""
+    width = max(len(e).bit_length() for _, e in classes)
+    return [sum(1 for _, e in classes if len(e).bit_length() > j) for j in range(width)]
+
+
+def _groups_of_three(heights):
+    """The second stage's first level: per column, groups of up to three XOR'd bits counted into bits j
+    and j + 1; returns (groups [(column, size)], heights after)."""
+    groups, after = [], [0] * (len(heights) + 2)
+    for j, h in enumerate(heights):
+        for k in range(0, h, 3):
+            size = min(3, h - k)
+            groups.append((j, size))
+            for i in range(size.bit_length()):
+                after[j + i] += 1
+    while after and not after[-1]:
+        after.pop()
+    return groups, after
+
+
+def class_cost(spec):
+    """(chain LUTs, first-level counter LUTs, flip-flops, register stages) of :func:`class_heaps`, as
+    planned, all lanes."""
+    return _CLASSES.get(spec.weights, ("cost", spec.pe, spec.simd, spec.wmem), lambda: _class_cost(spec))
+
+
+def _class_cost(spec):
+    lanes = term_classes(spec)
+    depth_a = max(columns_cost([len(e)])[2] for classes in lanes for _, e in classes)
+    chains = firsts = ffs = depth_b = 0
+    for classes in lanes:
+        for _, e in classes:
+            luts, f, stages = columns_cost([len(e)])
+            chains, ffs = chains + luts, ffs + f + (depth_a - stages) * len(e).bit_length()
+        groups, after = _groups_of_three(_class_columns(classes))
+        firsts += sum(size.bit_length() for _, size in groups)
+        luts, f, stages = columns_cost(after)
+        chains, ffs, depth_b = chains + luts, ffs + f + sum(after), max(depth_b, stages + 1)
+    return chains, firsts, ffs, depth_a + depth_b
+
+
+def class_starts(spec):
+    """Per output channel, the constants its words' inverted classes add (sum over the fold's words of
+    sum_k c_k (n_k + 1 - 2^w_k)): where :func:`class_heaps`' lanes start the accumulator."""
+    lanes = term_classes(spec)
+    starts = []
+    for nf in range(spec.nf):
+        for p, classes in enumerate(lanes):
+            starts.append(sum((k >> (nf * spec.sf + sf) & 1) * (len(e) + 1 - (1 << len(e).bit_length()))
+                              for sf in range(spec.sf) for k, e in classes))
+    return starts
+
+
+def class_heaps(m, advance, x_bits, w_bit, spec, width):
+    """The lanes of :func:`counts_classes`: ``x_bits[p][s]`` lane p's input bits, ``w_bit(p * SIMD + s)``
+    the current word's weight bit of lane p's element s (a class's c is ~w of one term of its pattern);
+    returns (lane sums modulo 2^width without the constants of :func:`class_starts`, register stages)."""
+    lanes = term_classes(spec)
+    where = {}
+    for p, classes in enumerate(lanes):
+        for k, elems in classes:
+            where.setdefault(k, p * spec.simd + elems[0])
+    full = (1 << spec.wmem) - 1
+    c_of = lambda k: Const(0, 1) if k == 0 else Const(1, 1) if k == full else ~w_bit(where[k])
+    depth = class_cost(spec)[3]
+    depth_a = max(columns_cost([len(e)])[2] for classes in lanes for _, e in classes)
+    patterns = sorted({k for classes in lanes for k, _ in classes})
+    c_now = Cat(*(c_of(k) for k in patterns))
+    for k in range(depth_a):            # the word's c, beside the class sums
+        c_now = register(m, advance, c_now, name=f"class_c_d{k}")
+    c_at = {k: c_now[i] for i, k in enumerate(patterns)}
+    totals = []
+    for p, classes in enumerate(lanes):
+        columns = [[] for _ in range(max(len(e).bit_length() for _, e in classes))]
+        for q, (k, elems) in enumerate(classes):
+            total, stages = heap_sum(m, advance, [[x_bits[p][s] for s in elems]], name=f"sum{p}_k{q}")
+            for d in range(depth_a - stages):
+                total = register(m, advance, total, name=f"sum{p}_k{q}_d{d}")
+            for j in range(len(elems).bit_length()):
+                columns[j].append(total[j] ^ c_at[k])
+        groups, _ = _groups_of_three([len(col) for col in columns])
+        outputs, taken = [], [0] * len(columns)
+        for j, size in groups:
+            bits = columns[j][taken[j]:taken[j] + size]
+            taken[j] += size
+            outputs += [(j + i, bit) for i, bit in enumerate(_counter(bits))]
+        counted = register(m, advance, Cat(*(bit for _, bit in outputs)), name=f"sum{p}_f")
+        heap = [[] for _ in range(max(j for j, _ in outputs) + 1)]
+        for i, (j, _) in enumerate(outputs):
+            heap[j].append(counted[i])
+        total, stages = heap_sum(m, advance, heap, name=f"sum{p}")
+        for d in range(depth - depth_a - 1 - stages):
+            total = register(m, advance, total, name=f"sum{p}_d{d}")
+        totals.append(total[:width])
+    return totals, depth

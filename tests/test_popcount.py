@@ -175,3 +175,23 @@ def test_constant_bipolar_weights_heap_bit_exact_under_backpressure(idt, mh, sim
     assert spec.uses_heap and spec.constant_weights and not tree.uses_heap
     assert spec.resource_estimate().lut < tree.resource_estimate().lut
     check(spec, simulator=simulator, frames=3)
+
+
+@pytest.mark.sim
+@pytest.mark.parametrize("mw, mh, simd, pe, act", [(384, 4, 128, 4, "BIPOLAR"), (256, 6, 128, 3, None)])
+def test_xnor_lanes_by_classes_bit_exact_under_backpressure(mw, mh, simd, pe, act, simulator):
+    # Binary lanes behind a LUT ROM of 3 and 4 words (SF and NF both above one): each lane's terms counted
+    # by classes of the same pattern over the words, the constants of the inverted classes starting the
+    # accumulator; golden (numpy) through the MVAU tests' driver, at full rate and under backpressure
+    from layers.popcount import counts_classes
+    from tests.test_mvau import check, make_spec
+    spec = make_spec(mw, mh, simd, pe, "BIPOLAR", "BIPOLAR", act, seed=mw + pe, mem_mode="internal_embedded",
+                     ram_style="distributed", popcount="heap")
+    assert counts_classes(spec) and spec.wmem in (3, 4)
+    tree = make_spec(mw, mh, simd, pe, "BIPOLAR", "BIPOLAR", act, seed=mw + pe, mem_mode="internal_embedded",
+                     ram_style="distributed")
+    assert spec.resource_estimate().lut < tree.resource_estimate().lut
+    small = make_spec(48, 4, 16, 4, "BIPOLAR", "BIPOLAR", act, mem_mode="internal_embedded", ram_style="distributed",
+                      popcount="heap")
+    assert not counts_classes(small)        # classes of one or two terms do not pay: XNOR terms as before
+    check(spec, simulator=simulator, frames=3)
