@@ -292,7 +292,9 @@ class Op:
                                     # inputs 1, 2, ... in order
     small_instance: Callable = None  # small_instance(spec) -> {spec field: value}: the changes making the
                                     # same generator small enough for ``rtlgen prove`` (same datatypes and
-                                    # PE/SIMD; layers.small helps); none: proven at the design's own size
+                                    # PE/SIMD, every loop still stepping and wrapping; layers.small helps),
+                                    # or a list of such, instances that share the code paths out; none:
+                                    # proven at the design's own size
     cost_group: Callable = None     # cost_group(spec) -> the cost model's calibration group; none: the
                                     # spec's class name without "Spec" (the names data/cost_model.json uses)
     follower_folding: Callable = None  # follower_folding(folding) -> the folding of the node ``folded_with``

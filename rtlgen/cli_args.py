@@ -171,7 +171,7 @@ def add_prove_arguments(parser):
                              "proven instance, a FIFO twice its capacity)")
     parser.add_argument("--node", metavar="NAME", help="prove this node only (a name from report.json)")
     parser.add_argument("--timeout", type=float, metavar="S",
-                        help="seconds per SymbiYosys run (default 300); a node whose run takes longer is "
+                        help="seconds per solver run (default 300); a node whose run takes longer is "
                              "reported unknown, with the step its bounded check reached")
     parser.add_argument("--jobs", type=int, metavar="N", help="nodes proven at once (default: one per core)")
     add_cluster_option(parser)
@@ -189,7 +189,7 @@ COMMANDS = {
                 "values, host ops", add_inspect_arguments),
     "partition": ("split a model across several FPGAs (Galapagos): cuts and folding under each device's "
                   "budget and the links' bandwidth, cluster files, one Verilog kernel per device", add_partition_arguments),
-    "prove": ("prove every node's stream contract with SymbiYosys: AXI-Stream rules, words per frame, FIFO "
+    "prove": ("prove every node's stream contract (Yosys' SMT-BMC, yices): AXI-Stream rules, words per frame, FIFO "
               "and width-converter order, a frame within its cycles; exit 0 iff all hold", add_prove_arguments),
     "demo": ("compile a bundled trained model (8x8 digits MLP), simulate its test set, report accuracy, "
              "cycles and resources", add_demo_arguments),

@@ -49,12 +49,25 @@ from amaranth.hdl import (Array, Assert, Assume, Cat, Const, Elaboratable, Fragm
 from amaranth.lib import data
 from amaranth.lib import wiring
 
-__all__ = ["StreamPlan", "FormalHarness", "plan_of", "SLACK"]
+__all__ = ["StreamPlan", "FormalHarness", "plan_of", "SLACK", "ASSERTED"]
 
 BRIDGES = ("to_galapagos", "from_galapagos")        # ``track`` of the Galapagos bridges (:meth:`FormalHarness._bridge`)
 
 SLACK = 2           # cycles the liveness deadline allows beyond exp_cycles + latency: the reset cycle,
                     # and the cycle in which the last output word is taken (latency counts to "offered")
+
+
+# The models a proof checks, by what they assert (``FormalHarness(asserted=...)``); together they assert
+# every property. "control": everything but a payload's stability, unless the component has induction
+# invariants (then everything: they close the induction for all of it at once); "stable": the payloads'
+# stability alone (it reads the datapath, and it is k-inductive where the output is a register that holds
+# while stalled); "frame": the live check's one property (the others are the safety check's: the live
+# run's inputs are one of the runs the safety check covers, to a depth at least the live check's).
+ASSERTED = {
+    "control": lambda harness, name: harness.inductive or not name.startswith("stable_"),
+    "stable": lambda harness, name: not harness.inductive and name.startswith("stable_"),
+    "frame": lambda harness, name: name == "frame",
+}
 
 
 @dataclass(frozen=True)
@@ -111,12 +124,18 @@ class FormalHarness(Elaboratable):
     of the asserted ``prop_<name>`` signals. ``counter_bits`` bounds the run lengths the counters hold
     (the safety check assumes it is never reached: a bounded proof deeper than 2**counter_bits - 2 cycles
     would be vacuous past that point, so the flow sizes it from the depth).
+
+    ``asserted(harness, name)`` picks the properties this model asserts (None: all); the others are left
+    out, and so is every register and gate only they read once the model is flattened and cleaned. A
+    check of the counts alone then carries no datapath (only ``stable_*`` reads the payload), and the
+    live check, which needs ``frame`` only, no more than the counters (see :data:`ASSERTED`).
     """
 
-    def __init__(self, component, plan, *, mode="safety", counter_bits=16):
+    def __init__(self, component, plan, *, mode="safety", counter_bits=16, asserted=None):
         if mode not in ("safety", "live"):
             raise ValueError(f"mode must be 'safety' or 'live', not {mode!r}")
         self.component, self.plan, self.mode, self.counter_bits = component, plan, mode, counter_bits
+        self.asserted = asserted
         self.ports, self.properties = [], []
         self.inductive = None       # after elaboration: whether the component has induction invariants
         self._free = {}
@@ -145,6 +164,8 @@ class FormalHarness(Elaboratable):
             self.ports.append(self._n)
 
     def _prop(self, m, name, test):
+        if self.asserted is not None and not self.asserted(self, name):
+            return                  # (no signal either: a counterexample shows only what this model asserts)
         sig = Signal(name=f"prop_{name}")
         m.d.comb += [sig.eq(test), Assert(sig, name)]
         self.properties.append(name)
@@ -154,6 +175,10 @@ class FormalHarness(Elaboratable):
         plan, dut, bits = self.plan, self.component, self.counter_bits
         # elaborated here, not by the toolchain later, so the invariants can read the registers it made
         m.submodules.dut = Fragment.get(dut, platform)
+        view = _view(dut)
+        # known before any property is made (``asserted`` may ask). A FIFO in a memory tracks a word its
+        # invariants cannot see: no induction to try
+        self.inductive = (view is not None and (not plan.track or view.peek is not None)) or _bridge_state(dut, plan)
         rst = ResetSignal()
         started = Signal(reset_less=True)                  # 0 in the first cycle (reset), 1 after: an Initial()
         after_reset = Signal(reset_less=True)              # the cycle right after reset
@@ -207,9 +232,6 @@ class FormalHarness(Elaboratable):
             for oname, owords in plan.outputs:
                 self._prop(m, f"count_{iname}_{oname}", ~given[oname] | (counts[oname] < frames * owords + early))
 
-        view = _view(dut)
-        # (a FIFO in a memory tracks a word its invariants cannot see: no induction to try)
-        self.inductive = view is not None and (not plan.track or view.peek is not None)
         if view is not None:
             self._invariants(m, view, counts)
         if plan.track in BRIDGES:
@@ -328,10 +350,9 @@ class FormalHarness(Elaboratable):
         # bits that entered (in the output's coordinates: a ToGalapagos frame's pad bits enter with its last
         # word) and have not left, from its LSB, zeros above; its counters are the counts modulo the frame
         # and packet sizes; a FromGalapagos fed well-formed packets never drops nor zero-fills
-        st = getattr(self.component, "formal_state", None)
-        if st is None or type(self.component).__name__ not in ("ToGalapagos", "FromGalapagos"):
+        if not _bridge_state(self.component, self.plan):
             return                  # (a mutant wrapping a bridge: bounded)
-        self.inductive = True
+        st = self.component.formal_state
         ci, co = counts[iname], counts[oname]
         if to_flits:
             words = spec.words_per_frame
@@ -410,6 +431,12 @@ def _dwc_view(dwc):
         # bits above the fill are zero: an input is ORed in above the kept bits
         extra = [st["fill"] <= size // step, (st["buf"] >> stored) == 0]
     return _View(held=lambda i, o: stored, extra=lambda counts: extra, peek=peek)
+
+
+def _bridge_state(component, plan):
+    """Whether ``component`` is a Galapagos bridge naming its registers (its invariants close the induction)."""
+    return (plan.track in BRIDGES and getattr(component, "formal_state", None) is not None
+            and type(component).__name__ in ("ToGalapagos", "FromGalapagos"))
 
 
 def _view(component):

@@ -1,11 +1,13 @@
 """Sliding-window generators (FINN ``ConvolutionInputGenerator``): default and parallel-window styles."""
 
+from dataclasses import replace
+
 from layers.op import Op, divisors_of, grid_examples
 from layers import small
 import golden
 from swg.default import SlidingWindowBuffer
 from swg.parallel import SlidingWindowRegisters
-from swg.spec import SWGSpec
+from swg.spec import SHIFT_REGISTER_MAX, SWGSpec
 
 __all__ = ["SWGSpec", "ConvolutionInputGenerator", "SlidingWindowBuffer", "SlidingWindowRegisters"]
 
@@ -79,11 +81,37 @@ def _finn_import(ctx, attrs, params, folding):
 
 
 def _small_instance(s):
-    """The window and one stride more each way (so it slides along a row and to the next row), one word
-    per pixel: a default-style frame is then (1 + 1)^2 windows of kernel words."""
-    eff = [(k - 1) * d + 1 for k, d in zip(s.kernel, s.dilation)]
-    return dict(ifm_dim=tuple(min(i, e + st) for i, e, st in zip(s.ifm_dim, eff, s.stride)),
-                ifm_channels=small.fold(s.ifm_channels, s.simd, keep=1))
+    """Instances that between them step and wrap every loop of the real generator. The image is the window
+    and one stride more each way: the output column steps along a row and wraps to the next row, the
+    output row steps, the frame ends, and the default style's circular buffer wraps within the frame. A
+    parallel-window generator keeps at most two words of channels per pixel (its channel-fold counter
+    steps and wraps), and each gap of its delay line the kind it is in the real one (a register chain up
+    to SHIFT_REGISTER_MAX words, a line buffer beyond): the image is widened, never past the real width,
+    until it does. A default-style generator with several words per pixel is proven as two instances,
+    because its read loop at two words per pixel on that image is a frame of 72 words whose bounded check
+    costs minutes: that image at one word per pixel (every pixel and window step, the kernel loops, the
+    frame end), and a one-window image at two words per pixel (the channel-fold loop inside the kernel
+    loops, the frame end after it)."""
+    eff = tuple((k - 1) * d + 1 for k, d in zip(s.kernel, s.dilation))
+    dims = tuple(min(i, e + st) for i, e, st in zip(s.ifm_dim, eff, s.stride))
+    if not s.parallel_window:
+        slides = dict(ifm_dim=dims, ifm_channels=s.simd)
+        if s.cf == 1:
+            return slides
+        return [slides, dict(ifm_dim=eff, ifm_channels=2 * s.simd)]
+    changes = dict(ifm_dim=dims, ifm_channels=small.fold(s.ifm_channels, s.simd))
+    kinds = _gap_kinds(s)
+    for width in range(dims[1], s.ifm_dim[1] + 1):
+        changes["ifm_dim"] = (dims[0], width)
+        if _gap_kinds(replace(s, **changes)) == kinds:
+            break
+    return changes
+
+
+def _gap_kinds(s):
+    """The parallel style's delay line: for each gap between taps, whether it is a line buffer."""
+    delays = sorted(set(s.tap_delays().values()))
+    return [b - a > SHIFT_REGISTER_MAX for a, b in zip([0] + delays, delays)]
 
 
 def _examples():

