@@ -72,6 +72,11 @@ def simulator():
     return default_simulator()
 
 
+def pytest_configure(config):
+    from tests import yosys_server
+    yosys_server.install()          # one Yosys process per test process for Amaranth's conversions
+
+
 def pytest_report_header(config):
     return f"rtlgen simulators: {', '.join(available_simulators())}; grid tests use {default_simulator()}"
 

@@ -29,6 +29,13 @@ def _designs():
     }
 
 
+@pytest.fixture(autouse=True)
+def amaranths_own_choice(monkeypatch):
+    """Amaranth's own find_yosys under these tests, not the test process's Yosys server (tests/yosys_server.py)."""
+    from tests import yosys_server
+    monkeypatch.setattr(verilog, "find_yosys", yosys_server.AMARANTH_FIND_YOSYS)
+
+
 @pytest.fixture
 def in_process():
     yosys_inprocess.uninstall()
@@ -132,3 +139,15 @@ def test_the_layer_pool_workers_run_it_and_the_compiling_process_does_not(tmp_pa
     pool, serial = runs[3], runs[100]
     assert not pool["loaded_here"] and not serial["loaded_here"] and serial["ran_in"] == []
     assert len(pool["ran_in"]) == 3 and str(pool["here"]) not in pool["ran_in"]     # 3 layers, in the workers
+
+
+def test_the_test_processes_yosys_server_writes_the_same_verilog(monkeypatch):
+    """tests/yosys_server.py (the suite's conversions, one Yosys process per test process) writes what
+    Amaranth's own process writes, and a Yosys error comes back as Amaranth raises it."""
+    from tests import yosys_server
+    theirs = to_verilog(_designs()["mvau_int2_thresholds"](), "top")
+    monkeypatch.setattr(verilog, "find_yosys", lambda requirement: yosys_server.ServerYosys)
+    assert to_verilog(_designs()["mvau_int2_thresholds"](), "top") == theirs
+    script = "read_rtlil <<rtlil\nmodule \\broken\n  wire width 2 \\a\nrtlil\n"
+    with pytest.raises(YosysError, match="ERROR"):
+        yosys_server.ServerYosys.run(["-q", "-"], script)
