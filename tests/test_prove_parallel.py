@@ -57,3 +57,20 @@ def test_a_timed_out_node_is_in_the_report_with_the_step_it_reached(design):
     assert node["status"] == "unknown" and node["line"] == outcome.line()
     assert isinstance(node["reached"], int) and 0 < node["reached"] < 400, node
     assert f"at step {node['reached']} of 400: the properties hold for the first {node['reached']} cycles" in node["line"]
+
+
+def test_a_node_proven_as_several_instances_holds_as_far_as_the_weakest():
+    """A node with two instances (a window generator: the sliding image, one window at two words per pixel):
+    one line naming both, bounded to the least depth with each one's said, the worst status winning."""
+    from rtlgen.check.prove import Outcome
+
+    a = Outcome("SWG_0", "bounded", 46, instance="IFMDim 14x14->4x4", seconds=3.0, note="n",
+                runs=[["control", "bmc", 46, "pass", 2.0]])
+    b = Outcome("SWG_0", "bounded", 26, instance="IFMDim 14x14->3x3", seconds=1.0, note="n")
+    both = prove_design._combined([a, b])
+    assert (both.status, both.depth, both.depths, both.seconds) == ("bounded", 26, [46, 26], 4.0)
+    assert both.line() == "SWG_0  bounded to depth 46/26 (n) [small instances: IFMDim 14x14->4x4; IFMDim 14x14->3x3]"
+    assert both.runs == [["instance 1: control", "bmc", 46, "pass", 2.0]]
+    failed = Outcome("SWG_0", "failed", 26, instance="IFMDim 14x14->3x3", failed=["stable_o"], vcd="x.vcd")
+    assert prove_design._combined([a, failed]).status == "failed"
+    assert prove_design._combined([a]) is a

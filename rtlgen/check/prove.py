@@ -92,6 +92,7 @@ class Outcome:
     reached: int = None             # a timed-out bounded check: the step it got to (the properties held before)
     note: str = None                # a bounded node: what of it holds at any depth
     runs: list = field(default_factory=list)        # what the proof ran: [step, kind, depth, answer, seconds]
+    depths: list = None             # a node proven as several instances: each one's depth (``depth``: the least)
 
     def line(self):
         where = f" [small instance{'s' if '; ' in (self.instance or '') else ''}: {self.instance}]" \
@@ -100,7 +101,8 @@ class Outcome:
             return f"{self.node}  proven (k-induction){where}"
         if self.status == "bounded":
             note = f" ({self.note})" if self.note else ""
-            return f"{self.node}  bounded to depth {self.depth}{note}{where}"
+            depth = "/".join(map(str, self.depths)) if self.depths else self.depth
+            return f"{self.node}  bounded to depth {depth}{note}{where}"
         if self.status == "unknown":
             return f"{self.node}  unknown: {self.reason}{where}"
         return (f"{self.node}  FAILED: property {', '.join(self.failed)} (counterexample: {self.vcd}){where}")

@@ -138,7 +138,8 @@ _RANK = {"failed": 0, "unknown": 1, "bounded": 2, "proven": 3}
 
 def _combined(parts):
     """A node's :class:`Outcome` from its instances' (in order): the weakest, naming every instance; a
-    bounded node holds to the smallest depth its bounded instances reached."""
+    bounded node holds to the smallest depth its bounded instances reached (each one's in ``depths``: a
+    proven instance's is its induction's)."""
     if len(parts) == 1:
         return parts[0]
     worst = min(parts, key=lambda o: _RANK[o.status])
@@ -146,6 +147,7 @@ def _combined(parts):
     return replace(worst, instance="; ".join(o.instance or "itself" for o in parts),
                    seconds=sum(o.seconds for o in parts), cached=all(o.cached for o in parts),
                    depth=min(o.depth for o in bounded) if worst.status == "bounded" else worst.depth,
+                   depths=[o.depth for o in parts] if worst.status == "bounded" else None,
                    note=worst.note if all(o.note == worst.note for o in bounded) else None,
                    runs=[[f"instance {k + 1}: {run[0]}", *run[1:]] for k, o in enumerate(parts) for run in o.runs])
 
