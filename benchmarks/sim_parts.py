@@ -9,7 +9,10 @@ with one layer refolded (only the parts whose Verilog changed are compiled); bes
 import argparse
 import json
 import os
+import re
+import resource
 import sys
+import subprocess
 import tempfile
 import time
 from pathlib import Path
@@ -19,7 +22,7 @@ import numpy as np
 from benchmarks.tables import write_section
 from rtlgen import api
 from rtlgen.check.verify import verify_outputs
-from sim import parts
+from sim import compiled, parts
 
 MODELS = Path(__file__).resolve().parent.parent / "tests" / "models"
 # name: (model, compile options, the layer refolded and its new PE, input)
@@ -39,20 +42,59 @@ def _inputs(kind, n, model):
     return np.random.default_rng(0).integers(0, 256, (n, *shape)).astype(np.float32)
 
 
+def _cpu():
+    """CPU seconds of this process and its reaped children (the pool's workers, Verilator, g++, the run)."""
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
 def _timed_sim(design, x):
-    """(seconds, the run, the parts builds it made)."""
-    made, build = [], parts.build_from_parts
+    """(seconds, CPU seconds, seconds of the run itself, the run, the parts builds it made)."""
+    made, build, report, runs = [], parts.build_from_parts, compiled._run_reporting, []
 
     def spy(*args, **kwargs):
         made.append(build(*args, **kwargs))
         return made[-1]
-    parts.build_from_parts = spy
-    try:
+
+    def timed_run(*args, **kwargs):
         start = time.perf_counter()
+        try:
+            return report(*args, **kwargs)
+        finally:
+            runs.append(time.perf_counter() - start)
+    parts.build_from_parts, compiled._run_reporting = spy, timed_run
+    try:
+        start, cpu = time.perf_counter(), _cpu()
         run = design.simulate(x)
-        return time.perf_counter() - start, run, made
+        return time.perf_counter() - start, _cpu() - cpu, sum(runs), run, made
     finally:
-        parts.build_from_parts = build
+        parts.build_from_parts, compiled._run_reporting = build, report
+
+
+def _profile(made):
+    """What the parts and the top of the last build cost (wall seconds of each step, from the cache's
+    profile.json files): one line, the longest first."""
+    if not made or made[-1].harness_cached:
+        return ""
+    b = made[-1]
+    steps = []
+    for key in b.compiled:
+        entry = parts.cache_dir() / "compiled" / f"part-{key}"
+        profile = json.loads((entry / "profile.json").read_text())
+        label = re.search(r"^module (\S+)", (entry / "wrapper.sv").read_text(), re.M).group(1)
+        steps.append((profile.get("verilate", 0) + profile.get("g++", 0), label, profile))
+    top = json.loads((b.exe.parent.parent / "profile.json").read_text())
+    steps.sort(key=lambda step: -step[0])
+    names = {p.name: p.label for p in parts.plan(*_last_design).parts} if _last_design else {}
+    shown = "; ".join(f"{names.get(label, label)} {p.get('verilate', 0):.1f} + {p.get('g++', 0):.1f}"
+                      for _, label, p in steps[:6])
+    rest = sum(t for t, _, _ in steps[6:])
+    return (f"{shown}; {len(steps) - 6} more {rest:.1f} s in all; the top {top.get('verilate', 0):.1f} + "
+            f"{top.get('g++ and link', 0):.1f}" if len(steps) > 6 else f"{shown}; the top {top.get('verilate', 0):.1f} + "
+            f"{top.get('g++ and link', 0):.1f}")
+
+
+_last_design = None
 
 
 def _checked(design, x, run):
@@ -69,7 +111,8 @@ def _parts_line(made):
     return "bench cached" if b.harness_cached else f"{len(b.compiled)} of {b.parts} compiled ({b.layers} layers)"
 
 
-def measure(name, frames, flat):
+def measure(name, frames, flat, profiles, write):
+    global _last_design
     model, options, (layer, pe), kind = DESIGNS[name]
     x = _inputs(kind, frames, MODELS / model)
     rows = []
@@ -86,21 +129,31 @@ def measure(name, frames, flat):
                 f"{layer} refolded (PE {pe})", lambda: api.compile(MODELS / model, tmp / "refold",
                                                                    folding=str(tmp / "refold.json")))):
             d = what() if callable(what) else what
-            seconds, run, made = _timed_sim(d, x)
+            _last_design = (d.verilog, "finn_design_wrapper")
+            load = os.getloadavg()[0]
+            seconds, cpu, ran, run, made = _timed_sim(d, x)
             rows.append({"design": f"{name} {' '.join(f'--{k} {v}' for k, v in options.items())}", "step": label,
-                         "bench": "parts", "parts": _parts_line(made), "seconds": f"{seconds:.1f}",
+                         "bench": "parts", "parts": _parts_line(made), "wall s": f"{seconds:.1f}",
+                         "CPU s": f"{cpu:.1f}", "run s": f"{ran:.1f}", "load": f"{load:.1f}-{os.getloadavg()[0]:.1f}",
                          "cycles/frame (II)": f"{run.cycles_per_frame:.0f} ({d.report['analytic_cycles_per_frame']})",
                          "outputs": _checked(d, x, run)})
+            profile = _profile(made)
+            if profile:
+                profiles.append(f"{name}, {label}: {profile}")
+                print(profiles[-1], flush=True)
             print(rows[-1], flush=True)
+            write(rows[-1])
         if flat:
             os.environ["RTLGEN_CACHE_DIR"] = str(tmp / "cache-flat")
             os.environ[parts.ENV] = "0"
-            seconds, run, _ = _timed_sim(design, x)
+            load = os.getloadavg()[0]
+            seconds, cpu, ran, run, _ = _timed_sim(design, x)
             rows.append({"design": rows[0]["design"], "step": "first sim (empty cache)", "bench": "one model",
-                         "parts": "-", "seconds": f"{seconds:.1f}", "cycles/frame (II)": f"{run.cycles_per_frame:.0f} ({ii})",
-                         "outputs": _checked(design, x, run)})
+                         "parts": "-", "wall s": f"{seconds:.1f}", "CPU s": f"{cpu:.1f}", "run s": f"{ran:.1f}",
+                         "load": f"{load:.1f}-{os.getloadavg()[0]:.1f}",
+                         "cycles/frame (II)": f"{run.cycles_per_frame:.0f} ({ii})", "outputs": _checked(design, x, run)})
             print(rows[-1], flush=True)
-    return rows
+            write(rows[-1])
 
 
 def main():
@@ -110,14 +163,23 @@ def main():
     parser.add_argument("--frames", type=int, default=4)
     parser.add_argument("--note", default="", help="how the machine was (quiet, loaded)")
     args = parser.parse_args()
-    rows = [row for name in args.designs for row in measure(name, args.frames, name in args.flat)]
-    write_section("Simulation built from cached parts",
-                  f"`rtlgen sim` of {args.frames} frames: wall seconds of the simulation call (bench build and run; "
-                  f"the compile not counted), an empty `RTLGEN_CACHE_DIR` at the start of each design, then the same "
-                  f"simulation again, then the design with one layer refolded (compiled again; its simulation "
-                  f"compiles only the parts whose Verilog changed). 'one model': the whole design verilated and "
-                  f"compiled as one model (`RTLGEN_SIM_PARTS=0`). {args.note}".strip(), rows)
+    profiles, rows = [], []
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                            cwd=Path(__file__).parent).stdout.strip()
 
+    def write(row):
+        rows.append(row)
+        write_section("Simulation built from cached parts",
+                      f"`rtlgen sim` of {args.frames} frames at commit {commit}: wall and CPU seconds of the simulation "
+                      f"call (bench build and run; the compile not counted; CPU: this process and all its children), an "
+                      f"empty `RTLGEN_CACHE_DIR` at the start of each design, then the same simulation again, then the "
+                      f"design with one layer refolded (compiled again; its simulation compiles only the parts whose "
+                      f"Verilog changed). 'run s': the compiled bench running. 'load': the machine's 1-minute load "
+                      f"before and after (2 cores). 'one model': the whole design verilated and compiled as one model "
+                      f"(`RTLGEN_SIM_PARTS=0`). Where the build's time went (wall seconds of Verilator + g++ per part, "
+                      f"the largest first): {' / '.join(profiles) or '-'}. {args.note}".strip(), rows)
+    for name in args.designs:
+        measure(name, args.frames, name in args.flat, profiles, write)
 
 if __name__ == "__main__":
     main()

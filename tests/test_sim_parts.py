@@ -16,6 +16,12 @@ from sim.runner import SimulationError
 MODELS = Path(__file__).parent / "models"
 
 
+# The bit of the input its low 3 bits select, as Yosys writes a variable bit select: a full case
+TAP = "{7'h0, tap}"
+_TAP_CASE = ("  reg tap;\n  always @* begin\n    (* full_case = 32'd1 *)\n    casez (i__payload [2:0])\n"
+             + "".join(f"      3'h{k}:\n          tap = i__payload[{k}];\n" for k in range(8)) + "    endcase\n  end\n")
+
+
 def _layer(name, body, nonce=""):
     """A stream stage (Amaranth's port names) whose output register holds ``body`` of its input; ``nonce``
     (a comment) makes it a part no earlier run has cached."""
@@ -23,6 +29,7 @@ def _layer(name, body, nonce=""):
             f"  // {nonce}\n"
             "  input clk;\n  input rst;\n  input [7:0] i__payload;\n  input i__valid;\n  output i__ready;\n"
             "  output reg [7:0] o__payload;\n  output reg o__valid;\n  input o__ready;\n"
+            + (_TAP_CASE if body == TAP else "") +
             "  assign i__ready = !o__valid || o__ready;\n"
             "  always @(posedge clk) begin\n"
             "    if (rst) o__valid <= 1'b0;\n"
@@ -51,7 +58,8 @@ def _expected(words, bodies):
     out = []
     for w in words:
         for body in bodies:
-            w = {"i__payload + 8'd1": w + 1, "i__payload ^ 8'h5a": w ^ 0x5A, "i__payload ^ 8'h33": w ^ 0x33}[body]
+            w = {"i__payload + 8'd1": w + 1, "i__payload ^ 8'h5a": w ^ 0x5A, "i__payload ^ 8'h33": w ^ 0x33,
+                 TAP: (w >> (w & 7)) & 1}[body]
             w &= 0xFF
         out.append(w)
     return out
@@ -176,3 +184,34 @@ def test_build_without_self_test_simulates_nothing_and_says_so(tmp_path, monkeyp
     assert not builds
     with pytest.raises(BuildError, match="--no-self-test: only the standalone shell"):
         build_module.build(design.out, shell="zynq", self_test=False, say=lines.append)
+
+
+def test_a_broken_pool_leaves_its_unfinished_parts_to_this_process(monkeypatch):
+    from rtlgen.backend import jobs, simulate
+
+    def breaks_after_one(function, items):
+        yield 1, function(items[1])
+        raise jobs.WorkersLost("a worker was killed")
+    monkeypatch.setattr(jobs, "completed", breaks_after_one)
+    assert sorted(simulate._parts_runner(lambda x: x * 10, [1, 2, 3])) == [(0, 10), (1, 20), (2, 30)]
+
+
+def test_a_case_that_is_a_variable_bit_select_becomes_one_and_nothing_else_does():
+    case = _TAP_CASE[_TAP_CASE.index("    (*"):_TAP_CASE.index("  end\n")]
+    assert parts.bit_selects(case).strip() == "tap = i__payload[i__payload [2:0]];"
+    for wrong in (case.replace("tap = i__payload[5]", "tap = i__payload[6]"),     # arm 5 takes another bit
+                  case.replace("tap = i__payload[5]", "tap = other[5]"),          # another vector
+                  case.replace("          tap = i__payload[7];\n", "").replace("      3'h7:\n", ""),   # an arm missing
+                  case.replace("i__payload [2:0]", "i__payload [3:0]")):          # 16 values, 8 arms
+        assert parts.bit_selects(wrong) == wrong
+
+
+@pytest.mark.sim
+def test_a_stage_with_a_variable_bit_select_simulates_the_same_from_parts(builds):
+    nonce = os.urandom(8).hex()
+    words = list(range(256))
+    bodies = ["i__payload + 8'd1", TAP]
+    verilog = _design(bodies, nonce=nonce)
+    assert "casez" in verilog
+    assert _run(verilog, words, Backpressure(seed=7, valid_prob=0.6, ready_prob=0.5)) == _expected(words, bodies)
+    assert builds[0].compiled

@@ -18,9 +18,23 @@ from sim.runner import SimulationError
 
 __all__ = ["simulate_chain", "strip_memory_init", "simulated_fifo_depths"]
 
-# The compiled bench's layers (sim.parts) are built as the compiler's other per-layer jobs are: on a local
-# process pool, or on the Dask cluster of --cluster / $RTLGEN_CLUSTER
-parts.use_runner(jobs.completed)
+
+def _parts_runner(function, items):
+    """The compiled bench's layers (sim.parts) built as the compiler's other per-layer jobs are: on a local
+    process pool, or on the Dask cluster of --cluster / $RTLGEN_CLUSTER; when the local pool breaks (a
+    worker killed for memory), the parts it had not finished are built here."""
+    items, done = list(items), set()
+    try:
+        for index, result in jobs.completed(function, items):
+            done.add(index)
+            yield index, result
+    except jobs.WorkersLost:
+        for index, item in enumerate(items):
+            if index not in done:
+                yield index, function(item)
+
+
+parts.use_runner(_parts_runner)
 
 
 def simulate_chain(design, input_words, output_count, *, backpressure=FULL_RATE, simulator=None,
