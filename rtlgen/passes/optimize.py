@@ -28,11 +28,7 @@ the VVAU's PE, as FINN requires). Deterministic: the same graph and budget give 
 
 import itertools
 import math
-import multiprocessing
-import os
 import time
-from concurrent.futures import ProcessPoolExecutor, as_completed
-from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -41,6 +37,8 @@ from qonnx.core.datatype import DataType
 from rtlgen.costmodel import estimate
 from rtlgen.fit import BOARD_NAMES, BRAM18_PER_BRAM36, Budget
 from rtlgen.passes.optimize_stitch import forced_cost, stitch_charges
+from rtlgen.passes.optimize_search import candidate_iis, smallest_fitting
+from rtlgen.passes.optimize_workers import Forked, WorkerLost, cores, cost_on_workers
 from rtlgen.passes.setfolding import FoldingContext, folded_with, set_folding
 from sim import progress
 
@@ -51,7 +49,6 @@ __all__ = ["optimize_folding", "OptimizerResult", "NoFit", "RESOURCES", "MAX_ROU
 RESOURCES = ("LUT", "FF", "BRAM18", "DSP")
 SPILL_SHARES = (1 / 8, 1 / 4, 1 / 2)    # of a block-RAM weight word built as LUT ROM instead (weight_lut_bits)
 MAX_ROUNDS = 6
-LOOK_BELOW = 6          # candidate IIs below the bisection's result tried as well (fitting is not monotone)
 IO_ROUNDS = 3           # cheapest-at-the-I/O-bound solves while the new folding's own bound moves
 
 
@@ -97,14 +94,14 @@ def optimize_folding(graph, budget, *, target_cycles=None, io_cycles=None):
     (``weight_lut_bits``, more MVAU options); the spilled design is kept only where it is faster (or, with
     a target, where it is the only one that fits). Fitting is not monotone in the options (the inserted
     DWCs and FIFOs follow the widths), so the larger search alone can land on a slower design."""
-    global _COSTS, _INSERTED, _SEARCH
-    _COSTS, _INSERTED = {}, {}      # the searches share the options' and the foldings' costs (both passes,
-    try:                            # every I/O round)
+    global _COSTS, _INSERTED, _NAIVE, _SEARCH
+    _COSTS, _INSERTED, _NAIVE = {}, {}, {}      # the searches share the options' and the foldings' costs
+    try:                                        # and the naive foldings (both passes, every I/O round)
         with progress.step("folding optimizer") as update:
             _SEARCH = _Search(update)
             return _optimize_folding(graph, budget, target_cycles, io_cycles)
     finally:
-        _COSTS = _INSERTED = _SEARCH = None
+        _COSTS = _INSERTED = _NAIVE = _SEARCH = None
 
 
 class _Search:
@@ -131,6 +128,7 @@ class _Search:
 
 _COSTS = None       # within optimize_folding: ((node id, folding), ...) -> (cycles, cost), or None if illegal
 _INSERTED = None    # within optimize_folding: the graph's wiring and foldings -> inserted_estimate
+_NAIVE = None       # within optimize_folding: (target, the foldings it starts from) -> (II, foldings) of set_folding
 _SEARCH = None      # within optimize_folding: its _Search (progress)
 
 
@@ -171,20 +169,27 @@ def _optimize_folding(graph, budget, target_cycles, io_cycles):
 
 
 def _optimize_both(graph, budget, target_cycles):
-    """:func:`_optimize` without and with weights spilled into LUT ROM; the better of the two applied."""
+    """:func:`_optimize` without and with weights spilled into LUT ROM; the better of the two applied.
+
+    The two searches are independent (each starts from the folding as given, over options costed once):
+    where they are large, the spilled one runs in a forked process while this one runs the plain one
+    (each is a serial chain of MILP solves: CNV-w1a1's two, 8 s of HiGHS), with the answer and the
+    folding left in the graph the same as one after the other."""
     start = time.perf_counter()
     original = [dict(node.folding) for node in graph.nodes]
+    beside = _spilled_search_beside(graph, budget, target_cycles)
     try:
         plain, failure = _optimize(graph, budget, target_cycles, spill=False), None
     except NoFit as exc:
         plain, failure = None, exc
+    except BaseException:
+        if beside is not None:
+            beside.cancel()
+        raise
     chosen = [dict(node.folding) for node in graph.nodes]
     for node, folding in zip(graph.nodes, original):
         node.folding = dict(folding)
-    try:
-        spilled = _optimize(graph, budget, target_cycles, spill=True)
-    except NoFit:
-        spilled = None
+    spilled = _spilled_search(graph, budget, target_cycles, beside)
     if spilled is not None and (plain is None or (target_cycles is None and spilled.ii < plain.ii)):
         return replace(spilled, seconds=time.perf_counter() - start)
     if plain is None:
@@ -192,6 +197,56 @@ def _optimize_both(graph, budget, target_cycles):
     for node, folding in zip(graph.nodes, chosen):
         node.folding = folding
     return replace(plain, seconds=time.perf_counter() - start)
+
+
+SEARCH_BESIDE_FROM = 2000  # candidate foldings of the spilled search worth a forked process for it
+_IN_WORKER = False          # in a forked search: no pools of its own
+
+
+def _spilled_search_beside(graph, budget, target_cycles):
+    """The spilled search started in a forked process (:class:`Forked`) after its candidates (the plain
+    search's and more) are costed; None where it is small, on one core, or already in a worker."""
+    if _COSTS is None or _IN_WORKER or cores() < 2:
+        return None
+    if _cost_on_workers(graph, fold_groups(graph), True) < SEARCH_BESIDE_FROM:
+        return None
+    return Forked(lambda: _spilled_in_worker(graph, budget, target_cycles))
+
+
+def _spilled_in_worker(graph, budget, target_cycles):
+    """In the forked process: (the spilled search's result or its NoFit, the folding it left in the graph,
+    what it added to the optimizer's caches, for the I/O rounds that follow)."""
+    global _SEARCH, _IN_WORKER
+    _SEARCH, _IN_WORKER = None, True        # the progress line is the parent's
+    caches = (_COSTS, _INSERTED, _NAIVE)
+    sizes = [len(cache) for cache in caches]
+    try:
+        result = _optimize(graph, budget, target_cycles, spill=True)
+    except NoFit as exc:
+        result = exc
+    added = [dict(itertools.islice(cache.items(), n, None)) for cache, n in zip(caches, sizes)]   # dicts keep
+    return result, [dict(node.folding) for node in graph.nodes], added                          # their order
+
+
+def _spilled_search(graph, budget, target_cycles, beside):
+    """The spilled search's result (None if nothing fits), the graph folded as it left it: from the forked
+    process ``beside`` where one runs (its cache entries kept here too), else searched here."""
+    if beside is not None:
+        try:
+            result, foldings, added = beside.result()
+        except WorkerLost:
+            pass                    # lost (memory): search here
+        else:
+            for cache, entries in zip((_COSTS, _INSERTED, _NAIVE), added):
+                for key, value in entries.items():
+                    cache.setdefault(key, value)
+            for node, folding in zip(graph.nodes, foldings):
+                node.folding = folding
+            return None if isinstance(result, NoFit) else result
+    try:
+        return _optimize(graph, budget, target_cycles, spill=True)
+    except NoFit:
+        return None
 
 
 def _optimize(graph, budget, target_cycles, spill):
@@ -207,15 +262,35 @@ def _optimize(graph, budget, target_cycles, spill):
     original = [dict(node.folding) for node in graph.nodes]
     charges = stitch_charges(graph, groups, choices)
 
+    start_key = _foldings_key(original)
+    attempted = {}
+
     def naive(ii):
-        """FINN's SetFolding for ``ii`` from the graph's own folding (resType, ram_style as given)."""
+        """FINN's SetFolding for ``ii`` from the graph's own folding (resType, ram_style as given); each
+        target folded once per optimizer run (the plain and spilled searches start from the same folding)."""
+        key = (ii, start_key) if _NAIVE is not None and start_key is not None else None
+        if key is not None and key in _NAIVE:
+            reached, foldings = _NAIVE[key]
+            for node, folding in zip(graph.nodes, foldings):
+                node.folding = dict(folding)
+            return reached
         for node, folding in zip(graph.nodes, original):
             node.folding = dict(folding)
-        return set_folding(graph, ii)
+        reached = set_folding(graph, ii)
+        if key is not None:
+            _NAIVE[key] = reached, [dict(node.folding) for node in graph.nodes]
+        return reached
 
     def attempt(ii):
         """(picked, whole-design estimate, rounds): the cheapest design at ``ii`` whose estimate, inserted
-        nodes included, fits; the node budget shrinks by what they overshoot, a few rounds. None if none."""
+        nodes included, fits; the node budget shrinks by what they overshoot, a few rounds. None if none.
+        A function of ``ii`` alone (every attempt sets every option's attributes, or the naive folding
+        from the original): the bisection's probes below its II are not solved again by LOOK_BELOW."""
+        if ii not in attempted:
+            attempted[ii] = _attempt(ii)
+        return attempted[ii]
+
+    def _attempt(ii):
         node_limit = limit.copy()
         for rounds in range(1, MAX_ROUNDS + 1):
             picked = _cheapest_within(choices, node_limit, ii, charges)
@@ -363,55 +438,14 @@ def group_options(graph, group, spill=False):
     return _pareto(list(found.values()))
 
 
-PARALLEL_FROM = 2000    # candidate foldings not yet costed worth forking worker processes for
-CHUNK = 1000            # candidates per job
-_WORK = None            # (graph, groups) while workers are forked: what they inherit, not pickled
-
-
 def _cost_on_workers(graph, groups, spill):
-    """Cost the candidates of ``groups`` not yet in ``_COSTS`` on worker processes (one per core), each
-    job a slice of one group's candidates: a CNN's MVAUs have 50,000 foldings, each a spec built and
-    estimated (the optimizer's main cost), independent of one another. The workers are forked, so they
-    inherit the graph (weights and all) instead of receiving it; they send back the costs only. Nothing is
-    decided here: :func:`group_options` then finds every cost in ``_COSTS``, the same as it would compute
-    them (so the options and the design are the same, in parallel or not). Where a pool cannot be used
-    (one core, few candidates, a broken pool), the costs are computed as before, one by one."""
-    global _WORK
-    workers = min(os.cpu_count() or 1, 8)
-    if _COSTS is None or workers < 2:
-        return
-    jobs = []
-    for g, group in enumerate(groups):
-        nodes, candidates = _candidates(graph, group, spill)
-        todo = [c for c in candidates if (key := _memo_key(nodes, c)) is not None and key not in _COSTS]
-        jobs += [(g, todo[i:i + CHUNK]) for i in range(0, len(todo), CHUNK)]
-    if sum(len(job[1]) for job in jobs) < PARALLEL_FROM:
-        return
-    _WORK = graph, groups
-    try:
-        with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("fork")) as pool:
-            futures = [pool.submit(_cost_job, job) for job in jobs]
-            try:
-                for future in as_completed(futures):
-                    _COSTS.update(future.result())
-            except BaseException:   # Ctrl-C or an error: stop the workers now, not after every queued job
-                processes = list((getattr(pool, "_processes", None) or {}).values())
-                pool.shutdown(wait=False, cancel_futures=True)
-                for process in processes:
-                    process.terminate()
-                raise
-    except BrokenProcessPool:
-        pass                        # a worker lost (memory): group_options costs the rest here
-    finally:
-        _WORK = None
-
-
-def _cost_job(job):
-    """In a worker: {memo key: cost} of some candidates of one group (the graph is ``_WORK``, inherited)."""
-    graph, groups = _WORK
-    g, candidates = job
-    nodes = [graph.nodes[k] for k in groups[g]]
-    return {_memo_key(nodes, c): _cost(nodes, c) for c in candidates}
+    """Cost the candidates of ``groups`` not yet in ``_COSTS`` on worker processes
+    (:func:`rtlgen.passes.optimize_workers.cost_on_workers`: a CNN's MVAUs have 50,000 foldings, each a
+    spec built and estimated); :func:`group_options` then finds every cost in ``_COSTS``, the same as it
+    would compute them. Returns the number of candidates of ``groups`` (costed now or before)."""
+    if _COSTS is None or _IN_WORKER:
+        return 0
+    return cost_on_workers(_COSTS, [_candidates(graph, group, spill) for group in groups], _memo_key, _cost)
 
 
 def _pareto(options):
@@ -424,45 +458,6 @@ def _pareto(options):
             rows[len(kept)] = row
             kept.append(option)
     return kept
-
-
-def candidate_iis(choices):
-    """Every II some design can have: the options' cycle counts from the slowest group's fastest option up."""
-    floor = max(min(o.cycles for o in options) for options in choices)
-    return sorted(c for c in {o.cycles for options in choices for o in options} if c >= floor)
-
-
-def smallest_fitting(candidates, attempt):
-    """(II, attempt(II)) for the smallest candidate II whose attempt succeeds, by bisection (fitting is
-    taken as monotone in the II: a larger II allows every option a smaller one does); None if none does.
-
-    The largest is taken as fitting until the bisection shows it is the only one left: attempted last, if
-    at all. It is the costliest attempt (the slowest folding streams the most words, which the FIFO sizing
-    of its estimate models one by one: 71 M words a frame, 20 s, on a 128x128 super-resolution CNN) and
-    need not fit when faster ones do (a slow layer behind a bursty window generator wants a FIFO of
-    100,000 words there), so a failure there must not end the search."""
-    best = None
-    lo, hi = 0, len(candidates) - 2
-    while lo <= hi:
-        mid = (lo + hi) // 2
-        found = attempt(candidates[mid])
-        if found is not None:
-            best, hi = (candidates[mid], found), mid - 1
-        else:
-            lo = mid + 1
-    if best is None:
-        last = attempt(candidates[-1])
-        best = None if last is None else (candidates[-1], last)
-        return best
-    # Not quite monotone (the inserted FIFOs and DWCs follow the widths): a failed probe can hide smaller
-    # IIs that fit (CNV-w1a1, issue 43: the bisection ended at 4,800 where 3,600 fits). The few candidates
-    # below the one found are tried too, smallest first.
-    k = candidates.index(best[0])
-    for ii in candidates[max(0, k - LOOK_BELOW):k]:
-        found = attempt(ii)
-        if found is not None:
-            return ii, found
-    return best
 
 
 def _ii(choices, picked):
@@ -562,6 +557,16 @@ def inserted_estimate(graph):
     if key is not None:
         _INSERTED[key] = vector.copy()
     return vector
+
+
+def _foldings_key(foldings):
+    """A list of foldings, hashable (None where a value is not)."""
+    key = tuple(tuple(sorted(folding.items())) for folding in foldings)
+    try:
+        hash(key)
+    except TypeError:
+        return None
+    return key
 
 
 def _folding_key(graph):
