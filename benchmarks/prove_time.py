@@ -25,6 +25,9 @@ from pathlib import Path
 from benchmarks.tables import write_section
 
 ROOT = Path(__file__).resolve().parent.parent
+BEFORE = ("Before the models were split and SymbiYosys left (the same command on the `--fifo-sizing none` compile of "
+          "CNV-w1a1, at a similar load, 2026-11-27 morning): 1,268 s wall, about 470 CPU s, 31 proven, 15 bounded, "
+          "3 unknown (ConvolutionInputGenerator_1, MVAU_3 and the DWC 128->1's live check timed out at 300 s).")
 MODELS = ROOT / "tests" / "models"
 
 # name: (model file, compile options, acceptance in seconds on a quiet 2-core machine or None)
@@ -102,7 +105,7 @@ def main():
                   "empty `RTLGEN_CACHE_DIR` on a design compiled just before (not timed), its nodes proven on "
                   "`--jobs` worker processes (identical nodes once, the longest first). The acceptance holds on "
                   "a quiet 2-core machine; `load at start` is the 1-minute load average when the row ran"
-                  f"{note}. CPU s: all processes (workers, Yosys, smtbmc, yices).", rows)
+                  f"{note}. CPU s: all processes (workers, Yosys, smtbmc, yices). {BEFORE}", rows)
     write_section("Proof: per-node profile",
                   f"Each distinct node of the first row's design ({rows[0]['design']}), from "
                   "`OUT/prove/report.json`: the instance proven in its place, the outcome and the seconds of "
