@@ -1,6 +1,10 @@
 """CNV-w1a1 --fit pynq-z2: where the LUTs go, per layer and per component, by Yosys (issue 43 item 3).
 
     python -m benchmarks.cnv_luts BEFORE [AFTER] [--label-before TEXT] [--label-after TEXT] [--note TEXT]
+    python -m benchmarks.cnv_luts --parts OUT [--note TEXT]
+
+``--parts``: a design whose ``rtlgen build`` by parts has not finished, the layers Yosys has (the parts
+cache of ``RTLGEN_CACHE_DIR``) beside their estimates, the rest named.
 
 BEFORE and AFTER (optional) are rtlgen OUT directories of ``rtlgen compile tests/models/cnv_1w1a_ts_clean.onnx
 --fit pynq-z2`` each built by ``rtlgen build OUT --shell zynq`` (Yosys by parts): their
@@ -138,8 +142,51 @@ def design_rows(out):
     return rows, totals, summary
 
 
+def finished_parts(out):
+    """Per layer of a compiled OUT whose build by parts began (its stitched Verilog written): (name, op type,
+    folding, estimate LUT, Yosys LUT incl. LUTRAM/SRL or None where the part is not in the cache yet)."""
+    from boards.yosys import report_from_files
+    from boards.yosys_parts import PLACEHOLDER, _cached, _entry, _key, _part_text
+    out = Path(out)
+    report = json.loads((out / "report.json").read_text())
+    modules = split_modules((out / "build" / "vivado" / "accelerator.v").read_text())
+    rows = []
+    for layer in report["layers"]:
+        key = _key(_part_text(modules, f"finn_design_wrapper.{layer['name']}"))
+        lut = None
+        if _cached(key):
+            r = report_from_files(_entry(key), PLACEHOLDER, sta=False)
+            lut = r.lut + r.lut_as_memory
+        rows.append((layer["name"], layer["op_type"], layer["folding"], layer["resources"].get("LUT", 0), lut))
+    return report, rows
+
+
+def parts_section(out, note):
+    report, rows = finished_parts(out)
+    ii = report["analytic_cycles_per_frame"]
+    done = [r for r in rows if r[4] is not None]
+    table = [{"layer": name, "PE x SIMD": f"{f.get('PE', '-')} x {f.get('SIMD', '-')}", "popcount": f.get("popcount", "-"),
+              "LUT (Yosys)": f"{lut:,}", "LUT (estimate)": f"{est:,}", "error": f"{lut / est - 1:+.0%}" if est else "-"}
+             for name, op, f, est, lut in done if op == "MVAU" or lut > 300]
+    rest = [name for name, *_, lut in rows if lut is None]
+    small = sum(lut for name, op, f, est, lut in done if not (op == "MVAU" or lut > 300))
+    write_section(f"CNV-w1a1 at II {ii:,}: the layers Yosys finished by parts",
+                  f"The design `rtlgen compile tests/models/cnv_1w1a_ts_clean.onnx --fit pynq-z2 --target-fps 30000` "
+                  f"gives (II {ii:,}: {CLOCK_MHZ * 1e6 / ii:,.0f} frames/s at 100 MHz; estimate "
+                  f"{report['totals'].get('LUT', 0):,} LUT, {report['totals'].get('LUT', 0) / (BINARY_MACS / ii):.2f} "
+                  f"LUT per binary MAC per cycle), its layers that `rtlgen build OUT --shell zynq` (Yosys by parts, "
+                  f"native) synthesized before the stop: the MVAUs and every layer over 300 LUT; {len(done) - len(table)} "
+                  f"smaller layers {small:,} LUT together; not synthesized yet: {', '.join(rest) or 'none'}. {note}",
+                  table)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    if "--parts" in __import__("sys").argv:
+        parser.add_argument("--parts", required=True)
+        parser.add_argument("--note", default="")
+        args = parser.parse_args()
+        return parts_section(args.parts, args.note)
     parser.add_argument("before")
     parser.add_argument("after", nargs="?")
     parser.add_argument("--label-before", default="before")
