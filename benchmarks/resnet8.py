@@ -2,10 +2,11 @@
 
     python -m benchmarks.resnet8 [--verify] # both tables, estimates (rtlgen inspect and compile, no Yosys);
                                             # --verify: the --fit designs in RTL against qonnx too
-    python -m benchmarks.resnet8 --folding      # rewrite tests/models/mlperf_tiny/resnet8_w8a8_ii18432.json
-                                                # (least_lut_folding: II 18,432, serial window generators)
-    python -m benchmarks.resnet8 --layers OUT   # the per-layer table only, from `rtlgen compile
-                                                # tests/models/mlperf_tiny/resnet8_w8a8.onnx -o OUT --fit pynq-z2`
+    python -m benchmarks.resnet8 --row OUT [VERDICT...]  # the W8A8 --fit row from OUT (`rtlgen compile
+                                            # tests/models/mlperf_tiny/resnet8_w8a8.onnx -o OUT --fit pynq-z2`),
+                                            # with OUT's `rtlgen build --shell zynq` figures and the words
+                                            # of its `rtlgen verify` line; the other rows kept
+    python -m benchmarks.resnet8 --layers OUT   # the per-layer table only, from that OUT
 
 The models: tests/models/mlperf_tiny/resnet8_w8a8.onnx (make_resnet8_w8a8.py: 8-bit weights, activations
 and input) and resnet8.onnx (make_models.py: 4-bit weights and activations, 8-bit input); random weights with
@@ -14,7 +15,7 @@ each, the last two with stride 2 and a 1x1 conv shortcut; global average pool; F
 
 Table 1, per network and folding: `rtlgen compile MODEL -o OUT [--fit pynq-z2] -q` and its report.json (the
 accelerator's II, frames/s at 100 MHz, the whole design's estimate with the FIFOs and width converters the
-compile inserts, the binding resource); the default folding (FINN's SetFolding for 1,000 cycles per frame) is
+compile inserts, the binding resource; Yosys's figures where OUT was built: ``--row``); the default folding (FINN's SetFolding for 1,000 cycles per frame) is
 far over the chip, so its row takes `rtlgen inspect --json` (the layers' estimate, nothing inserted) instead
 of converting an oversized design. MACs per frame are the MVAUs' MW x MH x vectors; MACs per cycle = MACs
 per frame / II; "needed" is what the acceptance's frame rate needs at 100 MHz.
@@ -44,7 +45,6 @@ NETWORKS = {                # name -> (label, file, the acceptance's frames/s)
     "W4A4": ("resnet8.onnx", 20000),
 }
 TABLE = "MLPerf Tiny ResNet-8 at W8A8 and W4A4 against fpgaConvNet"
-FOLDINGS = {"W8A8": MODELS / "resnet8_w8a8_ii18432.json"}     # least_lut_folding(model, 18432, 36000, 240, ...)
 VERIFY = "--verify" in sys.argv      # the --fit designs also simulated (Verilator, ~10 min each here)
 LAYERS = "MLPerf Tiny ResNet-8 W8A8 --fit pynq-z2 per layer (estimate)"
 
@@ -104,52 +104,33 @@ def row(label, options, ii, macs, target, totals, binds, how, seconds):
             "estimate of": how, "s": f"{seconds:.0f}"}
 
 
-def least_lut_folding(model, ii, lut, bram18, out):
-    """A folding at ``ii`` the ``--fit`` optimizer does not find yet, written to ``out`` (FINN-format JSON):
-    the per-node program (``rtlgen.passes.optimize``) at ``ii`` within the pynq-z2 budget with the LUT and
-    BRAM18 budgets of the layers lowered to ``lut`` and ``bram18`` (room for what stitching inserts), then
-    every window generator that its MVAU reads at fewer elements a cycle than a window taken out of
-    ``parallel_window`` (a serial window at SIMD = channels). Why: the optimizer costs a parallel-window
-    generator alone (143 LUT against 258 and 4 BRAM18 serial), not the 1,152-bit FIFO and width converter
-    (about 2,300 LUT) that stitching puts between it and an MVAU of SIMD 8 or 16."""
-    from rtlgen.fit import Budget
-    from rtlgen.flows import FRONT, Runner
-    from rtlgen.options import CompileOptions
-    from rtlgen.passes import optimize
-    graph = Runner().run(FRONT, str(model), CompileOptions())
-    groups = optimize.fold_groups(graph)
-    choices = [optimize.group_options(graph, g) for g in groups]
-    limit = Budget.for_board("pynq-z2").as_vector()
-    limit[0], limit[2] = lut, bram18
-    picked = optimize._cheapest_within(choices, limit, ii)
-    if picked is None:
-        raise RuntimeError(f"no folding at II {ii} within LUT {lut:,} and BRAM18 {bram18} for the layers")
-    optimize._apply(graph, groups, choices, picked)
-    for node in graph.nodes:
-        if node.op_type == "ConvolutionInputGenerator" and node.folding.get("parallel_window"):
-            spec = node.spec()
-            consumer = next(c for c in graph.nodes if node.outputs[0] in c.inputs)
-            if consumer.op_type == "MVAU" and consumer.folding["SIMD"] < spec.out_width // spec.output_dtype.bitwidth():
-                node.folding.update(parallel_window=False, SIMD=spec.ifm_channels)
-    folding = {"Defaults": {}}
-    for node in graph.nodes:
-        folding[node.name] = {k: int(v) if isinstance(v, bool) else v for k, v in node.folding.items()}
-    Path(out).write_text(json.dumps(folding, indent=1) + "\n")
-    return optimize.design_estimate(graph)
-
-
-def folding_row(out, verdict):
-    """The section's rows with the W8A8 ``--folding`` row taken from ``out`` (report.json; ``verdict``: the
-    words of its `rtlgen verify` line, if run), the others kept."""
+def fit_row(out, verdict):
+    """The section's rows with the W8A8 ``--fit`` row taken from ``out`` (report.json; build/yosys/report.json
+    where `rtlgen build` ran; ``verdict``: the words of its `rtlgen verify` line, if run), the others kept."""
     name, target = NETWORKS["W8A8"]
     report = json.loads((out / "report.json").read_text())
-    new = row("W8A8", f"--folding {FOLDINGS['W8A8'].name}", report["analytic_cycles_per_frame"],
-              macs_per_frame(MODELS / name), target, report["totals"], "-", "whole design (compile)", 0)
+    new = row("W8A8", "--fit pynq-z2", report["analytic_cycles_per_frame"], macs_per_frame(MODELS / name), target,
+              report["totals"], report["optimizer"]["binding"], "whole design (compile)", 0)
     new["s"] = "-"
-    new["RTL against qonnx"] = " ".join(verdict) or "-"
-    rows = [r for r in section_rows(TABLE) if r["options"] != new["options"]]
+    new["LUT / FF / BRAM36 / DSP (Yosys, zynq shell)"] = built(out)
+    new["RTL against qonnx"] = " ".join(verdict).replace("|", "") or "-"     # (a cell: no pipes)
+    rows = [r for r in section_rows(TABLE) if (r["options"] != new["options"] or r["network"] != new["network"])
+            and not r["options"].startswith("--folding")]       # (the II 18,432 --folding row of before: --fit's now)
     at = max(k for k, r in enumerate(rows) if r["network"] == new["network"]) + 1
-    return rows[:at] + [new] + rows[at:]
+    return [{**{k: "-" for k in new}, **r} for r in rows[:at]] + [new] + [{**{k: "-" for k in new}, **r} for r in rows[at:]]
+
+
+def built(out):
+    """Yosys's totals of ``out``'s `rtlgen build` (LUTs with LUTRAM and SRLs, as the estimate counts them),
+    and the Fmax estimate, or "-"."""
+    path = out / "build" / "yosys" / "report.json"
+    if not path.exists():
+        return "-"
+    yosys = json.loads(path.read_text())
+    t = yosys["totals"]
+    fmax = ((yosys.get("timing") or {}).get("design") or {}).get("fmax_mhz_estimate")
+    return (f"{t['lut_including_memory']:,} / {t['ff']:,} / {t['bram36'] + t['bram18'] / 2:g} / {t['dsp']}"
+            + (f"; Fmax estimate ~{fmax:.0f} MHz" if fmax else ""))
 
 
 def network_rows(label, work):
@@ -165,15 +146,9 @@ def network_rows(label, work):
     report = json.loads((out / "report.json").read_text())
     rows.append(row(label, "--fit pynq-z2", report["analytic_cycles_per_frame"], macs, target, report["totals"],
                     report["optimizer"]["binding"], "whole design (compile)", seconds))
+    rows[-1]["LUT / FF / BRAM36 / DSP (Yosys, zynq shell)"] = "-"
     rows[-1]["RTL against qonnx"] = verified(out, name) if VERIFY else "-"
-    rows[0]["RTL against qonnx"] = "-"
-    if label in FOLDINGS:          # the faster design --fit does not find yet (least_lut_folding)
-        out = work / f"{label}_folding"
-        _, seconds = rtlgen("compile", str(model), "-o", str(out), "--folding", str(FOLDINGS[label]), "-q")
-        report = json.loads((out / "report.json").read_text())
-        rows.append(row(label, f"--folding {FOLDINGS[label].name}", report["analytic_cycles_per_frame"], macs, target,
-                        report["totals"], "-", "whole design (compile)", seconds))
-        rows[-1]["RTL against qonnx"] = verified(out, name) if VERIFY else "-"
+    rows[0]["LUT / FF / BRAM36 / DSP (Yosys, zynq shell)"] = rows[0]["RTL against qonnx"] = "-"
     if label == "W8A8":
         layers = layer_rows(model, out)
     return rows, layers
@@ -198,6 +173,8 @@ def layer_rows(model, out):
     graph = Runner().run(FRONT, str(model), CompileOptions())
     nodes = {n.name: n for n in graph.nodes}
     folding = json.loads((out / "folding.json").read_text())
+    yosys = out / "build" / "yosys" / "report.json"
+    yosys = json.loads(yosys.read_text())["layers"] if yosys.exists() else {}
     rows = []
     for layer in json.loads((out / "report.json").read_text())["layers"]:
         if layer["op_type"] not in ("MVAU", "VVAU"):
@@ -221,24 +198,28 @@ def layer_rows(model, out):
                      "activation": spec.activation_style if spec.table is not None else "-",
                      "cycles": f"{spec.exp_cycles:,}", "MACs/cycle": spec.simd * spec.pe,
                      "LUT": f"{r['LUT']:,}", "LUT/MAC": f"{r['LUT'] / (spec.simd * spec.pe):.0f}",
+                     "LUT (Yosys)": f"{yosys[layer['name']]['lut_including_memory']:,}" if layer["name"] in yosys else "-",
                      "FF": f"{r['FF']:,}", "BRAM36": f"{r['BRAM18'] / 2:g}", "DSP": r["DSP"]})
     return rows
 
 
 def main(argv):
     argv = [a for a in argv if a != "--verify"]
-    if argv[:1] == ["--folding"]:       # rewrite the committed II 18,432 folding
-        print(least_lut_folding(MODELS / NETWORKS["W8A8"][0], 18432, 36000, 240, FOLDINGS["W8A8"]))
-        return
-    if argv[:1] == ["--row"]:           # one design already compiled into OUT (W8A8, --folding): its row
-        write_section(TABLE, INTRO, folding_row(Path(argv[1]), argv[2:]),
-                      provenance=f"{section_provenance(TABLE).split(' The `--folding` row')[0]} The `--folding` row: `python -m benchmarks.resnet8 "
-                                 f"--row OUT` on {date.today().isoformat()}, OUT compiled with `rtlgen compile "
-                                 f"{MODELS.relative_to(ROOT)}/{NETWORKS['W8A8'][0]} -o OUT --folding "
-                                 f"{FOLDINGS['W8A8'].relative_to(ROOT)}`.")
+    if argv[:1] == ["--row"]:           # the W8A8 --fit design already compiled (and built) into OUT: its row
+        write_section(TABLE, INTRO, fit_row(Path(argv[1]), argv[2:]),
+                      provenance=f"{re.split(' The (?:W8A8 `--fit`|`--folding`) row', section_provenance(TABLE))[0]} The W8A8 `--fit` row: "
+                                 f"`python -m benchmarks.resnet8 --row OUT` on {date.today().isoformat()}, OUT "
+                                 f"compiled with `rtlgen compile {MODELS.relative_to(ROOT)}/{NETWORKS['W8A8'][0]} -o OUT "
+                                 f"--fit pynq-z2`, built with `rtlgen build OUT --shell zynq` (RTLGEN_YOSYS=native, "
+                                 f"by parts) and checked with `rtlgen verify OUT --input "
+                                 f"{MODELS.relative_to(ROOT)}/resnet8_w8a8_inputs.npy`.")
         return
     if argv[:1] == ["--layers"]:        # only the per-layer table, from an OUT compiled as network_rows does
-        write_section(LAYERS, LAYERS_INTRO, layer_rows(MODELS / NETWORKS["W8A8"][0], Path(argv[1])))
+        write_section(LAYERS, LAYERS_INTRO, layer_rows(MODELS / NETWORKS["W8A8"][0], Path(argv[1])),
+                      provenance=f"Produced by `rtlgen compile {MODELS.relative_to(ROOT)}/{NETWORKS['W8A8'][0]} -o OUT "
+                                 f"--fit pynq-z2`, `rtlgen build OUT --shell zynq` (by parts, RTLGEN_YOSYS=native) "
+                                 f"and `python -m benchmarks.resnet8 --layers OUT` on {date.today().isoformat()} (the "
+                                 f"design of the table above's W8A8 `--fit` row).")
         return
     rows, layers = [], None
     with tempfile.TemporaryDirectory() as tmp:
@@ -255,33 +236,34 @@ def main(argv):
 INTRO = ("MLPerf Tiny's ResNet-8 (CIFAR-10, 32x32x3; its reference topology) quantized with Brevitas at W8A8 "
          "(tests/models/mlperf_tiny/resnet8_w8a8.onnx) and W4A4 (resnet8.onnx), 8-bit input, random weights with "
          "calibrated scales (hardware figures only), at the default folding and at `--fit pynq-z2` (the "
-         "xc7z020's LUT and FF x 0.8, BRAM36 and DSP x 0.95); W8A8 also at `--folding resnet8_w8a8_ii18432.json`, "
-         "the II 18,432 design that `--fit` does not find yet (`least_lut_folding`: the optimizer costs a "
-         "parallel-window generator alone, 143 LUT, not the 1,152-bit FIFO and width converter, about 2,300 LUT, "
-         "that stitching puts between it and an MVAU reading 8 or 16 elements a cycle; with the generators serial "
-         "the whole design is within `--fit`'s budget by the estimate). The anchor: fpgaConvNet's MLPerf Tiny "
-         "v1.1 entry on a ZedBoard (the same xc7z020-1), ResNet-8 INT8 at 86.0 %, 2,431 inferences/s at 143 MHz "
-         "in 47k LUT, 211 DSP, 93 BRAM36 (issue 43). Acceptance: W8A8 >= 5,000 frames/s at 100 MHz and fits; "
-         "W4A4 >= 20,000. frames/s is the accelerator's II at 100 MHz; resources are the estimate. The "
-         "`--folding` row has this stop's INT8 datapaths (docs/folding.md): DSP48E1 lane pairs whose SIMD "
-         "products chain through the cascade (no fabric adder tree; one accumulator a pair, canary bits) and "
-         "radix-4 Booth rows for fabric products (4 rows instead of 8; Yosys: 28 % fewer LUTs on a SIMD 24 x PE 4 "
-         "layer); its Yosys build by parts did not finish this stop (the machine loaded): of its layers, MVAU_1 "
-         "(SIMD 8 x PE 16, 64 DSPs chained) 3,544 LUT against 3,498 estimated, MVAU_2 (SIMD 16 x PE 8) 3,541 "
-         "against 3,440, the Booth-row layers MVAU_3 5,416 (5,241), MVAU_5 10,103 (9,915), MVAU_6 5,394 "
-         "(5,324), MVAU_4 994 (1,023), MVAU_7 958 (1,045), MVAU_0 798 (1,059): 30,748 LUT against 30,545 for "
-         "the eight (Yosys by parts). The other rows are of "
-         "the stop before, without them; with them `--fit` still stops at II 24,576 (its whole-design estimate "
-         "at 18,432 is ~10k LUT over, the generators' FIFOs and converters ~4.7k of it). The W8A8 `--fit` design "
-         "of the stop before by Yosys in the zynq shell (by parts, 37 min, loaded): 40,566 LUT (76.3 %, incl. "
-         "LUTRAM/SRL) / 50,603 FF / 96.5 BRAM36 / 212 DSP (96.4 %): fits the xc7z020; Fmax estimate ~150 MHz; "
-         "5,468 of its LUTs the FIFO and width converter in front of each of MVAU_1 and MVAU_2. The default "
-         "folding's row is the layers' estimate (no FIFOs); the others the whole design's, FIFOs and width "
+         "xc7z020's LUT and FF x 0.8, BRAM36 and DSP x 0.95). The anchor: fpgaConvNet's MLPerf Tiny v1.1 entry on "
+         "a ZedBoard (the same xc7z020-1), ResNet-8 INT8 at 86.0 %, 2,431 inferences/s at 143 MHz in 47k LUT, "
+         "211 DSP, 93 BRAM36 (issue 43). Acceptance: W8A8 >= 5,000 frames/s at 100 MHz and fits; W4A4 >= "
+         "20,000. frames/s is the accelerator's II at 100 MHz (clock / II, not through the DMA shell; the "
+         "shell's DMA needs 3,072 cycles a frame, so it does not bind). The W8A8 `--fit` row is this session's: "
+         "the optimizer now charges a parallel-window generator the 1,152-bit FIFO and width converter it forces "
+         "unless its MVAU reads whole windows (`Op.stitched_after`, rtlgen/passes/optimize_stitch.py; before, "
+         "`--fit` picked them for 143 LUT each and stopped at II 24,576), so it finds II 18,432 with the INT8 "
+         "datapaths of docs/folding.md (DSP48E1 lane pairs chained through the cascade, radix-4 Booth rows in "
+         "fabric); its Yosys column is `rtlgen build --shell zynq` by parts (native Yosys 0.70, the whole design "
+         "with the shell: 968 of the LUTs and 4 of the DSPs are the shell's), LUTs with LUTRAM and SRLs. The "
+         "W4A4 `--fit` row is of an earlier stop; this session's optimizer finds the same II 12,288 (42,195 LUT / "
+         "53 BRAM36 / 18 DSP by the estimate, LUT binds: 4-bit lanes in DSP48E1 pairs cost 13-23 fabric LUTs a "
+         "MAC for their canaries and skew, 4x4 products in LUTs 32-45). Its 20,000 frames/s (II 5,000, 2,500 "
+         "MACs a cycle) is out of the xc7z020's reach with these datapaths, by the estimate: a what-if on the "
+         "cost model (not built) with three 4-bit lanes a DSP48E1 (w2 2^16 + w1 2^8 + w0 in A's 25 bits, "
+         "ceil(PE/3) DSPs a column) reaches II 9,276 = 10,781 frames/s (208 DSP, LUT binds); 4x4 products with "
+         "a weight ROM of up to 4 words as one LUT6 a product bit (8 LUTs instead of 16) change nothing (at "
+         "these IIs the ROMs keep 9 or more words); 2,500 MACs a cycle at the cheapest per-MAC costs here "
+         "(627 in DSPs at 13 LUTs, the rest at 24) need about 60k LUT with the generators and FIFOs, more than "
+         "the chip's 53,200. The default "
+         "folding's rows are the layers' estimate (no FIFOs); the others the whole design's, FIFOs and width "
          "converters included. Bit-exact against qonnx at golden level: tests/test_mlperf_tiny.py.")
 LAYERS_INTRO = ("The W8A8 `--fit pynq-z2` design of the table above, per MVAU: the folding the optimizer "
-                "chose, where the products are (two INT8 lanes per DSP48E1 when PE is even, split per "
-                "product and summed in fabric when SIMD > 1; accumulated in P when SIMD is 1), MACs per "
-                "cycle and the layer's estimate (its activation included).")
+                "chose, where the products are (two INT8 lanes per DSP48E1 when PE is even: chained through "
+                "the cascade when SIMD > 1, accumulated in P when SIMD is 1; radix-4 Booth rows in fabric), "
+                "MACs per cycle and the layer's estimate (its activation included), beside Yosys's LUTs for "
+                "the layer in that design's `rtlgen build --shell zynq` (by parts; LUTRAM and SRLs included).")
 
 if __name__ == "__main__":
     main(sys.argv[1:])
