@@ -1,11 +1,11 @@
 """The latency objective (issue 33) on hls4ml's jet tagger, 16-64-32-32-5, 6-bit weights and activations,
 FIXED<16,6> input, at `--fit pynq-z2 --clock-mhz 200`: each objective's design, its latency reported
 (report.json) and measured (`rtlgen sim --json`, 8 frames), its II, bit-exactness (`rtlgen verify` against
-qonnx), the estimate, and with `--yosys` the Yosys standalone build's resources and Fmax estimate.
+qonnx), the estimate, and with `--yosys` the Yosys build's resources in the zynq shell and its Fmax estimate.
 
     python -m benchmarks.latency                 # every row, no Yosys
     python -m benchmarks.latency --table         # the section rewritten from its rows, nothing measured
-    python -m benchmarks.latency --yosys NAME..  # also `rtlgen build OUT --shell standalone` for those rows
+    python -m benchmarks.latency --yosys NAME..  # also `rtlgen build OUT --shell zynq` for those rows
                                                  # (heavy: run alone; RTLGEN_YOSYS=native if wasm runs out)
 
 Rows not measured again keep their previous figures (from BENCHMARKS.md).
@@ -31,6 +31,7 @@ CASES = {   # name: (model file, objective, --max-utilization)
     "pruned 75 %, throughput": ("jet_tagger_pruned.onnx", "throughput", "0.8"),
     "pruned 75 %, latency": ("jet_tagger_pruned.onnx", "latency", "0.8"),
 }
+YOSYS = "Yosys LUT / FF / BRAM36 / DSP (zynq shell)"
 HLS4ML = ("hls4ml (reference/anchors.md): 13 cycles = 65 ns at RF 1 on an xczu3eg (3,915 DSP, 88,289 LUT: "
           "many times the xc7z020), \"on the scale of 100 ns\" (arXiv:1804.06913), 75-150 ns quoted in issue 33")
 
@@ -67,21 +68,37 @@ def measure(name, tmp, yosys=False):
            "latency measured": f"{run.get('latency_cycles', '-')} cycles",
            "verify (8 inputs)": verdict,
            "estimate LUT / FF / BRAM36 / DSP": f"{t['LUT']:,} / {t['FF']:,} / {t['BRAM18'] / 2:g} / {t['DSP']}",
-           "Yosys LUT / FF / BRAM36 / DSP (standalone)": "-", "Fmax estimate": "-"}
+           YOSYS: "-", "Fmax estimate": "-"}
     if yosys:
-        code, log = _rtlgen("build", str(out), "--shell", "standalone", "--input", str(x))
+        code, log = _rtlgen("build", str(out), "--shell", "zynq")
         built = out / "build" / "yosys" / "report.json"
         if code == 0 and built.exists():
             r = json.loads(built.read_text())
-            tt = r["totals"]
-            row["Yosys LUT / FF / BRAM36 / DSP (standalone)"] = (
-                f"{r['lut_including_memory']:,} / {tt['ff']:,} / {tt['bram36'] + tt['bram18'] / 2:g} / {tt['dsp']} "
-                f"({r['lut_including_memory'] / r['capacity']['LUT']:.0%} of the LUTs)")
-            design = r["timing"]["design"]
-            row["Fmax estimate"] = "-" if design is None else f"~{design['fmax_mhz_estimate']:.0f} MHz"
+            row[YOSYS] = _yosys_cell(r)
+            row["Fmax estimate"] = _fmax_cell(r)
         else:
-            row["Yosys LUT / FF / BRAM36 / DSP (standalone)"] = f"build exit {code}: {log.strip().splitlines()[-1][:80]}"
+            row[YOSYS] = f"build exit {code}: {log.strip().splitlines()[-1][:80]}"
     return row
+
+
+def _yosys_cell(r):
+    """The whole design's Yosys counts in the zynq shell, and the MVAUs' LUTs layer by layer."""
+    tt = r["totals"]
+    mvaus = {name: layer["lut_including_memory"] for name, layer in r["layers"].items() if name.startswith("MVAU")}
+    return (f"{r['lut_including_memory']:,} / {tt['ff']:,} / {tt['bram36'] + tt['bram18'] / 2:g} / {tt['dsp']} "
+            f"({r['lut_including_memory'] / r['capacity']['LUT']:.0%} of the LUTs; MVAUs "
+            + " / ".join(f"{v:,}" for v in mvaus.values()) + f"; shell {r['shell']['lut_including_memory']:,})")
+
+
+def _fmax_cell(r):
+    """The design's Fmax estimate by parts (a layer's paths from its input ports count the clock-to-out of
+    the register that drives them), and the slowest layer's."""
+    design, layers = r["timing"]["design"], r["timing"]["layers"]
+    worst = min(layers.items(), key=lambda item: item[1]["fmax_mhz_estimate"], default=None)
+    text = "-" if design is None else f"~{design['fmax_mhz_estimate']:.0f} MHz"
+    if worst is not None:
+        text += f" (slowest layer {worst[0]}: ~{worst[1]['fmax_mhz_estimate']:.0f} MHz, {worst[1]['levels']} levels)"
+    return text
 
 
 def main(argv):
@@ -93,13 +110,13 @@ def main(argv):
             previous = rows.get(name, {})
             rows[name] = measure(name, tmp, yosys)
             if not yosys:       # keep an earlier Yosys figure
-                for key in ("Yosys LUT / FF / BRAM36 / DSP (standalone)", "Fmax estimate"):
+                for key in (YOSYS, "Fmax estimate"):
                     rows[name][key] = previous.get(key, "-")
             print(rows[name], flush=True)
     keys = ["design", "model", "objective", "--max-utilization", "compile", "folding (PE x SIMD per layer)",
             "II (cycles)", "latency reported", "latency measured", "verify (8 inputs)",
-            "estimate LUT / FF / BRAM36 / DSP", "Yosys LUT / FF / BRAM36 / DSP (standalone)", "Fmax estimate"]
-    table = [{k: rows[n].get(k, "") for k in keys} for n in CASES if n in rows]
+            "estimate LUT / FF / BRAM36 / DSP", YOSYS, "Fmax estimate"]
+    table = [{k: rows[n].get(k, "-") for k in keys} for n in CASES if n in rows]
     write_section(SECTION, "Each design compiled with `rtlgen compile MODEL --fit pynq-z2 --clock-mhz 200 --input-dtype "
                   "\"FIXED<16,6>\" --objective OBJ --max-utilization U`; latency reported = report.json "
                   "`latency_cycles` (the composed timing model), measured = `rtlgen sim OUT --input X --json` "
@@ -114,7 +131,8 @@ def main(argv):
                   "the activation a LUT after it, registers where the 200 MHz clock needs them, none at the "
                   "layer's ends); the latency objective takes it per layer where it is shorter and the budget "
                   "allows. Yosys: `RTLGEN_YOSYS=native python -m benchmarks.latency --yosys NAME` (native "
-                  "pyosys). " + HLS4ML + ".", table)
+                  "pyosys): `rtlgen build OUT --shell zynq`, by parts (each layer alone, its counter levels "
+                  "modules of their own), the MVAUs' LUTs listed. " + HLS4ML + ".", table)
 
 
 if __name__ == "__main__":
