@@ -81,6 +81,11 @@ def test_candidates_below_the_bisections_ii_are_tried_too():
     candidates = list(range(10, 110, 10))
     found = smallest_fitting(candidates, lambda ii: f"design at {ii}" if ii in {30, 70, 80, 90} else None)
     assert found == (30, "design at 30")
+    # and again below a smaller fit the first look found: 90 by bisection, 40 six below it, 10 below that
+    candidates = list(range(10, 210, 10))
+    tried = []
+    found = smallest_fitting(candidates, lambda ii: tried.append(ii) or (f"at {ii}" if ii in {10, 40, 90, 100} else None))
+    assert found == (10, "at 10") and max(map(tried.count, tried)) <= 2
 
 
 def best_naive(graph, budget):

@@ -120,6 +120,11 @@ class _Search:
         self.costed += 1
         self._say()
 
+    def costing(self, candidates):
+        """Said while the candidates are costed (on worker processes, before any II is tried)."""
+        if not self.tried:
+            self.update(description=f"folding optimizer: costing {candidates:,} candidate foldings")
+
     def _say(self):
         best = "none fits yet" if self.best is None else f"best II {self.best:,} so far"
         self.update(description=f"folding optimizer: {best}, {self.tried:,} candidate IIs tried (the options "
@@ -445,7 +450,10 @@ def _cost_on_workers(graph, groups, spill):
     would compute them. Returns the number of candidates of ``groups`` (costed now or before)."""
     if _COSTS is None or _IN_WORKER:
         return 0
-    return cost_on_workers(_COSTS, [_candidates(graph, group, spill) for group in groups], _memo_key, _cost)
+    candidates = [_candidates(graph, group, spill) for group in groups]
+    if _SEARCH is not None:
+        _SEARCH.costing(sum(len(folds) for _, folds in candidates))
+    return cost_on_workers(_COSTS, candidates, _memo_key, _cost)
 
 
 def _pareto(options):

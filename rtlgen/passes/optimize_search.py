@@ -35,11 +35,13 @@ def smallest_fitting(candidates, attempt):
         best = None if last is None else (candidates[-1], last)
         return best
     # Not quite monotone (the inserted FIFOs and DWCs follow the widths): a failed probe can hide smaller
-    # IIs that fit (CNV-w1a1, issue 43: the bisection ended at 4,800 where 3,600 fits). The few candidates
-    # below the one found are tried too, smallest first.
-    k = candidates.index(best[0])
-    for ii in candidates[max(0, k - LOOK_BELOW):k]:
-        found = attempt(ii)
-        if found is not None:
-            return ii, found
-    return best
+    # IIs that fit (CNV-w1a1, issue 43: the bisection ended at 4,800 where 3,200 fits). The few candidates
+    # below the one found are tried too, smallest first, and again below each smaller one that fits (the
+    # first look below 4,800 found 3,456, the next 3,200).
+    while True:
+        k = candidates.index(best[0])
+        below = next(((ii, found) for ii in candidates[max(0, k - LOOK_BELOW):k]
+                      if (found := attempt(ii)) is not None), None)
+        if below is None:
+            return best
+        best = below
