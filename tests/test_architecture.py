@@ -27,7 +27,7 @@ FORBIDDEN.update({"layers": ("rtlgen", "sim"), "swg": ("rtlgen", "sim"), "memstr
 # its modules), except ``rtlgen`` itself: its face (``__init__.py``), which defines nothing; every module of
 # rtlgen is on exactly one layer.
 COMPILER_LAYERS = (
-    ("rtlgen", "rtlgen.errors", "rtlgen.fit", "rtlgen.ir"),     # what everything shares: the graph, boards
+    ("rtlgen", "rtlgen.errors", "rtlgen.fit", "rtlgen.ir", "rtlgen.forkpool"),     # what everything shares: the graph, boards
     ("rtlgen.costmodel", "rtlgen.options"),                 # resource estimates; the compile options
     ("rtlgen.analyses",),           # what passes and writers both read off a graph: timing, latency, board rate
     ("rtlgen.passes",),             # graph -> graph

@@ -19,14 +19,14 @@ Where the jobs run is a setting of the process (:func:`using`), so that the comp
 deep below the CLI needs no parameter threaded through every pass.
 """
 
-import multiprocessing
 import os
 import signal
 import warnings
-from concurrent.futures import ProcessPoolExecutor, as_completed
 from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
 from pathlib import Path
+
+from rtlgen.forkpool import forked_map
 
 __all__ = ["ClusterError", "WorkersLost", "completed", "using", "connect", "cluster_address", "local_workers",
            "kill_tree", "ENV"]
@@ -88,23 +88,9 @@ def completed(function, items, *, cluster=None, jobs=None, local_from=2, check=N
 # ---- a local process pool ----
 
 def _on_pool(function, items, workers):
-    # fork, not spawn: spawn re-imports the caller's __main__, which breaks unguarded user scripts; the
-    # children run Amaranth and SymbiYosys, never the onnxruntime whose threads the parent may hold
-    context = multiprocessing.get_context("fork")
+    # the children run Amaranth and the solvers, never the onnxruntime whose threads the parent may hold
     try:
-        with ProcessPoolExecutor(max_workers=workers, mp_context=context, initializer=_worker_start) as pool:
-            futures = {pool.submit(function, item): index for index, item in enumerate(items)}
-            try:
-                for future in as_completed(futures):
-                    yield futures[future], future.result()
-            except BaseException:
-                # Ctrl-C, an error, or the caller stopped reading: leaving the block would wait for every
-                # queued job (minutes on CNV); drop them and stop the workers now
-                workers = list((getattr(pool, "_processes", None) or {}).values())    # shutdown forgets them
-                pool.shutdown(wait=False, cancel_futures=True)
-                for process in workers:
-                    process.terminate()
-                raise
+        yield from forked_map(function, items, workers, initializer=_worker_start)
     except BrokenProcessPool as exc:
         raise WorkersLost(str(exc)) from None
 

@@ -15,8 +15,9 @@ Where a process is lost (memory) or cannot be forked, the caller computes the sa
 import multiprocessing
 import os
 import traceback
-from concurrent.futures import ProcessPoolExecutor, as_completed
 from concurrent.futures.process import BrokenProcessPool
+
+from rtlgen.forkpool import forked_map
 
 __all__ = ["fork_map", "Forked", "WorkerLost", "cores", "cost_on_workers", "PARALLEL_FROM", "CHUNK"]
 
@@ -36,19 +37,10 @@ def cores():
 def fork_map(function, jobs, workers):
     """``function(job)`` for every job, on ``workers`` forked processes, as each finishes (unordered).
     ``function`` reads what it needs from module state the workers inherit. Raises :class:`WorkerLost`
-    when the pool broke; on Ctrl-C or an error the workers are stopped at once, not after every queued job."""
+    when the pool broke; on Ctrl-C or an error the workers are stopped at once (:mod:`rtlgen.forkpool`)."""
     try:
-        with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("fork")) as pool:
-            futures = [pool.submit(function, job) for job in jobs]
-            try:
-                for future in as_completed(futures):
-                    yield future.result()
-            except BaseException:
-                processes = list((getattr(pool, "_processes", None) or {}).values())
-                pool.shutdown(wait=False, cancel_futures=True)
-                for process in processes:
-                    process.terminate()
-                raise
+        for _, result in forked_map(function, jobs, workers):
+            yield result
     except BrokenProcessPool as exc:
         raise WorkerLost(str(exc)) from None
 
