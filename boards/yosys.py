@@ -158,7 +158,7 @@ def _yosys_command():
 
 
 def synthesize(design, *, top="top", sta=False, workdir=None, extra_script=(), hierarchy=False, children_of=None,
-               netlist=None, lib=None, label=None):
+               netlist=None, lib=None, label=None, module_paths=True):
     """Synthesize ``design`` for xc7 and return its ``SynthReport``.
 
     ``design`` is an Amaranth ``wiring.Component`` (converted with module name ``top``) or Verilog text
@@ -180,21 +180,23 @@ def synthesize(design, *, top="top", sta=False, workdir=None, extra_script=(), h
 
     ``lib``: Verilog of modules the design instantiates as black boxes (their ports only; e.g. layers
     synthesized on their own, :mod:`boards.yosys_parts`). ``label``: what the progress line calls the
-    design (default: ``top``).
+    design (default: ``top``). ``module_paths=False``: with ``hierarchy`` and ``sta``, only the whole
+    design's paths, not each submodule's own (a part of :mod:`boards.yosys_parts` needs no more).
     """
     if not isinstance(design, str):
         from amaranth.back import verilog
         design = verilog.convert(design, name=top, emit_src=False)
     if workdir is None:
         with tempfile.TemporaryDirectory(prefix="rtlgen-yosys-") as tmp:
-            return _run(design, top, sta, Path(tmp), extra_script, hierarchy, children_of, netlist, lib, label)
+            return _run(design, top, sta, Path(tmp), extra_script, hierarchy, children_of, netlist, lib, label,
+                        module_paths)
     workdir = Path(workdir)
     workdir.mkdir(parents=True, exist_ok=True)
-    return _run(design, top, sta, workdir, extra_script, hierarchy, children_of, netlist, lib, label)
+    return _run(design, top, sta, workdir, extra_script, hierarchy, children_of, netlist, lib, label, module_paths)
 
 
 def _run(verilog_text, top, sta, wd, extra_script, hierarchy=False, children_of=None, netlist=None, lib=None,
-         label=None):
+         label=None, module_paths=True):
     (wd / "top.v").write_text(verilog_text)
     if lib is not None:
         (wd / "lib.v").write_text(lib)
@@ -210,7 +212,9 @@ def _run(verilog_text, top, sta, wd, extra_script, hierarchy=False, children_of=
         *extra_script,
         f"synth_xilinx -family xc7 -top {top}" + ("" if hierarchy else " -flatten"),
     ]
-    if netlist is not None:
+    if netlist is not None and netlist[0] == top:
+        script += [f"write_verilog -noattr {netlist[1]}"]
+    elif netlist is not None:
         module, name = netlist
         # On a copy, so the counts below still see the whole design: `hierarchy -top` keeps the module
         # and what it instantiates (the shell around it goes).
@@ -223,7 +227,7 @@ def _run(verilog_text, top, sta, wd, extra_script, hierarchy=False, children_of=
         # sta needs the cells' timing arcs, which live in the simulation library's specify blocks, and a
         # flat module: with the hierarchy, each submodule is flattened on its own first (its own paths,
         # from its registers and input ports), then the whole design (the paths across modules).
-        children = _children(verilog_text, children_of or top) if hierarchy else []
+        children = _children(verilog_text, children_of or top) if hierarchy and module_paths else []
         # (A second flatten after reading the library would flatten its cells too: hence save and load.)
         if children:
             script += ["design -save synthesized", f"setattr -mod -set keep_hierarchy 1 {' '.join(children)}",

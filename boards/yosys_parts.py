@@ -23,6 +23,7 @@ import re
 import shutil
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from boards.yosys import SynthReport, report_from_files, synthesize, yosys_engine
@@ -32,18 +33,19 @@ from sim.runner import cache_dir, locked, touch
 __all__ = ["synthesize_by_parts", "split_modules", "PLACEHOLDER"]
 
 PLACEHOLDER = "rtlgen_yosys_part"      # a part's module name while it is synthesized and cached
-_FORMAT = 1                            # bump when the script or the files kept change
+_FORMAT = 2                            # bump when the script or the files kept change
 _KEPT = ("stat.json", "dsp.txt", "sta.txt", "sta_modules.txt", "netlist.v")
 INPUT_REGISTER_NS = 0.303              # FDRE C -> Q (Yosys's xc7 cells_sim.v): the register before a part's input
 
 
-def synthesize_by_parts(verilog_text, *, top, parts_of, workdir, netlist=None, run=None, say=print):
+def synthesize_by_parts(verilog_text, *, top, parts_of, workdir, netlist=None, run=None, say=print, effort=None):
     """Synthesize ``verilog_text`` (top module ``top``) with each direct submodule of ``parts_of`` (the
     stitched accelerator's layers) as a part of its own; returns a :class:`SynthReport` of the whole as
     ``synthesize(..., hierarchy=True, children_of=parts_of, sta=True)`` does (``modules``: per layer,
     ``paths``: per layer and the design's longest), with ``parts``: {"synthesized": n, "cached": n}.
     ``netlist``: ``(module, file name)`` written into ``workdir``: the mapped ``parts_of`` module and its
-    layers, as one Verilog file."""
+    layers, as one Verilog file. ``effort``: {layer: a number growing with its synthesis time} (e.g. the
+    estimated LUTs), to start the longest first; by default the length of the layer's Verilog."""
     start = time.monotonic()
     workdir = Path(workdir)
     workdir.mkdir(parents=True, exist_ok=True)
@@ -57,15 +59,23 @@ def synthesize_by_parts(verilog_text, *, top, parts_of, workdir, netlist=None, r
         if not _cached(keys[layer]):
             missing.setdefault(keys[layer], []).append(layer)
     say(f"Yosys by parts: {len(layers)} layers ({len(set(keys.values()))} distinct, {len(missing)} to synthesize, "
-        f"the rest from the cache), then the design around them")
-    _synthesize_missing([(key, (texts[same[0]], _label(same))) for key, same in missing.items()], run)
-    reports = {layer: _read_part(keys[layer], f"{prefix}{layer}") for layer in layers}
-
+        f"the rest from the cache) and the design around them")
     rest = "".join(text for name, text in modules.items()
                    if not any(name == f"{prefix}{l}" or name.startswith(f"{prefix}{l}.") for l in layers))
     stubs = "".join(_ports_only(modules[f"{prefix}{layer}"]) for layer in layers)
-    around = synthesize(rest, top=top, hierarchy=True, children_of=parts_of, sta=True, workdir=workdir / "top",
-                        netlist=netlist, lib=stubs, label=f"{top} around its layers")
+    # The design around the layers needs only their ports: it runs here (a Yosys child process, watched
+    # from a thread) beside the parts' jobs instead of after them.
+    with ThreadPoolExecutor(max_workers=1) as background:
+        around = background.submit(synthesize, rest, top=top, hierarchy=True, children_of=parts_of, sta=True,
+                                   workdir=workdir / "top", netlist=netlist, lib=stubs,
+                                   label=f"{top} around its layers")
+        # the longest first, so that the pool ends on small parts, not on a long one
+        size = (lambda layer: effort.get(layer, 0)) if effort else (lambda layer: len(texts[layer]))
+        jobs = [(key, (texts[same[0]], _label(same)))
+                for key, same in sorted(missing.items(), key=lambda item: -size(item[1][0]))]
+        _synthesize_missing(jobs, run)
+        reports = {layer: _read_part(keys[layer], f"{prefix}{layer}") for layer in layers}
+        around = around.result()
     if netlist is not None:
         module, name = netlist
         text = (workdir / "top" / name).read_text()
@@ -120,8 +130,9 @@ def _synthesize_part(item):
     ``item``: (its Verilog under the placeholder name, what the progress line calls it)."""
     text, label = item
     with tempfile.TemporaryDirectory(prefix="rtlgen-part-") as tmp:
+        # (only the part's own longest path is read back: no per-submodule paths)
         synthesize(text, top=PLACEHOLDER, hierarchy=True, sta=True, workdir=tmp,
-                   netlist=(PLACEHOLDER, "netlist.v"), label=label)
+                   netlist=(PLACEHOLDER, "netlist.v"), label=label, module_paths=False)
         return {name: (Path(tmp) / name).read_text() for name in _KEPT if (Path(tmp) / name).exists()}
 
 

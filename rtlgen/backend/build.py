@@ -96,7 +96,8 @@ def build(out, *, shell="standalone", toolchain="yosys", board="pynq-z2", inputs
     files = plan.files
     shell_verilog = files[f"{name}.v"] + "\n" + verilog
     try:
-        synth = _synthesize(shell_verilog, name, out.yosys_dir, flat, say)
+        synth = _synthesize(shell_verilog, name, out.yosys_dir, flat, say,
+                            {layer["name"]: layer["resources"].get("LUT", 0) for layer in report["layers"]})
     except YosysError as exc:
         raise BuildError(f"Yosys failed during {exc.step}: {exc.error}; log: {exc.log}") from None
     result = _report_dict(synth, report)
@@ -116,14 +117,14 @@ def build(out, *, shell="standalone", toolchain="yosys", board="pynq-z2", inputs
     return result
 
 
-def _synthesize(verilog, top, workdir, flat, say):
+def _synthesize(verilog, top, workdir, flat, say, estimated_luts):
     netlist = (DEFAULT_TOP_NAME, NETLIST_FILE)
     if flat:
         say("Yosys synth_xilinx of the whole design (minutes on large designs) ...")
         return synthesize(verilog, top=top, hierarchy=True, children_of=DEFAULT_TOP_NAME, workdir=workdir, sta=True,
                           netlist=netlist)
     synth = synthesize_by_parts(verilog, top=top, parts_of=DEFAULT_TOP_NAME, workdir=workdir, netlist=netlist,
-                                run=jobs.completed, say=say)
+                                run=jobs.completed, say=say, effort=estimated_luts)
     say(f"Yosys by parts: {synth.parts['synthesized']} synthesized, {synth.parts['cached']} from the cache "
         f"({synth.seconds:.1f} s)")
     return synth
