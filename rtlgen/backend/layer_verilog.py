@@ -18,6 +18,7 @@ conversion of :class:`rtlgen.backend.stitch.StitchedAccelerator` names them.
 """
 
 import hashlib
+import io
 import os
 import pickle
 import re
@@ -138,8 +139,19 @@ _MEMORY = {}
 
 def _key(node, spec):
     # not the node's name: a layer's text is the same under any name (put in when read)
-    blob = pickle.dumps((sources_hash(), _PLACEHOLDER, node.op_type, len(node.inputs), len(node.outputs), spec),
-                        protocol=4)
+    return _digest((sources_hash(), _PLACEHOLDER, node.op_type, len(node.inputs), len(node.outputs), spec))
+
+
+def _digest(value):
+    """(sha256 prefix, size) of ``value`` pickled without the memo: a memoized pickle refers back to an object
+    seen before, so two equal specs whose strings are shared differently (one from the code's literals, one
+    read from a folding file) pickled to different keys, and a compile from a design's own folding.json
+    converted every layer again."""
+    buffer = io.BytesIO()
+    pickler = pickle.Pickler(buffer, protocol=4)
+    pickler.fast = True             # no memo: the bytes depend on the values only (specs hold no cycles)
+    pickler.dump(value)
+    blob = buffer.getvalue()
     return hashlib.sha256(blob).hexdigest()[:32], len(blob)
 
 

@@ -32,7 +32,8 @@ from rtlgen.options import check_folding_config, load_folding_config
 from rtlgen.passes.optimize import NoFit, optimize_folding
 from rtlgen.passes.setfolding import max_cycles, set_folding, spec_of
 
-__all__ = ["apply_folding_config", "folding_config", "write_folding_config", "set_folding", "divisors", "max_cycles"]
+__all__ = ["apply_folding_config", "folding_config", "write_folding_config", "set_folding", "divisors", "max_cycles",
+           "resolve_weight_styles"]
 
 DEFAULTS_KEY = "Defaults"
 
@@ -115,7 +116,7 @@ def _defaults_for(node, defaults):
             if ops == "all" or node.op_type in {canonical_op_type(o) for o in ops}:
                 if attr in node.op.folding:
                     _settable(f"Defaults ({node.name})", attr, value)
-                    out[attr] = _normalize(attr, value)
+                    out[attr] = _normalize(node, attr, value)
     return out
 
 
@@ -133,8 +134,13 @@ def _settable(where, attr, value):
                          f"{', '.join(legal)}{why}")
 
 
-def _normalize(attr, value):
-    if attr == "parallel_window" and isinstance(value, int):
+def _normalize(node, attr, value):
+    """A value read from a folding file as the spec holds it: FINN's 0/1 for a flag as a bool (an SWG's
+    parallel_window, an MVAU's shared_activation), so that the spec is the one the compile that wrote the
+    file had, down to the layer's cache key (rtlgen.backend.layer_verilog)."""
+    field = node.op.folding[attr]
+    flag = any(f.name == field and isinstance(f.default, bool) for f in dataclasses.fields(node.op.spec))
+    if flag and not isinstance(value, bool) and value in (0, 1):
         return bool(value)
     return value
 
@@ -175,7 +181,7 @@ def apply_folding_config(nodes, config):
                 else f"{node.name} ({node.op_type})"
             if attr in node.op.folding:
                 _settable(where, attr, value)
-                folding[attr] = _normalize(attr, value)
+                folding[attr] = _normalize(node, attr, value)
             elif attr in PARALLEL_ATTRS or not (attr in IGNORED_ATTRS or attr in _known_attrs()):
                 raise ValueError(f"{where} has no folding attribute {attr!r}; "
                                  f"legal: {', '.join(node.op.folding) or 'none'}")
@@ -225,6 +231,20 @@ def write_folding_config(nodes, path):
     return config
 
 
+def resolve_weight_styles(nodes):
+    """Each weight memory's ``ram_style`` ``auto`` set to the style its spec resolves it to
+    (``weight_ram_style``: block RAM from a depth, else LUTs), as the optimizer costed it. Its folding.json
+    then says where the weights are, and a compile from that file builds the same memories: ``auto`` there
+    would let ``place_memories`` (which leaves an optimizer's design alone) move LUT weights into free
+    block RAM."""
+    for node in nodes:
+        if "ram_style" not in node.op.folding or node.folding.get("ram_style", "auto") != "auto":
+            continue
+        resolved = getattr(node.spec(), "weight_ram_style", None)
+        if resolved is not None:
+            node.folding["ram_style"] = resolved
+
+
 def fold(graph, options):
     """The ``fold`` pass: the user's folding file, the folding optimizer under a budget (``--fit``,
     ``--budget``), FINN's own folding in its hardware-layer ONNX, or FINN's SetFolding for a target II."""
@@ -245,10 +265,10 @@ def fold(graph, options):
                 from rtlgen.passes.latency import optimize_latency        # start-up: scipy.optimize, ~0.35 s
                 graph.optimizer = optimize_latency(graph, options.optimizer_budget(), target_cycles=target,
                                                    clock_mhz=options.clock_mhz)
-                return graph
-            # no faster II than the zynq shell's DMA can feed (rtlgen.analyses.board_rate)
-            graph.optimizer = optimize_folding(graph, options.optimizer_budget(), target_cycles=target,
-                                               io_cycles=lambda g: graph_shell_cycles(g, options.clock_mhz))
+            else:       # no faster II than the zynq shell's DMA can feed (rtlgen.analyses.board_rate)
+                graph.optimizer = optimize_folding(graph, options.optimizer_budget(), target_cycles=target,
+                                                   io_cycles=lambda g: graph_shell_cycles(g, options.clock_mhz))
+            resolve_weight_styles(graph.nodes)
         except NoFit as exc:           # what to try: the budget, the target, more devices
             lower = "lower --target-fps, " if options.target_fps is not None else ""
             budget = "a larger --max-utilization" if options.fit is not None else "a larger --budget"

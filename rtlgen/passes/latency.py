@@ -28,7 +28,7 @@ import time
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.optimize import Bounds, LinearConstraint, milp
+from scipy.optimize import Bounds, LinearConstraint
 from scipy.sparse import coo_array
 
 from layers.fifo import SRL_MAX_DEPTH
@@ -36,6 +36,7 @@ from rtlgen.analyses.timing import latency_cycles
 from rtlgen.costmodel import estimate
 from rtlgen.passes import optimize as _opt
 from rtlgen.passes.insert import insert_duplicates, insert_dwcs_and_fifos
+from rtlgen.passes.milp import milp
 from rtlgen.passes.optimize import RESOURCES, NoFit, OptimizerResult
 from rtlgen.passes.size_fifos import analytic_fifo_depths
 

@@ -476,7 +476,9 @@ def _cheapest_within(choices, limit, ii, charges=()):
     """The 0/1 program at one II: one option per group with cycles <= ii, sum of costs <= limit, minimum
     cost in units of the limit. None if infeasible. ``charges`` (:mod:`rtlgen.passes.optimize_stitch`):
     a column z per charged option, z >= x(option) - x(the consumer's options that avoid it), its cost."""
-    from scipy.optimize import Bounds, LinearConstraint, milp
+    from scipy.optimize import Bounds, LinearConstraint
+
+    from rtlgen.passes.milp import milp        # HiGHS's stray prints kept off the terminal
 
     allowed = [[k for k, o in enumerate(options) if o.cycles <= ii] for options in choices]
     if any(not a for a in allowed):

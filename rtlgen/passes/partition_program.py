@@ -45,15 +45,12 @@ result says what is left unproven (:attr:`Partition.solver_note`, partition.json
 when nothing was found.
 """
 
-import os
-import sys
-from contextlib import contextmanager
 from dataclasses import dataclass
 from fractions import Fraction
 from math import ceil
 
 import numpy as np
-from scipy.optimize import Bounds, LinearConstraint, milp
+from scipy.optimize import Bounds, LinearConstraint
 from scipy.sparse import coo_matrix
 
 from galapagos.bridges import FLIT_WIDTHS, MAX_PACKET_BYTES, max_packet_flits
@@ -63,6 +60,7 @@ from galapagos.link import header_flits
 from rtlgen.costmodel import estimate
 from rtlgen.fit import BOARD_NAMES, Budget
 from rtlgen.ir.graph import words_per_frame
+from rtlgen.passes.milp import milp            # HiGHS's debug lines kept off the terminal
 from rtlgen.passes.optimize import (MAX_ROUNDS, RESOURCES, candidate_iis, describe_resources, design_estimate,
                                     fold_groups, group_options, least_cost, smallest_fitting)
 from rtlgen.passes.partition_plan import Cut, DevicePlan, Partition, PartitionError, legal_cuts, segment_graph
@@ -433,9 +431,8 @@ class PartitionProgram:
         upper = np.ones(n)
         upper[u] = np.inf
         A = coo_matrix((vals, (rows, cols)), shape=(len(lo), n)).tocsr()
-        with _quiet_stdout():           # some HiGHS builds print a debug line per improving solution
-            result = milp(objective, constraints=[LinearConstraint(A, lo, hi)], integrality=integrality,
-                          bounds=Bounds(np.zeros(n), upper), options={"time_limit": self.solve_seconds})
+        result = milp(objective, constraints=[LinearConstraint(A, lo, hi)], integrality=integrality,
+                      bounds=Bounds(np.zeros(n), upper), options={"time_limit": self.solve_seconds})
         timed_out = result.status == 1     # HiGHS stopped at its time limit: no proof either way
         if timed_out:
             (self.undecided if result.x is None else self.unproven).append(ii)
@@ -561,20 +558,3 @@ class PartitionProgram:
         return (f"{head} at any folding once the Galapagos bridges, DWCs and FIFOs on each device are counted "
                 f"(the layers alone need at least {describe_resources(least)})")
 
-
-@contextmanager
-def _quiet_stdout():
-    """File descriptor 1 to /dev/null for the duration (HiGHS writes there from C++, past sys.stdout)."""
-    try:
-        sys.stdout.flush()
-        saved = os.dup(1)
-    except (OSError, ValueError):       # no real fd 1 (e.g. an embedding host): leave it
-        yield
-        return
-    try:
-        with open(os.devnull, "w") as null:
-            os.dup2(null.fileno(), 1)
-        yield
-    finally:
-        os.dup2(saved, 1)
-        os.close(saved)
