@@ -41,7 +41,9 @@ def verify(capsys, model, x_path, *extra):
 @pytest.mark.parametrize("name", ["TFC_1W1A", pytest.param("TFC_1W2A", marks=pytest.mark.slow),     # CI time: one
                                   pytest.param("TFC_2W2A", marks=pytest.mark.slow)])               # by default
 def test_verify_zoo_tfc_on_100_mnist_images(tmp_path, capsys, name):
-    code, out = verify(capsys, MODELS / f"{name}.onnx", save(tmp_path, "x.npy", mnist(100)))
+    # folded for 20k frames/s as test_sim_cycles_per_frame_at_the_slowest_layer: TFC-w1a1's compiled bench is
+    # built once for both (the cache is keyed by the Verilog; CI time, issue 42 item 6)
+    code, out = verify(capsys, MODELS / f"{name}.onnx", save(tmp_path, "x.npy", mnist(100)), "--target-fps", "20000")
     assert code == 0, out
     assert "bit-exact: 100 samples, 1000 output values equal qonnx" in out
 
@@ -206,9 +208,8 @@ def test_sim_on_a_directory_that_is_no_compile_output(tmp_path, capsys):
 
 
 @pytest.mark.sim
-def test_sim_writes_a_waveform(tmp_path, capsys):
-    out_dir = tmp_path / "out"
-    assert main(["compile", str(MODELS / "digits_tfc_w1a1i1_clean.onnx"), "-o", str(out_dir)]) == 0
+def test_sim_writes_a_waveform(digits_out_copy, tmp_path, capsys):
+    out_dir = digits_out_copy           # the suite's compile of the digits MLP (CI time, issue 42 item 6)
     x = np.load(MODELS / "digits_tfc_w1a1i1_testset.npz")["x"][:2]
     assert main(["sim", str(out_dir), "--input", save(tmp_path, "x.npy", x), "--waves"]) == 0
     vcd = (out_dir / "waves.vcd").read_text()

@@ -73,7 +73,10 @@ def test_depths_and_styles(depth, ram_style, simulator):
 
 
 @pytest.mark.sim
-@pytest.mark.parametrize("sim_name", simulators_under_test())
+# CI time (issue 42 item 6): Verilator's case in the slow suite (a cold cocotb build: 16 s), see conftest; the FIFOs
+# run on Verilator under random backpressure in every whole network (test_cli_verify's
+# test_network_under_random_backpressure[verilator], the compiled bench of rtl_at_the_ii_under_backpressure)
+@pytest.mark.parametrize("sim_name", simulators_under_test(slow=("verilator",)))
 def test_each_simulator(sim_name):
     spec = FIFOSpec(width=64, depth=40)
     words = [int(w) for w in np.random.default_rng(1).integers(0, 1 << 62, 300)]
