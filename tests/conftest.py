@@ -43,6 +43,18 @@ def verilog_once(component_class, spec):
     return to_verilog(component_class(spec), "top")
 
 
+@functools.lru_cache(maxsize=None)
+def lowered_once(path):
+    """``(model, graph)``: the model at ``path`` loaded and lowered once per test process, for tests that read
+    the lowered graph and do not change it (the INT8 generator's lowering costs ~10 s, and test_compiler,
+    test_requant and test_shared_activation each read it; issue 42 item 6)."""
+    from rtlgen.passes.load import load_model
+    from rtlgen.passes.lower import lower
+
+    model = load_model(Path(path))
+    return model, lower(model)
+
+
 @pytest.fixture(scope="session")
 def digits_out(tmp_path_factory):
     """``rtlgen compile`` of the w1a1 digits MLP (default folding, FIFO sizing off): an OUT directory

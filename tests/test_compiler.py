@@ -13,9 +13,8 @@ import pytest
 from rtlgen.passes.to_hw import stream_io
 from rtlgen.demo import DEMO_MODEL, DEMO_TESTSET, bundled
 from rtlgen.check.execute import run_golden
-from rtlgen.passes.load import load_model
-from rtlgen.passes.lower import lower
 from rtlgen.check.verify import FLOAT32_RTOL, compare, qonnx_reference, tolerance
+from tests.conftest import lowered_once
 
 MODELS = Path(__file__).parent / "models"
 
@@ -44,8 +43,7 @@ def random_normal(shape, seed=0):
 
 
 def lowered(path):
-    model = load_model(path)
-    flow = lower(model)
+    model, flow = lowered_once(Path(path))       # read only here: shared with the other tests of the process
     return flow, stream_io(model, flow)
 
 

@@ -49,9 +49,8 @@ def near_thresholds(t, lo, hi, rng, n=4000):
 
 @pytest.fixture(scope="module")
 def generator_layers():
-    from rtlgen.passes.load import load_model
-    from rtlgen.passes.lower import lower
-    graph = lower(load_model(MODELS / "gen_mlp_int8.onnx", None))
+    from tests.conftest import lowered_once
+    _, graph = lowered_once(MODELS / "gen_mlp_int8.onnx")      # one lowering for test_compiler's tests too
     return [n for n in graph.nodes if n.op_type == "MVAU"]
 
 
