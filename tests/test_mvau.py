@@ -244,13 +244,16 @@ def test_runtime_writeable_weights(sim_name):
 
 
 # Signed weights summed as unsigned ones (offset_weights): INTn / TERNARY weights x UINTm inputs in fabric
+# CI time (issue 42 item 6): the fully unrolled 16 x 16 case (256 lanes, 9-10 s) of both grids in the slow suite;
+# the four others check the same offsets by default (PE 2-8, SIMD 2-16, folded)
+FULL_UNROLL = pytest.mark.slow
 OFFSET_CASES = [("INT2", "UINT2", 4, 8, None), ("INT2", "UINT2", 2, 16, "INT4"), ("TERNARY", "UINT3", 4, 4, "BIPOLAR"),
-                ("INT4", "UINT4", 8, 2, None), ("INT3", "UINT2", 16, 16, "INT4")]
+                ("INT4", "UINT4", 8, 2, None), pytest.param("INT3", "UINT2", 16, 16, "INT4", marks=FULL_UNROLL)]
 
 
 @pytest.mark.sim
 @pytest.mark.parametrize("wdt, idt, pe, simd, act", OFFSET_CASES,
-                         ids=[f"{w}x{i}-pe{p}-simd{s}-{a}" for w, i, p, s, a in OFFSET_CASES])
+                         ids=[f"{w}x{i}-pe{p}-simd{s}-{a}" for w, i, p, s, a in (getattr(c, "values", c) for c in OFFSET_CASES)])
 def test_offset_weights_bit_exact_and_cycle_exact(wdt, idt, pe, simd, act, simulator):
     spec = make_spec(16, 16, simd, pe, idt, wdt, act, seed=pe + simd, mem_mode="internal_embedded", res_type="lut")
     assert spec.offset_weights
@@ -271,13 +274,13 @@ def test_offset_weights_only_where_it_is_exact_and_pays():
 # Signed inputs too (offset_inputs): x_u = x + 2^(m-1), and each channel's thresholds raised by 2^(m-1) rowsum(W)
 OFFSET_INPUT_CASES = [("INT2", "INT2", 4, 8, "INT2", False), ("INT2", "INT2", 2, 16, "BIPOLAR", True),
                       ("TERNARY", "INT3", 4, 4, "UINT2", False), ("INT4", "INT4", 8, 2, "INT4", True),
-                      ("INT3", "INT2", 16, 16, "INT4", False)]
+                      pytest.param("INT3", "INT2", 16, 16, "INT4", False, marks=FULL_UNROLL)]
 
 
 @pytest.mark.sim
 @pytest.mark.parametrize("wdt, idt, pe, simd, act, shared_row", OFFSET_INPUT_CASES,
                          ids=[f"{w}x{i}-pe{p}-simd{s}-{a}{'-shared' if r else ''}"
-                              for w, i, p, s, a, r in OFFSET_INPUT_CASES])
+                              for w, i, p, s, a, r in (getattr(c, "values", c) for c in OFFSET_INPUT_CASES)])
 def test_offset_inputs_bit_exact_and_cycle_exact(wdt, idt, pe, simd, act, shared_row, simulator):
     spec = make_spec(16, 16, simd, pe, idt, wdt, act, seed=pe + simd, mem_mode="internal_embedded", res_type="lut")
     if shared_row:      # one threshold row for every channel: the raised table has a row per channel
