@@ -16,6 +16,7 @@ from layers.dotproduct import MEM_MODES
 from layers.mvau import MVAU, MVAUSpec
 from memstream.packing import pack_words, unpack_words
 from sim.harness import FULL_RATE, Backpressure, simulate_streams
+from sim.runner import available_simulators
 from tests.conftest import RANDOM_EXAMPLES, simulators_under_test
 from tests.mvau_util import activation_args, expected_mvau, random_input, run_unit
 
@@ -69,15 +70,19 @@ def test_w1a1_784x64():
     check(spec, frames=4, simulator="verilator")
 
 
+# Every simulator, Verilator in the slow suite where Icarus is installed: a cold Verilator build of these small
+# layers cost 20 s each of the default suite (issue 42 item 6); whole networks run them on Verilator's compiled bench
+SIMULATORS = simulators_under_test(slow=("verilator",) if "icarus" in available_simulators() else ())
+
+
 @pytest.mark.sim
+@pytest.mark.parametrize("sim_name", SIMULATORS)
 @pytest.mark.parametrize("res_type", ["lut", pytest.param("dsp", marks=pytest.mark.slow)])     # dsp: CI time
-def test_int8_batch_of_vectors(res_type):
+def test_int8_batch_of_vectors(res_type, sim_name):
     # A lowered convolution: numInputVectors (1, 3, 3), INT8 operands, raw accumulator output.
     spec = make_spec(36, 12, 6, 3, "INT8", "INT8", None, num_input_vectors=(1, 3, 3), res_type=res_type,
                      mem_mode="internal_embedded")
-    # the grid's simulator (Icarus when installed): a cold Verilator build of this small layer cost 20 s of
-    # the default suite (issue 42 item 6); whole networks run the layers on the compiled Verilator bench
-    check(spec, frames=2)
+    check(spec, frames=2, simulator=sim_name)
 
 
 @pytest.mark.sim
@@ -98,10 +103,11 @@ def test_dsp_packing_is_bit_exact(idt, wdt, pe, simd):
 
 
 @pytest.mark.sim
+@pytest.mark.parametrize("sim_name", SIMULATORS)
 @pytest.mark.parametrize("mw, weights", [pytest.param(512, "random", marks=pytest.mark.slow),     # CI time
                                          (512, "extreme"),            # CI time: the 1-word fold's
                                          pytest.param(1, "random", marks=pytest.mark.slow)])   # SF 1 is test_op_grid's
-def test_dsp_accumulation_over_a_long_fold(mw, weights):
+def test_dsp_accumulation_over_a_long_fold(mw, weights, sim_name):
     # INT8 x UINT8 over a 512-step fold: the low lane's sum needs 24 bits against its 16-bit field,
     # so the canaries carry hundreds of times; the extreme case drives every product to a corner. A
     # fold of one step: every step is both the first and the last.
@@ -112,7 +118,7 @@ def test_dsp_accumulation_over_a_long_fold(mw, weights):
         w[::3, 1::2] = 127
         spec = replace(spec, weights=w)
         assert spec.acc_shape.width >= spec.dsp_packing + 8
-    check(spec, frames=2)       # the grid's simulator, as test_int8_batch_of_vectors (a Verilator build: 20 s)
+    check(spec, frames=2, simulator=sim_name)
 
 
 @pytest.mark.parametrize("mw, inside", [(1 << 15, True), (1 << 17, False)])

@@ -66,12 +66,14 @@ def test_cluster_is_bit_exact_at_the_plan_ii(cluster):
 
 
 @pytest.mark.sim
-def test_cluster_under_random_backpressure_equals_qonnx(cluster):
+# By default at the links' default latency: the bench test_cluster_is_bit_exact_at_the_plan_ii built (a latency
+# is part of the cluster's Verilog: another one cost a second build, 18 s; issue 42 item 6); the link alone
+# under random backpressure at other latencies: tests/test_galapagos_link.py; the cluster at 37: slow
+@pytest.mark.parametrize("latency", [None, pytest.param(37, marks=pytest.mark.slow)], ids=["default", "37"])
+def test_cluster_under_random_backpressure_equals_qonnx(cluster, latency):
     x, _ = mnist(3)     # against qonnx, not a second full-rate run (the suite's time, issue 42)
-    # at the links' default latency: the bench test_cluster_is_bit_exact_at_the_plan_ii built (a latency is
-    # part of the cluster's Verilog: another one cost a second build, 18 s; issue 42 item 6); the link under
-    # random backpressure at other latencies: tests/test_galapagos_link.py
-    stalled = scaleout.simulate(cluster, x, backpressure=Backpressure(seed=4, valid_prob=0.5, ready_prob=0.4))
+    stalled = scaleout.simulate(cluster, x, latency=latency, backpressure=Backpressure(seed=4, valid_prob=0.5,
+                                                                                        ready_prob=0.4))
     comparison = verify_outputs(str(MODEL), x, stalled.outputs, OutDir(cluster).read_io())
     assert comparison.passed, comparison.summary()
 
