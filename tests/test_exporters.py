@@ -77,7 +77,9 @@ def test_window_average_is_an_all_ones_depthwise_sum():
     assert (np.asarray(vvau.params["weights"]) == 1).all() and vvau.params["thresholds"] is not None
 
 
-@pytest.mark.sim
+@pytest.mark.slow      # CI time (20 s, issue 42 item 6): the pool's lowering (a depthwise window generator and an
+@pytest.mark.sim       # all-ones VVAU with thresholds) is checked against qonnx above; the same two layers run in RTL
+                       # inside a network by default in test_branching's mobilenetv2_block, each op alone in the grid
 def test_average_pool_net_rtl_bit_exact_under_backpressure(tmp_path):
     compiled = compile_model(MODELS / "avgpool_net.onnx", CompileOptions())
     write_outputs(compiled, tmp_path)
