@@ -56,6 +56,30 @@ def lowered_once(path):
 
 
 @pytest.fixture(scope="session")
+def count_mul_synthesis(tmp_path_factory):
+    """tests.test_yosys_flow's CountMul synthesized once per test process by Yosys (with its timing analysis)
+    while a progress reporter records the tasks: ``(result, task descriptions, workdir)``, for test_yosys_flow
+    (what Yosys made) and test_progress (what it reported); one Yosys run, not two (issue 42 item 6)."""
+    from contextlib import contextmanager
+
+    from boards.yosys import synthesize
+    from sim import progress
+    from tests.test_yosys_flow import CountMul
+
+    tasks = []
+
+    @contextmanager
+    def recorder(description, total):
+        tasks.append(description)
+        yield lambda completed=None, description=None: None
+
+    workdir = tmp_path_factory.mktemp("count_mul")
+    with progress.reporting(recorder):
+        result = synthesize(CountMul(), sta=True, workdir=workdir)
+    return result, tasks, workdir
+
+
+@pytest.fixture(scope="session")
 def digits_out(tmp_path_factory):
     """``rtlgen compile`` of the w1a1 digits MLP (default folding, FIFO sizing off): an OUT directory
     for tests of what reads one (emit, driver)."""
