@@ -40,9 +40,9 @@ def test_synthesize_counter_and_multiply(count_mul_synthesis):
 
 
 @pytest.mark.synth
-def test_native_yosys_reports_like_the_webassembly_one(tmp_path, monkeypatch):
+def test_native_yosys_reports_like_the_webassembly_one(tmp_path, monkeypatch, count_mul_synthesis):
     pytest.importorskip("pyosys", reason="the native Yosys is optional: pip install pyosys==0.70")
-    wasm = synthesize(CountMul(), sta=True, workdir=tmp_path / "wasm")
+    wasm, _, _ = count_mul_synthesis            # the default Yosys's run, as test_synthesize_counter_and_multiply
     monkeypatch.setenv("RTLGEN_YOSYS", "native")
     native = synthesize(CountMul(), sta=True, workdir=tmp_path / "native")
     assert native.cells == wasm.cells and native.critical_path_ns == wasm.critical_path_ns
