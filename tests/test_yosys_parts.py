@@ -82,16 +82,18 @@ def test_parts_add_up_to_the_flat_run_and_come_from_the_cache(tmp_path, monkeypa
     assert again.parts == {"synthesized": 0, "cached": parts.parts["synthesized"]}
     assert again.as_row() | {"seconds": 0} == parts.as_row() | {"seconds": 0}
 
-    # one layer's weights move from LUT ROM to block RAM: its Verilog alone changes
+    # one layer's weights move from block RAM (where the default puts them) to LUTs: its Verilog alone changes
+    assert design.graph.node("MVAU_3").spec().weight_ram_style == "block"
+    assert parts.modules["MVAU_3"].bram18 + parts.modules["MVAU_3"].bram36 > 0
     folding = tmp_path / "folding.json"
     chosen = {n.name: dict(n.folding) for n in design.graph.nodes if n.name.startswith("MVAU")}
-    chosen["MVAU_3"]["ram_style"] = "block"
+    chosen["MVAU_3"]["ram_style"] = "distributed"
     folding.write_text(json.dumps(chosen))
     changed = compile_model(DIGITS, CompileOptions(fifo_sizing="none", folding=str(folding)))
-    assert changed.graph.node("MVAU_3").spec().weight_ram_style == "block"
+    assert changed.graph.node("MVAU_3").spec().weight_ram_style == "distributed"
     third = _by_parts(changed.verilog, tmp_path / "three")
     assert third.parts["synthesized"] == 1
-    assert third.modules["MVAU_3"].bram18 + third.modules["MVAU_3"].bram36 > 0
+    assert third.modules["MVAU_3"].bram18 + third.modules["MVAU_3"].bram36 == 0
 
 
 def test_the_first_webassembly_run_is_known_before_it_starts(tmp_path, monkeypatch):
