@@ -185,18 +185,26 @@ int main(int argc, char** argv) {{
 
 
 def build_harness(verilog, toplevel, job, waves=False, x_random=False):
+    """The harness executable of :func:`_build`. A bench built from parts may read its memories'
+    contents at the start of a run: :func:`run_compiled` writes them and passes their directory."""
+    return _build(verilog, toplevel, job, waves, x_random)[0]
+
+
+def _build(verilog, toplevel, job, waves=False, x_random=False):
     """Compile the harness for ``verilog`` (text, module ``toplevel``) and the ports of ``job``; cached.
     ``waves`` builds it with VCD tracing. ``x_random``: every ``x`` the design assigns and every variable
     it leaves uninitialized gets a value drawn from the run's seed (``--x-assign unique --x-initial
     unique``) instead of a fixed one, so a result that depends on an unknown value changes with the seed
-    (Verilator is a 2-state simulator: this is how it shows X-dependence). Returns the executable's path."""
+    (Verilator is a 2-state simulator: this is how it shows X-dependence). Returns the executable's path
+    and the memories' contents its runs read (:attr:`sim.parts.PartsBuild.data`; none for one model)."""
     prepare_verilator()
     ports = [p for s in (*job["sources"].values(), *job["sinks"].values()) for p in s["ports"]]
     widths = {p: _port_width(verilog, toplevel, p) for p in ports + list(job["probes"])}
     main = _main_cpp(toplevel, job, widths, waves, x_random)
     from sim import parts           # (imports this module's neighbours only)
     if parts.applies(verilog, toplevel, waves=waves, x_random=x_random):
-        return parts.build_from_parts(verilog, toplevel, main).exe
+        built = parts.build_from_parts(verilog, toplevel, main)
+        return built.exe, built.data
     # (the X flags change the build, not the main: they are part of the key; the key of others is unchanged)
     key = hashlib.sha256(json.dumps([_FORMAT, toplevel, verilog, main] + (["x-unique"] if x_random else []))
                          .encode()).hexdigest()[:20]
@@ -205,7 +213,7 @@ def build_harness(verilog, toplevel, job, waves=False, x_random=False):
     with locked(cache_dir() / "compiled" / f".{key}.lock"):
         if exe.exists():
             touch(build_dir)
-            return exe
+            return exe, ()
         build_dir.mkdir(parents=True, exist_ok=True)
         (build_dir / f"{toplevel}.v").write_text(verilog)
         (build_dir / "main.cpp").write_text(main)
@@ -227,7 +235,7 @@ def build_harness(verilog, toplevel, job, waves=False, x_random=False):
         keep_verilator_runtime(runtime, build_dir / "obj")
         keep_only_executable(build_dir / "obj", exe)
     trim_cache()
-    return exe
+    return exe, ()
 
 
 def _run(cmd, cwd, toplevel):
@@ -245,7 +253,7 @@ def run_compiled(verilog, toplevel, job, waves=None, x_seed=None):
     from this seed."""
     if len(job["sources"]) != 1 or len(job["sinks"]) != 1 or job.get("axilite_writes"):
         raise SimulationError("the compiled harness drives one source and one sink, without AXI-Lite writes")
-    exe = build_harness(verilog, toplevel, job, waves=waves is not None, x_random=x_seed is not None)
+    exe, data = _build(verilog, toplevel, job, waves=waves is not None, x_random=x_seed is not None)
     (src, src_job), = job["sources"].items()
     (snk, snk_job), = job["sinks"].items()
     chunks = -(-_port_width(verilog, toplevel, src_job["ports"][0]) // 32)
@@ -260,6 +268,8 @@ def run_compiled(verilog, toplevel, job, waves=None, x_seed=None):
         args = [str(exe), str(job_path), str(out_path)] + ([str(Path(waves).resolve())] if waves else [])
         if x_seed is not None:
             args += ["+verilator+rand+reset+2", f"+verilator+seed+{int(x_seed)}"]
+        from sim import parts
+        args += parts.write_data(data, Path(tmp) / "memories")
         returncode, messages = _run_reporting(args, Path(tmp), f"{_what(toplevel)}: simulating", snk_job["count"])
         if returncode != 0:
             raise SimulationError(f"compiled harness of {toplevel} exited with {returncode}: {messages[-2000:]}")

@@ -17,6 +17,14 @@ ports call into the library) and its objects (``lib.a``) are kept in ``$RTLGEN_C
 The top's text has each layer instance's module replaced by its part's name; it is verilated with the
 wrappers and linked with the archives into the harness (cached as :func:`sim.compiled.build_harness` does).
 
+Weights are data, not text (:func:`lift_memories`): a memory's initial contents (weights, thresholds in
+block or distributed RAM, as Yosys writes an Amaranth ``Memory``) are taken out of its part's text before
+the key is made and read at the start of a run (``$readmemh``) from a file per memory and instance, which
+the bench's run writes (:func:`write_data`: ``+rtlgen_mem_dir=DIR``). A design that differs from one
+simulated before only in its weight values (retrained: same layers, same folding) compiles no part and
+links no harness; layers whose weights are logic (LUT ROMs, weights folded into the MACs) are compiled
+again, as their logic changed. Layers alike but for their memories' contents are one part.
+
 The bench and its results are those of the one-model build; a cycle costs more (each part is a model of
 its own at -O0, called through its wrapper, twice a clock and again when its inputs change; combinational
 paths between layers settle by iteration): long runs of a design simulated often are worth
@@ -52,8 +60,8 @@ from sim import progress
 from sim.runner import (SimulationError, cache_dir, keep_only_executable, keep_verilator_runtime, locked,
                         reuse_verilator_runtime, touch, verilator_root, verilator_runtime_dir)
 
-__all__ = ["split_modules", "applies", "plan", "Plan", "PartsBuild", "build_from_parts", "use_runner", "ENV",
-           "PARTS_FROM_BYTES", "PLACEHOLDER"]
+__all__ = ["split_modules", "applies", "plan", "Plan", "lift_memories", "PartsBuild", "build_from_parts", "write_data",
+           "use_runner", "ENV", "PARTS_FROM_BYTES", "PLACEHOLDER", "MEMORY_DIR"]
 
 ENV = "RTLGEN_SIM_PARTS"            # "0": always the one-model build; "1": parts whenever they apply
 # Below this much Verilog one model costs less to build cold: each part's model keeps all its ports and
@@ -115,6 +123,7 @@ class Part:
 class Plan:
     top: str                        # the top's text, each layer's module replaced by its part's name
     parts: tuple                    # of Part, largest text first (the longest builds start first)
+    data: tuple = ()                # (file name, its text): the memories' contents (lift_memories), by instance
 
     @property
     def layers(self):
@@ -143,22 +152,116 @@ def applies(verilog, toplevel, *, waves=False, x_random=False):
 
 
 def plan(verilog, toplevel):
-    """The design as a :class:`Plan`: its top and its distinct parts."""
+    """The design as a :class:`Plan`: its top, its distinct parts and its memories' contents."""
     modules = split_modules(verilog)
     layers = _layers(modules, toplevel)
-    by_key = {}
+    # an instance line of the top: "  \top.MVAU_0  MVAU_0 ("
+    instance = re.compile(rf"^(\s*)\\({re.escape(toplevel)}\.[^\s.]+)(\s+)(\S+)", re.M)
+    instances = {}
+    for m in instance.finditer(modules[toplevel]):
+        instances.setdefault(m.group(2), []).append(m.group(4))
+    by_key, contents = {}, {}
     for layer in layers:
-        text = "".join(t for n, t in modules.items() if n == layer or n.startswith(f"{layer}."))
+        names = [n for n in modules if n == layer or n.startswith(f"{layer}.")]
+        if all(re.fullmatch(r"[A-Za-z_]\w*", name) for name in instances.get(layer, ["?"])):
+            text, contents[layer] = lift_memories(layer, {n: modules[n] for n in names})
+        else:       # an instance whose name %m may print otherwise: its memories stay in its text
+            text, contents[layer] = "".join(modules[n] for n in names), ()
         text = text.replace(layer, PLACEHOLDER)
         key = _key(text)
         text_layers = by_key.setdefault(key, (text, []))[1]
         text_layers.append(layer)
     parts = {key: Part(key, text, tuple(names)) for key, (text, names) in by_key.items()}
     name_of = {layer: part.name for part in parts.values() for layer in part.layers}
-    # an instance line of the top: "  \top.MVAU_0  MVAU_0 ("
-    instance = re.compile(rf"^(\s*)\\({re.escape(toplevel)}\.[^\s.]+)(\s)", re.M)
-    top = instance.sub(lambda m: f"{m.group(1)}{name_of[m.group(2)]}{m.group(3)}", modules[toplevel])
-    return Plan(top, tuple(sorted(parts.values(), key=lambda p: -len(p.text))))
+    data = {}
+    for m in instance.finditer(modules[toplevel]):
+        for scope, content in contents[m.group(2)]:
+            # the file the memory's load names: its scope in the harness (%m), as the library prints it
+            data[f"TOP.{toplevel}.{m.group(4)}.{name_of[m.group(2)]}{scope}.hex"] = content
+    top = instance.sub(lambda m: f"{m.group(1)}{name_of[m.group(2)]}{m.group(3)}{m.group(4)}", modules[toplevel])
+    return Plan(top, tuple(sorted(parts.values(), key=lambda p: -len(p.text))), tuple(sorted(data.items())))
+
+
+# A memory and its initial contents as Yosys writes an Amaranth Memory: the declaration, then an initial
+# block giving every word in order, each a constant (hex; decimal for 32-bit words)
+_MEMORY = re.compile(r"^(?P<indent>[ \t]*)reg (?:\[(?P<hi>\d+):0\] )?(?P<name>\\\S+ |[A-Za-z_][\w$]*) \[(?P<last>\d+):0\];\n"
+                     r"[ \t]*initial begin\n(?P<words>(?:[ \t]*[^\n]*\[\d+\] = \d+'[hd][0-9a-f]+;\n)+)[ \t]*end\n", re.M)
+MEMORY_DIR = "rtlgen_mem_dir"       # the plusarg naming the directory of the memories' contents
+# What replaces a memory's initial block: its contents read at the start of the run from the file its
+# scope names (one file per memory and instance; an instance of a part knows itself only by %m), a missing
+# directory or file an error (Verilator's $readmemh only warns and leaves the memory blank)
+_LOAD = """{i}string rtlgen_mem_{k};
+{i}integer rtlgen_fd_{k};
+{i}initial begin
+{i}  if (!$value$plusargs("{plusarg}=%s", rtlgen_mem_{k}))
+{i}    $fatal(1, "%m: a bench built from parts reads its memories' contents from +{plusarg}=DIR");
+{i}  rtlgen_mem_{k} = {{rtlgen_mem_{k}, "/", $sformatf("%m"), ".mem{k}.hex"}};
+{i}  rtlgen_fd_{k} = $fopen(rtlgen_mem_{k}, "r");
+{i}  if (rtlgen_fd_{k} == 0) $fatal(1, "%m: no memory contents in %s", rtlgen_mem_{k});
+{i}  $fclose(rtlgen_fd_{k});
+{i}  $readmemh(rtlgen_mem_{k}, {name});
+{i}end
+"""
+
+
+def lift_memories(layer, modules):
+    """The layer's text (its ``modules``: {name: text}, the layer's own first) with every memory's initial
+    contents replaced by a load at run time (:data:`_LOAD`), and ``((scope, contents), ...)``: where each
+    memory sits below the layer (``.sub.mem0``: the scope its load names, below the part) and its words
+    as ``$readmemh`` reads them. Why: weights kept in memories are then data, not text, so a retrained
+    design (same layers, new weight values) shares every compiled part with the one before. Only what
+    is recognised exactly is lifted (:data:`_MEMORY`: every word of the memory given in order, no X; a
+    module whose place below the layer is known); anything else stays in the text (correct, not shared).
+    Weights that are logic (a LUT ROM's case statements) are the layer's logic, and stay."""
+    scopes = _scopes(layer, modules)
+    texts, lifted = [], []
+    for name, text in modules.items():
+        if name in scopes and "rtlgen_mem_" not in text and "rtlgen_fd_" not in text:
+            text, contents = _lift(text)
+            lifted += [(f"{scopes[name]}.mem{k}", words) for k, words in enumerate(contents)]
+        texts.append(text)
+    return "".join(texts), tuple(lifted)
+
+
+def _scopes(layer, modules):
+    """{module: its instance path below the layer (``""``, ``".out_fifo"``)} for the modules whose path
+    is certain: the layer, and each module its parent (Amaranth names a module by its place) instantiates
+    exactly once under a plain name (as %m prints it)."""
+    scopes = {layer: ""}
+    for name in sorted(modules, key=lambda n: n.count(".")):
+        parent, _, _ = name.rpartition(".")
+        if name == layer or parent not in scopes:
+            continue
+        found = re.findall(rf"^[ \t]*\\{re.escape(name)}\s+(\S+)\s*\(", modules[parent], re.M)
+        if len(found) == 1 and re.fullmatch(r"[A-Za-z_]\w*", found[0]):
+            scopes[name] = f"{scopes[parent]}.{found[0]}"
+    return scopes
+
+
+def _lift(module):
+    """``module`` with its recognised memories' initial blocks replaced by loads, and their contents."""
+    contents = []
+
+    def one(memory):
+        width = int(memory.group("hi")) + 1 if memory.group("hi") else 1
+        name, depth = memory.group("name"), int(memory.group("last")) + 1
+        word = re.compile(rf"[ \t]*{re.escape(name)}\[(\d+)\] = (\d+)'([hd])([0-9a-f]+);")
+        words = []
+        for index, line in enumerate(memory.group("words").splitlines()):
+            m = word.fullmatch(line)
+            if m is None or int(m.group(1)) != index or int(m.group(2)) != width:
+                return memory.group(0)
+            value = int(m.group(4), 16 if m.group(3) == "h" else 10)
+            if value >> width:
+                return memory.group(0)
+            words.append(f"{value:x}\n")
+        if len(words) != depth:
+            return memory.group(0)
+        declaration = memory.group(0)[:memory.group(0).index("\n") + 1]
+        load = _LOAD.format(i=memory.group("indent"), k=len(contents), name=name, plusarg=MEMORY_DIR)
+        contents.append("".join(words))
+        return declaration + load
+    return _MEMORY.sub(one, module), contents
 
 
 def _key(text):
@@ -177,12 +280,15 @@ def _cached(key):
 @dataclass(frozen=True)
 class PartsBuild:
     """What :func:`build_from_parts` did: the harness, the design's layers, its distinct parts, the keys
-    compiled now (the rest came from the cache), and whether the harness itself was in the cache."""
+    compiled now (the rest came from the cache), whether the harness itself was in the cache, and the
+    memories' contents its runs read (:attr:`Plan.data`: written to a directory passed as
+    ``+rtlgen_mem_dir=DIR``, :func:`write_data`)."""
     exe: Path
     layers: int
     parts: int
     compiled: tuple
     harness_cached: bool
+    data: tuple = ()
 
     @property
     def cached(self):
@@ -206,7 +312,7 @@ def build_from_parts(verilog, toplevel, main_cpp, *, run=None):
             touch(build_dir)
             for part in design.parts:
                 touch(_entry(part.key))
-            return PartsBuild(exe, design.layers, len(design.parts), (), True)
+            return PartsBuild(exe, design.layers, len(design.parts), (), True, design.data)
     missing = [part for part in design.parts if not _cached(part.key)]
     with progress.task(f"{toplevel}: Verilator and g++ build {len(missing)} of {len(design.parts)} distinct "
                        f"parts ({design.layers} layers; the rest from the cache)", total=len(missing)) as update:
@@ -216,7 +322,19 @@ def build_from_parts(verilog, toplevel, main_cpp, *, run=None):
             with progress.task(f"{toplevel}: linking the bench from its parts"):
                 _link(design, toplevel, main_cpp, build_dir)
     trim_cache()
-    return PartsBuild(exe, design.layers, len(design.parts), tuple(p.key for p in missing), False)
+    return PartsBuild(exe, design.layers, len(design.parts), tuple(p.key for p in missing), False, design.data)
+
+
+def write_data(data, directory):
+    """The memories' contents of a bench built from parts (:attr:`PartsBuild.data`) written in
+    ``directory``; the harness's arguments that point its memories there (none without memories)."""
+    if not data:
+        return []
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    for name, text in data:
+        (directory / name).write_text(text)
+    return [f"+{MEMORY_DIR}={directory.resolve()}"]
 
 
 def _threads(function, items):
