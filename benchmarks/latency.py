@@ -7,6 +7,10 @@ qonnx), the estimate, and with `--yosys` the Yosys build's resources in the zynq
     python -m benchmarks.latency --table         # the section rewritten from its rows, nothing measured
     python -m benchmarks.latency --yosys NAME..  # also `rtlgen build OUT --shell zynq` for those rows
                                                  # (heavy: run alone; RTLGEN_YOSYS=native if wasm runs out)
+    python -m benchmarks.latency --keep DIR ...  # the compiled designs (and builds) kept in DIR
+    python -m benchmarks.latency --keep DIR --reuse ...  # a design already compiled there (by this script,
+                                                 # or `rtlgen compile` as below with its seconds in
+                                                 # DIR/NAME/compile_seconds) not compiled again
 
 Rows not measured again keep their previous figures (from BENCHMARKS.md).
 """
@@ -41,16 +45,21 @@ def _rtlgen(*args):
     return run.returncode, run.stdout + run.stderr
 
 
-def measure(name, tmp, yosys=False):
+def measure(name, tmp, yosys=False, reuse=False):
     model, objective, utilization = CASES[name]
     out, x = Path(tmp) / name.replace(" ", "_").replace(",", "").replace("%", "pc"), Path(tmp) / "x.npy"
     np.save(x, np.load(MODELS / "features.npy")[:8])
-    start = time.time()
-    code, log = _rtlgen("compile", str(MODELS / model), "-o", str(out), "-q", "--fit", "pynq-z2", "--clock-mhz", "200",
-                        "--input-dtype", "FIXED<16,6>", "--objective", objective, "--max-utilization", utilization)
-    seconds = time.time() - start
-    if code != 0:
-        return {"design": name, "compile": f"no: {log.strip().splitlines()[-1][:100]}"}
+    if reuse and (out / "compile_seconds").exists():
+        seconds = float((out / "compile_seconds").read_text())
+    else:
+        start = time.time()
+        code, log = _rtlgen("compile", str(MODELS / model), "-o", str(out), "-q", "--fit", "pynq-z2", "--clock-mhz",
+                            "200", "--input-dtype", "FIXED<16,6>", "--objective", objective, "--max-utilization",
+                            utilization)
+        seconds = time.time() - start
+        if code != 0:
+            return {"design": name, "compile": f"no: {log.strip().splitlines()[-1][:100]}"}
+        (out / "compile_seconds").write_text(f"{seconds:.1f}\n")
     report = json.loads((out / "report.json").read_text())
     code, log = _rtlgen("sim", str(out), "--input", str(x), "--json")
     run = json.loads(log[log.index("{"):]) if code == 0 else {}
@@ -75,7 +84,7 @@ def measure(name, tmp, yosys=False):
         if code == 0 and built.exists():
             r = json.loads(built.read_text())
             row[YOSYS] = _yosys_cell(r)
-            row["Fmax estimate"] = _fmax_cell(r)
+            row["Fmax estimate"] = _fmax_cell(r) + _flat_fmax_text(out / "build" / "yosys")
         else:
             row[YOSYS] = f"build exit {code}: {log.strip().splitlines()[-1][:80]}"
     return row
@@ -101,14 +110,50 @@ def _fmax_cell(r):
     return text
 
 
-def main(argv):
-    yosys, table_only = "--yosys" in argv, "--table" in argv      # --table: rewrite the section, measure nothing
-    names = [a for a in argv if a not in ("--yosys", "--table")] or ([] if table_only else list(CASES))
-    rows = {r["design"]: r for r in section_rows(SECTION)}
+def flat_fmax(yosys_dir):
+    """The accelerator's longest path over its whole mapped netlist (its layers flattened into one module),
+    by the same ``sta`` and delay model as the by-parts estimate, which analyses each layer alone: this one
+    also sees the paths from one layer's last register through the next layer's first logic (chained
+    layers, no FIFO between them). A CriticalPath, or None without the netlist."""
+    from boards.timing import parse_sta
+    from boards.yosys import _yosys_command
+    from rtlgen.backend.build import NETLIST_FILE
+    from rtlgen.backend.stitch import DEFAULT_TOP_NAME
+    netlist = Path(yosys_dir) / NETLIST_FILE
+    if not netlist.exists():
+        return None
     with tempfile.TemporaryDirectory() as tmp:
+        script = Path(tmp) / "flat.ys"
+        script.write_text("\n".join([f"read_verilog {netlist}", f"hierarchy -top {DEFAULT_TOP_NAME}", "flatten",
+                                      "read_verilog -lib -specify +/xilinx/cells_sim.v",
+                                      f"tee -q -o {tmp}/sta.txt sta"]) + "\n")
+        run = subprocess.run([*_yosys_command(), "-q", "-l", f"{tmp}/yosys.log", str(script)], capture_output=True,
+                             text=True, cwd=tmp)
+        if run.returncode != 0 or not (Path(tmp) / "sta.txt").exists():
+            raise RuntimeError(f"flat sta failed: {run.stdout[-300:]} {run.stderr[-300:]}")
+        paths = parse_sta((Path(tmp) / "sta.txt").read_text())
+    return paths.get(DEFAULT_TOP_NAME)
+
+
+def _flat_fmax_text(yosys_dir):
+    path = flat_fmax(yosys_dir)
+    if path is None:
+        return ""
+    return f"; whole netlist flat: ~{path.fmax_mhz:.0f} MHz, {path.levels} levels ({path.through()})"
+
+
+def main(argv):
+    keep = argv[argv.index("--keep") + 1] if "--keep" in argv else None
+    argv = [a for i, a in enumerate(argv) if a != "--keep" and (i == 0 or argv[i - 1] != "--keep")]
+    yosys, table_only, reuse = "--yosys" in argv, "--table" in argv, "--reuse" in argv   # --table: measure nothing
+    names = [a for a in argv if a not in ("--yosys", "--table", "--reuse")] or ([] if table_only else list(CASES))
+    rows = {r["design"]: r for r in section_rows(SECTION)}
+    with tempfile.TemporaryDirectory() as scratch:
+        tmp = keep or scratch
+        Path(tmp).mkdir(parents=True, exist_ok=True)
         for name in names:
             previous = rows.get(name, {})
-            rows[name] = measure(name, tmp, yosys)
+            rows[name] = measure(name, tmp, yosys, reuse)
             if not yosys:       # keep an earlier Yosys figure
                 for key in (YOSYS, "Fmax estimate"):
                     rows[name][key] = previous.get(key, "-")

@@ -29,7 +29,16 @@ a register where the next step would not fit in the cycle. The layer reads its i
 the stream (the FIFO in front is a register) and drives its output stream from its last step
 combinationally (the FIFO behind registers it), so ``latency`` counts only the registers inside: a layer
 whose whole heap fits in a cycle has latency 0. A stall pipeline: every register loads on ``advance`` =
-``o.ready`` or no word at the output.
+``o.ready`` or no word at the output; chained, ``o.ready`` alone (a layer takes a word every cycle its output
+is ready).
+
+Chained (the latency objective, :func:`rtlgen.passes.latency.chain_layers`): two such layers need no FIFO
+between them, and the cycle at the boundary is shared: the producer's last steps and the consumer's first
+ones between the same two registers. ``input_ns`` is the logic already on the input word's path in its
+cycle (the producer's :attr:`DistributedPlan.output_ns`; 0 where a register drives it), and
+``output_fifo=False`` says a layer, not a FIFO's mux, takes the output. The consumer's registers are placed
+from ``input_ns`` on; where its first step cannot follow in that cycle it registers its input word
+(``input_register``, the register the FIFO was). The ready of a chain is one signal, the last FIFO's.
 
 Each channel is built the way (digits or products, three rows or two) that needs the fewest registers,
 then, among the ways within the layer's latency (its slowest channel's), the one of the fewest LUTs.
@@ -40,7 +49,7 @@ flip-flop per heap bit at each register (:meth:`DistributedPlan.resources`).
 """
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 from amaranth.hdl import C, Cat, Const, Module, Mux, Signal
@@ -49,51 +58,16 @@ from amaranth.lib.wiring import In, Out
 
 from layers.bit_heap import LUT_INPUTS, ROWS, CounterLevel, channel_heap, choose_pairs, chosen_products, csd_digits, product_width
 from layers.datapath import register
+from layers.delay_model import (CLOCK_TO_Q_NS, LUT6_NS, LUT_NS, NET_NS, NEXT_FIFO_NS, SETUP_NS,
+                                carry_chain_ns, counter_ns, cycle_budget_ns, place_registers)
 from layers.op import ArrayMemo, Resources
 from layers.thresholding import activation_lane
 
 __all__ = ["DistributedPlan", "DistributedUnit", "distributed_plan", "check_distributed", "csd_digits",
-           "STEP_NS", "counter_ns", "carry_chain_ns"]
-
-# The delay model, xc7z020 -1: Yosys's xc7 cell library (techlibs/xilinx/cells_sim.v specify blocks) with
-# boards/timing.py's routing model (0.5 ns a routed net, 0.3 ns setup and clock uncertainty), the model the
-# Fmax estimate of `rtlgen build` uses.
-NET_NS = 0.5
-SETUP_NS = 0.3
-CLOCK_TO_Q_NS = 0.303           # FDRE C -> Q
-LUT_NS = {1: 0.127, 2: 0.238, 3: 0.407, 4: 0.472, 5: 0.631, 6: 0.642}    # LUTk, its slowest pin (I0)
-LUT6_NS = LUT_NS[6]
-LUT2_NS = LUT_NS[2]             # an adder bit's LUT2
-CARRY_IN_NS = 0.508             # CARRY4 S[0] -> CO[3]
-CARRY_THROUGH_NS = 0.114        # CARRY4 CI -> CO[3], per further CARRY4
-CARRY_OUT_NS = 0.313            # CARRY4 CI -> O[3]
-LUT3_NS = 0.407                 # LUT3, slowest pin
-# The FIFO the stitcher puts behind the layer takes its word through its fall-through mux (a net, a LUT3)
-NEXT_FIFO_NS = NET_NS + LUT3_NS
-
-
-def counter_ns(inputs=LUT_INPUTS):
-    """A level of counters of at most ``inputs`` bits: a net into a LUT of that many inputs."""
-    return NET_NS + LUT_NS[max(1, min(LUT_INPUTS, inputs))]
-
+           "STEP_NS", "counter_ns", "carry_chain_ns", "cycle_budget_ns", "NEXT_FIFO_NS"]
 
 def _largest(groups):
     return max((size for sizes in groups for size in sizes), default=1)
-
-
-def carry_chain_ns(width, rows=2):
-    """The last ``rows`` rows of ``width`` bits added by one carry chain: a net, each bit's LUT (two rows: a
-    LUT2; three, a ternary adder: a LUT6 of its column's three bits and the column below's, their parity
-    and majority), the net from the LUT to the CARRY4 (a routed net to the Fmax estimate, which counts all
-    but the chain's own: left out, the pruned jet tagger's MVAU_1 planned for 200 MHz was ~183 MHz by it),
-    the chain to its top bit."""
-    lut = LUT2_NS if rows <= 2 else LUT6_NS
-    return 2 * NET_NS + lut + CARRY_IN_NS + CARRY_THROUGH_NS * max(0, math.ceil(width / 4) - 2) + CARRY_OUT_NS
-
-
-def cycle_budget_ns(clock_mhz):
-    """What logic may take between two registers: the period less clock-to-out, the last net and setup."""
-    return 1000.0 / clock_mhz - CLOCK_TO_Q_NS - NET_NS - SETUP_NS
 
 
 STEP_NS = {"counter": counter_ns()}
@@ -175,6 +149,10 @@ class DistributedPlan:
     latency: int
     n: int = 0                  # the elements' bits (a product's LUT has n inputs)
     pairs: tuple = ()           # the shared pairs (:class:`Pair`) terms at or above MW take
+    input_ns: float = 0.0       # logic on the input word's path before the layer, in its cycle (chained)
+    end_ns: float = NEXT_FIFO_NS    # logic after the layer in its last cycle (the next FIFO's mux; 0 chained)
+    input_register: bool = False    # the input word registered first (counted in ``latency``)
+    in_bits: int = 0            # the input word's bits (what ``input_register`` holds)
 
     @property
     def product_ns(self):
@@ -222,13 +200,40 @@ class DistributedPlan:
         return 1 + above + tie
 
     def critical_ns(self):
-        """The longest delay between two registers by the model (the next FIFO's mux included)."""
+        """The longest delay between two registers by the model (the next FIFO's mux included, or a chained
+        producer's tail)."""
         worst = 0.0
         for c in range(len(self.channels)):
-            for start, end in _segments(len(self.steps(c)), self.registers[c]):
-                ns = sum(t for _, t in self.steps(c)[start:end]) + (NEXT_FIFO_NS if end == len(self.steps(c)) else 0)
+            for ns in self._segment_ns(c):
                 worst = max(worst, ns)
         return worst + CLOCK_TO_Q_NS + NET_NS + SETUP_NS
+
+    def _segment_ns(self, c):
+        """Channel c's logic between two registers, segment by segment: the first from the input word (after
+        the chained producer's tail, unless the input is registered), the last into what takes the output
+        (none where the channel's output waits in padding registers)."""
+        steps = self.steps(c)
+        bounds = [0] + [r + 1 for r in self.registers[c]] + [len(steps)]
+        padded = len(self.registers[c]) + self.input_register < self.latency
+        for start, end in zip(bounds, bounds[1:]):
+            ns = sum(t for _, t in steps[start:end])
+            if start == 0 and not self.input_register:
+                ns += self.input_ns
+            if end == len(steps) and start == bounds[-2] and not padded:
+                ns += self.end_ns
+            yield ns
+
+    @property
+    def output_ns(self):
+        """The logic on the output's path in its last cycle (after the last register): what a chained
+        consumer takes as its ``input_ns``."""
+        tails = [0.0]
+        for c in range(len(self.channels)):
+            if len(self.registers[c]) + self.input_register < self.latency:
+                continue            # its output waits in a padding register
+            *_, last = self._segment_ns(c)
+            tails.append(last - self.end_ns)
+        return max(tails)
 
     def resources(self):
         """LUTs: a LUT per product bit (bit 0 is the element's), per counter output bit, per carry-chain bit
@@ -248,7 +253,8 @@ class DistributedPlan:
             bits_after = heights[1:] + [sum(ch.final), ch.width]    # what a register after each step holds
             for r in self.registers[c]:
                 ff += bits_after[r] if r < len(bits_after) else self.out_bits
-            ff += (self.latency - len(self.registers[c])) * self.out_bits
+            ff += (self.latency - self.input_register - len(self.registers[c])) * self.out_bits
+        ff += self.input_register * self.in_bits
         return Resources(lut=int(lut) + 2, ff=int(ff) + self.latency)
 
 
@@ -264,22 +270,6 @@ def _segments(n_steps, registers):
     return [(a, b) for a, b in zip(bounds, bounds[1:]) if b > a or a == 0]
 
 
-def _place_registers(steps, budget):
-    """Step indices after which a register goes: greedily, as late as the budget allows; the last segment
-    also carries the next FIFO's mux."""
-    registers, used = [], 0.0
-    for k, (_, ns) in enumerate(steps):
-        last = k == len(steps) - 1
-        need = ns + (NEXT_FIFO_NS if last else 0.0)
-        if used > 0 and used + need > budget:
-            registers.append(k - 1)
-            used = 0.0
-        used += ns
-    if used + NEXT_FIFO_NS > budget and steps and used > steps[-1][1]:
-        pass        # the last step alone is over the budget: nothing a register before it would cure
-    return registers
-
-
 _PLANS = ArrayMemo()
 
 
@@ -287,11 +277,33 @@ def distributed_plan(spec):
     """The :class:`DistributedPlan` of an MVAU spec with ``pipeline="distributed"`` (memoized on its
     weights, datatypes, activation and clock)."""
     key = (spec.input_dtype.name, spec.output_dtype.name, float(spec.clock_mhz),
-           None if spec.thresholds is None else np.asarray(spec.thresholds).tobytes())
+           None if spec.thresholds is None else np.asarray(spec.thresholds).tobytes(),
+           float(spec.input_ns), bool(spec.output_fifo))
     return _PLANS.get(spec.weights, key, lambda: _make_plan(spec))
 
 
 def _make_plan(spec):
+    """The plan as the layer's own registers make it (the input from a register); chained (``input_ns``
+    > 0), also with the cycle shared with the producer, kept where it needs fewer registers in all."""
+    end_ns = NEXT_FIFO_NS if spec.output_fifo else 0.0
+    registered = _plan_from(spec, 0.0, end_ns)
+    if not spec.input_ns:
+        return registered
+    registered = replace(registered, input_ns=float(spec.input_ns), input_register=True,
+                         latency=registered.latency + 1)
+    shared = _plan_from(spec, float(spec.input_ns), end_ns)
+    if shared is None:
+        return registered
+
+    def cost(plan):
+        r = plan.resources()
+        return plan.latency, r.lut + r.ff
+    return min((shared, registered), key=cost)
+
+
+def _plan_from(spec, input_ns, end_ns):
+    """The plan with ``input_ns`` on the input's path and ``end_ns`` after the output; None where some
+    channel cannot start in the input's cycle."""
     activation = None if spec.table is None else power_of_two_requant(spec.owner, spec.table)
     w = spec.weight_matrix().astype(np.int64)               # (channels, elements)
     n, signed_input = spec.input_dtype.bitwidth(), spec.input_dtype.signed()
@@ -314,9 +326,13 @@ def _make_plan(spec):
                     if shared and not ch.pairs:
                         continue
                     plan = DistributedPlan((ch,), activation, out_bits, clock, ((),), 0, n, pairs)
-                    regs = tuple(_place_registers(plan.steps(0), budget))
+                    regs = tuple(place_registers(plan.steps(0), budget, input_ns, end_ns))
+                    if regs[:1] == (-1,):
+                        continue        # cannot start in the input's cycle
                     plan = DistributedPlan((ch,), activation, out_bits, clock, (regs,), len(regs), n, pairs)
                     found.append((ch, regs, plan.resources().lut))
+        if not found:
+            return None
         options.append(found)
     # the layer's latency: its slowest channel's fewest registers; each channel then built the cheapest way
     # within it: a product already made for another channel costs nothing more, a pair's adder is shared
@@ -337,7 +353,8 @@ def _make_plan(spec):
         made |= {(i, odd) for i, _, _, odd in ch.terms if odd > 1}
         channels.append(ch)
         registers.append(regs)
-    return DistributedPlan(tuple(channels), activation, out_bits, clock, tuple(registers), latency, n, pairs)
+    return DistributedPlan(tuple(channels), activation, out_bits, clock, tuple(registers), latency, n, pairs,
+                           input_ns, end_ns, in_bits=spec.in_width)
 
 
 _SHARE = True                   # look for shared pairs (common subexpressions) at all
@@ -390,7 +407,9 @@ class DistributedUnit(wiring.Component):
     o : Out(stream.Signature(spec.out_width))
 
     One vector a cycle. ``i.ready`` is ``o.ready`` or no word at the output (combinational: the FIFOs the
-    stitcher puts on both sides break the path); with latency 0, ``o`` is ``i`` through the heaps."""
+    stitcher puts on both sides break the path); chained (``input_ns`` > 0 or ``output_fifo=False``), ``o.ready``
+    alone: a chain's ready is the FIFO's behind it, a LUT at most (its first layer's) before every register's
+    enable. With latency 0, ``o`` is ``i`` through the heaps."""
 
     def __init__(self, spec):
         self._spec = spec
@@ -410,7 +429,12 @@ class DistributedUnit(wiring.Component):
             stages.append(Signal(name=f"v{k}"))
         advance = Signal()
         out_valid = stages[-1] if stages else valid
-        m.d.comb += [advance.eq(self.o.ready | ~out_valid), self.i.ready.eq(advance if stages else self.o.ready)]
+        if spec.input_ns or not spec.output_fifo:
+            # chained: every register loads when the output is ready (no bubble taken out at a stalled
+            # output), so a chain's ready is one wire from the FIFO behind it, not a LUT a layer
+            m.d.comb += [advance.eq(self.o.ready), self.i.ready.eq(self.o.ready)]
+        else:
+            m.d.comb += [advance.eq(self.o.ready | ~out_valid), self.i.ready.eq(advance if stages else self.o.ready)]
         if not stages:      # all combinational: a register so that the component keeps its clock and reset
             taken = Signal(name="taken")
             m.d.sync += taken.eq(self.i.valid & self.o.ready)
@@ -420,7 +444,7 @@ class DistributedUnit(wiring.Component):
                 m.d.sync += v.eq(prev)
             prev = v
         n, signed = spec.input_dtype.bitwidth(), spec.input_dtype.signed()
-        x = self.i.payload
+        x = register(m, advance, self.i.payload, name="x_r") if plan.input_register else self.i.payload
         x_u = x ^ C(sum(1 << (e * n + n - 1) for e in range(spec.mw)), len(x)) if signed else x
         # (element, odd) -> its bits as (signal, inverted): a signed element's sign bit, an offset pair's top
         # bit are inverted by the LUT that takes them (a counter's, in its module), never by an inverter
@@ -497,7 +521,7 @@ class DistributedUnit(wiring.Component):
             if step in registers:
                 lane = register(m, advance, lane, name=f"c{c}_act_r")
             step += 1
-        for k in range(plan.latency - len(registers)):      # the channels with fewer registers wait
+        for k in range(plan.latency - plan.input_register - len(registers)):    # fewer registers: they wait
             lane = register(m, advance, lane, name=f"c{c}_pad{k}")
         return lane
 

@@ -60,6 +60,9 @@ class MVAUSpec(UnitSpec):
     shared_activation: bool = False     # the PE lanes take turns at fewer activation units (activation_lanes)
     popcount: Literal["tree", "heap"] = "tree"     # binary lanes: adder tree, or registered compressor heap
     clock_mhz: float = 200.0            # pipeline=distributed: the clock its registers are placed for
+    input_ns: float = 0.0               # pipeline=distributed, chained (rtlgen.passes.latency.chain_layers):
+                                        # logic already on the input's path in its cycle (0: a register drives it)
+    output_fifo: bool = True            # pipeline=distributed: a FIFO takes the output (False: a chained layer)
     xnor: bool = field(init=False, repr=False)
     offset_inputs: bool = field(init=False, repr=False)
     table: ThresholdTable = field(init=False, repr=False)              # the contract's thresholds
@@ -84,6 +87,9 @@ class MVAUSpec(UnitSpec):
                              f"{self.input_dtype.name} x {self.weight_dtype.name}")
         if not self.clock_mhz > 0:
             raise ValueError(f"MVAU clock_mhz must be positive, not {self.clock_mhz!r}")
+        if not self.input_ns >= 0 or (self.input_ns or not self.output_fifo) and not self.distributed:
+            raise ValueError(f"MVAU input_ns={self.input_ns!r}, output_fifo={self.output_fifo!r}: a chained layer "
+                             f"(input_ns > 0 or output_fifo False) needs pipeline=distributed, not {self.pipeline}")
         if self.distributed:
             check_distributed(self)
 
@@ -91,6 +97,18 @@ class MVAUSpec(UnitSpec):
     def distributed(self):
         """``pipeline="distributed"``: the weights as bit heaps (:mod:`layers.distributed`)."""
         return self.pipeline == "distributed"
+
+    @property
+    def chains(self):
+        """Whether the layer may be wired to another that chains, with no FIFO between (the latency
+        objective, :func:`rtlgen.passes.latency.chain_layers`): one vector a cycle, ``i.ready`` is
+        ``o.ready``, its registers placed from ``input_ns`` on (distributed arithmetic)."""
+        return self.distributed
+
+    @property
+    def output_ns(self):
+        """Chained: the logic on the output's path in its last cycle (the next layer's ``input_ns``)."""
+        return distributed_plan(self).output_ns if self.distributed else 0.0
 
     @property
     def latency(self):
@@ -356,7 +374,8 @@ def _examples():
 
 OP = Op("MVAU", MVAUSpec, _component,
         folding={**UNIT_FOLDING, "weight_lut_bits": "weight_lut_bits", "pipeline": "pipeline",
-                 "shared_activation": "shared_activation", "popcount": "popcount", "clock_mhz": "clock_mhz"},
+                 "shared_activation": "shared_activation", "popcount": "popcount", "clock_mhz": "clock_mhz",
+                 "input_ns": "input_ns", "output_fifo": "output_fifo"},
         parallelism={"SIMD": divisors_of("mw"), "PE": divisors_of("mh")},
         finn_names={"mw": "MW", "mh": "MH", "input_dtype": "inputDataType", "weight_dtype": "weightDataType",
                     "output_dtype": "outputDataType", "act_val": "ActVal", "num_input_vectors": "numInputVectors"},
@@ -364,7 +383,8 @@ OP = Op("MVAU", MVAUSpec, _component,
         finn_import=finn_import_unit, finn_arrays=("weights", "thresholds"),
         golden=_golden, small_instance=_small_instance, fold=_fold, finn_export=unit_finn_export,
         cost_group=lambda spec: "MVAU/distributed" if spec.distributed else f"MVAU/{multiplier_kind(spec)}",
-        extensions=("weight_lut_bits", "pipeline", "shared_activation", "popcount", "clock_mhz"),
+        extensions=("weight_lut_bits", "pipeline", "shared_activation", "popcount", "clock_mhz", "input_ns",
+                    "output_fifo"),
         lowers=(Lowering(("MatMul",), _lower_matmul, legal="MatMul, Gemm"), Lowering(("Conv",), _lower_conv)),
         choices={"resType": ("lut", "dsp"), "ram_style": BRAM_OR_LUT_STYLES,
                  "activation_style": activation_choices, "shared_activation": shared_activation_choices,

@@ -220,22 +220,26 @@ def test_registers_go_where_the_clock_needs_them(clock_mhz):
 
 
 # the default suite: a signed input with the activation, registers and shared pairs; products (a signed input);
-# two rows at the end, all combinational
-CASES = [("INT5", True, 200.0, False, 3), ("INT4", True, 250.0, True, 3), ("UINT6", True, 60.0, "chosen", 2),
-         pytest.param("UINT4", False, 200.0, False, 2, marks=pytest.mark.slow),
-         pytest.param("INT8", True, 400.0, False, 3, marks=pytest.mark.slow),
-         pytest.param("UINT6", False, 300.0, True, 2, marks=pytest.mark.slow)]
+# two rows at the end, all combinational; chained behind a producer's 2 ns tail (its input registered first).
+# Slow: chained both sides, the first step in the input's cycle
+CASES = [("INT5", True, 200.0, False, 3, None), ("INT4", True, 250.0, True, 3, None),
+         ("UINT6", True, 60.0, "chosen", 2, None), ("INT5", True, 200.0, False, 3, (2.0, True, True)),
+         pytest.param("INT5", True, 200.0, False, 3, (1.0, False, False), marks=pytest.mark.slow),
+         pytest.param("UINT4", False, 200.0, False, 2, None, marks=pytest.mark.slow),
+         pytest.param("INT8", True, 400.0, False, 3, None, marks=pytest.mark.slow),
+         pytest.param("UINT6", False, 300.0, True, 2, None, marks=pytest.mark.slow)]
 
 
 @pytest.mark.sim
-@pytest.mark.parametrize("input_dtype, activation, clock_mhz, products, rows", CASES)
+@pytest.mark.parametrize("input_dtype, activation, clock_mhz, products, rows, link", CASES)
 def test_distributed_unit_matches_golden_at_full_rate_and_under_backpressure(input_dtype, activation, clock_mhz,
-                                                                             products, rows, monkeypatch):
+                                                                             products, rows, link, monkeypatch):
     """The RTL against the layer's definition (numpy) for random constant matrices (zeros, negatives, a zero channel), one
     vector a cycle and under random backpressure; the first output leaves ``spec.latency`` cycles after the
     first input (the analytic figure, in simulation). ``products``: every weight one term, the element times
     the weight's odd part (a LUT a bit), shared by the channels; ``rows``: the carry chain adds three rows
-    (a ternary adder) or two."""
+    (a ternary adder) or two. ``link``: chained (``input_ns``, ``output_fifo``, whether the plan registers
+    the input word)."""
     import layers.distributed
     monkeypatch.setattr(layers.distributed, "_forms", lambda n: (products,))
     monkeypatch.setattr(layers.distributed, "_ROW_CHOICES", (rows,))
@@ -246,12 +250,14 @@ def test_distributed_unit_matches_golden_at_full_rate_and_under_backpressure(inp
     if products == "chosen":            # products where channels share them (three digits each), digits elsewhere
         w = rng.choice([-21, -19, -11, 0, 0, 8, 3, 11, 19, 21], (7, 5))
     t = _line_thresholds(rng, 5, 7, 4) if activation else None
-    spec = _spec(w, input_dtype, t, "UINT3" if activation else None, clock_mhz=clock_mhz)
+    chained = {} if link is None else dict(input_ns=link[0], output_fifo=link[1])
+    spec = _spec(w, input_dtype, t, "UINT3" if activation else None, clock_mhz=clock_mhz, **chained)
     plan = distributed_plan(spec)
+    assert link is None or plan.input_register == link[2]
     assert bool(plan.products()) == bool(products) and all(ch.rows == rows for ch in plan.channels)
     if products == "chosen":
         assert any(odd == 1 for ch in plan.channels for *_, odd in ch.terms)
-    assert plan.used_pairs() or products or rows == 2
+    assert plan.used_pairs() or products or rows == 2 or link     # chained: pairs may not fit after the tail
     dt = DataType[input_dtype]
     x = np.concatenate([rng.integers(dt.min(), dt.max() + 1, (46, 7)), np.full((1, 7), dt.min()),
                         np.full((1, 7), dt.max())])
@@ -268,13 +274,17 @@ def test_distributed_unit_matches_golden_at_full_rate_and_under_backpressure(inp
 
 
 def test_latency_objective_chooses_distributed_arithmetic():
-    """On the tiny jet-tagger-like model every MVAU becomes bit heaps, and the design is shorter than the
-    latency objective's best without them."""
+    """On the tiny jet-tagger-like model every MVAU becomes bit heaps, chained with no FIFO between them (a
+    cycle shorter than with a FIFO at each boundary, each register within the cycle by the delay model), and
+    the design is shorter than the latency objective's best without them."""
     import warnings
 
+    from rtlgen.analyses.timing import latency_cycles
     from rtlgen.flows import INSPECT, Runner
     from rtlgen.options import CompileOptions
-    from rtlgen.passes.latency import design_latency
+    from rtlgen.passes.fifo_links import chain_layers
+    from rtlgen.passes.insert import insert_duplicates, insert_dwcs_and_fifos
+    from rtlgen.passes.latency import design_latency, fall_through_fifos
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         graph = Runner().run(INSPECT, str(TINY), CompileOptions(**JET_OPTIONS).check())
@@ -282,6 +292,12 @@ def test_latency_objective_chooses_distributed_arithmetic():
     assert mvaus and all(n.folding["pipeline"] == "distributed" for n in mvaus)
     assert all(n.folding["clock_mhz"] == 200.0 for n in mvaus)
     with_heaps = design_latency(graph)
+    with_fifos = fall_through_fifos(insert_dwcs_and_fifos(insert_duplicates(graph)))
+    chained = chain_layers(with_fifos)
+    assert [n.op.role for n in chained.nodes] == ["fifo"] + ["layer"] * len(mvaus) + ["fifo"]
+    assert with_heaps == latency_cycles(chained) == latency_cycles(with_fifos) - 1
+    budget = 1000 / JET_OPTIONS["clock_mhz"]
+    assert all(distributed_plan(n.spec()).critical_ns() <= budget for n in chained.nodes if n.op_type == "MVAU")
     for n in mvaus:
         n.folding["pipeline"] = "latency"
     assert with_heaps < design_latency(graph)
@@ -289,7 +305,8 @@ def test_latency_objective_chooses_distributed_arithmetic():
 
 @pytest.mark.slow       # a compile and three Verilator builds: 250 s on the shared machine
 def test_tiny_jet_model_bit_exact_at_the_ii_and_under_backpressure(tmp_path, capsys):
-    """The tiny model compiled with --objective latency: bit-exact against qonnx (full rate and random
+    """The tiny model compiled with --objective latency: its layers chained with no FIFO between them (so
+    a stalled output stalls them all at once), bit-exact against qonnx (full rate and random
     backpressure), and the simulated latency equals report.json's."""
     from rtlgen.cli import main
     from rtlgen.options import CompileOptions
@@ -298,6 +315,7 @@ def test_tiny_jet_model_bit_exact_at_the_ii_and_under_backpressure(tmp_path, cap
     out = tmp_path / "tiny"
     rtl_matches_qonnx(str(TINY), x, out, CompileOptions(**JET_OPTIONS).check())
     report = json.loads((out / "report.json").read_text())
+    assert [layer["op_type"] for layer in report["layers"]] == ["StreamingFIFO", "MVAU", "MVAU", "MVAU", "StreamingFIFO"]
     np.save(tmp_path / "x.npy", x[:1])
     capsys.readouterr()
     assert main(["sim", str(out), "--input", str(tmp_path / "x.npy"), "--json"]) == 0
@@ -306,12 +324,13 @@ def test_tiny_jet_model_bit_exact_at_the_ii_and_under_backpressure(tmp_path, cap
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("model, most", [("jet_tagger_pruned.onnx", 13), ("jet_tagger.onnx", 34)])
+@pytest.mark.parametrize("model, most", [("jet_tagger_pruned.onnx", 12), ("jet_tagger.onnx", 34)])
 def test_jet_tagger_bit_exact_with_its_latency_measured(tmp_path, capsys, model, most):
     """hls4ml's jet tagger (pruned: every layer as bit heaps; unpruned: where the budget allows) at
     --fit pynq-z2 --clock-mhz 200 --objective latency: bit-exact against qonnx at the II and under
     backpressure, the simulated latency equal to report.json's and at most ``most`` cycles (32 and 51 before
-    distributed arithmetic, 15 and 34 with its first bit heaps)."""
+    distributed arithmetic, 15 and 34 with its first bit heaps, the pruned 13 before its layers were chained
+    with no FIFO between them)."""
     from rtlgen.cli import main
     from rtlgen.options import CompileOptions
     from tests.conftest import rtl_matches_qonnx

@@ -9,7 +9,8 @@ wait for the whole vector. So:
 
 1. every node with a ``pipeline`` choice (the MVAU) is built for latency (``pipeline="latency"``: the
    fall-through output FIFO, no sum register at SF = 1, the 2-stage requantizer; never slower, never
-   bigger); the FIFOs the stitcher inserts fall through (latency 1, :func:`fall_through_fifos`);
+   bigger); the FIFOs the stitcher inserts fall through (latency 1, :func:`fall_through_fifos`), and
+   none stays between two layers that chain (:func:`rtlgen.passes.fifo_links.chain_layers`);
 2. per node, every folding (the parallelism axes and the op's choices, as the throughput search) with its
    cycles, cost and latency terms: ``spec.latency`` + the steps after the first input word of a vector
    (SF * NF - 1); options dominated in (cycles, cost, terms) dropped;
@@ -39,6 +40,7 @@ from rtlgen.passes.insert import insert_duplicates, insert_dwcs_and_fifos
 from rtlgen.passes.milp import milp
 from rtlgen.passes.optimize import RESOURCES, NoFit, OptimizerResult
 from rtlgen.passes.size_fifos import analytic_fifo_depths
+from rtlgen.passes.fifo_links import chain_layers
 
 __all__ = ["OBJECTIVES", "optimize_latency", "fall_through_fifos", "design_latency"]
 
@@ -72,7 +74,7 @@ def fall_through_fifos(graph):
 def _stitched(graph):
     branched = insert_duplicates(graph)
     stitched = insert_dwcs_and_fifos(branched, analytic_fifo_depths(insert_dwcs_and_fifos(branched)))
-    return fall_through_fifos(stitched)
+    return chain_layers(fall_through_fifos(stitched))
 
 
 def design_latency(graph):
