@@ -124,7 +124,12 @@ def flat_fmax(yosys_dir):
         return None
     with tempfile.TemporaryDirectory() as tmp:
         script = Path(tmp) / "flat.ys"
-        script.write_text("\n".join([f"read_verilog {netlist}", f"hierarchy -top {DEFAULT_TOP_NAME}", "flatten",
+        # each part was synthesized as a top, with I/O buffers on its ports: wires inside the design
+        (Path(tmp) / "buffers.v").write_text("module IBUF(input I, output O); assign O = I; endmodule\n"
+                                             "module OBUF(input I, output O); assign O = I; endmodule\n")
+        script.write_text("\n".join([f"read_verilog {netlist}", f"read_verilog {tmp}/buffers.v",
+                                      f"hierarchy -top {DEFAULT_TOP_NAME}", "flatten",
+                                      f"hierarchy -top {DEFAULT_TOP_NAME}",
                                       "read_verilog -lib -specify +/xilinx/cells_sim.v",
                                       f"tee -q -o {tmp}/sta.txt sta"]) + "\n")
         run = subprocess.run([*_yosys_command(), "-q", "-l", f"{tmp}/yosys.log", str(script)], capture_output=True,
