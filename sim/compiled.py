@@ -29,7 +29,7 @@ from sim.runner import (SimulationError, cache_dir, keep_only_executable, keep_v
 
 __all__ = ["build_harness", "run_compiled", "network_engine"]
 
-_FORMAT = 2             # bump when the generated main or the build flags change
+_FORMAT = 3             # bump when the generated main or the build flags change
 _SEED_MIX = 0x9E3779B97F4A7C15
 
 
@@ -228,8 +228,11 @@ def _build(verilog, toplevel, job, waves=False, x_random=False):
             update(description=f"{_what(toplevel)}: g++ compiles the bench")
             # Memory contents (weight ROMs: megabits in CNV or the GAN) land in the model's "slow" (run
             # once) code: -O0 there; -O1 for the per-cycle code; -O3 would cost more compile time than it saves
-            _run(["make", "-C", "obj", "-f", f"V{toplevel}.mk", "-j", str(os.cpu_count() or 2), "OPT_SLOW=-O0",
-                  "OPT_FAST=-O1", "OPT_GLOBAL=-O1"], build_dir, toplevel)
+            make_opt = ("OPT_SLOW=-O0", "OPT_FAST=-O1", "OPT_GLOBAL=-O1")
+            # the model's files take Verilator's runtime headers precompiled (~1 s of g++ a file otherwise)
+            header = parts.shared_header(build_dir / "obj", f"V{toplevel}.mk", make_opt, "one-model", toplevel)
+            _run(["make", "-C", "obj", "-f", f"V{toplevel}.mk", "-j", str(os.cpu_count() or 2), *make_opt,
+                  *header.model], build_dir, toplevel)
         if not exe.exists():
             raise SimulationError(f"verilator build of {toplevel} made no executable (see {build_dir}/build.log)")
         keep_verilator_runtime(runtime, build_dir / "obj")

@@ -442,11 +442,11 @@ def shared_header(obj, makefile, make_opt, kind, what):
     for every split model, ~7 s), and the PyPI wheel's verilated.mk never passes it to g++ (its
     ``CFG_CXXFLAGS_PCH_I`` is empty). The header is built by ``makefile``'s own rule (in ``obj``, a
     Verilator output directory), so its flags are the model's; a header g++ finds invalid is read as text
-    (slower, same objects). ``make_opt``: OPT_FAST and OPT_SLOW the same (one header); ``kind``: what
-    else sets the model's flags (``"lib"``: a ``--lib-create`` library, compiled -fPIC; ``"exe"``: the
-    harness)."""
+    (slower, same objects). ``make_opt``: the model's OPT_FAST and OPT_SLOW (one header if they are the
+    same, else one for each; ``others`` only with one); ``kind``: what else sets the model's flags
+    (``"lib"``: a ``--lib-create`` library, compiled -fPIC; ``"exe"``: the harness)."""
     opts = dict(o.split("=", 1) for o in make_opt)
-    assert opts["OPT_FAST"] == opts["OPT_SLOW"], make_opt
+    one = opts["OPT_FAST"] == opts["OPT_SLOW"]
     where = verilator_runtime_dir("pch", _FORMAT, kind, make_opt)
     header = where / "rtlgen_pch.h"
     with locked(where.parent / f".{where.name}.lock"):
@@ -457,12 +457,14 @@ def shared_header(obj, makefile, make_opt, kind, what):
             for suffix in ("", ".fast", ".slow"):
                 (tmp / f"rtlgen_pch.h{suffix}").write_text(_HEADER)
             _run(["make", "-C", str(obj), "-f", makefile, *make_opt, f"VK_PCH_H={tmp / 'rtlgen_pch.h'}",
-                  str(tmp / "rtlgen_pch.h.fast.gch")], obj.parent, what)
-            os.link(tmp / "rtlgen_pch.h.fast.gch", tmp / "rtlgen_pch.h.slow.gch")
+                  *(str(tmp / f"rtlgen_pch.h.{speed}.gch") for speed in (("fast",) if one else ("fast", "slow")))],
+                 obj.parent, what)
+            if one:
+                os.link(tmp / "rtlgen_pch.h.fast.gch", tmp / "rtlgen_pch.h.slow.gch")
             shutil.rmtree(where, ignore_errors=True)
             tmp.rename(where)
     return SharedHeader((f"VK_PCH_H={header}", f"VK_PCH_I_FAST=-include {header}.fast",
-                         f"VK_PCH_I_SLOW=-include {header}.slow"), (f"CXXFLAGS=-include {header}.fast",))
+                         f"VK_PCH_I_SLOW=-include {header}.slow"), (f"CXXFLAGS=-include {header}.fast",) if one else ())
 
 
 # A variable bit select as Yosys writes it: a full case over the index, arm k taking bit k of one vector
