@@ -15,6 +15,7 @@ from onnx import numpy_helper
 from sim import parts
 from sim.harness import FULL_RATE, Backpressure, run_stitched
 from sim.runner import SimulationError
+from tests.test_sim_parts import builds  # noqa: F401 (the fixture: every parts build of a test)
 
 MODELS = Path(__file__).parent / "models"
 
@@ -111,19 +112,6 @@ def test_memory_contents_recognised_exactly_are_lifted_and_nothing_else_is():
     bits = "  reg b [1:0];\n  initial begin\n    b[0] = 1'h1;\n    b[1] = 1'h0;\n  end\n"
     lifted = parts.lift_memories(layer, {layer: _stage(layer, "0", decimal + bits)})[1]
     assert lifted == ((".mem0", "ffffffff\n7\n"), (".mem1", "1\n0\n"))
-
-
-@pytest.fixture
-def builds(monkeypatch):
-    """Every :func:`sim.parts.build_from_parts` of the test, as it returned (parts at any size)."""
-    monkeypatch.setenv(parts.ENV, "1")
-    made, build = [], parts.build_from_parts
-
-    def spy(*args, **kwargs):
-        made.append(build(*args, **kwargs))
-        return made[-1]
-    monkeypatch.setattr(parts, "build_from_parts", spy)
-    return made
 
 
 def _run(verilog, words, backpressure=FULL_RATE):
