@@ -1,6 +1,7 @@
 """The first `rtlgen sim` of a design, its bench built from cached per-layer parts (sim.parts, issue 42
-item 2), with an empty ``RTLGEN_CACHE_DIR``; the same simulation again (the bench cached); and the design
-with one layer refolded (only the parts whose Verilog changed are compiled); beside the one-model build
+item 2), with an empty ``RTLGEN_CACHE_DIR``; the same simulation again (the bench cached); the design
+with one layer refolded (only the parts whose Verilog changed are compiled); the network with new weight
+values at the same folding (weights in memory are data: only layers whose weights are logic compile); beside the one-model build
 (``RTLGEN_SIM_PARTS=0``) where asked. Every simulation's outputs are checked against qonnx.
 
     python -m benchmarks.sim_parts tfc cnv [--flat tfc] [--frames N]
@@ -40,6 +41,23 @@ def _inputs(kind, n, model):
     if kind == "mnist":
         return np.load(MODELS / "mnist_test_1000.npz")["x"][:n].reshape(n, *shape).astype(np.float32)
     return np.random.default_rng(0).integers(0, 256, (n, *shape)).astype(np.float32)
+
+
+def _retrained(model, path):
+    """``model`` with new random values for its quantized weights (same shapes, same quantizers): what
+    training again gives; written to ``path``."""
+    import onnx
+    from onnx import numpy_helper
+
+    graph = onnx.load(model)
+    quantized = {n.input[0] for n in graph.graph.node if n.op_type in ("Quant", "BipolarQuant")}
+    rng = np.random.default_rng(42)
+    for init in graph.graph.initializer:
+        weights = numpy_helper.to_array(init)
+        if init.name in quantized and weights.ndim >= 2:
+            init.CopyFrom(numpy_helper.from_array(rng.uniform(-1, 1, weights.shape).astype(np.float32), init.name))
+    onnx.save(graph, path)
+    return path
 
 
 def _cpu():
@@ -125,9 +143,12 @@ def measure(name, frames, flat, profiles, write):
         (tmp / "refold.json").write_text(json.dumps(refold))
         ii = design.report["analytic_cycles_per_frame"]
         os.environ[parts.ENV] = "1"
+        retrained = _retrained(MODELS / model, tmp / "retrained.onnx")
         for label, what in (("first sim (empty cache)", design), ("the same sim again", design), (
                 f"{layer} refolded (PE {pe})", lambda: api.compile(MODELS / model, tmp / "refold",
-                                                                   folding=str(tmp / "refold.json")))):
+                                                                   folding=str(tmp / "refold.json"))), (
+                "new weights (retrained), the same folding", lambda: api.compile(
+                    retrained, tmp / "retrained", folding=str(tmp / "out" / "folding.json")))):
             d = what() if callable(what) else what
             _last_design = (d.verilog, "finn_design_wrapper")
             load = os.getloadavg()[0]
@@ -174,7 +195,10 @@ def main():
                       f"call (bench build and run; the compile not counted; CPU: this process and all its children), an "
                       f"empty `RTLGEN_CACHE_DIR` at the start of each design, then the same simulation again, then the "
                       f"design with one layer refolded (compiled again; its simulation compiles only the parts whose "
-                      f"Verilog changed). 'run s': the compiled bench running. 'load': the machine's 1-minute load "
+                      f"Verilog changed), then the network with new weight values (random, the same shapes and quantizers) "
+                      f"compiled with the first design's folding.json: weights a layer keeps in memory are loaded as "
+                      f"data at the run's start (sim.parts), so only layers whose weights are logic compile again. "
+                      f"'run s': the compiled bench running. 'load': the machine's 1-minute load "
                       f"before and after (2 cores). 'one model': the whole design verilated and compiled as one model "
                       f"(`RTLGEN_SIM_PARTS=0`). Where the build's time went (wall seconds of Verilator + g++ per part, "
                       f"the largest first): {' / '.join(profiles) or '-'}. {args.note}".strip(), rows)
