@@ -12,6 +12,7 @@ import argparse
 import json
 import os
 import resource
+import shlex
 import subprocess
 import sys
 import tempfile
@@ -118,7 +119,7 @@ def main():
             f"LUTRAM and SRLs; Fmax the estimate of boards.timing. 'load': the 1-minute load before and after "
             f"(2 cores). Acceptance (issue 42): cold <= 8 min, after one layer changes <= 2 min. {args.note}".strip(),
             rows, provenance=f"Produced by `RTLGEN_YOSYS={engine} python -m benchmarks.build_parts "
-                             f"{' '.join(sys.argv[1:])}` on {date.today().isoformat()}.")
+                             f"{shlex.join(sys.argv[1:])}` on {date.today().isoformat()}.")
     for name in args.designs:
         measure(name, name in args.flat, write)
 
