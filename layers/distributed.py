@@ -56,7 +56,7 @@ from amaranth.hdl import C, Cat, Const, Module, Mux, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from layers.bit_heap import LUT_INPUTS, ROWS, CounterLevel, channel_heap, choose_pairs, chosen_products, csd_digits, product_width
+from layers.bit_heap import LUT_INPUTS, ROWS, CounterLevel, PairAdder, channel_heap, choose_pairs, chosen_products, csd_digits, product_width
 from layers.datapath import register
 from layers.delay_model import (CLOCK_TO_Q_NS, LUT6_NS, LUT_NS, NET_NS, NEXT_FIFO_NS, SETUP_NS,
                                 carry_chain_ns, counter_ns, cycle_budget_ns, place_registers)
@@ -453,9 +453,9 @@ class DistributedUnit(wiring.Component):
             sources[e, 1] = [(x[e * n + b], signed and b == n - 1) for b in range(n)]
         for p in plan.used_pairs():
             pair = plan.pairs[p]
-            x_i, x_j = (_element(x, e, n, signed) for e in (pair.i, pair.j))
-            t = _wire(m, (x_i + (x_j << pair.shift)) if pair.sign > 0 else (x_i - (x_j << pair.shift)), f"s{p}")
-            sources[spec.mw + p, 1] = [(t[b], bool(pair.offset) and b == pair.width - 1) for b in range(pair.width)]
+            adder = m.submodules[f"pair{p}"] = PairAdder(pair, n, signed)     # its carry chain whole
+            m.d.comb += [adder.a.eq(x[pair.i * n:(pair.i + 1) * n]), adder.b.eq(x[pair.j * n:(pair.j + 1) * n])]
+            sources[spec.mw + p, 1] = [(adder.t[b], bool(pair.offset) and b == pair.width - 1) for b in range(pair.width)]
         for e, odd in plan.products():
             bits = _wire(m, Cat(*_times_odd(m, x_u[e * n:(e + 1) * n], odd, product_width(odd, n), f"p{e}_{odd}")),
                          f"p{e}_{odd}")
@@ -552,12 +552,6 @@ class DistributedUnit(wiring.Component):
         return lane
 
 
-
-
-def _element(x, e, n, signed):
-    """Element e of the input word, as its value."""
-    bits = x[e * n:(e + 1) * n]
-    return bits.as_signed() if signed else bits
 
 
 def _times_odd(m, bits, odd, width, name):
