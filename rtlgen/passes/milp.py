@@ -5,6 +5,8 @@ options say (``HighsMipSolverData::transformNewIntegerFeasibleSolution tmpSolver
 ``rtlgen compile CNV --fit pynq-z2``; ERGO-Code/HiGHS#2783); scipy's ``disp`` (off by default) only
 governs its log. So :func:`milp` points fd 1 at ``/dev/null`` for the solve, and ``sys.stdout`` at the
 real stdout meanwhile: a progress line another thread prints during a long solve still shows.
+(wurlitzer on PyPI captures C-level output the same way, through pipes and a reader thread; for dropping one
+solver's stray line around one call, this module is smaller than a new dependency.)
 """
 
 import ctypes
