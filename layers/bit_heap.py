@@ -19,7 +19,7 @@ from amaranth.hdl import C, Cat, Const, Elaboratable, Module, Signal
 
 from layers.dotproduct_unit import csd_terms as csd_digits     # one CSD recoding for both
 
-__all__ = ["Channel", "CounterLevel", "Pair", "PairAdder", "channel_heap", "choose_pairs", "chosen_products", "csd_digits", "product_width", "LUT_INPUTS", "ROWS"]
+__all__ = ["Channel", "CounterLevel", "Pair", "PairAdder", "ProductLUTs", "channel_heap", "choose_pairs", "chosen_products", "csd_digits", "product_width", "LUT_INPUTS", "ROWS"]
 
 LUT_INPUTS = 6
 ROWS = 3                        # the most rows the carry chain at the end of a heap adds (a ternary adder)
@@ -370,6 +370,48 @@ class PairAdder(Elaboratable):
         a, b = (v.as_signed() if self._signed else v for v in (self.a, self.b))
         m.d.comb += self.t.eq((a + (b << p.shift)) if p.sign > 0 else (a - (b << p.shift)))
         return m
+
+
+class ProductLUTs(Elaboratable):
+    """An element's product by a weight's odd part, p = odd * x_u (x_u: the element as unsigned, a signed
+    one's sign bit inverted here), ``product_width(odd, n)`` bits, in a module of its own (as
+    :class:`PairAdder`): each bit is a function of the element's n <= 6 bits, so alone Yosys maps it to one
+    LUT, the delay model's form. In the layer's module abc mapped the pruned jet tagger's MVAU_1 product bits
+    as the ripple they are written as (LUT5 -> LUT4 -> LUT4 -> LUT4), three LUT levels more in a cycle."""
+
+    def __init__(self, odd, n, signed):
+        self._odd, self._signed = odd, signed
+        self.x = Signal(n, name="x")
+        self.p = Signal(product_width(odd, n), name="p")
+
+    def elaborate(self, platform):
+        m = Module()
+        x_u = self.x ^ (1 << (len(self.x) - 1)) if self._signed else self.x
+        m.d.comb += self.p.eq(Cat(*_times_odd(m, [x_u[b] for b in range(len(self.x))], self._odd, len(self.p), "p")))
+        return m
+
+
+def _times_odd(m, bits, odd, width, name):
+    """The bits of odd * x (x unsigned: ``bits``), ``width`` of them, as gates: x shifted and added (or
+    subtracted) by ripple-carry full adders written out bit by bit, so that Yosys makes no carry chain of
+    them and abc maps each product bit, a function of x's bits alone, to one LUT."""
+    total = None
+    for d, (sign, k) in enumerate(csd_digits(odd)):
+        term = ([C(0, 1)] * k + list(bits) + [C(0, 1)] * width)[:width]
+        if sign < 0:        # subtracting: add the inverted term and one
+            term = [~t for t in term]
+        total = (term if sign > 0 else _ripple(m, [C(0, 1)] * width, term, C(1, 1), f"{name}_{d}")) \
+            if total is None else _ripple(m, total, term, C(0, 1) if sign > 0 else C(1, 1), f"{name}_{d}")
+    return total
+
+
+def _ripple(m, a, b, cin, name):
+    """a + b + cin, bit by bit (modulo 2^len(a)); each carry a wire (an expression used twice)."""
+    out, carry = [], cin
+    for j, (x, y) in enumerate(zip(a, b)):
+        out.append(_wire(m, x ^ y ^ carry, f"{name}_s{j}"))
+        carry = _wire(m, (x & y) | (x & carry) | (y & carry), f"{name}_c{j}")
+    return out
 
 
 # Full and half adders, not tables and not kept outputs; each level of a channel a module of its own

@@ -56,7 +56,7 @@ from amaranth.hdl import C, Cat, Const, Module, Mux, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from layers.bit_heap import LUT_INPUTS, ROWS, CounterLevel, PairAdder, channel_heap, choose_pairs, chosen_products, csd_digits, product_width
+from layers.bit_heap import LUT_INPUTS, ROWS, CounterLevel, PairAdder, ProductLUTs, channel_heap, choose_pairs, chosen_products, csd_digits, product_width
 from layers.datapath import register
 from layers.delay_model import (CLOCK_TO_Q_NS, LUT6_NS, LUT_NS, NET_NS, NEXT_FIFO_NS, SETUP_NS,
                                 carry_chain_ns, counter_ns, cycle_budget_ns, place_registers)
@@ -445,7 +445,6 @@ class DistributedUnit(wiring.Component):
             prev = v
         n, signed = spec.input_dtype.bitwidth(), spec.input_dtype.signed()
         x = register(m, advance, self.i.payload, name="x_r") if plan.input_register else self.i.payload
-        x_u = x ^ C(sum(1 << (e * n + n - 1) for e in range(spec.mw)), len(x)) if signed else x
         # (element, odd) -> its bits as (signal, inverted): a signed element's sign bit, an offset pair's top
         # bit are inverted by the LUT that takes them (a counter's, in its module), never by an inverter
         sources = {}
@@ -456,10 +455,10 @@ class DistributedUnit(wiring.Component):
             adder = m.submodules[f"pair{p}"] = PairAdder(pair, n, signed)     # its carry chain whole
             m.d.comb += [adder.a.eq(x[pair.i * n:(pair.i + 1) * n]), adder.b.eq(x[pair.j * n:(pair.j + 1) * n])]
             sources[spec.mw + p, 1] = [(adder.t[b], bool(pair.offset) and b == pair.width - 1) for b in range(pair.width)]
-        for e, odd in plan.products():
-            bits = _wire(m, Cat(*_times_odd(m, x_u[e * n:(e + 1) * n], odd, product_width(odd, n), f"p{e}_{odd}")),
-                         f"p{e}_{odd}")
-            sources[e, odd] = [(bits[b], False) for b in range(len(bits))]
+        for e, odd in plan.products():      # each product a module: one LUT a bit (its inputs the element's)
+            product = m.submodules[f"p{e}_{odd}"] = ProductLUTs(odd, n, signed)
+            m.d.comb += product.x.eq(x[e * n:(e + 1) * n])
+            sources[e, odd] = [(product.p[b], False) for b in range(len(product.p))]
         outs = [self._build_channel(m, advance, plan, c, sources) for c in range(len(plan.channels))]
         m.d.comb += [self.o.valid.eq(out_valid), self.o.payload.eq(Cat(*outs))]
         return m
@@ -552,29 +551,6 @@ class DistributedUnit(wiring.Component):
         return lane
 
 
-
-
-def _times_odd(m, bits, odd, width, name):
-    """The bits of odd * x (x unsigned: ``bits``), ``width`` of them, as gates: x shifted and added (or
-    subtracted) by ripple-carry full adders written out bit by bit, so that Yosys makes no carry chain of
-    them and abc maps each product bit, a function of x's bits alone, to one LUT."""
-    total = None
-    for d, (sign, k) in enumerate(csd_digits(odd)):
-        term = ([C(0, 1)] * k + list(bits) + [C(0, 1)] * width)[:width]
-        if sign < 0:        # subtracting: add the inverted term and one
-            term = [~t for t in term]
-        total = (term if sign > 0 else _ripple(m, [C(0, 1)] * width, term, C(1, 1), f"{name}_{d}")) \
-            if total is None else _ripple(m, total, term, C(0, 1) if sign > 0 else C(1, 1), f"{name}_{d}")
-    return total
-
-
-def _ripple(m, a, b, cin, name):
-    """a + b + cin, bit by bit (modulo 2^len(a)); each carry a wire (an expression used twice)."""
-    out, carry = [], cin
-    for j, (x, y) in enumerate(zip(a, b)):
-        out.append(_wire(m, x ^ y ^ carry, f"{name}_s{j}"))
-        carry = _wire(m, (x & y) | (x & carry) | (y & carry), f"{name}_c{j}")
-    return out
 
 
 def _ternary_sum(m, columns, width, name):

@@ -344,3 +344,48 @@ def test_jet_tagger_bit_exact_with_its_latency_measured(tmp_path, capsys, model,
     assert main(["sim", str(out), "--input", str(tmp_path / "x.npy"), "--json"]) == 0
     text = capsys.readouterr().out
     assert json.loads(text[text.index("{"):])["latency_cycles"] == report["latency_cycles"]
+
+
+def _lut_depths(netlist):
+    """Per LUT output net of a mapped netlist (write_verilog -noattr), the LUT levels from the inputs."""
+    import re
+    drivers = {}
+    for kind, body in re.findall(r"\b(LUT\d)\s*#\(.*?\)\s*\S+\s*\((.*?)\);", netlist, re.S):
+        pins = {name: net.strip() for name, net in re.findall(r"\.(\w+)\(([^)]*)\)", body)}
+        out = pins.pop("O")
+        drivers[out] = list(pins.values())
+
+    def depth(net):
+        return 1 + max(map(depth, drivers[net]), default=0) if net in drivers else 0
+    return [depth(net) for net in drivers]
+
+
+@pytest.mark.synth
+def test_a_product_is_one_lut_a_bit_when_synthesized_alone(tmp_path):
+    """The delay model counts an element's product by a weight's odd part (a function of the element's
+    <= 6 bits) as one LUT level: each product a module of its own (bit_heap.ProductLUTs) must map so in
+    Yosys (in the layer's module abc mapped the jet tagger's products as the ripple they are written as,
+    four LUT levels). Three products side by side, each on its own element, signed and unsigned."""
+    from amaranth.back import verilog
+    from amaranth.hdl import Elaboratable, Module
+    from boards.yosys import synthesize
+    from layers.bit_heap import ProductLUTs
+
+    class Products(Elaboratable):
+        def __init__(self):
+            self.units = [ProductLUTs(27, 6, True), ProductLUTs(11, 6, False), ProductLUTs(13, 5, True)]
+
+        def elaborate(self, platform):
+            m = Module()
+            for k, unit in enumerate(self.units):
+                m.submodules[f"p{k}"] = unit
+            return m
+
+    top = Products()
+    ports = [sig for unit in top.units for sig in (unit.x, unit.p)]
+    report = synthesize(verilog.convert(top, name="top", ports=ports, emit_src=False), top="top", workdir=tmp_path,
+                        netlist=("top", "netlist.v"))
+    depths = _lut_depths((tmp_path / "netlist.v").read_text())
+    assert depths and max(depths) == 1
+    # at most a LUT a bit but bit 0 (the element's own bit; a bit equal to another needs none), none between
+    assert len(depths) == report.lut <= sum(len(unit.p) - 1 for unit in top.units)
