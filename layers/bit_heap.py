@@ -19,7 +19,7 @@ from amaranth.hdl import C, Cat, Const, Elaboratable, Module, Signal
 
 from layers.dotproduct_unit import csd_terms as csd_digits     # one CSD recoding for both
 
-__all__ = ["Channel", "CounterLevel", "Pair", "PairAdder", "ProductLUTs", "channel_heap", "choose_pairs", "chosen_products", "csd_digits", "product_width", "LUT_INPUTS", "ROWS"]
+__all__ = ["Channel", "CounterLevel", "Pair", "PairAdder", "ProductLUTs", "ternary_sum", "channel_heap", "choose_pairs", "chosen_products", "csd_digits", "product_width", "LUT_INPUTS", "ROWS"]
 
 LUT_INPUTS = 6
 ROWS = 3                        # the most rows the carry chain at the end of a heap adds (a ternary adder)
@@ -412,6 +412,16 @@ def _ripple(m, a, b, cin, name):
         out.append(_wire(m, x ^ y ^ carry, f"{name}_s{j}"))
         carry = _wire(m, (x & y) | (x & carry) | (y & carry), f"{name}_c{j}")
     return out
+
+
+def ternary_sum(m, columns, width, name):
+    """The sum (modulo 2^width) of columns of at most three bits, by one carry chain: the rows' parity plus
+    their majority one column up, so that each bit's LUT sees its column's three bits and the three below
+    (Yosys puts the addition on the CARRY4s, and abc the parity and majority into the LUTs before them)."""
+    rows = [Cat(*[col[r] if r < len(col) else C(0, 1) for col in columns]) for r in range(ROWS)]
+    parity = _wire(m, rows[0] ^ rows[1] ^ rows[2], f"{name}_p")
+    majority = _wire(m, (rows[0] & rows[1]) | (rows[0] & rows[2]) | (rows[1] & rows[2]), f"{name}_g")
+    return (parity + Cat(C(0, 1), majority))[:width]
 
 
 # Full and half adders, not tables and not kept outputs; each level of a channel a module of its own

@@ -45,7 +45,8 @@ then, among the ways within the layer's latency (its slowest channel's), the one
 
 Cost: a LUT per counter output bit, a LUT per bit of the carry chain (two where the ternary adder's bit
 also needs its parity for the chain's DI), a LUT per product bit (once a layer), the activation's LUTs; a
-flip-flop per heap bit at each register (:meth:`DistributedPlan.resources`).
+flip-flop per heap bit at each register, the bits channels share (elements', products', pairs' bits no counter
+took yet) once (:meth:`DistributedPlan.resources`).
 """
 
 import math
@@ -56,7 +57,7 @@ from amaranth.hdl import C, Cat, Const, Module, Mux, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from layers.bit_heap import LUT_INPUTS, ROWS, CounterLevel, PairAdder, ProductLUTs, channel_heap, choose_pairs, chosen_products, csd_digits, product_width
+from layers.bit_heap import LUT_INPUTS, ROWS, CounterLevel, PairAdder, ProductLUTs, channel_heap, ternary_sum, choose_pairs, chosen_products, csd_digits, product_width
 from layers.datapath import register
 from layers.delay_model import (CLOCK_TO_Q_NS, LUT6_NS, LUT_NS, NET_NS, NEXT_FIFO_NS, SETUP_NS,
                                 carry_chain_ns, counter_ns, cycle_budget_ns, place_registers)
@@ -237,25 +238,59 @@ class DistributedPlan:
 
     def resources(self):
         """LUTs: a LUT per product bit (bit 0 is the element's), per counter output bit, per carry-chain bit
-        (and the ternary adder's parities), per output bit of the activation; FFs: every heap bit at each
-        register, the outputs padded to the latency, the valid bits."""
+        (and the ternary adder's parities), per output bit of the activation; FFs: what each register holds
+        (:meth:`held`), the outputs padded to the latency, the valid bits. A register holds a channel's
+        counter outputs as its own, and the elements', products' and pairs' bits no counter took yet as bits
+        the channels share: Yosys merges their copies (each counted once)."""
         lut = sum(product_width(odd, self.n) - 1 for _, odd in self.products())
         lut += sum(self.pairs[p].luts for p in self.used_pairs())
-        ff = 0
+        ff, shared = 0, set()
         for c, ch in enumerate(self.channels):
-            heights = [sum(ch.levels[0][0]) if ch.levels else 0] if ch.products or ch.pairs else []
-            for before, groups in ch.levels:
+            for _, groups in ch.levels:
                 lut += sum(size.bit_length() for sizes in groups for size in sizes)
-                heights.append(sum(before))
             lut += ch.width + (_parity_luts(ch.final) if ch.rows == 3 else 0)
             if self.activation is not None:
                 lut += self.out_bits + 1 + self.activation.shift // LUT_INPUTS
-            bits_after = heights[1:] + [sum(ch.final), ch.width]    # what a register after each step holds
-            for r in self.registers[c]:
-                ff += bits_after[r] if r < len(bits_after) else self.out_bits
+            held = self.held(c)
+            for k, r in enumerate(self.registers[c]):     # a source bit's k-th register: the same in all
+                own, sources = held[r]
+                ff += own
+                shared |= {(k, bit) for bit in sources}
             ff += (self.latency - self.input_register - len(self.registers[c])) * self.out_bits
-        ff += self.input_register * self.in_bits
+        ff += self.input_register * self.in_bits + len(shared)
         return Resources(lut=int(lut) + 2, ff=int(ff) + self.latency)
+
+    def held(self, c):
+        """Per step of channel c (:meth:`steps`), what a register after it holds: (its own bits, the set of
+        source bits (source, odd part, bit) it holds as they came), following the hardware's columns: each
+        level's counters take their bits from the front of a column, leftovers stay in front, counts follow."""
+        ch = self.channels[c]
+        columns = [[] for _ in range(ch.width)]
+        for src, k, _, odd in ch.terms:
+            width = self.pairs[src - ch.mw].width if src >= ch.mw else product_width(odd, self.n)
+            for b in range(max(0, min(width, ch.width - k))):
+                columns[k + b].append((src, odd, b))
+        for b in range(ch.width):
+            if ch.constant >> b & 1:
+                columns[b].append(None)         # a constant: never registered
+
+        def holding(cols):
+            return (sum(bit == "own" for col in cols for bit in col),
+                    {bit for col in cols for bit in col if bit not in (None, "own")})
+        held = [holding(columns)] if ch.products or ch.pairs else []
+        for _, groups in ch.levels:
+            out, counts = [[] for _ in range(ch.width + 3)], []
+            for col, sizes in enumerate(groups):
+                out[col].extend(columns[col][sum(sizes):])
+                counts += [col + j for size in sizes for j in range(size.bit_length())]
+            for col in counts:
+                out[col].append("own")
+            columns = out[:ch.width]
+            held.append(holding(columns))
+        held.append((ch.width, set()))
+        if self.activation is not None:
+            held.append((self.out_bits, set()))
+        return held
 
 
 def _parity_luts(final):
@@ -506,7 +541,7 @@ class DistributedUnit(wiring.Component):
             rows = [Cat(*[col[r] if r < len(col) else C(0, 1) for col in values]) for r in range(2)]
             total = _wire(m, (rows[0] + rows[1])[:ch.width], f"c{c}_sum")
         else:
-            total = _wire(m, _ternary_sum(m, values, ch.width, f"c{c}"), f"c{c}_sum")
+            total = _wire(m, ternary_sum(m, values, ch.width, f"c{c}"), f"c{c}_sum")
         if step in registers:
             total = register(m, advance, total, name=f"c{c}_sum_r")
         step += 1
@@ -551,16 +586,6 @@ class DistributedUnit(wiring.Component):
         return lane
 
 
-
-
-def _ternary_sum(m, columns, width, name):
-    """The sum (modulo 2^width) of columns of at most three bits, by one carry chain: the rows' parity plus
-    their majority one column up, so that each bit's LUT sees its column's three bits and the three below
-    (Yosys puts the addition on the CARRY4s, and abc the parity and majority into the LUTs before them)."""
-    rows = [Cat(*[col[r] if r < len(col) else C(0, 1) for col in columns]) for r in range(ROWS)]
-    parity = _wire(m, rows[0] ^ rows[1] ^ rows[2], f"{name}_p")
-    majority = _wire(m, (rows[0] & rows[1]) | (rows[0] & rows[2]) | (rows[1] & rows[2]), f"{name}_g")
-    return (parity + Cat(C(0, 1), majority))[:width]
 
 
 def _wire(m, value, name):
