@@ -13,6 +13,8 @@ from qonnx.core.datatype import DataType
 from layers.datapath import (DSP_P_BITS, check_dtype, check_fits, dtype_for_range, dtype_range, packing_shift,
                              shape_for_range, tree_stages)
 from layers.dotproduct_cost import unit_resource_estimate
+from layers.dotproduct_latency import (canonical_digits, digit_bits, registers_dsp_operands, registers_input,
+                                       starts_requant)
 from layers.dotproduct_unit import TREE_LEVELS_PER_STAGE
 from layers.fifo import output_fifo_spec
 from layers.op import ArrayMemo, StreamContract
@@ -56,19 +58,6 @@ _CONST_ROWS = ArrayMemo()       # per output channel, the canonical signed digit
 _INPUT_OFFSETS = ArrayMemo()    # per weights: X0 * rowsum(w), what offset_inputs adds to each accumulator
 _RAISED = ArrayMemo()           # per weights: {thresholds: the thresholds raised by those offsets}
 _TABLES = ArrayMemo()           # per thresholds array: its ThresholdTable per channels, PE and value range
-
-
-
-def canonical_digits(values):
-    """The number of non-zero digits of each integer in its canonical signed-digit form (the fewest
-    +-2^k terms that add up to it: 7 = 8 - 1 has two)."""
-    v = np.abs(np.asarray(values, dtype=np.int64))
-    count = np.zeros(v.shape, dtype=np.int64)
-    while v.any():
-        odd = (v & 1) == 1
-        count += odd
-        v = np.where(odd & ((v & 3) == 3), v + 1, np.where(odd, v - 1, v)) >> 1
-    return count
 
 
 def threshold_table(owner, thresholds, channels, pe, value_range):
@@ -260,6 +249,10 @@ class UnitSpec(StreamContract):
     def no_activation(self):
         return self.thresholds is None
 
+    @property
+    def registers_input(self):  # the issue stage's register (:func:`layers.dotproduct_latency.registers_input`)
+        return registers_input(self, self.dsp_packing is not None or self.uses_heap)
+
     def resource_estimate(self):
         """7-series cost before synthesis (:func:`layers.dotproduct_cost.unit_resource_estimate`)."""
         return unit_resource_estimate(self)
@@ -376,7 +369,7 @@ class UnitSpec(StreamContract):
             return wb // 2
         if self.res_type != "lut" or self.xnor or min(wb, ib) < 2 or max(wb, ib) <= 4:
             return 1
-        return min(wb, ib)
+        return -(-ib // digit_bits(self)) if digit_bits(self) else min(wb, ib)    # fewer: x's digits x w
 
     @property
     def registers_products(self):
@@ -473,7 +466,7 @@ class UnitSpec(StreamContract):
         # P (or the chain's sum accumulated in fabric), the carries' sum, the two lanes restored
         accumulator = 3 if self.accumulates_in_dsp or self.chains_in_dsp else 1
         operands = int(self.registers_operands or self.registers_replayed_input)
-        return 1 + operands + self.product_stages + tree + accumulator + self.activation_stages
+        return int(self.registers_input) + operands + self.product_stages + tree + accumulator + self.activation_stages
 
     @property
     def uses_heap(self):
@@ -503,8 +496,12 @@ class UnitSpec(StreamContract):
         packed = self.dsp_packing is not None
         split = packed and not self.accumulates_in_dsp and not self.chains_in_dsp
         chain = self.simd if self.chains_in_dsp else 0      # the skew (SIMD - 1) and the last DSP's P
-        return (int(self.registers_products) + int(packed) + 2 * int(split) + chain + 2 * int(self.single_dsp_products())
-                + int(self.weights_in_xnor))
+        return (int(self.registers_products) + int(packed) + 2 * int(split) + chain + int(self.single_dsp_products())
+                + int(self.registers_dsp_operands) + int(self.weights_in_xnor))
+
+    @property
+    def registers_dsp_operands(self):   # :func:`layers.dotproduct_latency.registers_dsp_operands`
+        return registers_dsp_operands(self)
 
     def single_dsp_products(self):
         """One product per DSP48E1 (resType dsp without packing): the operands get a register right at
@@ -521,7 +518,7 @@ class UnitSpec(StreamContract):
         ``activation_groups`` G > 1, G more (the accumulators' copy, then one group of lanes a cycle)."""
         serial = self.activation_groups if self.activation_groups > 1 else 0
         if self.requant is not None:
-            return serial + requant_stages(self.requant, self.activation_lanes, self.pipeline == "latency")
+            return serial + requant_stages(self.requant, self.activation_lanes, self.pipeline == "latency", starts_requant(self))
         return serial + self.table.stages if self.table is not None else 0
 
     @property

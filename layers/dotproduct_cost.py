@@ -132,8 +132,8 @@ def unit_resource_estimate(spec):
     # the operand registers; csd_products' weights are constants in the terms, no register (Yosys, the
     # cost corpus' CSD records: the weight word's bits counted here made the estimate 70-130 % high)
     operands = spec.in_width + (0 if spec.csd_products else spec.weight_width)
-    return Resources(lut=lut, ff=ff + operands, bram18=bram18,
-                     dsp=dsp_macs + dsp_act) + output_fifo_spec(spec.out_width).resource_estimate()
+    fifo = output_fifo_spec(spec.out_width).resource_estimate() if spec.out_latency else Resources(lut=0, ff=0, bram18=0)
+    return Resources(lut=lut, ff=ff + operands, bram18=bram18, dsp=dsp_macs + dsp_act) + fifo
 
 
 def _chain_cost(spec):

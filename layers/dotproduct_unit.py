@@ -13,9 +13,10 @@ from qonnx.core.datatype import DataType
 
 from layers.datapath import (adder_tree, booth_offset, booth_rows, element_value, output_stage, packed_weight, product, product_rows, register,
                              shifted, tree_stages, unpack_products, wire, wrapping_increment)
+from layers.dotproduct_latency import csd_terms, digit_bits, lane_digit_rows, started_acc_shape, starts_requant, unregistered_operands
 from layers.op import ArrayMemo
 from layers.popcount import class_heaps, class_starts, counts_classes, heap_stages, heap_sum, popcount_heap, selected_elements
-from layers.requant_hw import requantize
+from layers.requant_hw import accumulator_offsets, requantize, requantize_started
 from layers.thresholding import activation_lane, threshold_search
 from memstream.axilite import AXILiteSignature
 from memstream.memstream import MemStream, is_logic_rom, rom_address_next, rom_read_port
@@ -51,20 +52,6 @@ def chain_canary_bits(spec):
     while lo < -(1 << (k - 1)) or hi > (1 << (k - 1)) - 1:
         k += 1
     return k
-
-
-def csd_terms(value):
-    """The canonical signed digits of an integer as (sign, k) pairs: value = sum sign * 2^k (7 = 8 - 1)."""
-    terms, v, k = [], int(value), 0
-    while v:
-        if v & 1:
-            digit = 2 - (v & 3)         # +1 if v = 1 mod 4, -1 if v = 3 mod 4
-            terms.append((digit, k))
-            v -= digit
-        v >>= 1
-        k += 1
-    return terms
-
 
 
 class DotProductUnit(wiring.Component):
@@ -109,7 +96,9 @@ class DotProductUnit(wiring.Component):
     def elaborate(self, platform):
         spec = self._spec
         m = Module()
-        advance, fifo_in = output_stage(m, self.o, spec.out_width, fall_through=spec.pipeline == "latency")
+        # output_fifo=False (no out_latency): straight into a layer that takes a word whenever this may advance
+        advance, fifo_in = (output_stage(m, self.o, spec.out_width, fall_through=spec.pipeline == "latency")
+                            if spec.out_latency else (self.o.ready, self.o))
 
         weights = self._weight_stream(m)
         sf, nf = Signal(range(spec.sf)), Signal(range(spec.nf))
@@ -125,13 +114,16 @@ class DotProductUnit(wiring.Component):
             with m.If(sf == spec.sf - 1):
                 m.d.sync += nf.eq(wrapping_increment(nf, spec.nf))
 
-        # Stage 1: operands.
-        v = register(m, advance, issue, name="v1", reset_less=False)
-        x = self._input_word(m, advance, issue, sf, nf)
+        # Stage 1: operands (none with pipeline="latency" where the word and the weights come as they are)
         columns = self._column_weight_words(m, advance, issue) if spec.chain_column_roms else None
-        w = C(0, 1) if columns is not None else self._weight_word(m, advance, issue, weights)
-        first, last = register(m, advance, sf == 0, name="first1"), register(m, advance, sf == spec.sf - 1, name="last1")
-        nfr = register(m, advance, nf, name="nf1")
+        if not spec.registers_input:
+            v, x, w, first, last, nfr = unregistered_operands(m, spec, self.i.payload, advance, issue, sf, nf)
+        else:   # the word (or the replay buffer's), the weights, the step's flags: registered
+            v = register(m, advance, issue, name="v1", reset_less=False)
+            x = self._input_word(m, advance, issue, sf, nf)
+            w = C(0, 1) if columns is not None else self._weight_word(m, advance, issue, weights)
+            first, last = register(m, advance, sf == 0, name="first1"), register(m, advance, sf == spec.sf - 1, name="last1")
+            nfr = register(m, advance, nf, name="nf1")
         if spec.registers_operands or spec.registers_replayed_input:
             v, x, w, first, last, nfr = (register(m, advance, sig, name=f"{name}1b", reset_less=name != "v")
                                          for sig, name in ((v, "v"), (x, "x"), (w, "w"), (first, "first"),
@@ -154,7 +146,9 @@ class DotProductUnit(wiring.Component):
         else:
             if spec.activation_groups > 1:
                 v, accs, nfr = self._take_turns(m, advance, v, accs, nfr)
-            if spec.requant is not None:
+            if spec.requant is not None and starts_requant(spec):      # the offsets are in the accumulators
+                v, counts = requantize_started(m, advance, v, accs, spec.requant)
+            elif spec.requant is not None:
                 v, counts = requantize(m, advance, v, accs, nfr, spec.requant, spec.activation_lanes,
                                        lean=spec.pipeline == "latency")
             else:
@@ -213,7 +207,11 @@ class DotProductUnit(wiring.Component):
         elif selects:
             sums, stages = self._selected_heaps(m, advance, xs)
         correction = self._input_sum(m, advance, xs) if spec.offset_weights and not selects else None
-        for p, prods in enumerate([] if selects else self._products(m, advance, xs, ws)):
+        started = accumulator_offsets(spec.requant, spec.pe) if starts_requant(spec) else None
+        acc_shape = started_acc_shape(spec) if started else spec.acc_shape
+        c_starts = ([register(m, advance, c, name=f"c_start{p}") for p, c in    # SF = 1: the offsets in the DSPs' C
+                     enumerate(self._accumulator_starts(nfr, started, acc_shape))] if started and spec.sf == 1 else None)
+        for p, prods in enumerate([] if selects else self._products(m, advance, xs, ws, c_starts)):
             if spec.uses_heap:
                 total, stages = popcount_heap(m, advance, prods, term_inputs=spec.heap_term_inputs, name=f"sum{p}")
             else:
@@ -233,10 +231,11 @@ class DotProductUnit(wiring.Component):
         # Accumulate: clear on sf == 0 (acc <= Mux(clr, 0, acc) + sum maps into a DSP48E1 P register).
         # Booth rows start a fold from their channel's offset (a constant, or one per nf: a LUT ROM on nf)
         starts = (self._accumulator_starts(nfr) if spec.booth_products
-                  else self._accumulator_starts(nfr, class_starts(spec)) if counts_classes(spec) else [None] * spec.pe)
+                  else self._accumulator_starts(nfr, class_starts(spec)) if counts_classes(spec)
+                  else self._accumulator_starts(nfr, started, acc_shape) if started and spec.sf > 1 else [None] * spec.pe)
         accs = []
         for p, total in enumerate(sums):
-            acc = Signal(spec.acc_shape, name=f"acc{p}", reset_less=True)
+            acc = Signal(acc_shape, name=f"acc{p}", reset_less=True)
             with m.If(advance & v):
                 # SF = 1: every step starts a fold, the lane sum is the accumulator (no adder)
                 m.d.sync += acc.eq(self._accumulated(acc, total, first, starts[p]))
@@ -277,21 +276,22 @@ class DotProductUnit(wiring.Component):
             return total if start is None else total + start
         return Mux(first, 0 if start is None else start, acc) + total
 
-    def _accumulator_starts(self, nf, per_channel=None):
-        """Per lane p, what its accumulator starts a fold at: ``per_channel[nf PE + p]``, by default the sum of
-        ``booth_offset`` over the channel (modulo the accumulator's width: the partial sums may wrap, the
-        fold's total fits)."""
+    def _accumulator_starts(self, nf, per_channel=None, shape=None):
+        """Per lane p, what its accumulator starts a fold at: ``per_channel[nf PE + p]`` (of ``shape`` if given),
+        by default the sum of ``booth_offset`` over the channel (modulo the accumulator's width: the partial
+        sums may wrap, the fold's total fits)."""
         spec = self._spec
-        width = spec.acc_shape.width
+        width = spec.acc_shape.width if shape is None else 0
         if per_channel is None:
             per_channel = _BOOTH_OFFSETS.get(spec.weights, (type(spec).__name__, spec.input_dtype.bitwidth()),
                                              lambda: booth_offset(spec.weight_matrix(), 8, spec.input_dtype.bitwidth()).sum(axis=1))
-        offsets = [int(o) & ((1 << width) - 1) for o in per_channel]
+        offsets = [int(o) & ((1 << width) - 1) if width else int(o) for o in per_channel]
+        shape = shape or width
         starts = []
         for p in range(spec.pe):        # a mux chain on nf (its conditions exclusive: Yosys makes a LUT ROM)
-            start = C(offsets[p], width)
+            start = C(offsets[p], shape)
             for f in range(1, spec.nf):
-                start = Mux(nf == f, C(offsets[f * spec.pe + p], width), start)
+                start = Mux(nf == f, C(offsets[f * spec.pe + p], shape), start)
             starts.append(start)
         return starts
 
@@ -435,7 +435,7 @@ class DotProductUnit(wiring.Component):
         m.d.comb += sig.eq(element_value(bits, dtype))
         return sig
 
-    def _products(self, m, advance, xs, ws):
+    def _products(self, m, advance, xs, ws, c_starts=None):
         """Per lane, the SIMD products (registered where ``registers_products``), or with ``product_rows``
         their partial-product rows, product by product. With ``dsp_packing``
         lanes 2q and 2q+1 share one DSP48E1 per element: (w_{2q+1} 2^S + w_{2q}) * x, split after its
@@ -459,6 +459,8 @@ class DotProductUnit(wiring.Component):
         if spec.booth_products:         # radix-4 Booth rows: half the shift-add rows
             return [[row for s in range(spec.simd) for row in booth_rows(xs[spec.lane_input_index(p, s)], weight(p, s))]
                     for p in range(spec.pe)]
+        if digit_bits(spec):            # x's digits times the weight word read at the step: a LUT6 a row bit
+            return lane_digit_rows(spec, xs, weight, w_dtype)
         if spec.product_rows > 1:       # wide fabric products: their rows join the lane's pipelined tree
             return [[row for s in range(spec.simd)
                      for row in product_rows(xs[spec.lane_input_index(p, s)], spec.lane_input_dtype,
@@ -480,15 +482,15 @@ class DotProductUnit(wiring.Component):
             # one product per DSP48E1: the operands registered right at the DSP (its A and B) and the
             # product twice (its M and P); fabric products get one register where registers_products
             single_dsp = spec.single_dsp_products()
-            at_dsp = lambda value, name: register(m, advance, value, name=name) if single_dsp else value
+            at_dsp = lambda value, name: register(m, advance, value, name=name) if spec.registers_dsp_operands else value
             inputs = {k: at_dsp(xs[k], f"x_b_{k}")
                       for k in {spec.lane_input_index(p, s) for p in range(spec.pe) for s in range(spec.simd)}}
             lanes = [[product(inputs[spec.lane_input_index(p, s)], spec.lane_input_dtype,
                               at_dsp(weight(p, s), f"w_a_{p}_{s}"), w_dtype, xnor=spec.xnor, res_type=spec.res_type)
                       for s in range(spec.simd)] for p in range(spec.pe)]
-            for k in range(int(spec.registers_products) + int(single_dsp)):
-                lanes = [[register(m, advance, x, name=f"prod{k}_{p}_{s}") for s, x in enumerate(prods)]
-                         for p, prods in enumerate(lanes)]
+            for k in range(int(spec.registers_products) + int(single_dsp)):      # M, P (= M + C: c_starts)
+                lanes = [[register(m, advance, x + c_starts[p] if c_starts and k == 1 and s == 0 else x,
+                                   name=f"prod{k}_{p}_{s}") for s, x in enumerate(prods)] for p, prods in enumerate(lanes)]
             return lanes
         shift, lanes = spec.dsp_packing, [[] for _ in range(spec.pe)]
         x_a = [register(m, advance, xs[s], name=f"x_a_{s}") for s in range(spec.simd)]    # beside A

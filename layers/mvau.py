@@ -62,7 +62,8 @@ class MVAUSpec(UnitSpec):
     clock_mhz: float = 200.0            # pipeline=distributed: the clock its registers are placed for
     input_ns: float = 0.0               # pipeline=distributed, chained (rtlgen.passes.latency.chain_layers):
                                         # logic already on the input's path in its cycle (0: a register drives it)
-    output_fifo: bool = True            # pipeline=distributed: a FIFO takes the output (False: a chained layer)
+    output_fifo: bool = True            # pipeline=distributed: a FIFO takes the output (False: a chained layer);
+                                        # pipeline=latency: the engine ends in its FIFO (False: straight out)
     xnor: bool = field(init=False, repr=False)
     offset_inputs: bool = field(init=False, repr=False)
     table: ThresholdTable = field(init=False, repr=False)              # the contract's thresholds
@@ -87,9 +88,12 @@ class MVAUSpec(UnitSpec):
                              f"{self.input_dtype.name} x {self.weight_dtype.name}")
         if not self.clock_mhz > 0:
             raise ValueError(f"MVAU clock_mhz must be positive, not {self.clock_mhz!r}")
-        if not self.input_ns >= 0 or (self.input_ns or not self.output_fifo) and not self.distributed:
-            raise ValueError(f"MVAU input_ns={self.input_ns!r}, output_fifo={self.output_fifo!r}: a chained layer "
-                             f"(input_ns > 0 or output_fifo False) needs pipeline=distributed, not {self.pipeline}")
+        if not self.input_ns >= 0 or self.input_ns and not self.distributed:
+            raise ValueError(f"MVAU input_ns={self.input_ns!r}: a chained layer's input_ns (>= 0) needs "
+                             f"pipeline=distributed, not {self.pipeline}")
+        if self.output_fifo not in (True, False) or not self.output_fifo and self.pipeline == "throughput":
+            raise ValueError(f"MVAU output_fifo={self.output_fifo!r}: True, or False (the output straight into a "
+                             f"chained layer) with pipeline=latency or distributed, not {self.pipeline}")
         if self.distributed:
             check_distributed(self)
 
@@ -104,6 +108,24 @@ class MVAUSpec(UnitSpec):
         objective, :func:`rtlgen.passes.latency.chain_layers`): one vector a cycle, ``i.ready`` is
         ``o.ready``, its registers placed from ``input_ns`` on (distributed arithmetic)."""
         return self.distributed
+
+    @property
+    def ends_in_fifo(self):
+        """The engine ends in a FIFO of its own (``output_stage``): a FIFO the stitcher puts behind it that
+        never holds a word only repeats it (rtlgen.passes.fifo_links drops those). The bit heaps have none."""
+        return not self.distributed and self.output_fifo
+
+    @property
+    def ready_is_advance(self):
+        """``i.ready`` is the layer's pipeline enable and nothing else: it takes a word every cycle its output
+        may move (the bit heaps; the engine at NF = 1 with embedded weights). A producer may then give
+        up its output FIFO (``output_fifo=False``) and advance on this ``ready``: the two move as one."""
+        return self.distributed or (self.nf == 1 and self.mem_mode == "internal_embedded")
+
+    @property
+    def out_latency(self):
+        """Cycles of the output FIFO (:meth:`UnitSpec.out_latency`), none without it."""
+        return UnitSpec.out_latency.fget(self) if self.output_fifo or self.distributed else 0
 
     @property
     def output_ns(self):

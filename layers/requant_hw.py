@@ -7,7 +7,8 @@ from amaranth.lib.memory import Memory
 
 from layers.datapath import register
 
-__all__ = ["requantize", "lean_requant", "requant_stages", "pack_word", "REQUANT_STAGES", "LEAN_REQUANT_STAGES"]
+__all__ = ["requantize", "lean_requant", "requant_stages", "pack_word", "REQUANT_STAGES", "LEAN_REQUANT_STAGES",
+           "accumulator_offsets", "requantize_started"]
 
 REQUANT_STAGES = 6              # register stages of :func:`requantize`
 LEAN_REQUANT_STAGES = 2         # with ``lean`` where :func:`lean_requant` allows it
@@ -26,9 +27,38 @@ def lean_requant(form, pe):
             and form.exception_slots == 0 and form.channels // pe <= LEAN_MAX_WORDS)
 
 
-def requant_stages(form, pe, lean):
-    """Register stages of :func:`requantize` for ``form`` (``lean``: the layer asks for the short one)."""
-    return LEAN_REQUANT_STAGES if lean and lean_requant(form, pe) else REQUANT_STAGES
+def requant_stages(form, pe, lean, started=False):
+    """Register stages of :func:`requantize` for ``form`` (``lean``: the layer asks for the short one;
+    ``started``: its accumulators start at :func:`accumulator_offsets`, :func:`requantize_started`)."""
+    return 1 if started else LEAN_REQUANT_STAGES if lean and lean_requant(form, pe) else REQUANT_STAGES
+
+
+def accumulator_offsets(form, pe):
+    """Per channel B / M, where the lean requantizer's z = x M + B is (x + B / M) M: every B a multiple of
+    the power-of-two M (QKeras-style fixed-point scales: B is the bias and the rounding half in M's
+    units, finer than M only where the bias is), and the output's shift at least log2 M. An accumulator
+    that starts its fold at B / M instead of 0 then holds z / M, and the requantizer's first stage (the
+    addition of B) goes away (:func:`requantize_started`). None where that does not hold."""
+    if not lean_requant(form, pe):
+        return None
+    m0 = int(form.multipliers[0])
+    log2m = m0.bit_length() - 1
+    offsets = [int(b) for b in form.offsets]
+    if form.shift < log2m or any(b % m0 for b in offsets):
+        return None
+    return [b >> log2m for b in offsets]
+
+
+def requantize_started(m, advance, valid, values, form, *, name="rq"):
+    """One stage: the rounded level, clipped, of accumulators that hold z / M (:func:`accumulator_offsets`),
+    as :func:`_requantize_lean`'s second stage computes it from z. Returns (valid, counts) a stage later."""
+    sh = form.shift - (int(form.multipliers[0]).bit_length() - 1)
+    counts = []
+    for p, value in enumerate(values):
+        q, rem = value[sh:].as_signed(), value[:sh]
+        raw = q if form.rounding == "floor" else Mux(q[0] & (rem == 0), q - 1, q)
+        counts.append(register(m, advance, _clip(raw, form), name=f"{name}_count1_{p}"))
+    return register(m, advance, valid, name=f"{name}_v1", reset_less=False), counts
 
 
 def _lane_word(m, form, fields, pe, p, cf, name, *, enable=None):

@@ -65,26 +65,71 @@ def _first_out_after_lead(spec, simulator):
 
 # (layer, PE, SIMD, resType): SF = 1 and NF > 1 (ROM-read requant words), SF > 1 and NF = 1, both > 1, no
 # activation. The three big ones take minutes in Icarus: slow.
-LATENCY_CASES = [(0, 8, 16, "dsp")] + [pytest.param(*case, marks=pytest.mark.slow)
-                                       for case in ((2, 32, 8, "lut"), (1, 8, 16, "lut"), (3, 5, 32, "lut"))]
+# The issue stage without a register (registers_input False): (0, 8, 16) SF = 1, the word held for the replays
+# behind a mux; (3, 5, 4) NF = 1, SF = 8; (2, 4, 32) SF = 1 in fabric. (1, 8, 16): a replay buffer, registered.
+LATENCY_CASES = [(0, 8, 16, "dsp"), (3, 5, 4, "lut")] + [pytest.param(*case, marks=pytest.mark.slow) for case in
+                                                        ((2, 4, 32, "lut"), (2, 32, 8, "lut"), (1, 8, 16, "lut"), (3, 5, 32, "lut"))]
 
 
 @pytest.mark.sim
 @pytest.mark.parametrize("layer, pe, simd, res_type", LATENCY_CASES)
 def test_mvau_latency_pipeline(jet_layers, layer, pe, simd, res_type, simulator):
+    from layers.datapath import tree_stages
+    from layers.dotproduct_latency import digit_bits, starts_requant
+    from layers.dotproduct_unit import TREE_LEVELS_PER_STAGE
     from tests.test_mvau import check
     node = jet_layers[layer]
     kw = dict(PE=pe, SIMD=simd, resType=res_type, mem_mode="internal_embedded")
     if node.params.get("thresholds") is not None:
         kw["activation_style"] = "requant"
     base, lean = node.spec(**kw), node.spec(**kw, pipeline="latency")
-    if lean.requant is not None:
-        assert lean.activation_stages == 2 and base.activation_stages == 6
+    assert base.registers_input and lean.registers_input == (lean.sf > 1 and lean.nf > 1)     # a replay buffer
+    if res_type == "lut" and not lean.registers_input:     # x's digits times the word read at the step: 2 rows
+        assert digit_bits(lean) >= 3 and lean.product_rows == 2 < base.product_rows == 6
+    if lean.requant is not None:    # the offsets start the accumulators where they add, or in the DSP's P
+        started = lean.sf > 1 or res_type == "dsp"
+        assert starts_requant(lean) == started and not starts_requant(base)
+        assert lean.activation_stages == 2 - started and base.activation_stages == 6
     saved = (base.out_latency - lean.out_latency) + (base.activation_stages - lean.activation_stages) \
-        + int(lean.sf == 1 and base.registers_sum)
+        + int(lean.sf == 1 and base.registers_sum) + int(base.registers_input and not lean.registers_input) \
+        + int(base.registers_dsp_operands and not lean.registers_dsp_operands) \
+        + tree_stages(base.tree_terms, TREE_LEVELS_PER_STAGE) - tree_stages(lean.tree_terms, TREE_LEVELS_PER_STAGE)
     assert base.latency - lean.latency == saved > 0
     check(lean, frames=3, simulator=simulator)              # golden; full rate at the II; random backpressure
     assert _first_out_after_lead(lean, simulator) == lean.latency
+
+
+# - MVAU ``output_fifo=False`` (rtlgen.passes.fifo_links._straight_out): no output FIFO, the pipeline advances on
+#   ``o.ready`` itself; alone under random backpressure it must still hold every word until it is taken.
+@pytest.mark.sim
+@pytest.mark.parametrize("layer, pe, simd", [(3, 5, 4), pytest.param(1, 32, 8, marks=pytest.mark.slow)])
+def test_mvau_straight_out(jet_layers, layer, pe, simd, simulator):
+    from tests.test_mvau import check
+    kw = dict(PE=pe, SIMD=simd, resType="lut", mem_mode="internal_embedded", pipeline="latency")
+    if jet_layers[layer].params.get("thresholds") is not None:
+        kw["activation_style"] = "requant"
+    fifo, straight = jet_layers[layer].spec(**kw), jet_layers[layer].spec(**kw, output_fifo=False)
+    assert straight.out_latency == 0 and fifo.latency - straight.latency == fifo.out_latency == 1
+    assert straight.ready_is_advance and not straight.ends_in_fifo and fifo.ends_in_fifo
+    check(straight, frames=3, simulator=simulator)          # golden; full rate at the II; random backpressure
+    assert _first_out_after_lead(straight, simulator) == straight.latency
+
+
+def test_output_fifo_names_legal_values(jet_layers, tmp_path, capsys):
+    with pytest.raises(ValueError, match=r"MVAU output_fifo=False: True, or False \(the output straight into a "
+                                         r"chained layer\) with pipeline=latency or distributed, not throughput"):
+        jet_layers[3].spec(output_fifo=False)
+    with pytest.raises(ValueError, match=r"MVAU output_fifo='no': True, or False"):
+        jet_layers[3].spec(output_fifo="no", pipeline="latency")
+    from rtlgen.cli import main
+    folding = tmp_path / "fold.json"
+    folding.write_text('{"MVAU_3": {"PE": 5, "SIMD": 32, "output_fifo": false}}')
+    capsys.readouterr()
+    assert main(["compile", JET, "-o", str(tmp_path / "out"), "-q", "--input-dtype", "FIXED<16,6>", "--folding",
+                 str(folding)]) == 2            # a CompileError: one line naming the node and what is legal
+    assert capsys.readouterr().err.strip() == ("rtlgen compile: error: MVAU_3: MVAU output_fifo=False: True, or False "
+                                               "(the output straight into a chained layer) with pipeline=latency or "
+                                               "distributed, not throughput")
 
 
 @pytest.fixture(scope="module")
