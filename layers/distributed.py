@@ -306,6 +306,7 @@ def _segments(n_steps, registers):
 
 
 _PLANS = ArrayMemo()
+_PAIRS = ArrayMemo()          # the shared pairs depend on the weights alone: one search for every plan of a layer
 
 
 def distributed_plan(spec):
@@ -346,7 +347,7 @@ def _plan_from(spec, input_ns, end_ns):
     budget = cycle_budget_ns(spec.clock_mhz)
     out_bits = spec.output_dtype.bitwidth()
     clock = float(spec.clock_mhz)
-    pairs = choose_pairs(w, n, signed_input) if _SHARE else ()
+    pairs = _PAIRS.get(spec.weights, (n, signed_input), lambda: choose_pairs(w, n, signed_input)) if _SHARE else ()
     chosen = chosen_products(w, n) if n <= LUT_INPUTS else frozenset()
     # per channel, each way to build it (three rows or two at the end; digits, digits with the shared
     # pairs, or products where an element's product is a LUT) with the registers it needs
