@@ -167,6 +167,9 @@ def test_two_devices_at_half_the_budget_are_no_slower_than_one(tfc):
     assert cut.link_utilization == pytest.approx(wire_bits(128) * CLOCK_MHZ * 1e6 / two.ii / (FAST * 1e9))
     for device in two.devices:        # the folding reported is the folding whose cycles are reported
         assert device.cycles == max(tfc.node(n).spec(**device.folding[n]).exp_cycles for n in device.nodes)
+        for n in device.nodes:        # and says where the weights are (as compile's optimizer writes it)
+            folding = device.folding[n]
+            assert folding["ram_style"] == tfc.node(n).spec(**folding).weight_ram_style != "auto"
     assert all(v >= 0 for v in two.devices[1].bridges.values()) and two.devices[0].bridges["LUT"] > 0
 
 

@@ -462,6 +462,18 @@ class PartitionProgram:
             out[node.name] = {**node.folding, **chosen}
         return out
 
+    def _resolved(self, foldings):
+        """``foldings`` with each weight memory's ``ram_style`` ``auto`` replaced by the style its spec
+        resolves it to, as :func:`rtlgen.passes.fold.resolve_weight_styles` does after the optimizer: the
+        plan's folding.json, compiled again, then builds the memories the plan costed."""
+        for node in self.nodes:
+            folding = foldings[node.name]
+            if "ram_style" in node.op.folding and folding.get("ram_style", "auto") == "auto":
+                resolved = getattr(node.spec(**folding), "weight_ram_style", None)
+                if resolved is not None:
+                    folding["ram_style"] = resolved
+        return foldings
+
     def bridges(self, solution, d):
         total = np.zeros(len(RESOURCES))
         for s in self.active_cuts(solution):
@@ -486,7 +498,7 @@ class PartitionProgram:
         return design_estimate(segment_graph(graph, positions)) + bridges, bridges
 
     def result(self, solution, seconds):
-        folding = self.foldings(solution)
+        folding = self._resolved(self.foldings(solution))
         dev = self.node_devices(solution)
         cycles = [self._spec(k, solution.option[self.group_of[k]]).exp_cycles for k in range(len(self.nodes))]
         plans = []
