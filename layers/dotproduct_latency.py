@@ -10,23 +10,23 @@ register stages from a word's arrival to its output, each cut only where the clo
   requantizer is one stage (the rounded level, clipped) instead of two: free where the accumulator adds
   anyway (SF > 1: the start replaces its 0) or a DSP48E1 takes it in its post-adder (SF = 1, one product
   a DSP: the first product's P = M + C).
-- :func:`digit_bits`: fabric products of weights read combinationally from a LUT ROM of a few words as rows
-  of the input's digits times the weight word: each row bit a function of the digit's bits and the ROM's
-  address, one LUT6, and fewer rows for the lane's tree (6-bit x 6-bit, 8 words: 2 rows, not 6; the tree
-  of SIMD 8 then 16 terms, a register stage less).
+- :func:`digit_bits`: fabric products of weights read from a LUT ROM of a few words as rows of the input's
+  digits times the weight at the step's address: each row bit a function of the digit's bits and the
+  address, one LUT6 (:func:`lane_digit_rows`), and fewer rows for the lane's tree (6-bit x 6-bit, 8
+  words: 2 rows, not 6; the tree of SIMD 8 then 16 terms, a register stage less).
 - constant weights as canonical signed digits (:func:`canonical_digits`, :func:`csd_terms`).
 """
 
 import numpy as np
-from amaranth.hdl import C, Mux, Signal, signed, unsigned
+from amaranth.hdl import C, Cat, Mux, Signal, signed, unsigned
 from amaranth.lib.memory import Memory
 
-from layers.datapath import element_value, shifted
+from layers.datapath import shifted
 from layers.requant_hw import accumulator_offsets
 from memstream.memstream import is_logic_rom, rom_address_next
 
 __all__ = ["registers_input", "registers_dsp_operands", "unregistered_operands", "starts_requant",
-           "started_acc_shape", "digit_bits", "digit_rows", "lane_digit_rows", "canonical_digits", "csd_terms"]
+           "started_acc_shape", "digit_bits", "lane_digit_rows", "canonical_digits", "csd_terms"]
 
 LUT_INPUTS = 6
 
@@ -56,15 +56,15 @@ def registers_dsp_operands(spec):
 
 def unregistered_operands(m, spec, payload, advance, issue, sf, nf):
     """The step's operands as they come (``registers_input`` False): (valid, input word, weight word,
-    first, last, nf), all of the current step, combinational. ``payload`` is the input stream's; the
-    weight address counts issued steps."""
+    first, last, nf, weight address), all of the current step, combinational. ``payload`` is the input
+    stream's; the weight address counts issued steps (None with one word)."""
     x = payload
     if spec.nf > 1:                 # SF = 1: the word held through the replays nf = 1 .. NF-1
         held = Signal(spec.in_width, name="x_held", reset_less=True)
         with m.If(advance & issue & (nf == 0)):
             m.d.sync += held.eq(payload)
         x = Mux(nf == 0, payload, held)
-    image = spec.weight_memory_image()
+    image, addr = spec.weight_memory_image(), None
     if spec.wmem == 1:
         w = C(image[0], spec.weight_width)
     else:
@@ -76,7 +76,7 @@ def unregistered_operands(m, spec, payload, advance, issue, sf, nf):
             m.d.sync += addr.eq(rom_address_next(addr, spec.wmem))
         m.d.comb += rd.addr.eq(addr)
         w = rd.data
-    return issue, x, w, sf == 0, sf == spec.sf - 1, nf
+    return issue, x, w, sf == 0, sf == spec.sf - 1, nf, addr
 
 
 def starts_requant(spec):
@@ -97,7 +97,7 @@ def started_acc_shape(spec):
 
 
 def digit_bits(spec):
-    """The input digit's width d of :func:`digit_rows` for ``spec``'s products (0: not built so): without the
+    """The input digit's width d of :func:`lane_digit_rows` for ``spec``'s products (0: not built so): without the
     issue register (:func:`registers_input`: the weight word a LUT ROM of 2 .. 2^a words read at the
     step's a address bits), d = 6 - a >= 2 bits, where that gives fewer rows than one a bit of the
     narrower operand. No DSPs, XNORs, Booth or CSD rows."""
@@ -109,22 +109,36 @@ def digit_bits(spec):
     return d if d >= 2 and -(-ib // d) < min(wb, ib) else 0
 
 
-def digit_rows(x, x_dtype, w, w_dtype, d):
-    """``x * w`` as rows: each d-bit digit of x (the top one signed for a signed x) times w, shifted to its
-    place."""
-    wv, rows = element_value(w, w_dtype), []
-    for k in range(0, len(x), d):
-        digit = x[k:k + d]
-        value = digit.as_signed() if k + d >= len(x) and x_dtype.signed() else digit.as_unsigned()
-        rows.append(shifted(value * wv, k))
-    return rows
-
-
-def lane_digit_rows(spec, xs, weight, w_dtype):
-    """Per lane p, the :func:`digit_rows` of its SIMD products (``weight(p, s)``: element s's weight)."""
-    return [[row for s in range(spec.simd)
-             for row in digit_rows(xs[spec.lane_input_index(p, s)], spec.lane_input_dtype, weight(p, s), w_dtype,
-                                   digit_bits(spec))] for p in range(spec.pe)]
+def lane_digit_rows(m, spec, xs, addr):
+    """Per lane p, the rows of its SIMD products as :func:`digit_bits` builds them: for each d-bit digit of
+    an input element (the top one signed for a signed input), a ROM of digit x weight indexed by the digit
+    and the step's weight address ``addr``, one LUT6 a bit: the weights are constants at each address, so
+    the ROM holds the products themselves (a $mul here would be mapped to a DSP48E1 by Yosys). With
+    ``offset_weights`` the weight is w + 2^(n-1), as the other rows take it."""
+    d, wb = digit_bits(spec), spec.weight_dtype.bitwidth()
+    ib, signed_x = spec.lane_input_dtype.bitwidth(), spec.lane_input_dtype.signed()
+    steps = np.arange(spec.wmem)
+    w = spec.weight_matrix().astype(np.int64) + ((1 << (wb - 1)) if spec.offset_weights else 0)
+    addr_slots = 1 << len(addr)
+    lanes = []
+    for p in range(spec.pe):
+        rows = []
+        for s in range(spec.simd):
+            per_step = w[(steps // spec.sf) * spec.pe + p, (steps % spec.sf) * spec.simd + s]
+            x = xs[spec.lane_input_index(p, s)]
+            for j in range(0, ib, d):
+                n = min(d, ib - j)
+                codes = np.arange(1 << n)
+                values = codes - ((codes >> (n - 1)) << n) if signed_x and j + n == ib else codes
+                table = [int(v * wk) for wk in per_step for v in values] + [0] * ((addr_slots - spec.wmem) << n)
+                width = max(int(abs(t)).bit_length() for t in table) + 1
+                rom = Memory(shape=signed(width), depth=len(table), init=table, attrs={"rom_style": "distributed"})
+                m.submodules[f"digit_rom_{p}_{s}_{j}"] = rom
+                rd = rom.read_port(domain="comb")
+                m.d.comb += rd.addr.eq(Cat(x[j:j + n], addr))
+                rows.append(shifted(rd.data, j))
+        lanes.append(rows)
+    return lanes
 
 
 def canonical_digits(values):

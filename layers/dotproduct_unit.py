@@ -117,7 +117,7 @@ class DotProductUnit(wiring.Component):
         # Stage 1: operands (none with pipeline="latency" where the word and the weights come as they are)
         columns = self._column_weight_words(m, advance, issue) if spec.chain_column_roms else None
         if not spec.registers_input:
-            v, x, w, first, last, nfr = unregistered_operands(m, spec, self.i.payload, advance, issue, sf, nf)
+            v, x, w, first, last, nfr, self._step_addr = unregistered_operands(m, spec, self.i.payload, advance, issue, sf, nf)
         else:   # the word (or the replay buffer's), the weights, the step's flags: registered
             v = register(m, advance, issue, name="v1", reset_less=False)
             x = self._input_word(m, advance, issue, sf, nf)
@@ -216,7 +216,7 @@ class DotProductUnit(wiring.Component):
                 total, stages = popcount_heap(m, advance, prods, term_inputs=spec.heap_term_inputs, name=f"sum{p}")
             else:
                 total, stages = adder_tree(prods, m=m, advance=advance, levels_per_stage=TREE_LEVELS_PER_STAGE,
-                                           name=f"sum{p}", keep=keeps_sums(spec))
+                                           name=f"sum{p}", keep=keeps_sums(spec), lead_levels=int(spec.booth_products))
             if spec.csd_products:           # lanes of fewer terms: delayed to the longest lane's stages
                 full = tree_stages(spec.tree_terms, TREE_LEVELS_PER_STAGE)
                 total, stages = self._delay(m, advance, total, full - stages, f"sum{p}_pad"), full
@@ -371,21 +371,19 @@ class DotProductUnit(wiring.Component):
         at_k = at(at_acc, 1, "k")                                                   # beside the carries' sum
         accs = [None] * spec.pe
         for q in range(0, spec.pe, 2):
-            chain = None
-            rises = []
+            chain = rises = None
             for s in range(n):
                 w_lo, w_hi = columns[s][q], columns[s][q + 1]
                 a = register(m, advance, packed_weight(w_lo, w_hi, spec.weight_dtype, shift), name=f"w_a_{q}_{s}")
                 prod = register(m, advance, a * element_value(x_b[s], spec.input_dtype), name=f"prod_{q}_{s}")
                 step = prod if chain is None else (chain + prod)[:total].as_signed()
                 chain = register(m, advance, step, name=f"P_{q}_{s}")                          # the DSP's P
-                # (w_hi x) mod 2^k of column s, delayed to the last column's time
+                # (w_hi x) mod 2^k of column s plus the columns' before it, registered beside P: a k-bit adder a
+                # column, not a SIMD-term tree in one cycle (Yosys sta: 8 LUT levels, ~134 MHz at SIMD 16)
                 rise = (self._low_bits(m, w_hi, spec.weight_dtype, k, f"canary_w_{q}_{s}")
                         * self._low_bits(m, xd[s], spec.input_dtype, k, f"canary_x_{q}_{s}"))[:k]
-                rises.append(self._delay(m, advance, rise, n - 1 - s, f"canary_{q}_{s}", reset_less=False))
-            # (sum_s w_hi x) mod 2^k at the last column's time n - 1, registered, then delayed to meet Q
-            rise_sum, _ = adder_tree(rises)
-            rise = self._delay(m, advance, rise_sum[:k], 3, f"canary_rise_{q}")
+                rises = register(m, advance, rise if rises is None else (rises + rise)[:k], name=f"canary_{q}_{s}")
+            rise = self._delay(m, advance, rises, 2, f"canary_rise_{q}")   # (sum_s w_hi x) mod 2^k beside Q
             accs[q], accs[q + 1] = self._lane_pair(m, advance, chain, rise, k, at_q, at_acc, q, f"Q_acc_{q}")
         accs = [a[:width].as_signed() if len(a) > width else a for a in accs]
         return (register(m, advance, at_k["v"] & at_k["last"], name="v_acc", reset_less=False), accs,
@@ -460,7 +458,7 @@ class DotProductUnit(wiring.Component):
             return [[row for s in range(spec.simd) for row in booth_rows(xs[spec.lane_input_index(p, s)], weight(p, s))]
                     for p in range(spec.pe)]
         if digit_bits(spec):            # x's digits times the weight word read at the step: a LUT6 a row bit
-            return lane_digit_rows(spec, xs, weight, w_dtype)
+            return lane_digit_rows(m, spec, xs, self._step_addr)
         if spec.product_rows > 1:       # wide fabric products: their rows join the lane's pipelined tree
             return [[row for s in range(spec.simd)
                      for row in product_rows(xs[spec.lane_input_index(p, s)], spec.lane_input_dtype,

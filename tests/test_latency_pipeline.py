@@ -84,7 +84,7 @@ def test_mvau_latency_pipeline(jet_layers, layer, pe, simd, res_type, simulator)
         kw["activation_style"] = "requant"
     base, lean = node.spec(**kw), node.spec(**kw, pipeline="latency")
     assert base.registers_input and lean.registers_input == (lean.sf > 1 and lean.nf > 1)     # a replay buffer
-    if res_type == "lut" and not lean.registers_input:     # x's digits times the word read at the step: 2 rows
+    if res_type == "lut" and not lean.registers_input:     # x's digits times the word at the step: 2 ROM rows
         assert digit_bits(lean) >= 3 and lean.product_rows == 2 < base.product_rows == 6
     if lean.requant is not None:    # the offsets start the accumulators where they add, or in the DSP's P
         started = lean.sf > 1 or res_type == "dsp"
