@@ -349,7 +349,9 @@ class UnitSpec(StreamContract):
         weights) as radix-4 Booth rows (:func:`layers.datapath.booth_rows`): four rows a product instead of
         eight, the lanes' trees summing them; what the rows leave out depends on the weights alone, so
         each lane's accumulator starts a fold at its channel's sum of :func:`layers.datapath.booth_offset`
-        instead of 0. Yosys, UINT8 x INT8, a lane of SIMD 8 with its tree: 554 LUT against 858."""
+        instead of 0. Yosys, UINT8 x INT8, a lane of SIMD 8 with its tree: 554 LUT against 858. A row bit is
+        a LUT of its own before the first adder's, so it counts as a level of the tree (``lead_levels``:
+        with the first two adders in its cycle, ~163 MHz by Yosys sta and ``boards.timing``, SIMD 16)."""
         w, x = self.weight_dtype, self.input_dtype
         return (self.res_type == "lut" and not self.xnor and self.pipeline == "throughput"
                 and self.offset_operands and self.replays_input and self.mem_mode != "external"
@@ -462,7 +464,8 @@ class UnitSpec(StreamContract):
     def pipeline_depth(self):
         """Register stages from issuing a (vector, nf, sf) step to its output reaching the FIFO."""
         tree = (heap_stages(self) if self.uses_heap
-                else 0 if self.chains_in_dsp else tree_stages(self.tree_terms, TREE_LEVELS_PER_STAGE)) + int(self.registers_sum)
+                else 0 if self.chains_in_dsp else tree_stages(self.tree_terms, TREE_LEVELS_PER_STAGE, int(self.booth_products))
+                ) + int(self.registers_sum)
         # P (or the chain's sum accumulated in fabric), the carries' sum, the two lanes restored
         accumulator = 3 if self.accumulates_in_dsp or self.chains_in_dsp else 1
         operands = int(self.registers_operands or self.registers_replayed_input)

@@ -89,7 +89,7 @@ def unit_resource_estimate(spec):
     if spec.csd_products:           # each lane's own terms, of about the input's width
         ff += sum(tree_register_bits(int(r), ib + 2, TREE_LEVELS_PER_STAGE) for r in spec.csd_lane_terms())
     elif spec.product_rows > 1:
-        ff += spec.pe * tree_register_bits(spec.tree_terms, wb + ib - 3, TREE_LEVELS_PER_STAGE)
+        ff += spec.pe * tree_register_bits(spec.tree_terms, wb + ib - 3, TREE_LEVELS_PER_STAGE, int(spec.booth_products))
     if spec.registers_operands or spec.registers_replayed_input:
         ff += spec.weight_width + spec.in_width
     if spec.uses_heap and not spec.xnor:
@@ -141,7 +141,7 @@ def _chain_cost(spec):
     activation, weights and control: per lane pair the packed weights' borrow (unless the LUT ROM folds it
     in), the k-bit canary products and their sum, the accumulator of the pair's sums (S + acc bits), the
     carries' sum and the high lane's subtraction; flip-flops: the skew (SIMD (SIMD - 1) / 2 packed
-    weights per pair, inputs shared), the canaries' delay, the accumulator and the restored lanes."""
+    weights per pair, inputs shared), the canaries' products and running sum, the accumulator and the restored lanes."""
     shift, acc, n = spec.dsp_packing, spec.acc_shape.width, spec.simd
     wb, ib = spec.weight_dtype.bitwidth(), spec.input_dtype.bitwidth()
     pairs, k = spec.pe // 2, chain_canary_bits(spec)
@@ -154,7 +154,7 @@ def _chain_cost(spec):
     lut = pairs * (n * (borrow + k + 12) + (n - 1) * k + (shift + acc) + 2 * k + carries + acc)
     # the weights' skew: the column ROMs' addresses, or the weights themselves
     weights_skew = n * max(spec.wmem - 1, 1).bit_length() if spec.chain_column_roms else skew * spec.pe * wb
-    ff = (weights_skew + pairs * (skew * k + 3 * k + (shift + acc) + carries + shift + acc + 2 * acc)
+    ff = (weights_skew + pairs * (2 * n * k + k + (shift + acc) + carries + shift + acc + 2 * acc)
           + skew * ib + n * ib + 4 * (n + 4))
     return lut, ff
 

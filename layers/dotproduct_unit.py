@@ -331,11 +331,12 @@ class DotProductUnit(wiring.Component):
         spec = self._spec
         shift, width = spec.dsp_packing, spec.acc_shape.width
         acc = Signal(signed(shift + width), name=acc_name, reset_less=True)
-        before, rise_r = (Signal(k, name=f"{name}_{q}", reset_less=True) for name in ("canary_before", "canary_rise"))
+        # the canaries without a carry (before the step plus its rise) summed beside the accumulator (speed)
+        expected = Signal(k, name=f"canary_expected_{q}", reset_less=True)
         with m.If(advance & at_sum["v"]):
             m.d.sync += [acc.eq(Mux(at_sum["first"], 0, acc) + addend),
-                         before.eq(Mux(at_sum["first"], 0, acc[shift:shift + k])), rise_r.eq(rise)]
-        carry = (acc[shift:shift + k] - before - rise_r)[:k].as_signed()       # 0, 1 or -1
+                         expected.eq(Mux(at_sum["first"], 0, acc[shift:shift + k]) + rise)]
+        carry = (acc[shift:shift + k] - expected)[:k].as_signed()
         carries = Signal(signed(max(width - shift, k)), name=f"carries_{q}", reset_less=True)
         low_field, high_part = (Signal(bits, name=f"{name}_{q}", reset_less=True)
                                 for bits, name in ((shift, "low_field"), (signed(width), "high_part")))
@@ -378,12 +379,13 @@ class DotProductUnit(wiring.Component):
                 prod = register(m, advance, a * element_value(x_b[s], spec.input_dtype), name=f"prod_{q}_{s}")
                 step = prod if chain is None else (chain + prod)[:total].as_signed()
                 chain = register(m, advance, step, name=f"P_{q}_{s}")                          # the DSP's P
-                # (w_hi x) mod 2^k of column s plus the columns' before it, registered beside P: a k-bit adder a
-                # column, not a SIMD-term tree in one cycle (Yosys sta: 8 LUT levels, ~134 MHz at SIMD 16)
-                rise = (self._low_bits(m, w_hi, spec.weight_dtype, k, f"canary_w_{q}_{s}")
-                        * self._low_bits(m, xd[s], spec.input_dtype, k, f"canary_x_{q}_{s}"))[:k]
+                # (w_hi x) mod 2^k of column s registered (beside A), then added to the columns' before it (beside
+                # P): not a SIMD-term tree in one cycle (Yosys sta: 8 LUT levels, ~134 MHz at SIMD 16)
+                rise = register(m, advance, (self._low_bits(m, w_hi, spec.weight_dtype, k, f"canary_w_{q}_{s}")
+                                             * self._low_bits(m, xd[s], spec.input_dtype, k, f"canary_x_{q}_{s}"))[:k],
+                                name=f"canary_p_{q}_{s}")
                 rises = register(m, advance, rise if rises is None else (rises + rise)[:k], name=f"canary_{q}_{s}")
-            rise = self._delay(m, advance, rises, 2, f"canary_rise_{q}")   # (sum_s w_hi x) mod 2^k beside Q
+            rise = self._delay(m, advance, rises, 1, f"canary_rise_{q}")   # (sum_s w_hi x) mod 2^k beside Q
             accs[q], accs[q + 1] = self._lane_pair(m, advance, chain, rise, k, at_q, at_acc, q, f"Q_acc_{q}")
         accs = [a[:width].as_signed() if len(a) > width else a for a in accs]
         return (register(m, advance, at_k["v"] & at_k["last"], name="v_acc", reset_less=False), accs,
