@@ -49,22 +49,22 @@ flip-flop per heap bit at each register, the bits channels share (elements', pro
 took yet) once (:meth:`DistributedPlan.resources`).
 """
 
-import math
 from dataclasses import dataclass, replace
 
 import numpy as np
-from amaranth.hdl import C, Cat, Const, Module, Mux, Signal
+from amaranth.hdl import C, Cat, Const, Module, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from layers.bit_heap import LUT_INPUTS, ROWS, CounterLevel, PairAdder, ProductLUTs, channel_heap, ternary_sum, choose_pairs, chosen_products, csd_digits, product_width
+from layers.bit_heap import LUT_INPUTS, ROWS, CounterLevel, PairAdder, ProductLUTs, RowAdder, channel_heap, choose_pairs, chosen_products, csd_digits, product_width
 from layers.datapath import register
 from layers.delay_model import (CLOCK_TO_Q_NS, LUT6_NS, LUT_NS, NET_NS, NEXT_FIFO_NS, SETUP_NS,
                                 carry_chain_ns, counter_ns, cycle_budget_ns, place_registers)
 from layers.op import ArrayMemo, Resources
-from layers.thresholding import activation_lane
+from layers.requant_shift import ActivationLUTs, PowerOfTwoRequant, power_of_two_requant
 
-__all__ = ["DistributedPlan", "DistributedUnit", "distributed_plan", "check_distributed", "csd_digits",
+__all__ = ["DistributedPlan", "DistributedUnit", "distributed_plan", "check_distributed", "csd_digits", "PowerOfTwoRequant",
+           "power_of_two_requant",
            "STEP_NS", "counter_ns", "carry_chain_ns", "cycle_budget_ns", "NEXT_FIFO_NS"]
 
 def _largest(groups):
@@ -72,69 +72,6 @@ def _largest(groups):
 
 
 STEP_NS = {"counter": counter_ns()}
-
-
-# --- the activation ------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class PowerOfTwoRequant:
-    """The requantizer of a threshold table whose multiplier is 2^m for every channel and which corrects no
-    level: count = clip(raw, 0, levels), raw = v >> shift (floor), or with "half_even" its lowest bit
-    cleared where the low ``shift`` bits of v are zero and ``exact_low`` (B's bits below m are zero);
-    v = acc + offsets[c]."""
-    offsets: tuple          # per channel, added to the accumulator in the heap's constant
-    shift: int
-    rounding: str
-    exact_low: tuple        # per channel: B mod 2^m == 0
-    levels: int
-
-    def counts(self, acc):
-        """Counts of accumulators ``acc`` (N, C), as the hardware computes them."""
-        v = np.asarray(acc, dtype=np.int64) + np.asarray(self.offsets, dtype=np.int64)[None, :]
-        q = v >> self.shift
-        if self.rounding == "half_even":
-            tie = ((v & ((1 << self.shift) - 1)) == 0) & np.asarray(self.exact_low)[None, :]
-            q = q - ((q & 1) & tie)
-        return np.clip(q, 0, self.levels)
-
-
-def power_of_two_requant(owner, table):
-    """The :class:`PowerOfTwoRequant` of ``table`` (a :class:`layers.thresholding.ThresholdTable`), or a
-    ValueError saying why there is none. Level k of channel c starts at k 2^s + (k odd, half_even) - o_c:
-    s from the thresholds' median step, each o_c from its first threshold; the form is kept only if its
-    counts equal the table's on the whole accumulator range (both are step functions: equal at the range's
-    start and either side of every step of both means equal everywhere)."""
-    t = np.asarray(table.thresholds, dtype=np.int64)
-    lo, hi = (int(v) for v in table.value_range)
-    steps = np.diff(t, axis=1)
-    if t.shape[1] > 1 and (steps > 0).any():
-        guess = int(round(math.log2(max(1.0, float(np.median(steps[steps > 0]))))))
-        shifts = [s for s in (guess, guess - 1, guess + 1) if s >= 0]
-    else:
-        shifts = list(range(0, 2))
-    levels = t.shape[1]
-    for shift in shifts:
-        for rounding in ("half_even", "floor"):
-            odd = 1 if rounding == "half_even" and shift > 0 else 0
-            offsets = (1 << shift) + odd - t[:, 0]
-            form = PowerOfTwoRequant(tuple(int(o) for o in offsets), shift, rounding if odd else "floor",
-                                     (True,) * len(offsets), levels)
-            if _equals_table(form, t, lo, hi):
-                return form
-    raise ValueError(f"{owner} pipeline=distributed: its {levels} thresholds per channel are not levels 2^s apart "
-                     f"(a power-of-two scale before the quantizer); legal with distributed arithmetic: no "
-                     f"activation, or such thresholds")
-
-
-def _equals_table(form, t, lo, hi):
-    line = np.arange(1, t.shape[1] + 1, dtype=np.int64)[None, :] << form.shift
-    if form.rounding == "half_even":
-        line = line + (np.arange(1, t.shape[1] + 1)[None, :] & 1)
-    line = line - np.asarray(form.offsets, dtype=np.int64)[:, None]
-    points = np.clip(np.concatenate([np.full((len(t), 1), lo), t - 1, t, line - 1, line], axis=1), lo, hi)
-    truth = np.stack([np.searchsorted(row, p, side="right") for row, p in zip(t, points)])
-    return bool(np.array_equal(form.counts(points.T).T, truth))
 
 
 @dataclass(frozen=True)
@@ -536,13 +473,9 @@ class DistributedUnit(wiring.Component):
             if step in registers:
                 columns = self._register_columns(m, advance, columns, f"c{c}_l{level}")
             step += 1
-        # a plain bit first in each column: the carry chain's DI takes the first row's bit as it is
-        values = [[~bit if inv else bit for bit, inv in sorted(col, key=lambda e: e[1])] for col in columns]
-        if ch.rows == 2:
-            rows = [Cat(*[col[r] if r < len(col) else C(0, 1) for col in values]) for r in range(2)]
-            total = _wire(m, (rows[0] + rows[1])[:ch.width], f"c{c}_sum")
-        else:
-            total = _wire(m, ternary_sum(m, values, ch.width, f"c{c}"), f"c{c}_sum")
+        adder = m.submodules[f"c{c}_add"] = RowAdder(columns, ch.width, ch.rows)      # its LUTs one level
+        m.d.comb += adder.i.eq(Cat(*adder.sources))
+        total = adder.s
         if step in registers:
             total = register(m, advance, total, name=f"c{c}_sum_r")
         step += 1
@@ -552,7 +485,10 @@ class DistributedUnit(wiring.Component):
             lane = Signal(ob, name=f"c{c}_out")
             m.d.comb += lane.eq(v)
         else:
-            lane = self._activation(m, plan.activation, c, v, ob)
+            unit = m.submodules[f"c{c}_act"] = ActivationLUTs(plan.activation, c, len(total), self._spec.output_dtype,
+                                                                self._spec.act_val)      # one LUT level
+            m.d.comb += unit.v.eq(total)
+            lane = unit.lane
             if step in registers:
                 lane = register(m, advance, lane, name=f"c{c}_act_r")
             step += 1
@@ -574,17 +510,6 @@ class DistributedUnit(wiring.Component):
             regs.append([(bit, inv) if isinstance(bit, Const) else (next(r), inv) for bit, inv in col])
         return regs
 
-    def _activation(self, m, act, c, v, ob):
-        spec = self._spec
-        s = act.shift
-        q = v[s:].as_signed() if s < len(v) else Cat(v[-1], v[-1]).as_signed()     # -1 or 0
-        if act.rounding == "half_even" and act.exact_low[c]:
-            tie = (v[:s] == 0) if s else C(1, 1)
-            q = Cat(q[0] & ~tie, q[1:]).as_signed()
-        count = Mux(q < 0, 0, Mux(q > act.levels, act.levels, q))
-        lane = Signal(ob, name=f"c{c}_out")
-        m.d.comb += lane.eq(activation_lane(count[:max(1, act.levels.bit_length())], spec.output_dtype, spec.act_val))
-        return lane
 
 
 

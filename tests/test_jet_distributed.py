@@ -222,7 +222,7 @@ def test_registers_go_where_the_clock_needs_them(clock_mhz):
 # the default suite: a signed input with the activation, registers and shared pairs; products (a signed input);
 # two rows at the end, all combinational; chained behind a producer's 2 ns tail (its input registered first).
 # Slow: chained both sides, the first step in the input's cycle
-CASES = [("INT5", True, 200.0, False, 3, None), ("INT4", True, 250.0, True, 3, None),
+CASES = [("INT5", True, 150.0, False, 3, None), ("INT4", True, 250.0, True, 3, None),
          ("UINT6", True, 60.0, "chosen", 2, None), ("INT5", True, 200.0, False, 3, (2.0, True, True)),
          pytest.param("INT5", True, 200.0, False, 3, (1.0, False, False), marks=pytest.mark.slow),
          pytest.param("UINT4", False, 200.0, False, 2, None, marks=pytest.mark.slow),
@@ -347,48 +347,73 @@ def test_jet_tagger_bit_exact_with_its_latency_measured(tmp_path, capsys, model,
 
 
 def _lut_depths(netlist):
-    """Per LUT output net of a mapped netlist (write_verilog -noattr), the LUT levels from the inputs."""
+    """Per module of a mapped netlist (write_verilog -noattr), per LUT output net the LUT levels from the
+    module's inputs, and the nets on its CARRY4s' S pins."""
     import re
-    drivers = {}
-    for kind, body in re.findall(r"\b(LUT\d)\s*#\(.*?\)\s*\S+\s*\((.*?)\);", netlist, re.S):
-        pins = {name: net.strip() for name, net in re.findall(r"\.(\w+)\(([^)]*)\)", body)}
-        out = pins.pop("O")
-        drivers[out] = list(pins.values())
+    found = {}
+    for name, body in re.findall(r"^module (\S+?)\s*\(.*?\n(.*?)^endmodule", netlist, re.S | re.M):
+        drivers = {}
+        for _, cell in re.findall(r"\b(LUT\d)\s*#\(.*?\)\s*\S+\s*\((.*?)\);", body, re.S):
+            pins = {pin: net.strip() for pin, net in re.findall(r"\.(\w+)\(([^)]*)\)", cell)}
+            out = pins.pop("O")
+            drivers[out] = list(pins.values())
+        s_pins = [net.strip() for cell in re.findall(r"\bCARRY4\s*\S+\s*\((.*?)\);", body, re.S)
+                  for net in re.search(r"\.S\(\{?([^)}]*)\}?\)", cell).group(1).split(",")]
 
-    def depth(net):
-        return 1 + max(map(depth, drivers[net]), default=0) if net in drivers else 0
-    return [depth(net) for net in drivers]
+        def depth(net):
+            return 1 + max(map(depth, drivers[net]), default=0) if net in drivers else 0
+        found[name.lstrip("\\")] = ({net: depth(net) for net in drivers}, [depth(net) for net in s_pins])
+    return found
 
 
 @pytest.mark.synth
-def test_a_product_is_one_lut_a_bit_when_synthesized_alone(tmp_path):
+def test_each_piece_maps_to_the_lut_levels_the_delay_model_counts(tmp_path):
     """The delay model counts an element's product by a weight's odd part (a function of the element's
-    <= 6 bits) as one LUT level: each product a module of its own (bit_heap.ProductLUTs) must map so in
-    Yosys (in the layer's module abc mapped the jet tagger's products as the ripple they are written as,
-    four LUT levels). Three products side by side, each on its own element, signed and unsigned."""
+    <= 6 bits) and the activation (its level bit, the clip, the tie) as one LUT level, the LUT before a
+    two-row carry chain as one and before a ternary adder's as two (layers/delay_model.carry_chain_ns):
+    each piece a module of its own, Yosys must map them so (in the layer's module abc had mapped the jet
+    tagger's products as the ripple they are written as, four LUT levels, and its activation as two)."""
     from amaranth.back import verilog
-    from amaranth.hdl import Elaboratable, Module
+    from amaranth.hdl import Cat, Const, Elaboratable, Module, Signal
     from boards.yosys import synthesize
-    from layers.bit_heap import ProductLUTs
+    from layers.bit_heap import ProductLUTs, RowAdder
+    from layers.requant_shift import ActivationLUTs, PowerOfTwoRequant
 
-    class Products(Elaboratable):
+    class Pieces(Elaboratable):
         def __init__(self):
-            self.units = [ProductLUTs(27, 6, True), ProductLUTs(11, 6, False), ProductLUTs(13, 5, True)]
+            self.products = [ProductLUTs(27, 6, True), ProductLUTs(11, 6, False), ProductLUTs(13, 5, True)]
+            # (floor: half-even's tie is a LUT of the sum's low bits, early off the chain, before the level's)
+            act = PowerOfTwoRequant((3,), 4, "floor", (True,), 7)
+            self.activation = ActivationLUTs(act, 0, 10, DataType["UINT3"], 0)
+            self.bits = Signal(3 * 16)
+            self.adders = [RowAdder([[(self.bits[rows * b + r], (b + r) % 3 == 0) for r in range(rows)]
+                                     + ([(Const(1, 1), False)] if b == 5 and rows == 2 else []) for b in range(16)],
+                                    16, rows) for rows in (3, 2)]
 
         def elaborate(self, platform):
             m = Module()
-            for k, unit in enumerate(self.units):
+            for k, unit in enumerate(self.products):
                 m.submodules[f"p{k}"] = unit
+            m.submodules.act = self.activation
+            for rows, unit in zip((3, 2), self.adders):
+                m.submodules[f"add{rows}"] = unit
+                m.d.comb += unit.i.eq(Cat(*unit.sources))
             return m
 
-    top = Products()
-    ports = [sig for unit in top.units for sig in (unit.x, unit.p)]
+    top = Pieces()
+    ports = [sig for unit in top.products for sig in (unit.x, unit.p)] + [top.activation.v, top.activation.lane,
+                                                                          top.bits] + [u.s for u in top.adders]
     report = synthesize(verilog.convert(top, name="top", ports=ports, emit_src=False), top="top", workdir=tmp_path,
-                        netlist=("top", "netlist.v"))
-    depths = _lut_depths((tmp_path / "netlist.v").read_text())
-    assert depths and max(depths) == 1
+                        hierarchy=True, netlist=("top", "netlist.v"))
+    modules = _lut_depths((tmp_path / "netlist.v").read_text())
+    products = [modules[f"top.p{k}"][0] for k in range(3)]
+    assert all(max(depths.values()) == 1 for depths in products)
     # at most a LUT a bit but bit 0 (the element's own bit; a bit equal to another needs none), none between
-    assert len(depths) == report.lut <= sum(len(unit.p) - 1 for unit in top.units)
+    assert sum(map(len, products)) <= sum(len(unit.p) - 1 for unit in top.products)
+    assert max(modules["top.act"][0].values()) == 1
+    ternary, binary = modules["top.add3"][1], modules["top.add2"][1]
+    assert len(ternary) >= 16 and max(ternary) <= 2 and len(binary) >= 16 and max(binary) == 1
+    assert report.lut > 0
 
 
 @pytest.mark.synth
