@@ -247,13 +247,11 @@ def unpack_products(product, shift):
     return low, high
 
 
-def adder_tree(terms, *, m=None, advance=None, levels_per_stage=0, name="sum", keep=False, lead_levels=0):
+def adder_tree(terms, *, m=None, advance=None, levels_per_stage=0, name="sum", keep=False):
     """Sum of ``terms`` as a balanced tree; returns (sum, register stages).
 
     With ``m`` and ``levels_per_stage``, a pipeline register (loading on ``advance``) follows every
     ``levels_per_stage`` levels of adders, except after the last; without them the sum is combinational.
-    ``lead_levels``: levels of logic the terms already passed since their register (a Booth row's LUT),
-    counted as the tree's: the first register comes that many adder levels sooner.
 
     ``keep`` (with ``m``): every sum on a wire Yosys keeps, so that each adder stays a carry chain of its
     own. Otherwise Yosys' alumacc merges the adders between two registers into one $macc, built as a
@@ -268,7 +266,7 @@ def adder_tree(terms, *, m=None, advance=None, levels_per_stage=0, name="sum", k
         if keep and m is not None:
             terms = [_kept(m, t, f"{name}_k{level}_{k}") for k, t in enumerate(terms)]
         level += 1
-        if m is not None and levels_per_stage and (level + lead_levels) % levels_per_stage == 0 and len(terms) > 1:
+        if m is not None and levels_per_stage and level % levels_per_stage == 0 and len(terms) > 1:
             terms = [register(m, advance, t, name=f"{name}_l{level}_{k}") for k, t in enumerate(terms)]
             stages += 1
     return terms[0], stages
@@ -282,19 +280,19 @@ def _kept(m, value, name):
     return sig
 
 
-def tree_stages(n_terms, levels_per_stage, lead_levels=0):
+def tree_stages(n_terms, levels_per_stage):
     """Register stages :func:`adder_tree` inserts for ``n_terms`` inputs."""
     levels = math.ceil(math.log2(n_terms)) if n_terms > 1 else 0
-    return (levels - 1 + lead_levels) // levels_per_stage if levels and levels_per_stage else 0
+    return (levels - 1) // levels_per_stage if levels and levels_per_stage else 0
 
 
-def tree_register_bits(n_terms, width, levels_per_stage, lead_levels=0):
+def tree_register_bits(n_terms, width, levels_per_stage):
     """Flip-flops of the pipeline registers :func:`adder_tree` inserts for ``n_terms`` terms of about
     ``width`` bits (each level one bit wider)."""
     bits, level = 0, 0
     while n_terms > 1:
         n_terms, level = -(-n_terms // 2), level + 1
-        if levels_per_stage and (level + lead_levels) % levels_per_stage == 0 and n_terms > 1:
+        if levels_per_stage and level % levels_per_stage == 0 and n_terms > 1:
             bits += n_terms * (width + level)
     return bits
 

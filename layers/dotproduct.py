@@ -345,13 +345,11 @@ class UnitSpec(StreamContract):
 
     @property
     def booth_products(self):
-        """Fabric products of 8-bit two's-complement weights and unsigned inputs (res_type lut, fixed
-        weights) as radix-4 Booth rows (:func:`layers.datapath.booth_rows`): four rows a product instead of
-        eight, the lanes' trees summing them; what the rows leave out depends on the weights alone, so
-        each lane's accumulator starts a fold at its channel's sum of :func:`layers.datapath.booth_offset`
-        instead of 0. Yosys, UINT8 x INT8, a lane of SIMD 8 with its tree: 554 LUT against 858. A row bit is
-        a LUT of its own before the first adder's, so it counts as a level of the tree (``lead_levels``:
-        with the first two adders in its cycle, ~163 MHz by Yosys sta and ``boards.timing``, SIMD 16)."""
+        """Fabric products of 8-bit two's-complement weights and unsigned inputs (res_type lut, fixed weights) as
+        radix-4 Booth rows (:func:`layers.datapath.booth_rows`): four rows a product instead of eight, the lanes'
+        trees summing them; what the rows leave out depends on the weights alone, so each lane's accumulator
+        starts a fold at its channel's sum of :func:`layers.datapath.booth_offset` instead of 0. Yosys, UINT8 x
+        INT8, a lane of SIMD 8 with its tree: 554 LUT against 858."""
         w, x = self.weight_dtype, self.input_dtype
         return (self.res_type == "lut" and not self.xnor and self.pipeline == "throughput"
                 and self.offset_operands and self.replays_input and self.mem_mode != "external"
@@ -407,10 +405,13 @@ class UnitSpec(StreamContract):
 
     @property
     def registers_operands(self):
-        """The operands get a second register after the weight memory when it is block RAM: its
-        clock-to-out (~2.5 ns) would otherwise start the products' path (~130 MHz behind a RAMB36 by
-        ``boards.timing``, 150 with rows)."""
+        """The operands get a second register after the weight memory when it is block RAM: its clock-to-out
+        (~2.5 ns) would otherwise start the products' path (~130 MHz behind a RAMB36 by ``boards.timing``)."""
         return self.mem_mode == "internal_embedded" and self.weight_ram_style == "block"
+
+    @property
+    def tree_levels_per_stage(self):    # Booth rows (LUT, ~20-bit sums): an adder a cycle (two, and the row: ~163 MHz)
+        return 1 if self.booth_products else TREE_LEVELS_PER_STAGE
 
     @property
     def tree_terms(self):
@@ -464,8 +465,7 @@ class UnitSpec(StreamContract):
     def pipeline_depth(self):
         """Register stages from issuing a (vector, nf, sf) step to its output reaching the FIFO."""
         tree = (heap_stages(self) if self.uses_heap
-                else 0 if self.chains_in_dsp else tree_stages(self.tree_terms, TREE_LEVELS_PER_STAGE, int(self.booth_products))
-                ) + int(self.registers_sum)
+                else 0 if self.chains_in_dsp else tree_stages(self.tree_terms, self.tree_levels_per_stage)) + int(self.registers_sum)
         # P (or the chain's sum accumulated in fabric), the carries' sum, the two lanes restored
         accumulator = 3 if self.accumulates_in_dsp or self.chains_in_dsp else 1
         operands = int(self.registers_operands or self.registers_replayed_input)

@@ -89,7 +89,7 @@ def unit_resource_estimate(spec):
     if spec.csd_products:           # each lane's own terms, of about the input's width
         ff += sum(tree_register_bits(int(r), ib + 2, TREE_LEVELS_PER_STAGE) for r in spec.csd_lane_terms())
     elif spec.product_rows > 1:
-        ff += spec.pe * tree_register_bits(spec.tree_terms, wb + ib - 3, TREE_LEVELS_PER_STAGE, int(spec.booth_products))
+        ff += spec.pe * tree_register_bits(spec.tree_terms, wb + ib - 3, spec.tree_levels_per_stage)
     if spec.registers_operands or spec.registers_replayed_input:
         ff += spec.weight_width + spec.in_width
     if spec.uses_heap and not spec.xnor:

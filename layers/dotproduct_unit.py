@@ -215,8 +215,8 @@ class DotProductUnit(wiring.Component):
             if spec.uses_heap:
                 total, stages = popcount_heap(m, advance, prods, term_inputs=spec.heap_term_inputs, name=f"sum{p}")
             else:
-                total, stages = adder_tree(prods, m=m, advance=advance, levels_per_stage=TREE_LEVELS_PER_STAGE,
-                                           name=f"sum{p}", keep=keeps_sums(spec), lead_levels=int(spec.booth_products))
+                total, stages = adder_tree(prods, m=m, advance=advance, levels_per_stage=spec.tree_levels_per_stage,
+                                           name=f"sum{p}", keep=keeps_sums(spec))
             if spec.csd_products:           # lanes of fewer terms: delayed to the longest lane's stages
                 full = tree_stages(spec.tree_terms, TREE_LEVELS_PER_STAGE)
                 total, stages = self._delay(m, advance, total, full - stages, f"sum{p}_pad"), full

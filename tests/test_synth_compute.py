@@ -93,16 +93,18 @@ def test_embedded_few_word_weight_estimate_follows_yosys(wdt, idt, mw, xnor, fol
 @pytest.mark.slow
 @pytest.mark.parametrize("res_type, pe, simd", [("lut", 2, 16), ("dsp", 4, 16), ("dsp", 16, 1)])
 def test_int8_mvau_with_block_ram_weights_meets_200_mhz(res_type, pe, simd):
-    """The generator's layers: INT8 weights in block RAM, fabric MACs (as partial-product rows of the
-    pipelined tree) or packed DSP48E1 pairs, split per product (SIMD 16) or accumulated in P (SIMD 1).
-    Every register-to-register path by Yosys sta and the delay model of boards.timing is under 5 ns
-    (before: ~128 MHz, the BRAM's clock-to-out starting a multiplier, or the packed weight's borrow
-    chain in front of the DSP), and every DSP48E1 uses its A, B, M and P registers."""
+    """The generator's layers: INT8 weights in block RAM, fabric MACs (as radix-4 Booth rows of the
+    pipelined tree, an adder level a cycle) or packed DSP48E1 pairs, chained through the cascade (SIMD 16)
+    or accumulated in P (SIMD 1). Every register-to-register path by Yosys sta and the delay model of
+    boards.timing is under 5 ns (before: ~128 MHz, the BRAM's clock-to-out starting a multiplier, or the
+    packed weight's borrow chain in front of the DSP; with the paths between registers seen (issue 43):
+    ~163 MHz, a Booth row and two ~20-bit adders a cycle, ~134 MHz, the chain's canary rises summed in one
+    cycle), and every DSP48E1 uses its A, B, M and P registers."""
     w = np.random.default_rng(0).integers(-128, 128, size=(256, 16))
     spec = MVAUSpec(256, 16, simd, pe, "UINT8", "INT8", w, res_type=res_type, mem_mode="internal_embedded",
                     ram_style="block")
-    assert spec.registers_operands and (spec.product_rows == 8) == (res_type == "lut")
-    assert spec.accumulates_in_dsp == (simd == 1)
+    assert spec.registers_operands and spec.booth_products == (spec.product_rows == 4) == (res_type == "lut")
+    assert spec.accumulates_in_dsp == (simd == 1) and spec.chains_in_dsp == (res_type == "dsp" and simd > 1)
     r = synthesize(MVAU(spec), sta=True)
     assert r.paths["top"].fmax_mhz >= 200, r.paths["top"]
     assert r.dsp == spec.resource_estimate().dsp
