@@ -2,7 +2,7 @@
 counts bit for bit (:func:`requantize`, six register stages; two where :func:`lean_requant` allows), and
 the per-channel constant words it reads. The form itself, its fit and its cost are :mod:`layers.requant`."""
 
-from amaranth.hdl import Const, Mux, Signal, signed, unsigned
+from amaranth.hdl import Cat, Const, Mux, Signal, signed, unsigned
 from amaranth.lib.memory import Memory
 
 from layers.datapath import register
@@ -55,10 +55,22 @@ def requantize_started(m, advance, valid, values, form, *, name="rq"):
     sh = form.shift - (int(form.multipliers[0]).bit_length() - 1)
     counts = []
     for p, value in enumerate(values):
-        q, rem = value[sh:].as_signed(), value[:sh]
-        raw = q if form.rounding == "floor" else Mux(q[0] & (rem == 0), q - 1, q)
-        counts.append(register(m, advance, _clip(raw, form), name=f"{name}_count1_{p}"))
+        counts.append(register(m, advance, _rounded_level(value[sh:].as_signed(), value[:sh], form),
+                               name=f"{name}_count1_{p}"))
     return register(m, advance, valid, name=f"{name}_v1", reset_less=False), counts
+
+
+def _rounded_level(q, rem, form):
+    """clip(q - (q odd and rem = 0 under half_even), 0, levels), the lean requantizer's last stage. Where the
+    levels are 2^k - 1 (k-bit outputs) in LUTs alone: q - 1 of an odd q only clears bit 0, and q - down > 2^k
+    - 1 exactly when q > 2^k - 1 (2^k is even: no down), which is an OR of q's bits from k up; the
+    subtraction and the two comparisons as carry chains after the accumulator's register were ~135 MHz
+    (Yosys, the unpruned jet tagger's MVAU_1)."""
+    k, down = form.levels.bit_length(), Const(0, 1) if form.rounding == "floor" else q[0] & (rem == 0)
+    if k < 1 or form.levels != (1 << k) - 1 or len(q) <= k:
+        return _clip(Mux(down, q - 1, q), form)
+    level = Cat(q[0] & ~down, q[1:k])
+    return Cat(Mux(q[-1], 0, Mux(q[k:-1].any(), form.levels, level))[:k], Const(0, form.level_bits - k))
 
 
 def _lane_word(m, form, fields, pe, p, cf, name, *, enable=None):
@@ -91,9 +103,7 @@ def _requantize_lean(m, advance, valid, values, cf, form, pe, name):
         with m.If(advance):
             m.d.sync += z.eq((value << log2m) + _unpack(word, fields, form)["b"])
         sh = form.shift
-        q, rem = z[sh:].as_signed(), z[:sh]
-        raw = q if form.rounding == "floor" else Mux(q[0] & (rem == 0), q - 1, q)
-        counts.append(register(m, advance, _clip(raw, form), name=f"{name}_count2_{p}"))
+        counts.append(register(m, advance, _rounded_level(z[sh:].as_signed(), z[:sh], form), name=f"{name}_count2_{p}"))
     for s in range(1, LEAN_REQUANT_STAGES + 1):
         valid = register(m, advance, valid, name=f"{name}_v{s}", reset_less=False)
     return valid, counts

@@ -165,3 +165,33 @@ def test_mvau_csd_products(pruned_layers, layer, simulator):
 def test_pipeline_names_legal_values(jet_layers):
     with pytest.raises(ValueError, match=r"MVAU pipeline must be one of throughput, latency, distributed, not 'fast'"):
         jet_layers[3].spec(pipeline="fast")
+
+
+@pytest.mark.parametrize("rounding", ["half_even", "floor"])
+def test_rounded_level_in_luts_equals_the_subtraction_and_clip(rounding):
+    """The lean requantizer's last stage without carry chains (levels 2^k - 1: q - 1 of an odd q clears bit 0,
+    the clip an OR of the high bits) against clip(q - down, 0, levels) itself, every q and remainder of a
+    small form; levels 5 takes the general form."""
+    from types import SimpleNamespace
+    from amaranth.hdl import Module, Mux, Signal, signed
+    from amaranth.sim import Simulator
+    from layers.requant_hw import _clip, _rounded_level
+    for levels, level_bits in ((63, 7), (3, 3), (5, 3)):
+        form = SimpleNamespace(levels=levels, level_bits=level_bits, rounding=rounding)
+        m = Module()
+        q, rem, fast, slow = Signal(signed(8)), Signal(3), Signal(16), Signal(16)
+        down = q[0] & (rem == 0) if rounding == "half_even" else 0
+        m.d.comb += [fast.eq(_rounded_level(q, rem, form)), slow.eq(_clip(Mux(down, q - 1, q), form))]
+        bad = []
+
+        async def bench(ctx):
+            for qv in range(-128, 128):
+                for r in range(8):
+                    ctx.set(q, qv)
+                    ctx.set(rem, r)
+                    if ctx.get(fast) != ctx.get(slow):
+                        bad.append((qv, r))
+        sim = Simulator(m)
+        sim.add_testbench(bench)
+        sim.run()
+        assert not bad, (levels, bad[:4])
