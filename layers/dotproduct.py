@@ -13,8 +13,7 @@ from qonnx.core.datatype import DataType
 from layers.datapath import (DSP_P_BITS, check_dtype, check_fits, dtype_for_range, dtype_range, packing_shift,
                              shape_for_range, tree_stages)
 from layers.dotproduct_cost import unit_resource_estimate
-from layers.dotproduct_latency import (canonical_digits, digit_bits, registers_dsp_operands, registers_input,
-                                       starts_requant)
+from layers.dotproduct_latency import canonical_digits, digit_bits, registers_dsp_operands, registers_input, starts_requant
 from layers.dotproduct_unit import TREE_LEVELS_PER_STAGE
 from layers.fifo import output_fifo_spec
 from layers.op import ArrayMemo, StreamContract
@@ -445,7 +444,8 @@ class UnitSpec(StreamContract):
         w = self.weight_dtype
         signed_int = w.is_integer() and w.signed() and w.bitwidth() >= 2 and w != BIPOLAR
         return (self.offset_operands and self.res_type == "lut" and not self.xnor and self.replays_input and self.pe > 1
-                and (signed_int or self.selects_bipolar_weights) and not self.csd_products and not self.booth_products)
+                and (signed_int or self.selects_bipolar_weights)      # digit rows: signed ROM rows, no correction
+                and not (self.csd_products or self.booth_products or digit_bits(self)))
 
     @property
     def selects_bipolar_weights(self):
