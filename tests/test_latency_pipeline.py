@@ -66,8 +66,9 @@ def _first_out_after_lead(spec, simulator):
 # (layer, PE, SIMD, resType): SF = 1 and NF > 1 (ROM-read requant words), SF > 1 and NF = 1, both > 1, no
 # activation. The three big ones take minutes in Icarus: slow.
 # The issue stage without a register (registers_input False): (0, 8, 16) SF = 1, the word held for the replays
-# behind a mux; (3, 5, 4) NF = 1, SF = 8; (2, 4, 32) SF = 1 in fabric. (1, 8, 16): a replay buffer, registered.
-LATENCY_CASES = [(0, 8, 16, "dsp"), (3, 5, 4, "lut")] + [pytest.param(*case, marks=pytest.mark.slow) for case in
+# behind a mux; (3, 5, 4) NF = 1, SF = 8; (3, 1, 32) and (2, 4, 32) SF = 1 in fabric, digit rows over the NF
+# folds. (1, 8, 16): a replay buffer, registered.
+LATENCY_CASES = [(0, 8, 16, "dsp"), (3, 5, 4, "lut"), (3, 1, 32, "lut")] + [pytest.param(*case, marks=pytest.mark.slow) for case in
                                                         ((2, 4, 32, "lut"), (2, 32, 8, "lut"), (1, 8, 16, "lut"), (3, 5, 32, "lut"))]
 
 
