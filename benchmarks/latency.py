@@ -100,8 +100,8 @@ def _yosys_cell(r):
 
 
 def _fmax_cell(r):
-    """The design's Fmax estimate by parts (a layer's paths from its input ports count the clock-to-out of
-    the register that drives them), and the slowest layer's."""
+    """The design's Fmax estimate by parts (each layer between registers: boards.yosys_parts), and the
+    slowest layer's."""
     design, layers = r["timing"]["design"], r["timing"]["layers"]
     worst = min(layers.items(), key=lambda item: item[1]["fmax_mhz_estimate"], default=None)
     text = "-" if design is None else f"~{design['fmax_mhz_estimate']:.0f} MHz"
@@ -111,33 +111,16 @@ def _fmax_cell(r):
 
 
 def flat_fmax(yosys_dir):
-    """The accelerator's longest path over its whole mapped netlist (its layers flattened into one module),
-    by the same ``sta`` and delay model as the by-parts estimate, which analyses each layer alone: this one
-    also sees the paths from one layer's last register through the next layer's first logic (chained
-    layers, no FIFO between them). A CriticalPath, or None without the netlist."""
-    from boards.timing import parse_sta
-    from boards.yosys import _yosys_command
+    """The accelerator's longest path over its whole mapped netlist (its layers flattened into one module,
+    :func:`boards.yosys.netlist_path`: the same ``sta`` and delay model as the by-parts estimate, which
+    analyses each layer alone between registers): this one also sees the paths from one layer's last
+    register through the next layer's first logic (chained layers, no FIFO between them). A CriticalPath,
+    or None without the netlist."""
+    from boards.yosys import netlist_path
     from rtlgen.backend.build import NETLIST_FILE
     from rtlgen.backend.stitch import DEFAULT_TOP_NAME
     netlist = Path(yosys_dir) / NETLIST_FILE
-    if not netlist.exists():
-        return None
-    with tempfile.TemporaryDirectory() as tmp:
-        script = Path(tmp) / "flat.ys"
-        # each part was synthesized as a top, with I/O buffers on its ports: wires inside the design
-        (Path(tmp) / "buffers.v").write_text("module IBUF(input I, output O); assign O = I; endmodule\n"
-                                             "module OBUF(input I, output O); assign O = I; endmodule\n")
-        script.write_text("\n".join([f"read_verilog {netlist}", f"read_verilog {tmp}/buffers.v",
-                                      f"hierarchy -top {DEFAULT_TOP_NAME}", "flatten",
-                                      f"hierarchy -top {DEFAULT_TOP_NAME}",
-                                      "read_verilog -lib -specify +/xilinx/cells_sim.v",
-                                      f"tee -q -o {tmp}/sta.txt sta"]) + "\n")
-        run = subprocess.run([*_yosys_command(), "-q", "-l", f"{tmp}/yosys.log", str(script)], capture_output=True,
-                             text=True, cwd=tmp)
-        if run.returncode != 0 or not (Path(tmp) / "sta.txt").exists():
-            raise RuntimeError(f"flat sta failed: {run.stdout[-300:]} {run.stderr[-300:]}")
-        paths = parse_sta((Path(tmp) / "sta.txt").read_text())
-    return paths.get(DEFAULT_TOP_NAME)
+    return netlist_path(netlist, DEFAULT_TOP_NAME) if netlist.exists() else None
 
 
 def _flat_fmax_text(yosys_dir):

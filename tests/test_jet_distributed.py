@@ -435,3 +435,25 @@ def test_flip_flop_estimate_counts_the_bits_channels_share_once():
               for bit in plan.held(c)[r][1]}
     assert plan.used_pairs() and copies > len(shared) + 50          # the premise: channels share many
     assert synthesize(DistributedUnit(spec)).ff == spec.resource_estimate().ff
+
+
+def test_a_latency_designs_hardware_onnx_compiled_for_throughput_plans_for_its_fifos(tmp_path, capsys):
+    """A --objective latency design's model_hw.onnx (FINN's hardware-layer ONNX, whose folding a compile keeps)
+    carries its links: ``input_ns`` > 0 (a producer's tail in the input's cycle), ``output_fifo`` off (no
+    FIFO's mux behind). Compiled without the objective, every boundary gets a FIFO: each layer is then
+    planned for it (input_ns 0, output_fifo on), not for the links it no longer has."""
+    from rtlgen.cli import main
+
+    def links(out):
+        layers = json.loads((out / "report.json").read_text())["layers"]
+        return {l["name"]: (l["folding"]["input_ns"], bool(l["folding"]["output_fifo"])) for l in layers
+                if l["op_type"] == "MVAU"}, [l["op_type"] for l in layers].count("StreamingFIFO")
+    assert main(["compile", str(TINY), "-o", str(tmp_path / "lat"), "--fit", "pynq-z2", "--objective", "latency",
+                 "--clock-mhz", "200", "--input-dtype", "FIXED<16,6>", "-q"]) == 0
+    chained, _ = links(tmp_path / "lat")
+    assert any(ns > 0 for ns, _ in chained.values()) and not all(fifo for _, fifo in chained.values())
+    assert main(["compile", str(tmp_path / "lat" / "model_hw.onnx"), "-o", str(tmp_path / "thr"), "--clock-mhz", "200",
+                 "-q"]) == 0
+    again, fifos = links(tmp_path / "thr")
+    assert fifos == len(again) + 1 and set(again.values()) == {(0.0, True)}
+    capsys.readouterr()

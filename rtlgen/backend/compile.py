@@ -27,7 +27,7 @@ from rtlgen.flows import (CHECK_FIT, FOLD, INSERT_DUPLICATES, LOAD, PLACE_MEMORI
                           inserted_nodes)
 from rtlgen.options import CompileOptions
 from rtlgen.passes.insert import insert_dwcs_and_fifos
-from rtlgen.passes.fifo_links import chain_layers
+from rtlgen.passes.fifo_links import chain_layers, unlinked
 from rtlgen.passes.latency import fall_through_fifos
 from rtlgen.passes.optimize import RESOURCES, design_estimate
 from rtlgen.passes.size_fifos import analytic_fifo_depths, check_fifo_depths, join_fifo_depths
@@ -48,6 +48,8 @@ def _insert_fifos(graph, options):
     stitched = check_fifo_depths(insert_dwcs_and_fifos(graph, depths))
     if getattr(options, "objective", "throughput") == "latency":
         stitched = chain_layers(fall_through_fifos(stitched))   # latency 1 each; none between chained layers
+    else:
+        stitched = unlinked(stitched)       # a latency design's folding.json: planned for the FIFOs it gets
     return stitched
 
 

@@ -18,7 +18,7 @@ import numpy as np
 from rtlgen.analyses.timing import graph_timing, tensor_words
 from rtlgen.ir.graph import is_role
 
-__all__ = ["chain_layers"]
+__all__ = ["chain_layers", "unlinked"]
 
 
 def _chains(node):
@@ -63,6 +63,26 @@ def chain_layers(graph):
                 chain.append(after[chain[-1].outputs[0]])
             _place_chain(chain)
     return graph.copy(nodes=nodes).check()
+
+
+def unlinked(graph):
+    """``graph`` (stitched with a FIFO at every boundary: the throughput objective) with the link attributes a
+    latency compile's folding.json carries undone where a FIFO stands: ``input_ns`` 0 after a FIFO (its
+    register drives the input), ``output_fifo`` True before one. Such a folding compiled without
+    ``--objective latency`` then plans its registers for the FIFOs it has (a layer planned for no FIFO's mux
+    behind it would miss the clock by that mux)."""
+    graph = graph.copy()
+    producer = {t: n for n in graph.nodes for t in n.outputs}
+    reader = {t: n for n in graph.nodes for t in n.inputs}
+    for node in graph.nodes:
+        if is_role(node, "fifo"):
+            continue
+        if node.folding.get("input_ns") and all(is_role(producer[t], "fifo") for t in node.inputs if t in producer):
+            node.folding["input_ns"] = 0.0
+        if not node.folding.get("output_fifo", True) and all(is_role(reader[t], "fifo") for t in node.outputs
+                                                            if t in reader):
+            node.folding["output_fifo"] = True
+    return graph
 
 
 IDLE_FRAMES = 3         # frames at full rate over which a FIFO must never hold a word to be dropped
