@@ -102,8 +102,10 @@ def digit_bits(spec):
     step's a address bits), d = 6 - a >= 2 bits, where that gives fewer rows than one a bit of the
     narrower operand. No DSPs, XNORs, Booth or CSD rows."""
     ib, wb = spec.input_dtype.bitwidth(), spec.weight_dtype.bitwidth()
-    if spec.registers_input or spec.wmem < 2 or spec.res_type != "lut" or spec.xnor or spec.csd_products \
-            or spec.booth_products or min(wb, ib) < 2:
+    # the operands' widths first: registers_input asks uses_heap, whose constant BIPOLAR selections ask
+    # offset_weights, which asks this again (a 1-bit operand never takes digit rows)
+    if min(wb, ib) < 2 or spec.wmem < 2 or spec.res_type != "lut" or spec.xnor or spec.csd_products \
+            or spec.booth_products or spec.registers_input:
         return 0
     d = LUT_INPUTS - (spec.wmem - 1).bit_length()
     return d if d >= 2 and -(-ib // d) < min(wb, ib) else 0
