@@ -323,6 +323,19 @@ def adder_counter(m, bits, name):
     return [columns[j][0] if j < len(columns) and columns[j] else C(0, 1) for j in range(len(bits).bit_length())]
 
 
+def _inputs(i, groups):
+    """A module's groups of (bit, inverted) as values inside it: each bit not a constant the next bit of its
+    input ``i`` (in order), inverted here where its term is negative (in the LUT that takes it)."""
+    taken = iter(range(len(i)))
+    values = []
+    for group in groups:
+        values.append([])
+        for bit, inv in group:
+            value = bit if isinstance(bit, Const) else i[next(taken)]
+            values[-1].append(~value if inv else value)
+    return values
+
+
 class CounterLevel(Elaboratable):
     """One level of a channel's counters in a module of its own: Yosys maps each module alone (``rtlgen
     build`` keeps the hierarchy), so its counters become the planned LUTs, a LUT an output bit; in one
@@ -342,12 +355,7 @@ class CounterLevel(Elaboratable):
 
     def elaborate(self, platform):
         m = Module()
-        taken = iter(range(len(self.i)))
-        for g, (group, out) in enumerate(zip(self._groups, self._outs)):
-            bits = []
-            for bit, inv in group:
-                value = bit if isinstance(bit, Const) else self.i[next(taken)]
-                bits.append(~value if inv else value)
+        for g, (bits, out) in enumerate(zip(_inputs(self.i, self._groups), self._outs)):
             m.d.comb += out.eq(Cat(*COUNTER(m, bits, f"g{g}")))
         return m
 
@@ -419,9 +427,10 @@ class RowAdder(Elaboratable):
     summed modulo 2^width, in a module of its own (as :class:`CounterLevel`; its inputs the columns' bits as
     they come, each inverted here where its term is negative, constants inside). Three rows: their parity
     plus their majority one column up, so that each bit's LUT before the CARRY4 sees its column's three bits
-    and the three below. Alone, Yosys maps that LUT as one LUT6 (the delay model's form); inside the layer's
-    module abc made it a majority LUT3 into an XOR LUT4 (the pruned jet tagger's MVAU_2 at ~194 MHz by the
-    register-to-register estimate, 0.9 ns over the model)."""
+    and the three below. abc maps it as a majority LUT3 into an XOR LUT4 (the majority is also the chain's DI),
+    alone as in the layer's module: :func:`layers.delay_model.carry_chain_ns` counts the two levels (one LUT6
+    would do; it needs an instantiated LUT6 and CARRY4). A module of its own so that its mapping does not
+    depend on the logic around it."""
 
     def __init__(self, columns, width, rows):
         # a plain bit first in each column: with two rows the chain's DI takes the first row's bit as it is
@@ -433,13 +442,7 @@ class RowAdder(Elaboratable):
 
     def elaborate(self, platform):
         m = Module()
-        taken = iter(range(len(self.i)))
-        values = []
-        for col in self._columns:
-            values.append([])
-            for bit, inv in col:
-                value = bit if isinstance(bit, Const) else self.i[next(taken)]
-                values[-1].append(~value if inv else value)
+        values = _inputs(self.i, self._columns)
         rows = [Cat(*[col[r] if r < len(col) else C(0, 1) for col in values]) for r in range(self._rows)]
         if self._rows == 2:
             m.d.comb += self.s.eq((rows[0] + rows[1])[:self._width])

@@ -121,7 +121,8 @@ class DistributedPlan:
     def activation_luts(self, c):
         """LUT levels of channel c's activation: an output bit is a function of its level bit, the level's
         bits above the output's (the clip) and, for the lowest, whether the bits below the level are zero
-        (half-even's tie, ready early: the low end of the carry chain): one LUT while at most six."""
+        (half-even's tie, taken as ready early from the low end of the carry chain: a known gap, a tie over
+        more than 6 bits is two LUT levels of its own, see layers/requant_shift.py): one LUT while at most six."""
         return 1 if self._activation_inputs(c) <= LUT_INPUTS else 2
 
     def activation_ns(self, c):

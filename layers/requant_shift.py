@@ -1,7 +1,7 @@
 """The activation of distributed arithmetic's bit heaps (:mod:`layers.distributed`): a threshold table whose
 levels are 2^s apart (a power-of-two scale before the quantizer, as hls4ml's jet tagger has), computed from
-the heap's sum by a shift, half-even's tie and a clip (:class:`PowerOfTwoRequant`), and its hardware, one
-LUT level after the heap's carry chain (:class:`ActivationLUTs`).
+the heap's sum by a shift, half-even's tie and a clip (:class:`PowerOfTwoRequant`), and its hardware after the
+heap's carry chain (:class:`ActivationLUTs`).
 """
 
 import math
@@ -78,9 +78,10 @@ def _equals_table(form, t, lo, hi):
 class ActivationLUTs(Elaboratable):
     """Channel c's activation from its heap's sum ``v`` (signed, ``width`` bits) to its output ``lane``, in a
     module of its own: each output bit is a function of its level bit, the level's bits above it (the clip)
-    and half-even's tie (the low bits' zero test, ready early from the chain's low end), so alone Yosys maps
-    it to one LUT (:meth:`layers.distributed.DistributedPlan.activation_luts`); in the layer's module abc
-    shared the clip between the bits (LUT4 -> LUT5 after the pruned jet tagger's MVAU_1 carry chain)."""
+    and half-even's tie (the low bits' zero test), so alone Yosys maps it to one LUT after the tie
+    (:meth:`layers.distributed.DistributedPlan.activation_luts`; in the layer's module abc shared the clip
+    between the bits: LUT4 -> LUT5). Known gap: the delay model counts the tie as free, but a tie over more
+    than 6 bits is two LUT levels of its own (the pruned jet tagger's MVAU_1: 3 levels, its ~185 MHz path)."""
 
     def __init__(self, act, c, width, output_dtype, act_val):
         self._act, self._c, self._output_dtype, self._act_val = act, c, output_dtype, act_val
