@@ -11,7 +11,7 @@ import math
 from layers.bit_heap import LUT_INPUTS
 
 __all__ = ["NET_NS", "SETUP_NS", "CLOCK_TO_Q_NS", "LUT_NS", "NEXT_FIFO_NS", "counter_ns", "carry_chain_ns",
-           "cycle_budget_ns", "place_registers"]
+           "tie_ns", "cycle_budget_ns", "place_registers"]
 
 NET_NS = 0.5
 SETUP_NS = 0.3
@@ -34,15 +34,25 @@ def counter_ns(inputs=LUT_INPUTS):
 
 def carry_chain_ns(width, rows=2):
     """The last ``rows`` rows of ``width`` bits added by one carry chain: a net, each bit's LUT (two rows: a
-    LUT2), the net from the LUT to the CARRY4 (a routed net to the Fmax estimate, which counts all but the
-    chain's own: left out, the pruned jet tagger's MVAU_1 planned for 200 MHz was ~183 MHz by it), the chain
-    to its top bit. Three rows (a ternary adder): their majority one column up takes a LUT3 and the bit's XOR
-    a LUT4 after it, a net between: abc maps the chain's S so (the majority is the chain's DI as well),
-    even with the adder a module of its own, where one LUT6 of the column's three bits and the three below
-    would do (the pruned jet tagger's MVAU_2 at ~194 MHz by the register-to-register estimate while the model
-    counted one LUT6)."""
-    front = LUT2_NS if rows <= 2 else LUT3_NS + NET_NS + LUT_NS[4]
+    LUT2; three, a ternary adder: a LUT6 of its column's three bits and the three below, the chain's S, from
+    a module of its own, :class:`layers.bit_heap.TernaryFront`), the net from the LUT to the CARRY4 (a routed
+    net to the Fmax estimate, which counts all but the chain's own: left out, the pruned jet tagger's MVAU_1
+    planned for 200 MHz was ~183 MHz by it), the chain to its top bit."""
+    front = LUT2_NS if rows <= 2 else LUT6_NS
     return 2 * NET_NS + front + CARRY_IN_NS + CARRY_THROUGH_NS * max(0, math.ceil(width / 4) - 2) + CARRY_OUT_NS
+
+
+def tie_ns(bits, rows=2):
+    """Half-even's tie beside the carry chain (:class:`layers.bit_heap.TieTest`), from the chain's inputs:
+    whether its low ``bits`` bits come out all zero, from its operands (three rows: from its S and DI, a
+    LUT6 after the rows; two: the rows): bit i is zero iff its operands' parity equals the carry into it,
+    and the carry into i, given the bits below zero, is the OR of bit i-1's operands, so the tests of bits
+    i..j need the operands of i-1..j alone: a LUT6 tests bits 0-2, then two bits each; then their AND, a
+    LUT level for each factor of six."""
+    levels, terms = 1, 1 + max(0, -(-(bits - 3) // 2))
+    while terms > 1:
+        terms, levels = -(-terms // LUT_INPUTS), levels + 1
+    return (NET_NS + LUT6_NS) * (levels + (rows > 2))
 
 
 def cycle_budget_ns(clock_mhz):

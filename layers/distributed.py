@@ -56,10 +56,10 @@ from amaranth.hdl import C, Cat, Const, Module, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from layers.bit_heap import LUT_INPUTS, ROWS, CounterLevel, PairAdder, ProductLUTs, RowAdder, channel_heap, choose_pairs, chosen_products, csd_digits, product_width
+from layers.bit_heap import LUT_INPUTS, ROWS, CounterLevel, PairAdder, ProductLUTs, RowAdder, TieTest, channel_heap, choose_pairs, chosen_products, csd_digits, product_width
 from layers.datapath import register
 from layers.delay_model import (CLOCK_TO_Q_NS, LUT6_NS, LUT_NS, NET_NS, NEXT_FIFO_NS, SETUP_NS,
-                                carry_chain_ns, counter_ns, cycle_budget_ns, place_registers)
+                                carry_chain_ns, counter_ns, cycle_budget_ns, place_registers, tie_ns)
 from layers.op import ArrayMemo, Resources
 from layers.requant_shift import ActivationLUTs, PowerOfTwoRequant, power_of_two_requant
 
@@ -113,16 +113,33 @@ class DistributedPlan:
         # the products' LUTs and the pairs' adders side by side: one step
         steps = [("pair" if ch.pairs else "product", max(before))] if before else []
         steps += [("counter", counter_ns(_largest(groups))) for _, groups in ch.levels]
-        steps.append(("carry", carry_chain_ns(ch.width, ch.rows)))
+        carry = carry_chain_ns(ch.width, ch.rows)
+        if self.tie_apart(c):       # the tie beside the chain, from its operands: ready with it or later
+            carry = max(carry, tie_ns(self.activation.shift, ch.rows))
+        steps.append(("carry", carry))
         if self.activation is not None:
             steps.append(("activation", self.activation_ns(c)))
         return steps
 
+    def tie_apart(self, c):
+        """Whether channel c's half-even tie (the sum's bits below the level all zero) is a test of its own
+        beside the carry chain (:class:`layers.requant_shift.TieTest`), one bit into the activation: where
+        with the level bit and the clip's bits it needs more than one LUT's inputs."""
+        return bool(self._tie_bits(c)) and 1 + self._above(c) + self._tie_bits(c) > LUT_INPUTS
+
+    def _tie_bits(self, c):
+        act = self.activation       # (a shift past the sum's top: the level is 0 or -1, clipped to 0, no tie)
+        return act.shift if act is not None and act.rounding == "half_even" and act.exact_low[c] and \
+            act.shift < self.channels[c].width else 0
+
+    def _above(self, c):
+        level_bits = max(1, self.activation.levels.bit_length())
+        return max(0, self.channels[c].width - self.activation.shift - level_bits)
+
     def activation_luts(self, c):
         """LUT levels of channel c's activation: an output bit is a function of its level bit, the level's
-        bits above the output's (the clip) and, for the lowest, whether the bits below the level are zero
-        (half-even's tie, taken as ready early from the low end of the carry chain: a known gap, a tie over
-        more than 6 bits is two LUT levels of its own, see layers/requant_shift.py): one LUT while at most six."""
+        bits above the output's (the clip) and, for the lowest, half-even's tie (the bits below the level
+        zero: those bits, or the one bit of the tie's own step): one LUT while at most six."""
         return 1 if self._activation_inputs(c) <= LUT_INPUTS else 2
 
     def activation_ns(self, c):
@@ -133,10 +150,7 @@ class DistributedPlan:
         return 2 * (NET_NS + LUT6_NS)
 
     def _activation_inputs(self, c):
-        level_bits = max(1, self.activation.levels.bit_length())
-        above = max(0, self.channels[c].width - self.activation.shift - level_bits)
-        tie = 1 if self.activation.rounding == "half_even" and self.activation.shift else 0
-        return 1 + above + tie
+        return 1 + self._above(c) + (1 if self.tie_apart(c) else self._tie_bits(c))
 
     def critical_ns(self):
         """The longest delay between two registers by the model (the next FIFO's mux included, or a chained
@@ -226,15 +240,18 @@ class DistributedPlan:
             columns = out[:ch.width]
             held.append(holding(columns))
         held.append((ch.width, set()))
+        if self.tie_apart(c):
+            held[-1] = (ch.width - self.activation.shift + 1, set())     # the level's bits and the tie
         if self.activation is not None:
             held.append((self.out_bits, set()))
         return held
 
 
 def _parity_luts(final):
-    """The ternary adder's LUTs besides one a bit: the parity a bit's DI takes, where its column or the one
-    below holds three bits (with two, DI is one of them)."""
-    return sum(1 for b, h in enumerate(final) if h >= 3 or (b and final[b - 1] >= 3))
+    """The ternary adder's LUTs besides one a bit (:class:`layers.bit_heap.TernaryFront`): the majorities
+    the chain's DI takes (:class:`layers.bit_heap.TernaryMajority`), one for each column of two bits or
+    more below the top."""
+    return sum(1 for h in final[:-1] if h >= 2)
 
 
 def _segments(n_steps, registers):
@@ -476,9 +493,18 @@ class DistributedUnit(wiring.Component):
             step += 1
         adder = m.submodules[f"c{c}_add"] = RowAdder(columns, ch.width, ch.rows)      # its LUTs one level
         m.d.comb += adder.i.eq(Cat(*adder.sources))
-        total = adder.s
+        total, tie = adder.s, None
+        if plan.tie_apart(c):       # half-even's tie beside the chain, from its operands
+            shift = plan.activation.shift
+            test = m.submodules[f"c{c}_tie"] = TieTest(adder.columns, shift, ch.rows)
+            m.d.comb += test.i.eq(adder.i) if ch.rows == 2 else [test.s.eq(adder.front_s), test.di.eq(adder.di)]
+            tie = test.zero
         if step in registers:
-            total = register(m, advance, total, name=f"c{c}_sum_r")
+            if tie is None:
+                total = register(m, advance, total, name=f"c{c}_sum_r")
+            else:           # the level's bits and the tie
+                held = register(m, advance, Cat(total[plan.activation.shift:], tie), name=f"c{c}_sum_r")
+                total, tie = Cat(C(0, plan.activation.shift), held[:-1]), held[-1]
         step += 1
         v = total.as_signed()
         ob = self._spec.output_dtype.bitwidth()
@@ -487,8 +513,10 @@ class DistributedUnit(wiring.Component):
             m.d.comb += lane.eq(v)
         else:
             unit = m.submodules[f"c{c}_act"] = ActivationLUTs(plan.activation, c, len(total), self._spec.output_dtype,
-                                                                self._spec.act_val)      # one LUT level
+                                                                self._spec.act_val, tie is not None)  # one LUT level
             m.d.comb += unit.v.eq(total)
+            if tie is not None:
+                m.d.comb += unit.tie.eq(tie)
             lane = unit.lane
             if step in registers:
                 lane = register(m, advance, lane, name=f"c{c}_act_r")

@@ -1,7 +1,7 @@
 """The activation of distributed arithmetic's bit heaps (:mod:`layers.distributed`): a threshold table whose
 levels are 2^s apart (a power-of-two scale before the quantizer, as hls4ml's jet tagger has), computed from
 the heap's sum by a shift, half-even's tie and a clip (:class:`PowerOfTwoRequant`), and its hardware after the
-heap's carry chain (:class:`ActivationLUTs`).
+heap's carry chain (:class:`ActivationLUTs`; half-even's tie beside the chain: :class:`layers.bit_heap.TieTest`).
 """
 
 import math
@@ -78,14 +78,18 @@ def _equals_table(form, t, lo, hi):
 class ActivationLUTs(Elaboratable):
     """Channel c's activation from its heap's sum ``v`` (signed, ``width`` bits) to its output ``lane``, in a
     module of its own: each output bit is a function of its level bit, the level's bits above it (the clip)
-    and half-even's tie (the low bits' zero test), so alone Yosys maps it to one LUT after the tie
+    and half-even's tie (the low bits' zero test), so alone Yosys maps it to one LUT
     (:meth:`layers.distributed.DistributedPlan.activation_luts`; in the layer's module abc shared the clip
-    between the bits: LUT4 -> LUT5). Known gap: the delay model counts the tie as free, but a tie over more
-    than 6 bits is two LUT levels of its own (the pruned jet tagger's MVAU_1: 3 levels, its ~185 MHz path)."""
+    between the bits: LUT4 -> LUT5). With ``tie_apart`` the tie comes in as a bit (``tie``, from
+      :class:`layers.bit_heap.TieTest`) and v's bits below the level are not read: a zero test over more bits than the LUT has
+    room for is levels of its own (the pruned jet tagger's MVAU_1, 8 low bits: two LUT levels, its ~185 MHz
+    path while the delay model counted the tie as free)."""
 
-    def __init__(self, act, c, width, output_dtype, act_val):
+    def __init__(self, act, c, width, output_dtype, act_val, tie_apart=False):
         self._act, self._c, self._output_dtype, self._act_val = act, c, output_dtype, act_val
+        self._tie_apart = tie_apart
         self.v = Signal(width, name="v")
+        self.tie = Signal(name="tie")
         self.lane = Signal(output_dtype.bitwidth(), name="lane")
 
     def elaborate(self, platform):
@@ -94,9 +98,10 @@ class ActivationLUTs(Elaboratable):
         s = act.shift
         q = v[s:].as_signed() if s < len(v) else Cat(v[-1], v[-1]).as_signed()     # -1 or 0
         if act.rounding == "half_even" and act.exact_low[self._c]:
-            tie = (v[:s] == 0) if s else C(1, 1)
+            tie = self.tie if self._tie_apart else (v[:s] == 0) if s else C(1, 1)
             q = Cat(q[0] & ~tie, q[1:]).as_signed()
         count = Mux(q < 0, 0, Mux(q > act.levels, act.levels, q))
         m.d.comb += self.lane.eq(activation_lane(count[:max(1, act.levels.bit_length())], self._output_dtype,
                                                  self._act_val))
         return m
+

@@ -366,29 +366,73 @@ def _lut_depths(netlist):
     return found
 
 
+@pytest.mark.parametrize("rows", [2, 3])
+def test_tie_test_beside_the_chain_equals_the_sums_low_bits_all_zero(rows):
+    """TieTest takes the carry chain's operands, not its sum: for every value of a small heap's columns (some
+    bits inverted, a constant one), its ``zero`` for each width of low bits equals the sum's low bits all
+    zero, the sum computed here by numpy."""
+    from amaranth.hdl import Cat, Const, Module, Signal
+    from amaranth.sim import Simulator
+    from layers.bit_heap import RowAdder, TieTest
+
+    width = 5 if rows == 2 else 4          # every input value: 1,024 and 4,096
+    bits = Signal(rows * width)
+    terms = [[(rows * b + r, (b + r) % 3 == 1) for r in range(rows)] for b in range(width)]
+    terms[1][-1] = (None, False)        # a constant one
+    columns = [[(Const(1, 1) if k is None else bits[k], inv) for k, inv in col] for col in terms]
+    m = Module()
+    adder = m.submodules.add = RowAdder(columns, width, rows)
+    m.d.comb += adder.i.eq(Cat(*adder.sources))
+    ties = []
+    for k in range(1, width + 1):
+        tie = m.submodules[f"tie{k}"] = TieTest(adder.columns, k, rows)
+        m.d.comb += [tie.i.eq(adder.i), tie.s.eq(adder.front_s[:k]), tie.di.eq(adder.di[:k])]
+        ties.append(tie.zero)
+    wrong = []
+
+    async def bench(ctx):
+        for value in range(1 << len(bits)):
+            ctx.set(bits, value)
+            total = sum((1 if k is None else (value >> k & 1) ^ inv) << b for b, col in enumerate(terms)
+                        for k, inv in col)
+            assert ctx.get(adder.s) == total % (1 << width)
+            for k, zero in enumerate(ties, 1):
+                if ctx.get(zero) != (total % (1 << k) == 0):
+                    wrong.append((value, k))
+    sim = Simulator(m)
+    sim.add_testbench(bench)
+    sim.run()
+    assert not wrong
+
+
 @pytest.mark.synth
 def test_each_piece_maps_to_the_lut_levels_the_delay_model_counts(tmp_path):
     """The delay model counts an element's product by a weight's odd part (a function of the element's
     <= 6 bits) and the activation (its level bit, the clip, the tie) as one LUT level, the LUT before a
-    two-row carry chain as one and before a ternary adder's as two (layers/delay_model.carry_chain_ns):
-    each piece a module of its own, Yosys must map them so (in the layer's module abc had mapped the jet
-    tagger's products as the ripple they are written as, four LUT levels, and its activation as two)."""
+    two-row carry chain as one and a ternary adder's S as one LUT6 (layers/delay_model.carry_chain_ns), the
+    half-even tie beside the chain as tie_ns's levels: each piece a module of its own, Yosys must map them
+    so (in the layer's module abc had mapped the jet tagger's products as the ripple they are written as,
+    four LUT levels, and its activation as two; a ternary adder in one module as a majority LUT3 into an XOR
+    LUT4, two levels)."""
     from amaranth.back import verilog
     from amaranth.hdl import Cat, Const, Elaboratable, Module, Signal
     from boards.yosys import synthesize
-    from layers.bit_heap import ProductLUTs, RowAdder
+    from layers.bit_heap import ProductLUTs, RowAdder, TieTest
+    from layers.delay_model import LUT6_NS, NET_NS, tie_ns
     from layers.requant_shift import ActivationLUTs, PowerOfTwoRequant
 
     class Pieces(Elaboratable):
         def __init__(self):
             self.products = [ProductLUTs(27, 6, True), ProductLUTs(11, 6, False), ProductLUTs(13, 5, True)]
-            # (floor: half-even's tie is a LUT of the sum's low bits, early off the chain, before the level's)
             act = PowerOfTwoRequant((3,), 4, "floor", (True,), 7)
             self.activation = ActivationLUTs(act, 0, 10, DataType["UINT3"], 0)
             self.bits = Signal(3 * 16)
             self.adders = [RowAdder([[(self.bits[rows * b + r], (b + r) % 3 == 0) for r in range(rows)]
                                      + ([(Const(1, 1), False)] if b == 5 and rows == 2 else []) for b in range(16)],
                                     16, rows) for rows in (3, 2)]
+            self.ties = {(rows, bits): TieTest(adder.columns, bits, rows)
+                         for rows, adder in zip((3, 2), self.adders) for bits in (3, 8, 13)}
+            self.zeros = Signal(len(self.ties))
 
         def elaborate(self, platform):
             m = Module()
@@ -398,11 +442,16 @@ def test_each_piece_maps_to_the_lut_levels_the_delay_model_counts(tmp_path):
             for rows, unit in zip((3, 2), self.adders):
                 m.submodules[f"add{rows}"] = unit
                 m.d.comb += unit.i.eq(Cat(*unit.sources))
+            for k, ((rows, bits), tie) in enumerate(self.ties.items()):
+                m.submodules[f"tie{rows}_{bits}"] = tie
+                adder = self.adders[rows == 2]
+                m.d.comb += [tie.i.eq(adder.i), tie.s.eq(adder.front_s[:bits]), tie.di.eq(adder.di[:bits]),
+                             self.zeros[k].eq(tie.zero)]
             return m
 
     top = Pieces()
     ports = [sig for unit in top.products for sig in (unit.x, unit.p)] + [top.activation.v, top.activation.lane,
-                                                                          top.bits] + [u.s for u in top.adders]
+                                                                          top.bits, top.zeros] + [u.s for u in top.adders]
     report = synthesize(verilog.convert(top, name="top", ports=ports, emit_src=False), top="top", workdir=tmp_path,
                         hierarchy=True, netlist=("top", "netlist.v"))
     modules = _lut_depths((tmp_path / "netlist.v").read_text())
@@ -411,8 +460,16 @@ def test_each_piece_maps_to_the_lut_levels_the_delay_model_counts(tmp_path):
     # at most a LUT a bit but bit 0 (the element's own bit; a bit equal to another needs none), none between
     assert sum(map(len, products)) <= sum(len(unit.p) - 1 for unit in top.products)
     assert max(modules["top.act"][0].values()) == 1
-    ternary, binary = modules["top.add3"][1], modules["top.add2"][1]
-    assert len(ternary) >= 16 and max(ternary) <= 2 and len(binary) >= 16 and max(binary) == 1
+    # the ternary adder: S one LUT6 a bit, DI a LUT3 a bit, nothing between them and the chain
+    assert max(modules["top.add3.front"][0].values()) == 1 and len(modules["top.add3.front"][0]) == 16
+    assert max(modules["top.add3.carry"][0].values()) == 1 and len(modules["top.add3.carry"][0]) <= 15
+    assert not modules["top.add3"][0] and max(modules["top.add2"][1]) == 1
+    for (rows, bits) in top.ties:       # each group of bits' tests one LUT, their AND the rest of tie_ns's levels
+        levels = round(tie_ns(bits, rows) / (NET_NS + LUT6_NS)) - (rows > 2)
+        name = f"top.tie{rows}_{bits}"
+        groups = [depths for module, (depths, _) in modules.items() if module.startswith(name + ".g")]
+        assert groups and all(max(depths.values()) == 1 for depths in groups), (rows, bits)
+        assert 1 + max(modules[name][0].values(), default=0) == levels, (rows, bits)
     assert report.lut > 0
 
 
