@@ -472,8 +472,8 @@ class TieTest(Elaboratable):
     def elaborate(self, platform):
         m = Module()
         taken, zeros = 0, []
-        for g, lo in enumerate([0] + list(range(3, self._bits, 2))):
-            hi, first = min(self._bits, 3 if lo == 0 else lo + 2), max(0, lo - 1)
+        for g, (lo, hi) in enumerate(tie_groups(self._bits)):
+            first = max(0, lo - 1)
             if self._rows == 2:     # the rows' bits of columns first..hi-1, each inverted in the group
                 columns = self._columns[first:hi]
                 unit = m.submodules[f"g{g}"] = TieGroup(lo - first, columns)
@@ -485,6 +485,17 @@ class TieTest(Elaboratable):
             zeros.append(unit.zero)
         m.d.comb += self.zero.eq(Cat(*zeros).all())
         return m
+
+
+def tie_groups(bits):
+    """The :class:`TieTest` groups of ``bits`` bits' tests, (first bit, end): bits 0-2, then two bits each."""
+    return [(lo, min(bits, 3 if lo == 0 else lo + 2)) for lo in [0] + list(range(3, bits, 2))]
+
+
+def tie_luts(bits):
+    """A :class:`TieTest`'s LUTs: one a group, and their AND (a LUT6 takes five more each)."""
+    groups = len(tie_groups(bits))
+    return groups + -(-(groups - 1) // (LUT_INPUTS - 1))
 
 
 class TieGroup(Elaboratable):

@@ -8,7 +8,7 @@ routing model (0.5 ns a routed net, 0.3 ns setup and clock uncertainty), the mod
 
 import math
 
-from layers.bit_heap import LUT_INPUTS
+from layers.bit_heap import LUT_INPUTS, tie_groups
 
 __all__ = ["NET_NS", "SETUP_NS", "CLOCK_TO_Q_NS", "LUT_NS", "NEXT_FIFO_NS", "counter_ns", "carry_chain_ns",
            "tie_ns", "cycle_budget_ns", "place_registers"]
@@ -49,7 +49,7 @@ def tie_ns(bits, rows=2):
     and the carry into i, given the bits below zero, is the OR of bit i-1's operands, so the tests of bits
     i..j need the operands of i-1..j alone: a LUT6 tests bits 0-2, then two bits each; then their AND, a
     LUT level for each factor of six."""
-    levels, terms = 1, 1 + max(0, -(-(bits - 3) // 2))
+    levels, terms = 1, len(tie_groups(bits))
     while terms > 1:
         terms, levels = -(-terms // LUT_INPUTS), levels + 1
     return (NET_NS + LUT6_NS) * (levels + (rows > 2))

@@ -9,7 +9,8 @@ sign bit inverted: x = x_u - 2^(n-1)), a negative term as its inverted bits (-x_
 every constant this leaves, with the activation's offset, folds into one constant per channel whose
 one-bits join the heap (the heaps, the shared pairs and the counter levels: :mod:`layers.bit_heap`). The heap's columns are counted six bits to a LUT6 (3 output bits, one LUT each)
 level after level until three rows are left (or two), which one carry chain adds: a ternary adder, each
-bit's LUT6 taking its column's three bits and the three below (their parity and majority), modulo 2^W (W:
+bit's S a LUT6 taking its column's three bits and the three below (their parity and the majority below),
+its DI that majority, modulo 2^W (W:
 the channel's exact range, so the wrap-around is exact). Where an element has at most six bits, a channel
 may instead take one term per weight: the element times the weight's odd part, each bit of that product a
 LUT of the element's bits, computed once for every channel that needs it (a LUT level more, a heap about
@@ -44,7 +45,8 @@ Each channel is built the way (digits or products, three rows or two) that needs
 then, among the ways within the layer's latency (its slowest channel's), the one of the fewest LUTs.
 
 Cost: a LUT per counter output bit, a LUT per bit of the carry chain (two where the ternary adder's bit
-also needs its parity for the chain's DI), a LUT per product bit (once a layer), the activation's LUTs; a
+also needs a majority for the chain's DI), a LUT per product bit (once a layer), the activation's LUTs
+(and the tie test's beside the chain); a
 flip-flop per heap bit at each register, the bits channels share (elements', products', pairs' bits no counter
 took yet) once (:meth:`DistributedPlan.resources`).
 """
@@ -56,7 +58,7 @@ from amaranth.hdl import C, Cat, Const, Module, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from layers.bit_heap import LUT_INPUTS, ROWS, CounterLevel, PairAdder, ProductLUTs, RowAdder, TieTest, channel_heap, choose_pairs, chosen_products, csd_digits, product_width
+from layers.bit_heap import LUT_INPUTS, ROWS, CounterLevel, PairAdder, ProductLUTs, RowAdder, TieTest, channel_heap, tie_luts, choose_pairs, chosen_products, csd_digits, product_width
 from layers.datapath import register
 from layers.delay_model import (CLOCK_TO_Q_NS, LUT6_NS, LUT_NS, NET_NS, NEXT_FIFO_NS, SETUP_NS,
                                 carry_chain_ns, counter_ns, cycle_budget_ns, place_registers, tie_ns)
@@ -139,7 +141,7 @@ class DistributedPlan:
     def activation_luts(self, c):
         """LUT levels of channel c's activation: an output bit is a function of its level bit, the level's
         bits above the output's (the clip) and, for the lowest, half-even's tie (the bits below the level
-        zero: those bits, or the one bit of the tie's own step): one LUT while at most six."""
+        zero: those bits, or the one bit of the tie test beside the chain): one LUT while at most six."""
         return 1 if self._activation_inputs(c) <= LUT_INPUTS else 2
 
     def activation_ns(self, c):
@@ -190,7 +192,8 @@ class DistributedPlan:
 
     def resources(self):
         """LUTs: a LUT per product bit (bit 0 is the element's), per counter output bit, per carry-chain bit
-        (and the ternary adder's parities), per output bit of the activation; FFs: what each register holds
+        (and the ternary adder's majorities), per output bit of the activation (and the tie test's, or an
+        estimate of the tie inside the activation's LUTs); FFs: what each register holds
         (:meth:`held`), the outputs padded to the latency, the valid bits. A register holds a channel's
         counter outputs as its own, and the elements', products' and pairs' bits no counter took yet as bits
         the channels share: Yosys merges their copies (each counted once)."""
@@ -202,7 +205,8 @@ class DistributedPlan:
                 lut += sum(size.bit_length() for sizes in groups for size in sizes)
             lut += ch.width + (_parity_luts(ch.final) if ch.rows == 3 else 0)
             if self.activation is not None:
-                lut += self.out_bits + 1 + self.activation.shift // LUT_INPUTS
+                lut += self.out_bits + (tie_luts(self.activation.shift) if self.tie_apart(c)
+                                        else 1 + self.activation.shift // LUT_INPUTS)
             held = self.held(c)
             for k, r in enumerate(self.registers[c]):     # a source bit's k-th register: the same in all
                 own, sources = held[r]
