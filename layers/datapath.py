@@ -16,9 +16,9 @@ from amaranth.lib.wiring import In, Out
 from qonnx.core.datatype import DataType
 
 from layers.fifo import StreamingFIFO, output_fifo_spec
-from layers.op import StreamContract
+from layers.op import ArrayMemo, StreamContract
 
-__all__ = ["booth_rows", "booth_offset", "shifted", "packing_shift", "packed_weight", "unpack_products", "signed_width", "dtype_range", "shape_for_range", "dtype_for_range", "check_dtype", "check_fits",
+__all__ = ["booth_rows", "booth_offset", "fold_starts", "booth_start_bits", "shifted", "packing_shift", "packed_weight", "unpack_products", "signed_width", "dtype_range", "shape_for_range", "dtype_for_range", "check_dtype", "check_fits",
            "legal_divisors", "register", "wire", "wrapping_increment", "output_stage", "element_value", "product",
            "adder_tree", "tree_stages", "ceil_thresholds", "ChannelFolded", "PixelFolded", "StreamLayer"]
 
@@ -177,6 +177,38 @@ def booth_offset(w, n, ib):
     digits = n // 2
     return (b1 & (1 - (b0 & bm))) * 4 ** (digits - 1) - (1 << (ib + 1)) * sum(4 ** i for i in range(digits))
 
+
+_BOOTH_OFFSETS = ArrayMemo()    # per weights: each output channel's sum of booth_offset (its accumulator's start)
+
+
+def _booth_channel_offsets(spec):
+    return _BOOTH_OFFSETS.get(spec.weights, (type(spec).__name__, spec.input_dtype.bitwidth()),
+                              lambda: booth_offset(spec.weight_matrix(), 8, spec.input_dtype.bitwidth()).sum(axis=1))
+
+
+def fold_starts(spec, nf, per_channel=None, shape=None):
+    """Per lane p of a dot-product unit, what its accumulator starts a fold at: ``per_channel[nf PE + p]`` (of
+    ``shape`` if given), by default the sum of ``booth_offset`` over the channel (modulo the accumulator's
+    width: the partial sums may wrap, the fold's total fits)."""
+    width = spec.acc_shape.width if shape is None else 0
+    per_channel = _booth_channel_offsets(spec) if per_channel is None else per_channel
+    offsets = [int(o) & ((1 << width) - 1) if width else int(o) for o in per_channel]
+    shape = shape or width
+    starts = []
+    for p in range(spec.pe):        # a mux chain on nf (its conditions exclusive: Yosys makes a LUT ROM)
+        start = Const(offsets[p], shape)
+        for f in range(1, spec.nf):
+            start = Mux(nf == f, Const(offsets[f * spec.pe + p], shape), start)
+        starts.append(start)
+    return starts
+
+
+def booth_start_bits(spec):
+    """Bits of the lanes' Booth starts (:func:`fold_starts`) that differ between folds: the registers Yosys
+    keeps of the starts' register (the others hold a constant)."""
+    width = spec.acc_shape.width
+    offsets = (np.asarray(_booth_channel_offsets(spec), dtype=object) % (1 << width)).reshape(spec.nf, spec.pe)
+    return sum(bin(int(np.bitwise_or.reduce(offsets[:, p] ^ offsets[0, p]))).count("1") for p in range(spec.pe))
 
 def product(x, x_dtype, w, w_dtype, *, xnor, res_type):
     """One element product, from raw bits. ``xnor``: agreement bit of two 1-bit operands.

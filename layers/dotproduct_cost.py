@@ -5,7 +5,7 @@ Yosys counts (BENCHMARKS.md). ``UnitSpec.resource_estimate`` is :func:`unit_reso
 import math
 from functools import lru_cache
 
-from layers.datapath import tree_register_bits
+from layers.datapath import booth_start_bits, tree_register_bits
 from layers.dotproduct_unit import TREE_LEVELS_PER_STAGE, chain_canary_bits
 from layers.fifo import output_fifo_spec
 from layers.memcost import bram18_count, ram_cost, rom_bram_cost, rom_luts
@@ -69,6 +69,8 @@ def unit_resource_estimate(spec):
         lut += spec.pe * acc
     dsp_macs = macs if dsp else 0
     ff = spec.pe * (acc * (2 + int(spec.registers_sum)) + (spec.simd * product_bits if spec.registers_products else 0))
+    if spec.booth_products and spec.nf > 1:     # ... registered (DotProductUnit._fabric_accumulators): the bits
+        ff += booth_start_bits(spec)            # that vary between folds
     if spec.chains_in_dsp:          # per pair: a DSP chain and one accumulator instead of trees and two
         dsp_macs = macs // 2
         lut, ff = _chain_cost(spec)

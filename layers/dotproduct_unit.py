@@ -11,10 +11,9 @@ from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 from qonnx.core.datatype import DataType
 
-from layers.datapath import (adder_tree, booth_offset, booth_rows, element_value, output_stage, packed_weight, product, product_rows, register,
-                             shifted, tree_stages, unpack_products, wire, wrapping_increment)
+from layers.datapath import (adder_tree, booth_rows, element_value, fold_starts, output_stage, packed_weight, product, product_rows,
+                             register, shifted, tree_stages, unpack_products, wire, wrapping_increment)
 from layers.dotproduct_latency import csd_terms, digit_bits, lane_digit_rows, started_acc_shape, starts_requant, unregistered_operands
-from layers.op import ArrayMemo
 from layers.popcount import class_heaps, class_starts, counts_classes, heap_stages, heap_sum, popcount_heap, selected_elements
 from layers.requant_hw import accumulator_offsets, requantize, requantize_started
 from layers.thresholding import activation_lane, threshold_search
@@ -24,7 +23,6 @@ from memstream.memstream import MemStream, is_logic_rom, rom_address_next, rom_r
 __all__ = ["DotProductUnit", "TREE_LEVELS_PER_STAGE", "chain_canary_bits", "csd_terms", "keeps_sums"]
 
 TREE_LEVELS_PER_STAGE = 2       # adder levels between pipeline registers
-_BOOTH_OFFSETS = ArrayMemo()    # per weights: each output channel's sum of booth_offset (its accumulator's start)
 
 
 def _sign_bits(bits, elems):
@@ -169,7 +167,8 @@ class DotProductUnit(wiring.Component):
         turn, busy = Signal(range(g), name="turn"), Signal(name="turn_busy")
         # the virtual fold as a counter (folds come in order: fold nf's turns are nf * G .. nf * G + G - 1):
         # nf * G + turn computed would be a multiplier in front of the activation's word ROM (Yosys: a
-        # DSP48E1 and a carry chain into the RAMB36 address, ~178 MHz by boards.timing at G = 98)
+        # DSP48E1 and a carry chain into the RAMB36 address, ~178 MHz by boards.timing at G = 98); rom_address_next:
+        # a LUT word ROM behind an incrementer's CARRY4 was the generator's MVAU_0 path (~174 MHz, 230 without)
         cf = Signal(range(spec.nf * g), name="turn_cf")
         with m.If(advance):
             with m.If(v):           # a fold's end (>= SF >= G cycles after the last): a new copy, turn 0
@@ -177,7 +176,7 @@ class DotProductUnit(wiring.Component):
             with m.Elif(busy):
                 m.d.sync += [turn.eq(wrapping_increment(turn, g)), busy.eq(turn != g - 1)]
             with m.If(busy):
-                m.d.sync += cf.eq(wrapping_increment(cf, spec.nf * g))
+                m.d.sync += cf.eq(rom_address_next(cf, spec.nf * g))
         values = [Array(copies[k * units + u] for k in range(g))[turn] for u in range(units)]
         return busy, values, cf
 
@@ -210,7 +209,7 @@ class DotProductUnit(wiring.Component):
         started = accumulator_offsets(spec.requant, spec.pe) if starts_requant(spec) else None
         acc_shape = started_acc_shape(spec) if started else spec.acc_shape
         c_starts = ([register(m, advance, c, name=f"c_start{p}") for p, c in    # SF = 1: the offsets in the DSPs' C
-                     enumerate(self._accumulator_starts(nfr, started, acc_shape))] if started and spec.sf == 1 else None)
+                     enumerate(fold_starts(spec, nfr, started, acc_shape))] if started and spec.sf == 1 else None)
         for p, prods in enumerate([] if selects else self._products(m, advance, xs, ws, c_starts)):
             if spec.uses_heap:
                 total, stages = popcount_heap(m, advance, prods, term_inputs=spec.heap_term_inputs, name=f"sum{p}")
@@ -225,14 +224,18 @@ class DotProductUnit(wiring.Component):
             sums.append(register(m, advance, total, name=f"sum{p}_r") if spec.registers_sum else total)
         depth = spec.product_stages + stages + int(spec.registers_sum)
         v = self._delay(m, advance, v, depth, "v", reset_less=False)
-        first, last, nfr = (self._delay(m, advance, sig, depth, name)
-                            for sig, name in ((first, "first"), (last, "last"), (nfr, "nf")))
-
-        # Accumulate: clear on sf == 0 (acc <= Mux(clr, 0, acc) + sum maps into a DSP48E1 P register).
-        # Booth rows start a fold from their channel's offset (a constant, or one per nf: a LUT ROM on nf)
-        starts = (self._accumulator_starts(nfr) if spec.booth_products
-                  else self._accumulator_starts(nfr, class_starts(spec)) if counts_classes(spec)
-                  else self._accumulator_starts(nfr, started, acc_shape) if started and spec.sf > 1 else [None] * spec.pe)
+        first, last = (self._delay(m, advance, sig, depth, name) for sig, name in ((first, "first"), (last, "last")))
+        # Accumulate: clear on sf == 0 (acc <= Mux(clr, 0, acc) + sum maps into a DSP48E1 P register). Booth rows
+        # start a fold from their channel's offset: a constant, or one per nf, a LUT ROM on nf read a stage early
+        # and registered (read beside the accumulator, the ROM's LUTs and the accumulator's carry chain were one
+        # cycle: ~189 MHz by the register-to-register estimate, the generator's MVAU_1)
+        early = int(spec.booth_products and spec.nf > 1 and depth > 0)
+        nf_early = self._delay(m, advance, nfr, depth - early, "nf")
+        nfr = register(m, advance, nf_early, name=f"nf_d{depth - 1}") if early else nf_early
+        starts = ([register(m, advance, s, name=f"acc_start{p}") for p, s in enumerate(fold_starts(spec, nf_early))]
+                  if early else fold_starts(spec, nfr) if spec.booth_products
+                  else fold_starts(spec, nfr, class_starts(spec)) if counts_classes(spec)
+                  else fold_starts(spec, nfr, started, acc_shape) if started and spec.sf > 1 else [None] * spec.pe)
         accs = []
         for p, total in enumerate(sums):
             acc = Signal(acc_shape, name=f"acc{p}", reset_less=True)
@@ -275,25 +278,6 @@ class DotProductUnit(wiring.Component):
         if spec.lean_accumulator or spec.sf == 1:
             return total if start is None else total + start
         return Mux(first, 0 if start is None else start, acc) + total
-
-    def _accumulator_starts(self, nf, per_channel=None, shape=None):
-        """Per lane p, what its accumulator starts a fold at: ``per_channel[nf PE + p]`` (of ``shape`` if given),
-        by default the sum of ``booth_offset`` over the channel (modulo the accumulator's width: the partial
-        sums may wrap, the fold's total fits)."""
-        spec = self._spec
-        width = spec.acc_shape.width if shape is None else 0
-        if per_channel is None:
-            per_channel = _BOOTH_OFFSETS.get(spec.weights, (type(spec).__name__, spec.input_dtype.bitwidth()),
-                                             lambda: booth_offset(spec.weight_matrix(), 8, spec.input_dtype.bitwidth()).sum(axis=1))
-        offsets = [int(o) & ((1 << width) - 1) if width else int(o) for o in per_channel]
-        shape = shape or width
-        starts = []
-        for p in range(spec.pe):        # a mux chain on nf (its conditions exclusive: Yosys makes a LUT ROM)
-            start = C(offsets[p], shape)
-            for f in range(1, spec.nf):
-                start = Mux(nf == f, C(offsets[f * spec.pe + p], shape), start)
-            starts.append(start)
-        return starts
 
     def _dsp_accumulators(self, m, advance, xs, ws, v, first, last, nfr):
         """``accumulates_in_dsp``: per lane pair one DSP48E1 (A: the packed weight's register, B: the

@@ -182,6 +182,8 @@ class RequantForm:
             return Resources(lut=pe * lut, ff=pe * (self.z_shape.width - log2m + self.level_bits), bram18=0, dsp=0)
         dsp = dsp48_multiplier_count(acc_width, self.multiplier_bits + 1)     # x signed, M unsigned
         zbits, rbits = self.z_shape.width, self.shift
+        # stage 4's raw - 1 and raw + 1 beside raw (layers.requant_hw._level), and M - 1 where M varies
+        neighbours = 2 * (zbits - rbits + 1) + (0 if self.shared_multiplier else self.multiplier_bits + 1)
         if depth == 1 if constant_words is None else constant_words:
             # constant words (a lane per channel): Yosys folds M, B and the listed levels in; the first/last
             # flags and a level compare remain only for the valid exceptions. The cost
@@ -189,10 +191,11 @@ class RequantForm:
             # activation: 12-43 LUT a lane (this: 15-44; the general form below said 131-192)
             valid = float(self.exceptions[..., 0].sum()) / self.channels
             lut = 2 * self.level_bits + 7.4 * valid + (0 if self.rounding == "floor" else rbits / 4)
-            ff = acc_width + zbits + 2 * self.level_bits
-            return Resources(lut=int(round(pe * lut)), ff=pe * ff, bram18=0, dsp=pe * dsp)
+            listing = float(self.exceptions[..., 0].any(axis=1).mean())    # lanes that keep the neighbours
+            ff = acc_width + zbits + 2 * self.level_bits + listing * neighbours
+            return Resources(lut=int(round(pe * lut)), ff=int(round(pe * ff)), bram18=0, dsp=pe * dsp)
         lut = zbits + 2 * rbits + self.exception_slots * (self.level_bits // 2 + 2) + 2 * self.level_bits
-        ff = acc_width + 2 * zbits + 4 * self.level_bits
+        ff = acc_width + 2 * zbits + 4 * self.level_bits + neighbours
         bram18 = 0
         if depth >= REQUANT_BRAM_MIN_DEPTH:     # the registered word ROM: Yosys makes it block RAM, of the
             # bits that vary (the 256 x 264 bit words of a UINT8 layer's shared requantizer: 230, 7 RAMB18)

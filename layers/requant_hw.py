@@ -115,9 +115,12 @@ def requantize(m, advance, valid, values, cf, form, pe, *, name="rq", lean=False
     does, whose counts are combinational from its last stage; these are registered).
 
     Stage 1: the channel's word (M, B, listed levels) from a per-lane ROM read at cf. 2: M * x (a
-    DSP48E1's M register). 3: + B (its P register). 4: the raw level and the first/last flags. 5: the
-    corrections of listed levels. 6: the clip. (The corrections and the clip in one stage were a path of
-    two carry chains, 7 logic levels: about 116 MHz by Yosys ``sta`` and ``boards.timing``.)
+    DSP48E1's M register). 3: + B (its P register). 4: the raw level, raw - 1 and raw + 1, and the
+    first/last flags. 5: the corrections of listed levels, a selection among stage 4's three. 6: the clip.
+    (The corrections and the clip in one stage were a path of two carry chains, 7 logic levels: about
+    116 MHz by Yosys ``sta`` and ``boards.timing``; the corrections computing raw + 1 and raw - up + down
+    in stage 5, two carry chains around the listed levels' comparisons, ~136 MHz by the
+    register-to-register estimate.)
 
     ``lean`` (where :func:`lean_requant` allows): :data:`LEAN_REQUANT_STAGES` stages instead.
     """
@@ -136,8 +139,11 @@ def requantize(m, advance, valid, values, cf, form, pe, *, name="rq", lean=False
         z = Signal(form.z_shape, name=f"{name}_z3_{p}", reset_less=True)
         with m.If(advance):
             m.d.sync += z.eq(prod + w2["b"])
-        raw, first, last = _level(m, advance, z, w3["m"], form, f"{name}_{p}")
-        count = register(m, advance, _correct(raw, first, last, w4, form), name=f"{name}_count5_{p}")
+        # M - 1 for stage 4's flags: a constant, or a register of stage 3 beside z's
+        m_less_1 = (w3["m"] - 1 if form.shared_multiplier
+                    else register(m, advance, w2["m"] - 1, name=f"{name}_m_less_1_3_{p}"))
+        raws, first, last = _level(m, advance, z, w3["m"], m_less_1, form, f"{name}_{p}")
+        count = register(m, advance, _correct(raws, first, last, w4, form), name=f"{name}_count5_{p}")
         counts.append(register(m, advance, _clip(count, form), name=f"{name}_count6_{p}"))
     for s in range(1, REQUANT_STAGES + 1):
         valid = register(m, advance, valid, name=f"{name}_v{s}", reset_less=False)
@@ -168,34 +174,50 @@ def _unpack(word, fields, form):
     return out
 
 
-def _level(m, advance, z, mult, form, name):
-    """Registered (raw level, first, last) of z, as :meth:`RequantForm.raw_counts` defines them."""
+def _level(m, advance, z, mult, mult_less_1, form, name):
+    """Registered ((raw level - 1, raw, raw + 1), first, last) of z, as :meth:`RequantForm.raw_counts`
+    defines them: the neighbours each a carry chain of their own from q beside raw's, so that stage 5
+    only compares and selects. The flags compare rem itself (or its complement ~rem = 2^shift - 1 - rem,
+    free) with M, and ``mult_less_1`` (M - 1, registered a stage before): one carry chain each, where d
+    and u computed first were a subtraction's chain into the comparison's (~176 MHz by the register-to-
+    register estimate, the generator's MVAU_1)."""
     sh = form.shift
     q, rem = z[sh:].as_signed(), z[:sh]
+    rem_c = (~rem)[:sh]                         # 2^sh - 1 - rem
     if form.rounding == "floor":
-        raw, d, u = q, rem, (1 << sh) - rem
+        # d = rem < M; u = 2^sh - rem = ~rem + 1 <= M  <=>  ~rem < M
+        down, first_x, last_x = Const(0, 1), rem < mult, rem_c < mult
     else:
+        # not down: d = rem - q0 < M  <=>  rem < M + q0; u = 2^sh + 1 - q0 - rem = ~rem + 2 - q0 <= M  <=>
+        # ~rem < M (q0 = 1) or ~rem < M - 1 (q0 = 0). Down (q odd, rem = 0): d = 2^sh, u = 1.
         down = q[0] & (rem == 0)
-        raw = Mux(down, q - 1, q)
-        d = Mux(down, 1 << sh, rem - q[0])
-        u = Mux(down, 1, (1 << sh) + ~q[0] - rem)
-    raw_r = Signal(signed(len(q) + 1), name=f"{name}_raw4", reset_less=True)
+        first_x = Mux(down, (1 << sh) < mult, Mux(q[0], rem <= mult, rem < mult))
+        last_x = Mux(down, mult != 0, Mux(q[0], rem_c < mult, rem_c < mult_less_1))
+    raws = []
+    for k, label in ((-1, "minus"), (0, "raw"), (1, "plus")):
+        r = Signal(signed(len(q) + 1), name=f"{name}_{label}4", reset_less=True)
+        raws.append(r)
+        with m.If(advance):
+            m.d.sync += r.eq(Mux(down, q + (k - 1), q + k) if form.rounding != "floor" else q + k)
     first = Signal(name=f"{name}_first4", reset_less=True)
     last = Signal(name=f"{name}_last4", reset_less=True)
     with m.If(advance):
-        m.d.sync += [raw_r.eq(raw), first.eq(d < mult), last.eq(u <= mult)]
-    return raw_r, first, last
+        m.d.sync += [first.eq(first_x), last.eq(last_x)]
+    return raws, first, last
 
 
-def _correct(raw, first, last, word, form):
-    """clip(raw - up + down, 0, levels): ``up`` if x is the first of level raw and raw is listed up,
-    ``down`` if x is the last before level raw + 1 and that level is listed down."""
+def _correct(raws, first, last, word, form):
+    """raw - up + down (clipped in stage 6): ``up`` if x is the first of level raw and raw is listed up,
+    ``down`` if x is the last before level raw + 1 and that level is listed down. ``raws`` are stage 4's
+    registered raw - 1, raw, raw + 1: equality tests and a three-way selection, no carry chain."""
+    raw_minus, raw, raw_plus = raws
     minus, plus = Const(0, 1), Const(0, 1)
     for e in range(form.exception_slots):
         level, listed, up = word[f"level{e}"], word[f"valid{e}"], word[f"up{e}"]
         minus = minus | (listed & up & (raw == level))
-        plus = plus | (listed & ~up & (raw + 1 == level))
-    return raw - (first & minus) + (last & plus)
+        plus = plus | (listed & ~up & (raw_plus == level))
+    up, down = first & minus, last & plus
+    return Mux(up == down, raw, Mux(up, raw_minus, raw_plus))
 
 
 def _clip(count, form):

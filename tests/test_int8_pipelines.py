@@ -5,6 +5,7 @@ one cycle was ~134 MHz), and the canaries' carry is one subtraction. Each bit-ex
 backpressure, its first output word ``latency`` cycles after the lead word (the cycle model says so)."""
 
 from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -34,3 +35,30 @@ def test_int8_pipeline_bit_exact_at_its_latency(case, simulator):
         assert spec.tree_levels_per_stage == 1 and spec.registers_sum
     assert _first_out_after_lead(spec, simulator) == spec.latency
     check(spec, simulator=simulator)
+
+
+GENERATOR = Path(__file__).parent / "models" / "gen_mlp_int8.onnx"
+
+
+@pytest.mark.synth
+@pytest.mark.slow
+def test_generator_first_layer_and_its_fifo_meet_200_mhz_between_registers():
+    """The INT8 generator's first layer as `--fit pynq-z2 --clock-mhz 200` folds it (PE 8 x SIMD 4, packed
+    DSP48E1 lanes, weights in block RAM, one shared requantizer taking turns over the 256 channels) and a
+    32 x 32 FIFO (the generator's first): every register-to-register path by Yosys sta and the delay model of
+    boards.timing under 5 ns, each analysed between registers as a part of a build is. Before (issue 43):
+    the requantizer's stage 5 (raw + 1, the listed levels' comparisons and raw - up + down: two carry
+    chains, ~136 MHz in MVAU_1/2), the word ROM read at the turn counter's next value behind its
+    incrementer's CARRY4 (~153-174 MHz), the FIFO's level + write - read into its max_count (~176 MHz)."""
+    from boards.yosys import synthesize
+    from layers.fifo import FIFOSpec, StreamingFIFO
+    from layers.mvau import MVAU
+    from tests.conftest import lowered_once
+    _, graph = lowered_once(GENERATOR)
+    node = next(n for n in graph.nodes if n.op_type == "MVAU")
+    spec = node.spec(PE=8, SIMD=4, resType="dsp", ram_style="block", mem_mode="internal_embedded",
+                     activation_style="requant", shared_activation=1)
+    assert spec.requant is not None and spec.requant.exception_slots > 0 and spec.activation_lanes == 1
+    for name, component in (("MVAU_0", MVAU(spec)), ("FIFO 32 x 32", StreamingFIFO(FIFOSpec(32, 32)))):
+        path = synthesize(component, sta=True, between_registers=True).paths["top"]
+        assert path.fmax_mhz >= 200, (name, path)

@@ -159,3 +159,64 @@ def test_report_names_the_style_and_why_a_table_stays(generator_layers):
     rows = graph_report(DataflowGraph.chain(generator_layers))
     assert [r["activation"]["style"] for r in rows[:3]] == ["requant"] * 3
     assert all(r["activation"]["multiplier_bits"] <= 24 for r in rows[:3])
+
+
+def _hand_form(rounding, shared):
+    """Three channels of 15 levels over [-60, 70], their levels listed up and down (more than a fit lists,
+    so that each flag decides some count): up at the clip's ends too (level 0 up: raw - 1 below 0; level
+    15 down: raw + 1 at the top), neighbouring levels up and down, a slot not listed (valid 0)."""
+    from layers.requant import RequantForm
+    mult = np.array([3, 3, 3] if shared else [3, 5, 2], dtype=np.int64)
+    ex = np.zeros((3, 16, 3), dtype=np.int64)
+    ex[0] = [(1, level % 2 == 0, level) for level in range(16)]         # up at even levels, down at odd
+    ex[1] = [(level != 4, level % 2 == 1, level) for level in range(16)]
+    ex[2, :3] = [(1, 0, 8), (1, 1, 9), (1, 0, 10)]
+    return RequantForm(mult, np.array([40, -7, 100], dtype=np.int64), 4, rounding, ex, 15, (-60, 70), shared)
+
+
+@pytest.mark.parametrize("rounding, shared", [("floor", False), ("floor", True), ("half_even", False), ("half_even", True)])
+def test_requantizer_pipeline_equals_the_form_at_every_accumulator(rounding, shared):
+    """The six-stage requantizer (layers.requant_hw.requantize) alone, one lane reading the three channels'
+    words in turn: every accumulator of the range of each channel, at full rate (each count exactly
+    REQUANT_STAGES cycles after its accumulator) and under a random stall pattern (advance low: every
+    register holds), against the form's numpy function (listed levels corrected up and down, the clip)."""
+    from amaranth.hdl import Module, Signal, signed
+    from amaranth.sim import Simulator
+    from layers.requant_hw import requantize
+    form = _hand_form(rounding, shared)
+    lo, hi = form.value_range
+    xs = [(x, c) for x in range(lo, hi + 1) for c in range(form.channels)]
+    want = form.counts(np.array([[x] * form.channels for x, _ in xs]))[np.arange(len(xs)), [c for _, c in xs]]
+    assert (form.counts(np.arange(lo, hi + 1)[:, None].repeat(3, 1)) != np.clip(
+        form.raw_counts(form.multipliers * np.arange(lo, hi + 1)[:, None] + form.offsets)[0], 0, 15)).sum() >= 20
+    m = Module()
+    advance, valid = Signal(), Signal()
+    acc, cf = Signal(signed(9)), Signal(range(form.channels))
+    v_out, counts = requantize(m, advance, valid, [acc], cf, form, 1)
+    for stalls in (False, True):
+        got, cycles = [], []
+        rng = np.random.default_rng(5)
+
+        async def bench(ctx):
+            k, cycle = 0, 0
+            while len(got) < len(xs):
+                go = 1 if not stalls else int(rng.random() < 0.6)
+                feed = k < len(xs) and (not stalls or rng.random() < 0.8)
+                ctx.set(advance, go)
+                ctx.set(valid, int(feed))
+                if feed:
+                    ctx.set(acc, xs[k][0])
+                    ctx.set(cf, xs[k][1])
+                if go and ctx.get(v_out):
+                    got.append(ctx.get(counts[0]))
+                    cycles.append(cycle)
+                k += int(feed and go)
+                cycle += 1
+                await ctx.tick()
+        sim = Simulator(m)
+        sim.add_clock(1e-8)
+        sim.add_testbench(bench)
+        sim.run()
+        assert got == list(want), (stalls, [(i, g, w) for i, (g, w) in enumerate(zip(got, want)) if g != w][:4])
+        if not stalls:
+            assert cycles == [REQUANT_STAGES + i for i in range(len(xs))]
