@@ -122,15 +122,25 @@ def fit_row(out, verdict):
 
 def built(out):
     """Yosys's totals of ``out``'s `rtlgen build` (LUTs with LUTRAM and SRLs, as the estimate counts them),
-    and the Fmax estimate, or "-"."""
+    and the Fmax estimate (register to register) by parts with its slowest part and path, and over the whole
+    kept netlist flat (:func:`benchmarks.latency.flat_fmax`: also the paths across layers), or "-"."""
+    from benchmarks.latency import flat_fmax
     path = out / "build" / "yosys" / "report.json"
     if not path.exists():
         return "-"
     yosys = json.loads(path.read_text())
     t = yosys["totals"]
-    fmax = ((yosys.get("timing") or {}).get("design") or {}).get("fmax_mhz_estimate")
-    return (f"{t['lut_including_memory']:,} / {t['ff']:,} / {t['bram36'] + t['bram18'] / 2:g} / {t['dsp']}"
-            + (f"; Fmax estimate ~{fmax:.0f} MHz" if fmax else ""))
+    design = (yosys.get("timing") or {}).get("design") or {}
+    text = f"{t['lut_including_memory']:,} / {t['ff']:,} / {t['bram36'] + t['bram18'] / 2:g} / {t['dsp']}"
+    if design.get("fmax_mhz_estimate"):
+        text += (f"; Fmax estimate ~{design['fmax_mhz_estimate']:.0f} MHz by parts "
+                 f"({design.get('layer', 'the design around its layers')}: {design['through']})")
+        flat = flat_fmax(out / "build" / "yosys")
+        if flat is not None:
+            start = flat.cells[0][0]        # (flattened: "LAYER.cell"; a cell of the design around them: no dot)
+            text += (f", ~{flat.fmax_mhz:.0f} MHz over the whole netlist flat (from "
+                     f"{start.split('.')[0] if '.' in start else 'the design around its layers'})")
+    return text
 
 
 def network_rows(label, work):
@@ -240,13 +250,29 @@ INTRO = ("MLPerf Tiny's ResNet-8 (CIFAR-10, 32x32x3; its reference topology) qua
          "a ZedBoard (the same xc7z020-1), ResNet-8 INT8 at 86.0 %, 2,431 inferences/s at 143 MHz in 47k LUT, "
          "211 DSP, 93 BRAM36 (issue 43). Acceptance: W8A8 >= 5,000 frames/s at 100 MHz and fits; W4A4 >= "
          "20,000. frames/s is the accelerator's II at 100 MHz (clock / II, not through the DMA shell; the "
-         "shell's DMA needs 3,072 cycles a frame, so it does not bind). The W8A8 `--fit` row is this session's: "
-         "the optimizer now charges a parallel-window generator the 1,152-bit FIFO and width converter it forces "
+         "shell's DMA needs 3,072 cycles a frame, so it does not bind). The W8A8 `--fit` row: "
+         "the optimizer charges a parallel-window generator the 1,152-bit FIFO and width converter it forces "
          "unless its MVAU reads whole windows (`Op.stitched_after`, rtlgen/passes/optimize_stitch.py; before, "
          "`--fit` picked them for 143 LUT each and stopped at II 24,576), so it finds II 18,432 with the INT8 "
          "datapaths of docs/folding.md (DSP48E1 lane pairs chained through the cascade, radix-4 Booth rows in "
          "fabric); its Yosys column is `rtlgen build --shell zynq` by parts (native Yosys 0.70, the whole design "
-         "with the shell: 968 of the LUTs and 4 of the DSPs are the shell's), LUTs with LUTRAM and SRLs. The "
+         "with the shell: 968 of the LUTs and 4 of the DSPs are the shell's), LUTs with LUTRAM and SRLs; its Fmax "
+         "estimate is the register-to-register sta (commit 398206a) by parts, each layer between registers, and "
+         "over the whole kept netlist flat (`boards.yosys.netlist_path`: the paths across layers too). The row "
+         "was compiled and built again the seventh session (2026-11-27, at af2b733): at the same II the optimizer "
+         "now returns another design than the build of 70a0321 (13:59 that day): MVAU_1 and MVAU_2 at SIMD 16 x "
+         "PE 8 (were 8 x 16), MVAU_0, MVAU_3 and MVAU_6 in fabric and MVAU_4 and MVAU_8 in DSP48E1s (the "
+         "other way before), requantizers after MVAU_3 to MVAU_6; estimate 41,792 / 55,836 / 104.5 / 209 (was 41,843 / "
+         "46,509 / 127 / 209), Yosys 43,317 / 52,804 / 104.5 / 213 (was 42,459 / 44,339 / 127 / 213). Its binding "
+         "path is a window generator's address arithmetic, not an INT8 datapath: ConvolutionInputGenerator_8 "
+         "(SIMD 4), the window's top-left buffer address stepped modulo the buffer depth (swg/default.py "
+         "step_mod_depth, tl_addr[4] to need_addr[8]: three carry chains in series), ~126 MHz by parts and the "
+         "same over the whole netlist flat; the slowest INT8 datapaths: MVAU_5 ~128 MHz (FDRE -> INV -> 2 "
+         "CARRY4 -> 5 LUTs -> 3 CARRY4), MVAU_6 ~129 MHz. The 70a0321 "
+         "design's ~144 MHz came from the sta blind to flip-flops; over its kept netlist flat the new sta gives "
+         "~122 MHz (ConvolutionInputGenerator_0's window check, top_left against written, through its output "
+         "into StreamingFIFO_1's level adder: a path across two layers, FDRE -> LUT2 -> LUT3 -> CARRY4 -> LUT5 "
+         "-> LUT5 -> LUT4 -> LUT2 -> LUT6 -> CARRY4 -> CARRY4). 100 MHz holds by the estimate for both. The "
          "W4A4 `--fit` row is of an earlier stop; this session's optimizer finds the same II 12,288 (42,195 LUT / "
          "53 BRAM36 / 18 DSP by the estimate, LUT binds: 4-bit lanes in DSP48E1 pairs cost 13-23 fabric LUTs a "
          "MAC for their canaries and skew, 4x4 products in LUTs 32-45). Its 20,000 frames/s (II 5,000, 2,500 "
