@@ -449,8 +449,8 @@ class RowAdder(Elaboratable):
             return m
         front = m.submodules.front = TernaryFront(self.columns, self._width)
         carry = m.submodules.carry = TernaryMajority(self.columns, self._width)
-        m.d.comb += [front.i.eq(self.i), carry.i.eq(self.i), self.front_s.eq(front.s), self.di.eq(carry.di)]
-        m.d.comb += self.s.eq((carry.di + (front.s ^ carry.di))[:self._width])
+        m.d.comb += [front.i.eq(self.i), carry.i.eq(self.i), self.front_s.eq(front.o), self.di.eq(carry.o)]
+        m.d.comb += self.s.eq((carry.o + (front.o ^ carry.o))[:self._width])
         return m
 
 
@@ -465,7 +465,7 @@ class TieTest(Elaboratable):
 
     def __init__(self, columns, bits, rows):
         self._columns, self._bits, self._rows = columns, bits, rows
-        self.i = Signal(max(1, sum(1 for col in columns for bit, _ in col if not isinstance(bit, Const))))
+        self.i = Signal(max(1, _source_count(columns)))
         self.s, self.di = Signal(bits), Signal(bits)
         self.zero = Signal()
 
@@ -477,7 +477,7 @@ class TieTest(Elaboratable):
             if self._rows == 2:     # the rows' bits of columns first..hi-1, each inverted in the group
                 columns = self._columns[first:hi]
                 unit = m.submodules[f"g{g}"] = TieGroup(lo - first, columns)
-                start = sum(1 for col in self._columns[:first] for bit, _ in col if not isinstance(bit, Const))
+                start = _source_count(self._columns[:first])
                 m.d.comb += unit.i.eq(self.i[start:start + len(unit.i)])
             else:
                 unit = m.submodules[f"g{g}"] = TieGroup(lo - first, None, hi - first)
@@ -505,7 +505,7 @@ class TieGroup(Elaboratable):
     def __init__(self, lo, columns, width=None):
         self._lo, self._columns = lo, columns
         width = len(columns) if columns is not None else width
-        self.i = Signal(max(1, sum(1 for col in columns or () for bit, _ in col if not isinstance(bit, Const))))
+        self.i = Signal(max(1, _source_count(columns or ())))
         self.s, self.di = Signal(width), Signal(width)
         self.zero = Signal()
 
@@ -529,35 +529,41 @@ def _majority(rows):
     return (rows[0] & rows[1]) | (rows[0] & rows[2]) | (rows[1] & rows[2])
 
 
-class TernaryFront(Elaboratable):
+class _ThreeRowLUTs(Elaboratable):
+    """A module of LUTs over a ternary adder's columns (``i``: their bits as :class:`RowAdder` takes them),
+    one output word ``o`` of ``width`` bits from the three rows (:meth:`word`)."""
+
+    def __init__(self, columns, width):
+        self._columns = columns
+        self.i = Signal(max(1, _source_count(columns)))
+        self.o = Signal(width)
+
+    def elaborate(self, platform):
+        m = Module()
+        m.d.comb += self.o.eq(self.word(_rows(_inputs(self.i, self._columns), 3)))
+        return m
+
+
+class TernaryFront(_ThreeRowLUTs):
     """A ternary adder's S: bit b the parity of column b's three bits and the majority of column b-1's,
     a function of six bits: alone, one LUT6 a bit."""
 
-    def __init__(self, columns, width):
-        self._columns, self._width = columns, width
-        self.i = Signal(max(1, sum(1 for col in columns for bit, _ in col if not isinstance(bit, Const))))
-        self.s = Signal(width)
-
-    def elaborate(self, platform):
-        m = Module()
-        rows = _rows(_inputs(self.i, self._columns), 3)
-        m.d.comb += self.s.eq(rows[0] ^ rows[1] ^ rows[2] ^ Cat(C(0, 1), _majority(rows)))
-        return m
+    @staticmethod
+    def word(rows):
+        return rows[0] ^ rows[1] ^ rows[2] ^ Cat(C(0, 1), _majority(rows))
 
 
-class TernaryMajority(Elaboratable):
+class TernaryMajority(_ThreeRowLUTs):
     """A ternary adder's carries into the chain's DI: bit b the majority of column b-1's three bits (a LUT3)."""
 
-    def __init__(self, columns, width):
-        self._columns, self._width = columns, width
-        self.i = Signal(max(1, sum(1 for col in columns for bit, _ in col if not isinstance(bit, Const))))
-        self.di = Signal(width)
+    @staticmethod
+    def word(rows):
+        return Cat(C(0, 1), _majority(rows))
 
-    def elaborate(self, platform):
-        m = Module()
-        rows = _rows(_inputs(self.i, self._columns), 3)
-        m.d.comb += self.di.eq(Cat(C(0, 1), _majority(rows)))
-        return m
+
+def _source_count(columns):
+    """The bits of ``columns`` a module takes as inputs (constants stay inside)."""
+    return sum(1 for col in columns for bit, _ in col if not isinstance(bit, Const))
 
 
 # Full and half adders, not tables and not kept outputs; each level of a channel a module of its own
